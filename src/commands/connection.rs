@@ -1,0 +1,616 @@
+//! Connection family: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
+
+use crate::commands::spec::{flag, Arg, CommandSpec};
+use crate::commands::{help_reply, is, syntax_error, text, Ctx};
+use crate::protocol::Reply;
+use crate::server::client::ReplyMode;
+use crate::server::{REDIS_COMPAT_VERSION, VERSION};
+use crate::util::num::{parse_i64, NOT_AN_INTEGER};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+const CONN: CommandSpec = CommandSpec { group: "connection", acl: &["connection"], ..CommandSpec::DEFAULT };
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "ping",
+        arity: -1,
+        flags: flag::FAST,
+        acl: &["fast", "connection"],
+        summary: "Returns the server's liveliness response.",
+        args: &[Arg::string("message").optional()],
+        handler: ping,
+        ..CONN
+    },
+    CommandSpec {
+        name: "echo",
+        arity: 2,
+        flags: flag::LOADING | flag::STALE | flag::FAST,
+        acl: &["fast", "connection"],
+        summary: "Returns the given string.",
+        args: &[Arg::string("message")],
+        handler: echo,
+        ..CONN
+    },
+    CommandSpec {
+        name: "hello",
+        arity: -1,
+        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        acl: &["fast", "connection"],
+        summary: "Handshakes with the server.",
+        since: "6.0.0",
+        args: &[Arg::block(
+            "arguments",
+            &[
+                Arg::integer("protover"),
+                Arg::block("username-password", &[Arg::string("username"), Arg::string("password")])
+                    .with_token("AUTH")
+                    .optional(),
+                Arg::string("clientname").with_token("SETNAME").optional(),
+            ],
+        )
+        .optional()],
+        handler: hello,
+        ..CONN
+    },
+    CommandSpec {
+        name: "auth",
+        arity: -2,
+        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        acl: &["fast", "connection"],
+        summary: "Authenticates the connection.",
+        args: &[Arg::string("username").optional(), Arg::string("password")],
+        handler: auth,
+        ..CONN
+    },
+    CommandSpec {
+        name: "select",
+        arity: 2,
+        flags: flag::LOADING | flag::STALE | flag::FAST,
+        acl: &["fast", "connection"],
+        summary: "Changes the selected database.",
+        args: &[Arg::integer("index")],
+        handler: select,
+        ..CONN
+    },
+    CommandSpec {
+        name: "quit",
+        arity: -1,
+        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        acl: &["fast", "connection"],
+        summary: "Closes the connection.",
+        handler: quit,
+        ..CONN
+    },
+    CommandSpec {
+        name: "reset",
+        arity: 1,
+        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        acl: &["fast", "connection"],
+        summary: "Resets the connection.",
+        since: "6.2.0",
+        handler: reset,
+        ..CONN
+    },
+    CommandSpec {
+        name: "client",
+        arity: -2,
+        summary: "A container for client connection commands.",
+        since: "2.4.0",
+        complexity: "Depends on subcommand.",
+        subcommands: CLIENT_SUBCOMMANDS,
+        handler: client_container,
+        ..CONN
+    },
+];
+
+const CLIENT_SUB: CommandSpec = CommandSpec {
+    group: "connection",
+    since: "2.4.0",
+    flags: flag::NOSCRIPT | flag::LOADING | flag::STALE,
+    acl: &["slow", "connection"],
+    ..CommandSpec::DEFAULT
+};
+
+static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "client|id",
+        arity: 2,
+        summary: "Returns the unique client ID of the connection.",
+        since: "5.0.0",
+        handler: client_id,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|getname",
+        arity: 2,
+        summary: "Returns the name of the connection.",
+        handler: client_getname,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|setname",
+        arity: 3,
+        summary: "Sets the connection name.",
+        args: &[Arg::string("connection-name")],
+        handler: client_setname,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|setinfo",
+        arity: 4,
+        summary: "Sets information specific to the client or connection.",
+        since: "7.2.0",
+        args: &[Arg::oneof(
+            "attr",
+            &[Arg::string("libname").with_token("LIB-NAME"), Arg::string("libver").with_token("LIB-VER")],
+        )],
+        handler: client_setinfo,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|list",
+        arity: -2,
+        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
+        acl: &["admin", "slow", "dangerous", "connection"],
+        summary: "Lists open connections.",
+        complexity: "O(N) where N is the number of client connections",
+        args: &[
+            Arg::oneof(
+                "client-type",
+                &[
+                    Arg::token("normal", "NORMAL"),
+                    Arg::token("master", "MASTER"),
+                    Arg::token("replica", "REPLICA"),
+                    Arg::token("pubsub", "PUBSUB"),
+                ],
+            )
+            .with_token("TYPE")
+            .optional(),
+            Arg::integer("client-id").with_token("ID").optional().multiple(),
+        ],
+        handler: client_list,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|info",
+        arity: 2,
+        summary: "Returns information about the connection.",
+        since: "6.2.0",
+        handler: client_info,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|kill",
+        arity: -3,
+        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
+        acl: &["admin", "slow", "dangerous", "connection"],
+        summary: "Terminates open connections.",
+        complexity: "O(N) where N is the number of client connections",
+        args: &[Arg::oneof(
+            "filter",
+            &[
+                Arg::string("old-format"),
+                Arg::block(
+                    "new-format",
+                    &[
+                        Arg::integer("client-id").with_token("ID").optional(),
+                        Arg::string("addr").with_token("ADDR").optional(),
+                        Arg::string("laddr").with_token("LADDR").optional(),
+                        Arg::string("username").with_token("USER").optional(),
+                        Arg::string("skipme").with_token("SKIPME").optional(),
+                    ],
+                )
+                .multiple(),
+            ],
+        )],
+        handler: client_kill,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|reply",
+        arity: 3,
+        summary: "Instructs the server whether to reply to commands.",
+        since: "3.2.0",
+        args: &[Arg::oneof(
+            "action",
+            &[Arg::token("on", "ON"), Arg::token("off", "OFF"), Arg::token("skip", "SKIP")],
+        )],
+        handler: client_reply,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|no-evict",
+        arity: 3,
+        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
+        acl: &["admin", "slow", "dangerous", "connection"],
+        summary: "Sets the client eviction mode of the connection.",
+        since: "7.0.0",
+        args: &[Arg::oneof("enabled", &[Arg::token("on", "ON"), Arg::token("off", "OFF")])],
+        handler: client_no_evict,
+        ..CLIENT_SUB
+    },
+    CommandSpec {
+        name: "client|help",
+        arity: 2,
+        flags: flag::LOADING | flag::STALE,
+        summary: "Returns helpful text about the different subcommands.",
+        since: "5.0.0",
+        handler: client_help,
+        ..CLIENT_SUB
+    },
+];
+
+fn ping(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    match args.len() {
+        1 => Reply::Simple("PONG"),
+        2 => Reply::Bulk(args[1].clone()),
+        _ => crate::commands::wrong_arity("ping"),
+    }
+}
+
+fn echo(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    Reply::Bulk(args[1].clone())
+}
+
+/// Checks a password for `user` (only `default` exists).
+fn check_password(ctx: &Ctx<'_>, user: &[u8], pass: &[u8]) -> bool {
+    let cfg = ctx.server.config.read();
+    let required = cfg.get("requirepass");
+    user == b"default" && (required.is_empty() || required.as_bytes() == pass)
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let mut proto = if ctx.client.resp3 { 3 } else { 2 };
+    let mut i = 1;
+    if args.len() >= 2 {
+        match parse_i64(&args[1]) {
+            Some(v @ 2..=3) => proto = v,
+            Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
+            None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+        }
+        i = 2;
+    }
+    let mut setname = None;
+    let mut auth_ok = false;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if is(&args[i], "AUTH") && more >= 2 {
+            if !check_password(ctx, &args[i + 1], &args[i + 2]) {
+                return Reply::error(WRONGPASS);
+            }
+            auth_ok = true;
+            i += 3;
+        } else if is(&args[i], "SETNAME") && more >= 1 {
+            if let Err(e) = valid_name(&args[i + 1], "Client names") {
+                return e;
+            }
+            setname = Some(text(&args[i + 1]));
+            i += 2;
+        } else {
+            return Reply::error(format!("ERR Syntax error in HELLO option '{}'", text(&args[i])));
+        }
+    }
+    if auth_ok {
+        ctx.client.authenticated = true;
+    }
+    if !ctx.client.authenticated && ctx.server.auth_required.load(Ordering::Relaxed) {
+        return Reply::error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
+    }
+    if let Some(name) = setname {
+        ctx.client.with_meta(|m| m.name = name);
+    }
+    ctx.client.resp3 = proto == 3;
+    ctx.client.with_meta(|m| m.resp = proto as u8);
+    let _ = VERSION;
+    Reply::Map(vec![
+        (Reply::bulk_str("server"), Reply::bulk_str("redis")),
+        (Reply::bulk_str("version"), Reply::bulk_str(REDIS_COMPAT_VERSION)),
+        (Reply::bulk_str("proto"), Reply::Int(proto)),
+        (Reply::bulk_str("id"), Reply::Int(ctx.client.id() as i64)),
+        (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
+        (Reply::bulk_str("role"), Reply::bulk_str("master")),
+        (Reply::bulk_str("modules"), Reply::Array(vec![])),
+    ])
+}
+
+fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() > 3 {
+        return syntax_error();
+    }
+    let (user, pass): (&[u8], &[u8]) = if args.len() == 3 { (&args[1], &args[2]) } else { (b"default", &args[1]) };
+    if args.len() == 2 && !ctx.server.auth_required.load(Ordering::Relaxed) {
+        return Reply::error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        );
+    }
+    if check_password(ctx, user, pass) {
+        ctx.client.authenticated = true;
+        Reply::ok()
+    } else {
+        Reply::error(WRONGPASS)
+    }
+}
+
+fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(db) = parse_i64(&args[1]) else {
+        return Reply::error(NOT_AN_INTEGER);
+    };
+    if db < 0 || db as usize >= ctx.server.store.databases() {
+        return Reply::error("ERR DB index is out of range");
+    }
+    ctx.client.db = db as usize;
+    ctx.client.with_meta(|m| m.db = db as usize);
+    Reply::ok()
+}
+
+fn quit(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    ctx.client.close_after_reply = true;
+    Reply::ok()
+}
+
+fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let c = &mut *ctx.client;
+    c.db = 0;
+    c.resp3 = false;
+    c.reply_mode = ReplyMode::On;
+    c.authenticated = !ctx.server.auth_required.load(Ordering::Relaxed);
+    c.with_meta(|m| {
+        m.db = 0;
+        m.resp = 2;
+        m.no_evict = false;
+    });
+    Reply::Simple("RESET")
+}
+
+fn client_container(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    // Only reached with no subcommand, which the arity check already refuses.
+    crate::commands::wrong_arity("client")
+}
+
+fn client_id(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    Reply::Int(ctx.client.id() as i64)
+}
+
+fn client_getname(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let name = ctx.client.handle.meta.lock().name.clone();
+    if name.is_empty() {
+        Reply::Nil
+    } else {
+        Reply::bulk(name)
+    }
+}
+
+/// Names may not contain spaces, newlines or other special characters (Redis's rule).
+fn valid_name(name: &[u8], what: &str) -> Result<(), Reply> {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(Reply::error(format!("ERR {what} cannot contain spaces, newlines or special characters.")));
+    }
+    Ok(())
+}
+
+fn client_setname(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if let Err(e) = valid_name(&args[2], "Client names") {
+        return e;
+    }
+    let name = text(&args[2]);
+    ctx.client.with_meta(|m| m.name = name);
+    Reply::ok()
+}
+
+fn client_setinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let value = text(&args[3]);
+    if is(&args[2], "LIB-NAME") {
+        if let Err(e) = valid_name(&args[3], "lib-name") {
+            return e;
+        }
+        ctx.client.with_meta(|m| m.lib_name = value);
+    } else if is(&args[2], "LIB-VER") {
+        if let Err(e) = valid_name(&args[3], "lib-ver") {
+            return e;
+        }
+        ctx.client.with_meta(|m| m.lib_ver = value);
+    } else {
+        return Reply::error(format!("ERR Unrecognized option '{}'", text(&args[2])));
+    }
+    Reply::ok()
+}
+
+/// One `CLIENT LIST` line, with Redis's field names.
+fn client_line(server: &crate::server::Server, h: &crate::server::client::ClientHandle) -> String {
+    let m = h.meta.lock().clone();
+    let now = server.started.elapsed().as_secs();
+    let idle = now.saturating_sub(h.last_active.load(Ordering::Relaxed));
+    let cmd = if m.last_cmd.is_empty() { "NULL".to_string() } else { m.last_cmd.clone() };
+    format!(
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        h.id,
+        h.addr,
+        h.laddr,
+        m.name,
+        h.created.elapsed().as_secs(),
+        idle,
+        m.db,
+        cmd,
+        m.resp,
+        m.lib_name,
+        m.lib_ver
+    )
+}
+
+fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "TYPE") && i + 1 < args.len() {
+            let t = text(&args[i + 1]).to_ascii_lowercase();
+            if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
+                return Reply::error(format!("ERR Unknown client type '{}'", text(&args[i + 1])));
+            }
+            if t != "normal" {
+                ids = Some(vec![]);
+            }
+            i += 2;
+        } else if is(&args[i], "ID") && i + 1 < args.len() {
+            let mut list = ids.take().unwrap_or_default();
+            i += 1;
+            while i < args.len() {
+                match parse_i64(&args[i]) {
+                    Some(id) if id > 0 => list.push(id as u64),
+                    _ => return Reply::error("ERR Invalid client ID"),
+                }
+                i += 1;
+            }
+            ids = Some(list);
+        } else {
+            return syntax_error();
+        }
+    }
+    let mut out = String::new();
+    for h in ctx.server.clients.all() {
+        if ids.as_ref().is_none_or(|l| l.contains(&h.id)) {
+            out.push_str(&client_line(ctx.server, &h));
+        }
+    }
+    Reply::Verbatim(Bytes::from(out))
+}
+
+fn client_info(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    Reply::Verbatim(Bytes::from(client_line(ctx.server, &ctx.client.handle)))
+}
+
+fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port
+        let addr = text(&args[2]);
+        for h in ctx.server.clients.all() {
+            if h.addr.to_string() == addr {
+                h.kill();
+                return Reply::ok();
+            }
+        }
+        return Reply::error("ERR No such client");
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut user = None;
+    let mut skipme = true;
+    let mut i = 2;
+    while i + 1 < args.len() {
+        let v = &args[i + 1];
+        if is(&args[i], "ID") {
+            match parse_i64(v) {
+                Some(n) if n > 0 => id = Some(n as u64),
+                _ => return Reply::error("ERR client-id should be greater than 0"),
+            }
+        } else if is(&args[i], "ADDR") {
+            addr = Some(text(v));
+        } else if is(&args[i], "LADDR") {
+            laddr = Some(text(v));
+        } else if is(&args[i], "USER") {
+            user = Some(text(v));
+        } else if is(&args[i], "SKIPME") {
+            if is(v, "yes") {
+                skipme = true;
+            } else if is(v, "no") {
+                skipme = false;
+            } else {
+                return syntax_error();
+            }
+        } else if is(&args[i], "TYPE") {
+            let t = text(v).to_ascii_lowercase();
+            if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
+                return Reply::error(format!("ERR Unknown client type '{}'", text(v)));
+            }
+            if t != "normal" {
+                id = Some(0);
+            }
+        } else {
+            return syntax_error();
+        }
+        i += 2;
+    }
+    if i != args.len() {
+        return syntax_error();
+    }
+    let mut killed = 0;
+    for h in ctx.server.clients.all() {
+        if id.is_some_and(|id| id != h.id)
+            || addr.as_ref().is_some_and(|a| *a != h.addr.to_string())
+            || laddr.as_ref().is_some_and(|a| *a != h.laddr.to_string())
+            || user.as_ref().is_some_and(|u| u != "default")
+            || (skipme && h.id == ctx.client.id())
+        {
+            continue;
+        }
+        if h.id == ctx.client.id() {
+            ctx.client.close_after_reply = true;
+        } else {
+            h.kill();
+        }
+        killed += 1;
+    }
+    Reply::Int(killed)
+}
+
+fn client_reply(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if is(&args[2], "ON") {
+        ctx.client.reply_mode = ReplyMode::On;
+        Reply::ok()
+    } else if is(&args[2], "OFF") {
+        ctx.client.reply_mode = ReplyMode::Off;
+        Reply::NoReply
+    } else if is(&args[2], "SKIP") {
+        if ctx.client.reply_mode != ReplyMode::Off {
+            ctx.client.reply_mode = ReplyMode::Skip;
+        }
+        Reply::NoReply
+    } else {
+        syntax_error()
+    }
+}
+
+fn client_no_evict(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let on = if is(&args[2], "ON") {
+        true
+    } else if is(&args[2], "OFF") {
+        false
+    } else {
+        return syntax_error();
+    };
+    ctx.client.with_meta(|m| m.no_evict = on);
+    Reply::ok()
+}
+
+fn client_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    help_reply(
+        "client",
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID, ADDR, LADDR, USER, SKIPME (yes|no), TYPE.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options: TYPE <type>, ID <id> [...].",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set client meta attr.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+        ],
+    )
+}

@@ -1,0 +1,170 @@
+//! Commands: the one command table and its dispatcher.
+//!
+//! Each family file (`connection.rs`, `server.rs`, `strings.rs`, ...) exports a static slice of
+//! [`CommandSpec`]s, each entry carrying its own documentation next to its handler. The table
+//! built from them here drives dispatch, arity and unknown-command errors, authentication,
+//! `COMMAND` and key extraction.
+
+pub mod connection;
+pub mod docs;
+pub mod server;
+pub mod spec;
+
+use crate::protocol::Reply;
+use crate::server::client::ClientState;
+use crate::server::Server;
+use bytes::Bytes;
+use spec::{flag, CommandSpec};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+/// What a handler gets: the shared server and this client's own state.
+pub struct Ctx<'a> {
+    pub server: &'a Arc<Server>,
+    pub client: &'a mut ClientState,
+}
+
+/// Every family, in the order `COMMAND` lists them.
+fn families() -> [&'static [CommandSpec]; 2] {
+    [connection::COMMANDS, server::COMMANDS]
+}
+
+pub struct Table {
+    by_name: hashbrown::HashMap<&'static str, &'static CommandSpec>,
+    all: Vec<&'static CommandSpec>,
+}
+
+impl Table {
+    fn build() -> Table {
+        let mut by_name = hashbrown::HashMap::new();
+        let mut all = Vec::new();
+        for fam in families() {
+            for spec in fam {
+                let dup = by_name.insert(spec.name, spec);
+                debug_assert!(dup.is_none(), "command {} registered twice", spec.name);
+                all.push(spec);
+            }
+        }
+        Table { by_name, all }
+    }
+
+    /// Looks a command up by name, case-insensitively, without allocating.
+    pub fn get(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        for (d, s) in buf.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
+        self.by_name.get(lower).copied()
+    }
+
+    pub fn all(&self) -> &[&'static CommandSpec] {
+        &self.all
+    }
+}
+
+pub fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(Table::build)
+}
+
+/// Finds a container's subcommand (`CLIENT ID` → `client|id`).
+pub fn subcommand(container: &'static CommandSpec, name: &[u8]) -> Option<&'static CommandSpec> {
+    container.subcommands.iter().find(|s| {
+        let short = s.name.rsplit('|').next().unwrap_or(s.name);
+        short.as_bytes().eq_ignore_ascii_case(name)
+    })
+}
+
+/// `ERR unknown command 'x', with args beginning with: 'a' 'b' ` exactly as Redis 7 words it.
+fn unknown_command(args: &[Bytes]) -> Reply {
+    let mut shown = String::new();
+    for a in &args[1..] {
+        if shown.len() >= 128 {
+            break;
+        }
+        let room = 128 - shown.len();
+        let text = String::from_utf8_lossy(a);
+        let cut: String = text.chars().take(room).collect();
+        shown.push_str(&format!("'{cut}' "));
+    }
+    let name = String::from_utf8_lossy(&args[0]);
+    let name: String = name.chars().take(128).collect();
+    Reply::error(format!("ERR unknown command '{name}', with args beginning with: {shown}"))
+}
+
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!("ERR wrong number of arguments for '{name}' command"))
+}
+
+pub fn syntax_error() -> Reply {
+    Reply::error("ERR syntax error")
+}
+
+/// The error for an unknown subcommand: `ERR unknown subcommand 'x'. Try CLIENT HELP.`
+pub fn unknown_subcommand(container: &str, sub: &[u8]) -> Reply {
+    let sub: String = String::from_utf8_lossy(sub).chars().take(128).collect();
+    Reply::error(format!("ERR unknown subcommand '{sub}'. Try {} HELP.", container.to_uppercase()))
+}
+
+/// Resolves the table entry that will run `args`, or the error Redis would give.
+pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
+    let Some(spec) = table().get(&args[0]) else {
+        return Err(unknown_command(args));
+    };
+    if !spec.subcommands.is_empty() && args.len() >= 2 {
+        return match subcommand(spec, &args[1]) {
+            Some(sub) if sub.arity_ok(args.len()) => Ok(sub),
+            Some(sub) => Err(wrong_arity(sub.name)),
+            None => Err(unknown_subcommand(spec.name, &args[1])),
+        };
+    }
+    if !spec.arity_ok(args.len()) {
+        return Err(wrong_arity(spec.name));
+    }
+    Ok(spec)
+}
+
+/// Runs one request. `args` is never empty.
+pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    ctx.server.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
+    let spec = match resolve(args) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if !ctx.client.authenticated && !spec.has(flag::NO_AUTH) && ctx.server.auth_required.load(Ordering::Relaxed) {
+        return Reply::error("NOAUTH Authentication required.");
+    }
+    ctx.client.with_meta(|m| m.last_cmd = spec.name.to_string());
+    (spec.handler)(ctx, args)
+}
+
+/// The key arguments of a request, per its table entry (`COMMAND GETKEYS`, shard routing).
+pub fn keys_of<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a Bytes> {
+    spec.key_positions(args.len()).into_iter().map(|i| &args[i]).collect()
+}
+
+/// A `HELP` subcommand reply: the lines as simple strings, as Redis's `addReplyHelp`.
+pub fn help_reply(container: &str, lines: &[&str]) -> Reply {
+    let mut out = vec![Reply::Status(format!(
+        "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        container.to_uppercase()
+    ))];
+    out.extend(lines.iter().map(|l| Reply::Status(l.to_string())));
+    out.push(Reply::Status("HELP".into()));
+    out.push(Reply::Status("    Print this help.".into()));
+    Reply::Array(out)
+}
+
+/// Reads an argument as UTF-8 text (lossy) for error messages and names.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Case-insensitive comparison of an argument with a keyword.
+pub fn is(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}

@@ -1,0 +1,710 @@
+//! Server family: COMMAND INFO CONFIG TIME DBSIZE FLUSHDB FLUSHALL SHUTDOWN and the
+//! administrative commands whose implementations arrive with persistence and the key space.
+
+use crate::commands::spec::{flag, Arg, CommandSpec};
+use crate::commands::{docs, help_reply, is, keys_of, resolve, syntax_error, table, text, Ctx};
+use crate::config::{self, SETTINGS};
+use crate::protocol::Reply;
+use crate::server::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
+use crate::util::glob::glob_match;
+use bytes::Bytes;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+const SRV: CommandSpec = CommandSpec { group: "server", ..CommandSpec::DEFAULT };
+const ADMIN: u32 = flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE;
+
+const FLUSH_ARGS: &[Arg] =
+    &[Arg::oneof("flush-type", &[Arg::token("async", "ASYNC"), Arg::token("sync", "SYNC")]).optional()];
+
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "command",
+        arity: -1,
+        flags: flag::LOADING | flag::STALE,
+        acl: &["slow", "connection"],
+        summary: "Returns detailed information about all commands.",
+        since: "2.8.13",
+        complexity: "O(N) where N is the total number of commands",
+        subcommands: COMMAND_SUBCOMMANDS,
+        handler: command_all,
+        ..SRV
+    },
+    CommandSpec {
+        name: "info",
+        arity: -1,
+        flags: flag::LOADING | flag::STALE,
+        acl: &["slow", "dangerous"],
+        summary: "Returns information and statistics about the server.",
+        args: &[Arg::string("section").optional().multiple()],
+        handler: info,
+        ..SRV
+    },
+    CommandSpec {
+        name: "config",
+        arity: -2,
+        summary: "A container for server configuration commands.",
+        since: "2.0.0",
+        complexity: "Depends on subcommand.",
+        subcommands: CONFIG_SUBCOMMANDS,
+        handler: container,
+        ..SRV
+    },
+    CommandSpec {
+        name: "time",
+        arity: 1,
+        flags: flag::LOADING | flag::STALE | flag::FAST,
+        acl: &["fast"],
+        summary: "Returns the server time.",
+        since: "2.6.0",
+        handler: time,
+        ..SRV
+    },
+    CommandSpec {
+        name: "dbsize",
+        arity: 1,
+        flags: flag::READONLY | flag::FAST,
+        acl: &["keyspace", "read", "fast"],
+        summary: "Returns the number of keys in the database.",
+        handler: dbsize,
+        ..SRV
+    },
+    CommandSpec {
+        name: "flushdb",
+        arity: -1,
+        flags: flag::WRITE,
+        acl: &["keyspace", "write", "slow", "dangerous"],
+        summary: "Removes all keys and document collections from the current database.",
+        complexity: "O(N) where N is the number of keys and documents in the selected database",
+        args: FLUSH_ARGS,
+        handler: flushdb,
+        ..SRV
+    },
+    CommandSpec {
+        name: "flushall",
+        arity: -1,
+        flags: flag::WRITE,
+        acl: &["keyspace", "write", "slow", "dangerous"],
+        summary: "Removes all keys and document collections from all databases.",
+        complexity: "O(N) where N is the total number of keys and documents in all databases",
+        args: FLUSH_ARGS,
+        handler: flushall,
+        ..SRV
+    },
+    CommandSpec {
+        name: "shutdown",
+        arity: -1,
+        flags: ADMIN | flag::NO_MULTI | flag::ALLOW_BUSY,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Synchronously saves the database(s) to disk and shuts down the server.",
+        complexity: "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
+        args: &[
+            Arg::oneof("save-selector", &[Arg::token("nosave", "NOSAVE"), Arg::token("save", "SAVE")]).optional(),
+            Arg::token("now", "NOW").optional(),
+            Arg::token("force", "FORCE").optional(),
+            Arg::token("abort", "ABORT").optional(),
+        ],
+        handler: shutdown,
+        ..SRV
+    },
+    CommandSpec {
+        name: "swapdb",
+        arity: 3,
+        flags: flag::WRITE | flag::FAST,
+        acl: &["keyspace", "write", "fast", "dangerous"],
+        summary: "Swaps two databases, key spaces and document collections alike.",
+        since: "4.0.0",
+        complexity: "O(N) where N is the count of clients watching or blocking on keys from both databases.",
+        args: &[Arg::integer("index1"), Arg::integer("index2")],
+        ..SRV
+    },
+    CommandSpec {
+        name: "save",
+        arity: 1,
+        flags: ADMIN | flag::NO_MULTI,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Synchronously saves the database(s) to disk.",
+        complexity: "O(N) where N is the total number of keys in all databases",
+        ..SRV
+    },
+    CommandSpec {
+        name: "bgsave",
+        arity: -1,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Asynchronously saves the database(s) to disk.",
+        complexity: "O(N) where N is the total number of keys in all databases",
+        args: &[Arg::token("schedule", "SCHEDULE").optional()],
+        ..SRV
+    },
+    CommandSpec {
+        name: "bgrewriteaof",
+        arity: 1,
+        flags: ADMIN | flag::NO_MULTI,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Asynchronously rewrites the append-only journal to a snapshot plus tail.",
+        complexity: "O(N) where N is the total number of keys and documents",
+        ..SRV
+    },
+    CommandSpec {
+        name: "lastsave",
+        arity: 1,
+        flags: flag::LOADING | flag::STALE | flag::FAST,
+        acl: &["admin", "fast", "dangerous"],
+        summary: "Returns the Unix timestamp of the last successful save to disk.",
+        handler: lastsave,
+        ..SRV
+    },
+    CommandSpec {
+        name: "slowlog",
+        arity: -2,
+        summary: "A container for slow log commands.",
+        since: "2.2.12",
+        complexity: "Depends on subcommand.",
+        subcommands: SLOWLOG_SUBCOMMANDS,
+        handler: container,
+        ..SRV
+    },
+    CommandSpec {
+        name: "memory",
+        arity: -2,
+        summary: "A container for memory diagnostics commands.",
+        since: "4.0.0",
+        complexity: "Depends on subcommand.",
+        subcommands: MEMORY_SUBCOMMANDS,
+        handler: container,
+        ..SRV
+    },
+    CommandSpec {
+        name: "object",
+        arity: -2,
+        group: "generic",
+        summary: "A container for object introspection commands.",
+        since: "2.2.3",
+        complexity: "Depends on subcommand.",
+        subcommands: OBJECT_SUBCOMMANDS,
+        handler: container,
+        ..SRV
+    },
+    CommandSpec {
+        name: "waitaof",
+        arity: 4,
+        flags: flag::NOSCRIPT,
+        acl: &["slow", "connection"],
+        group: "generic",
+        summary: "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
+        since: "7.2.0",
+        args: &[Arg::integer("numlocal"), Arg::integer("numreplicas"), Arg::integer("timeout")],
+        ..SRV
+    },
+    CommandSpec {
+        name: "monitor",
+        arity: 1,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Listens for all requests received by the server in real-time.",
+        ..SRV
+    },
+];
+
+const SUB: CommandSpec = CommandSpec { group: "server", flags: flag::LOADING | flag::STALE, acl: &["slow"], ..CommandSpec::DEFAULT };
+
+static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec { name: "command|count", arity: 2, summary: "Returns a count of commands.", since: "2.8.13", handler: command_count, ..SUB },
+    CommandSpec {
+        name: "command|info",
+        arity: -2,
+        summary: "Returns information about one, multiple or all commands.",
+        since: "2.8.13",
+        complexity: "O(N) where N is the number of commands to look up",
+        args: &[Arg::string("command-name").optional().multiple()],
+        handler: command_info,
+        ..SUB
+    },
+    CommandSpec {
+        name: "command|docs",
+        arity: -2,
+        summary: "Returns documentary information about one, multiple or all commands.",
+        since: "7.0.0",
+        complexity: "O(N) where N is the number of commands to look up",
+        args: &[Arg::string("command-name").optional().multiple()],
+        handler: command_docs,
+        ..SUB
+    },
+    CommandSpec {
+        name: "command|list",
+        arity: -2,
+        summary: "Returns a list of command names.",
+        since: "7.0.0",
+        complexity: "O(N) where N is the total number of commands",
+        args: &[Arg::oneof(
+            "filterby",
+            &[
+                Arg::string("module-name").with_token("MODULE"),
+                Arg::string("category").with_token("ACLCAT"),
+                Arg::pattern("pattern").with_token("PATTERN"),
+            ],
+        )
+        .with_token("FILTERBY")
+        .optional()],
+        handler: command_list,
+        ..SUB
+    },
+    CommandSpec {
+        name: "command|getkeys",
+        arity: -3,
+        summary: "Extracts the key names from an arbitrary command.",
+        since: "2.8.13",
+        complexity: "O(N) where N is the number of arguments to the command",
+        args: &[Arg::string("command"), Arg::string("arg").optional().multiple()],
+        handler: command_getkeys,
+        ..SUB
+    },
+    CommandSpec { name: "command|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "5.0.0", handler: command_help, ..SUB },
+];
+
+static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "config|get",
+        arity: -3,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Returns the effective values of configuration parameters.",
+        since: "2.0.0",
+        complexity: "O(N) when N is the number of configuration parameters provided",
+        args: &[Arg::string("parameter").multiple()],
+        handler: config_get,
+        ..SUB
+    },
+    CommandSpec {
+        name: "config|set",
+        arity: -4,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Sets configuration parameters in-flight.",
+        since: "2.0.0",
+        complexity: "O(N) when N is the number of configuration parameters provided",
+        args: &[Arg::block("data", &[Arg::string("parameter"), Arg::string("value")]).multiple()],
+        handler: config_set,
+        ..SUB
+    },
+    CommandSpec {
+        name: "config|resetstat",
+        arity: 2,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Resets the server's statistics.",
+        since: "2.0.0",
+        handler: config_resetstat,
+        ..SUB
+    },
+    CommandSpec {
+        name: "config|rewrite",
+        arity: 2,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Persists the effective configuration to file.",
+        since: "2.8.0",
+        handler: config_rewrite,
+        ..SUB
+    },
+    CommandSpec { name: "config|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "5.0.0", handler: config_help, ..SUB },
+];
+
+static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec { name: "slowlog|get", arity: -2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Returns the slow log's entries.", since: "2.2.12", complexity: "O(N) where N is the number of entries returned", args: &[Arg::integer("count").optional()], ..SUB },
+    CommandSpec { name: "slowlog|len", arity: 2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Returns the number of entries in the slow log.", since: "2.2.12", ..SUB },
+    CommandSpec { name: "slowlog|reset", arity: 2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Clears all entries from the slow log.", since: "2.2.12", complexity: "O(N) where N is the number of entries in the slowlog", ..SUB },
+    CommandSpec { name: "slowlog|help", arity: 2, summary: "Show helpful text about the different subcommands", since: "6.2.0", ..SUB },
+];
+
+static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec { name: "memory|usage", arity: -3, flags: flag::READONLY, acl: &["read", "slow"], first_key: 2, last_key: 2, step: 1, summary: "Estimates the memory usage of a key.", since: "4.0.0", complexity: "O(N) where N is the number of samples.", args: &[Arg::key("key"), Arg::integer("count").with_token("SAMPLES").optional()], ..SUB },
+    CommandSpec { name: "memory|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "4.0.0", ..SUB },
+];
+
+static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec { name: "object|encoding", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the internal encoding of an object.", since: "2.2.3", args: &[Arg::key("key")], ..SUB },
+    CommandSpec { name: "object|idletime", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the time since the last access to an object.", since: "2.2.3", args: &[Arg::key("key")], ..SUB },
+    CommandSpec { name: "object|freq", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the logarithmic access frequency counter of an object.", since: "4.0.0", args: &[Arg::key("key")], ..SUB },
+    CommandSpec { name: "object|help", arity: 2, group: "generic", acl: &["keyspace", "slow"], summary: "Returns helpful text about the different subcommands.", since: "6.2.0", ..SUB },
+];
+
+fn container(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    // Only reached with no subcommand, which the arity check already refuses.
+    crate::commands::wrong_arity(&text(&args[0]).to_lowercase())
+}
+
+fn command_all(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() > 1 {
+        return crate::commands::unknown_subcommand("command", &args[1]);
+    }
+    Reply::Array(table().all().iter().map(|s| docs::info(s)).collect())
+}
+
+fn command_count(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    Reply::Int(table().all().len() as i64)
+}
+
+fn command_info(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() == 2 {
+        return Reply::Array(table().all().iter().map(|s| docs::info(s)).collect());
+    }
+    Reply::Array(
+        args[2..]
+            .iter()
+            .map(|n| lookup_full(n).map(docs::info).unwrap_or(Reply::NilArray))
+            .collect(),
+    )
+}
+
+/// Looks up `get` or `client|id`.
+fn lookup_full(name: &[u8]) -> Option<&'static CommandSpec> {
+    let name = text(name).to_lowercase();
+    match name.split_once('|') {
+        Some((c, s)) => crate::commands::subcommand(table().get(c.as_bytes())?, s.as_bytes()),
+        None => table().get(name.as_bytes()),
+    }
+}
+
+fn command_docs(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let specs: Vec<&'static CommandSpec> = if args.len() == 2 {
+        table().all().to_vec()
+    } else {
+        args[2..].iter().filter_map(|n| lookup_full(n)).collect()
+    };
+    Reply::Map(specs.into_iter().map(|s| (Reply::bulk_str(s.name), docs::docs(s))).collect())
+}
+
+fn command_list(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let all = table().all();
+    let names = all.iter().map(|s| s.name);
+    let filtered: Vec<&str> = match args.len() {
+        2 => names.collect(),
+        5 if is(&args[2], "FILTERBY") => {
+            let v = &args[4];
+            if is(&args[3], "PATTERN") {
+                names.filter(|n| glob_match(v, n.as_bytes(), true)).collect()
+            } else if is(&args[3], "ACLCAT") {
+                let cat = text(v).to_lowercase();
+                all.iter().filter(|s| s.acl.contains(&cat.as_str())).map(|s| s.name).collect()
+            } else if is(&args[3], "MODULE") {
+                vec![]
+            } else {
+                return syntax_error();
+            }
+        }
+        _ => return syntax_error(),
+    };
+    Reply::Array(filtered.into_iter().map(Reply::bulk_str).collect())
+}
+
+fn command_getkeys(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let inner = &args[2..];
+    let spec = match resolve(inner) {
+        Ok(s) => s,
+        Err(_) if table().get(&inner[0]).is_none() => return Reply::error("ERR Invalid command specified"),
+        Err(_) => return Reply::error("ERR Invalid number of arguments specified for command"),
+    };
+    let keys = keys_of(spec, inner);
+    if keys.is_empty() {
+        return Reply::error("ERR The command has no key arguments");
+    }
+    Reply::Array(keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect())
+}
+
+fn command_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    help_reply(
+        "command",
+        &[
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+        ],
+    )
+}
+
+fn config_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let patterns: Vec<&[u8]> = args[2..].iter().map(|b| b.as_ref()).collect();
+    let cfg = ctx.server.config.read();
+    Reply::Map(cfg.matching(&patterns).into_iter().map(|(n, v)| (Reply::bulk_str(n), Reply::bulk(v))).collect())
+}
+
+fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let pairs = &args[2..];
+    if pairs.len() % 2 != 0 {
+        return crate::commands::wrong_arity("config|set");
+    }
+    // Validate everything first: CONFIG SET of several settings is all or nothing.
+    let mut updates = Vec::new();
+    for pair in pairs.chunks(2) {
+        let name = text(&pair[0]);
+        let Some(s) = config::setting(&name) else {
+            return Reply::error(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+        };
+        let fail = |why: &str| {
+            Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{}') - {why}", s.name))
+        };
+        if !s.live {
+            return fail("can't set immutable config");
+        }
+        if updates.iter().any(|(n, _)| *n == s.name) {
+            return fail("duplicate parameter");
+        }
+        match config::normalize(s, &text(&pair[1])) {
+            Ok(v) => updates.push((s.name, v)),
+            Err(e) => return fail(&e),
+        }
+    }
+    {
+        let mut cfg = ctx.server.config.write();
+        for (n, v) in &updates {
+            cfg.set_normalized(n, v.clone());
+        }
+    }
+    for (n, _) in &updates {
+        ctx.server.config_changed(n);
+    }
+    Reply::ok()
+}
+
+fn config_resetstat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    ctx.server.stats.reset();
+    Reply::ok()
+}
+
+fn config_rewrite(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let cfg = ctx.server.config.read().clone();
+    match cfg.rewrite() {
+        Ok(()) => Reply::ok(),
+        Err(e) => Reply::error(format!("ERR {e}")),
+    }
+}
+
+fn config_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    help_reply(
+        "config",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    )
+}
+
+fn time(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ])
+}
+
+fn dbsize(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    Reply::Int(ctx.server.store.dbsize(ctx.client.db) as i64)
+}
+
+/// Parses `[ASYNC|SYNC]`; true for ASYNC.
+fn flush_mode(args: &[Bytes]) -> Result<bool, Reply> {
+    match args.len() {
+        1 => Ok(false),
+        2 if is(&args[1], "ASYNC") => Ok(true),
+        2 if is(&args[1], "SYNC") => Ok(false),
+        _ => Err(syntax_error()),
+    }
+}
+
+fn flush(ctx: &mut Ctx<'_>, args: &[Bytes], db: Option<usize>) -> Reply {
+    let background = match flush_mode(args) {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let old = ctx.server.store.flush(db);
+    // The data is already unreachable; ASYNC only moves the freeing off this client's path.
+    if background {
+        std::thread::spawn(move || drop(old));
+    } else {
+        drop(old);
+    }
+    Reply::ok()
+}
+
+fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let db = ctx.client.db;
+    flush(ctx, args, Some(db))
+}
+
+fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    flush(ctx, args, None)
+}
+
+fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let mut abort = false;
+    for a in &args[1..] {
+        if is(a, "ABORT") {
+            abort = true;
+        } else if !(is(a, "NOSAVE") || is(a, "SAVE") || is(a, "NOW") || is(a, "FORCE")) {
+            return syntax_error();
+        }
+    }
+    if abort {
+        return Reply::error("ERR No shutdown in progress.");
+    }
+    tracing::warn!("User requested shutdown...");
+    ctx.server.shutdown();
+    // As Redis: the connection is closed without a reply.
+    ctx.client.close_after_reply = true;
+    Reply::NoReply
+}
+
+fn lastsave(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    Reply::Int(ctx.server.started_unix as i64)
+}
+
+const INFO_SECTIONS: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "documents"];
+
+fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let mut wanted: Vec<String> = args[1..].iter().map(|a| text(a).to_lowercase()).collect();
+    if wanted.is_empty() || wanted.iter().any(|w| w == "default" || w == "all" || w == "everything") {
+        wanted = INFO_SECTIONS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut out = String::new();
+    for section in INFO_SECTIONS.iter().filter(|s| wanted.iter().any(|w| w == *s)) {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        info_section(ctx, section, &mut out);
+    }
+    Reply::Verbatim(Bytes::from(out))
+}
+
+fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
+    let s = ctx.server;
+    let cfg = s.config.read();
+    let uptime = s.started.elapsed().as_secs();
+    let title = {
+        let mut c = section.chars();
+        c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+    };
+    let _ = write!(out, "# {title}\r\n");
+    let mut kv = |k: &str, v: &dyn std::fmt::Display| {
+        let _ = write!(out, "{k}:{v}\r\n");
+    };
+    match section {
+        "server" => {
+            kv("redis_version", &REDIS_COMPAT_VERSION);
+            kv("server_name", &"tidecache");
+            kv("tidecache_version", &VERSION);
+            kv("redis_mode", &"standalone");
+            kv("os", &std::env::consts::OS);
+            kv("arch_bits", &(usize::BITS));
+            kv("multiplexing_api", &"tokio");
+            kv("process_id", &std::process::id());
+            kv("run_id", &s.run_id);
+            kv("tcp_port", &s.port.load(Ordering::Relaxed));
+            kv("server_time_usec", &(unix_millis() * 1000));
+            kv("uptime_in_seconds", &uptime);
+            kv("uptime_in_days", &(uptime / 86400));
+            kv("hz", &cfg.get("hz"));
+            kv("shards", &s.store.shard_count());
+            kv("executable", &std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
+            kv("config_file", &cfg.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+        }
+        "clients" => {
+            kv("connected_clients", &s.clients.count());
+            kv("maxclients", &cfg.get("maxclients"));
+            kv("blocked_clients", &0);
+            kv("pubsub_clients", &0);
+        }
+        "memory" => {
+            let rss = rss_bytes();
+            kv("used_memory", &rss);
+            kv("used_memory_human", &human(rss));
+            kv("used_memory_rss", &rss);
+            kv("used_memory_rss_human", &human(rss));
+            kv("maxmemory", &cfg.get("maxmemory"));
+            kv("maxmemory_human", &human(cfg.get_u64("maxmemory")));
+            kv("maxmemory_policy", &cfg.get("maxmemory-policy"));
+            kv("mem_allocator", &"mimalloc");
+        }
+        "persistence" => {
+            kv("loading", &0);
+            kv("async_loading", &0);
+            kv("rdb_changes_since_last_save", &0);
+            kv("rdb_bgsave_in_progress", &0);
+            kv("rdb_last_save_time", &s.started_unix);
+            kv("aof_enabled", &(cfg.get_bool("appendonly") as u8));
+            kv("aof_rewrite_in_progress", &0);
+        }
+        "stats" => {
+            let st = &s.stats;
+            let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+            kv("total_connections_received", &g(&st.connections_received));
+            kv("total_commands_processed", &g(&st.commands_processed));
+            kv("total_net_input_bytes", &g(&st.net_input_bytes));
+            kv("total_net_output_bytes", &g(&st.net_output_bytes));
+            kv("rejected_connections", &g(&st.rejected_connections));
+            kv("expired_keys", &0);
+            kv("evicted_keys", &0);
+            kv("keyspace_hits", &g(&st.keyspace_hits));
+            kv("keyspace_misses", &g(&st.keyspace_misses));
+            kv("pubsub_channels", &0);
+            kv("pubsub_patterns", &0);
+        }
+        "replication" => {
+            kv("role", &"master");
+            kv("connected_slaves", &0);
+        }
+        "cpu" => {}
+        "keyspace" => {
+            for db in 0..s.store.databases() {
+                let n = s.store.dbsize(db);
+                if n > 0 {
+                    kv(&format!("db{db}"), &format!("keys={n},expires=0,avg_ttl=0"));
+                }
+            }
+        }
+        "documents" => {
+            kv("collections", &0);
+            kv("documents", &0);
+            kv("ttl_passes", &0);
+            kv("ttl_deleted_documents", &0);
+        }
+        _ => {}
+    }
+    let _ = SETTINGS;
+}
+
+/// Resident set size of this process, from /proc (0 where unavailable).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: &[(&str, f64)] = &[("G", 1073741824.0), ("M", 1048576.0), ("K", 1024.0)];
+    for (u, size) in UNITS {
+        if bytes as f64 >= *size {
+            return format!("{:.2}{u}", bytes as f64 / size);
+        }
+    }
+    format!("{bytes}B")
+}

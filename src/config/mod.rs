@@ -1,0 +1,417 @@
+//! Configuration: one table of settings drives the config file, the command line,
+//! `CONFIG GET/SET/REWRITE` and the documentation in `conf/tidecache.conf`.
+
+use crate::protocol::request::split_args;
+use crate::util::glob::glob_match;
+use crate::util::num::parse_memory;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Bool,
+    /// Inclusive range.
+    Int(i64, i64),
+    /// A byte amount; accepts units (`64mb`); reported in bytes.
+    Memory,
+    Enum(&'static [&'static str]),
+    Str,
+    /// Validated by a setting-specific function.
+    Special(fn(&str) -> Result<String, String>),
+}
+
+pub struct Setting {
+    pub name: &'static str,
+    pub default: &'static str,
+    /// Can `CONFIG SET` change it while the server runs?
+    pub live: bool,
+    pub kind: Kind,
+    pub doc: &'static str,
+}
+
+pub const POLICIES: &[&str] = &[
+    "noeviction",
+    "allkeys-lru",
+    "volatile-lru",
+    "allkeys-lfu",
+    "volatile-lfu",
+    "allkeys-random",
+    "volatile-random",
+    "volatile-ttl",
+];
+
+/// Every setting, in the order `conf/tidecache.conf` documents them.
+pub static SETTINGS: &[Setting] = &[
+    Setting { name: "bind", default: "127.0.0.1 -::1", live: false, kind: Kind::Str,
+        doc: "Addresses to listen on, separated by spaces. A leading '-' means: skip the address if it is not available." },
+    Setting { name: "port", default: "6379", live: false, kind: Kind::Int(0, 65535),
+        doc: "TCP port. 0 picks a free port (the chosen one is logged)." },
+    Setting { name: "requirepass", default: "", live: true, kind: Kind::Str,
+        doc: "Password clients must give with AUTH (or HELLO ... AUTH) before any other command. Empty: no password." },
+    Setting { name: "protected-mode", default: "yes", live: true, kind: Kind::Bool,
+        doc: "When yes and no password is set, clients from non-loopback addresses are refused." },
+    Setting { name: "maxclients", default: "10000", live: true, kind: Kind::Int(1, 1_000_000),
+        doc: "Largest number of connected clients; one more is refused with '-ERR max number of clients reached'." },
+    Setting { name: "timeout", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Close a client idle for this many seconds. 0: never." },
+    Setting { name: "databases", default: "16", live: false, kind: Kind::Int(1, 1_000_000),
+        doc: "Number of databases (SELECT 0 .. databases-1). Each holds a key space and document collections." },
+    Setting { name: "shards", default: "0", live: false, kind: Kind::Int(0, 1024),
+        doc: "Number of in-process shards the data is split over. 0: twice the number of cores." },
+    Setting { name: "hz", default: "10", live: true, kind: Kind::Int(1, 500),
+        doc: "How many times a second each shard sweeps expired keys from its timing wheel." },
+    Setting { name: "ttl-monitor-period", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),
+        doc: "Seconds between two passes of each shard's TTL monitor over its TTL indexes (MongoDB's ttlMonitorSleepSecs). A change takes effect at once." },
+    Setting { name: "ttl-strict-reads", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: a document past its TTL deadline is invisible to reads and writes at once. no: it lingers until the monitor removes it, as in MongoDB." },
+    Setting { name: "maxmemory", default: "0", live: true, kind: Kind::Memory,
+        doc: "Memory limit for data. 0: no limit. Past it, maxmemory-policy decides." },
+    Setting { name: "maxmemory-policy", default: "noeviction", live: true, kind: Kind::Enum(POLICIES),
+        doc: "What happens past maxmemory: noeviction (writes fail with -OOM), allkeys-lru, volatile-lru, allkeys-lfu, volatile-lfu, allkeys-random, volatile-random, volatile-ttl." },
+    Setting { name: "maxmemory-samples", default: "5", live: true, kind: Kind::Int(1, 64),
+        doc: "Keys sampled per eviction; more is more exact and slower." },
+    Setting { name: "proto-max-bulk-len", default: "536870912", live: true, kind: Kind::Memory,
+        doc: "Largest bulk string a client may send (512mb). Longer ones are a protocol error." },
+    Setting { name: "client-query-buffer-limit", default: "1073741824", live: true, kind: Kind::Memory,
+        doc: "Largest unparsed input kept for one client (1gb); past it the client is closed." },
+    Setting { name: "max-document-size", default: "16777216", live: true, kind: Kind::Memory,
+        doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
+    Setting { name: "save", default: "", live: true, kind: Kind::Str,
+        doc: "Snapshot schedule, as Redis's 'save'. Accepted for tools that read it (redis-benchmark); durability comes from the journal (appendonly)." },
+    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
+        doc: "Keep an append-only journal of every write and replay it at start." },
+    Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
+        doc: "When the journal is flushed to disk: always (before replying), everysec, or no (left to the OS)." },
+    Setting { name: "appendfilename", default: "appendonly.aof", live: false, kind: Kind::Str,
+        doc: "Journal file name, inside dir." },
+    Setting { name: "auto-aof-rewrite-percentage", default: "100", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Rewrite the journal when it has grown by this percentage since the last rewrite. 0: never automatically." },
+    Setting { name: "auto-aof-rewrite-min-size", default: "67108864", live: true, kind: Kind::Memory,
+        doc: "Do not rewrite automatically below this journal size (64mb)." },
+    Setting { name: "client-output-buffer-limit", default: "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", live: true, kind: Kind::Special(parse_output_limits),
+        doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
+    Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
+        doc: "Working directory for the journal and snapshots." },
+    Setting { name: "loglevel", default: "notice", live: true, kind: Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
+        doc: "How much is logged: debug, verbose, notice, warning, nothing." },
+    Setting { name: "logfile", default: "", live: false, kind: Kind::Str,
+        doc: "Log file. Empty: standard error." },
+    Setting { name: "notify-keyspace-events", default: "", live: true, kind: Kind::Special(parse_notify_classes),
+        doc: "Keyspace notification classes, as in Redis: K (keyspace) E (keyevent) g $ h x (expired, including doc.expired) e (evicted) n A (alias for g$hxe...). Empty: off." },
+    Setting { name: "slowlog-log-slower-than", default: "10000", live: true, kind: Kind::Int(-1, i64::MAX),
+        doc: "Log commands slower than this many microseconds in SLOWLOG. -1: off; 0: every command." },
+    Setting { name: "slowlog-max-len", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Entries kept in SLOWLOG." },
+];
+
+pub fn setting(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+fn parse_output_limits(v: &str) -> Result<String, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut current: HashMap<&str, [u64; 3]> = HashMap::new();
+    for class in ["normal", "slave", "pubsub"] {
+        let d = default_output_limit(class);
+        current.insert(class, d);
+    }
+    for chunk in words.chunks(4) {
+        let class = match chunk[0].to_ascii_lowercase().as_str() {
+            "normal" => "normal",
+            "slave" | "replica" => "slave",
+            "pubsub" => "pubsub",
+            _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+        };
+        let hard = parse_memory(chunk[1]);
+        let soft = parse_memory(chunk[2]);
+        let secs = chunk[3].parse::<u64>().ok();
+        match (hard, soft, secs) {
+            (Some(h), Some(s), Some(t)) => {
+                current.insert(class, [h, s, t]);
+            }
+            _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+        }
+    }
+    Ok(["normal", "slave", "pubsub"]
+        .iter()
+        .map(|c| {
+            let [h, s, t] = current[c];
+            format!("{c} {h} {s} {t}")
+        })
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+fn default_output_limit(class: &str) -> [u64; 3] {
+    match class {
+        "slave" => [268435456, 67108864, 60],
+        "pubsub" => [33554432, 8388608, 60],
+        _ => [0, 0, 0],
+    }
+}
+
+/// Validates notify-keyspace-events classes and returns them in Redis's canonical order.
+fn parse_notify_classes(v: &str) -> Result<String, String> {
+    const ALL: &str = "g$lshzxetd";
+    let mut set = std::collections::BTreeSet::new();
+    for c in v.chars() {
+        match c {
+            'A' => set.extend(ALL.chars()),
+            'K' | 'E' | 'g' | '$' | 'l' | 's' | 'h' | 'z' | 'x' | 'e' | 't' | 'd' | 'm' | 'n' => {
+                set.insert(c);
+            }
+            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        }
+    }
+    // Canonical form, as Redis's keyspaceEventsFlagsToString.
+    let mut out = String::new();
+    if ALL.chars().all(|c| set.contains(&c)) {
+        out.push('A');
+    } else {
+        for c in ALL.chars() {
+            if set.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    for c in ['K', 'E', 'm', 'n'] {
+        if set.contains(&c) {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// Checks and normalizes a value for a setting. The error text is what follows
+/// `CONFIG SET failed (possibly related to argument 'x') - `.
+pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
+    match s.kind {
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Int(min, max) => {
+            let n: i64 = value.trim().parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            if n < min || n > max {
+                return Err(format!("argument must be between {min} and {max} inclusive"));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Memory => parse_memory(value)
+            .filter(|&n| n <= i64::MAX as u64)
+            .map(|n| n.to_string())
+            .ok_or_else(|| "argument must be a memory value".to_string()),
+        Kind::Enum(options) => options
+            .iter()
+            .find(|o| o.eq_ignore_ascii_case(value))
+            .map(|o| o.to_string())
+            .ok_or_else(|| format!("argument(s) must be one of the following: {}", options.join(", "))),
+        Kind::Str => Ok(value.to_string()),
+        Kind::Special(f) => f(value),
+    }
+}
+
+/// The settings in force, as normalized strings, plus where they came from.
+#[derive(Clone, Debug)]
+pub struct Config {
+    values: HashMap<&'static str, String>,
+    pub file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let values = SETTINGS
+            .iter()
+            .map(|s| (s.name, normalize(s, s.default).unwrap_or_else(|_| s.default.to_string())))
+            .collect();
+        Config { values, file: None }
+    }
+}
+
+impl Config {
+    /// Builds the configuration from `tidecache-server [conf] [--name value ...]`.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut cfg = Config::default();
+        let mut rest = args;
+        if let Some(first) = rest.first() {
+            if !first.starts_with("--") {
+                let path = PathBuf::from(first);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("Fatal error, can't open config file '{}': {e}", path.display()))?;
+                cfg.load_text(&text)?;
+                cfg.file = Some(std::fs::canonicalize(&path).unwrap_or(path));
+                rest = &rest[1..];
+            }
+        }
+        // `--name v1 v2 --other v` : everything up to the next `--name` is the value.
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(name) = rest[i].strip_prefix("--") else {
+                return Err(format!("Invalid argument '{}': options are --name value", rest[i]));
+            };
+            let mut j = i + 1;
+            while j < rest.len() && !rest[j].starts_with("--") {
+                j += 1;
+            }
+            let value = rest[i + 1..j].join(" ");
+            cfg.set_from_source(name, &value).map_err(|e| format!("Invalid option --{name}: {e}"))?;
+            i = j;
+        }
+        Ok(cfg)
+    }
+
+    /// Reads redis.conf-style text: `name value` lines, `#` comments.
+    pub fn load_text(&mut self, text: &str) -> Result<(), String> {
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fatal = |why: &str| {
+                format!("*** FATAL CONFIG FILE ERROR *** at line {} >>> '{}' {why}", n + 1, line)
+            };
+            let words = split_args(line.as_bytes()).ok_or_else(|| fatal("Unbalanced quotes in configuration line"))?;
+            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
+            let Some((name, vals)) = words.split_first() else { continue };
+            self.set_from_source(name, &vals.join(" ")).map_err(|e| fatal(&e))?;
+        }
+        Ok(())
+    }
+
+    fn set_from_source(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let s = setting(name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+        let v = normalize(s, value)?;
+        self.values.insert(s.name, v);
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> &str {
+        self.values.get(name).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn get_i64(&self, name: &str) -> i64 {
+        self.get(name).parse().unwrap_or(0)
+    }
+
+    pub fn get_u64(&self, name: &str) -> u64 {
+        self.get(name).parse().unwrap_or(0)
+    }
+
+    pub fn get_bool(&self, name: &str) -> bool {
+        self.get(name) == "yes"
+    }
+
+    /// Sets an already validated, normalized value.
+    pub fn set_normalized(&mut self, name: &'static str, value: String) {
+        self.values.insert(name, value);
+    }
+
+    /// `CONFIG GET` with glob patterns: (name, value) pairs in table order, each once.
+    pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(&'static str, String)> {
+        SETTINGS
+            .iter()
+            .filter(|s| patterns.iter().any(|p| glob_match(p, s.name.as_bytes(), true)))
+            .map(|s| (s.name, self.get(s.name).to_string()))
+            .collect()
+    }
+
+    /// `CONFIG REWRITE`: rewrites the config file in place, keeping comments and order,
+    /// replacing each setting's line with its current value and appending changed settings
+    /// the file did not mention.
+    pub fn rewrite(&self) -> Result<(), String> {
+        let path = self.file.as_ref().ok_or("The server is running without a config file")?;
+        let old = std::fs::read_to_string(path).map_err(|e| format!("Rewriting config file: {e}"))?;
+        let text = self.rewritten_text(&old);
+        write_atomically(path, &text).map_err(|e| format!("Rewriting config file: {e}"))
+    }
+
+    fn rewritten_text(&self, old: &str) -> String {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = String::new();
+        for raw in old.lines() {
+            let line = raw.trim();
+            let name = line.split_whitespace().next().unwrap_or("");
+            if !line.starts_with('#') {
+                if let Some(s) = setting(name) {
+                    if seen.insert(s.name) {
+                        out.push_str(&format!("{} {}\n", s.name, quote(self.get(s.name))));
+                    }
+                    continue;
+                }
+            }
+            out.push_str(raw);
+            out.push('\n');
+        }
+        let mut header = false;
+        for s in SETTINGS {
+            let default = normalize(s, s.default).unwrap_or_default();
+            if !seen.contains(s.name) && self.get(s.name) != default {
+                if !header {
+                    out.push_str("\n# Generated by CONFIG REWRITE\n");
+                    header = true;
+                }
+                out.push_str(&format!("{} {}\n", s.name, quote(self.get(s.name))));
+            }
+        }
+        out
+    }
+}
+
+fn quote(v: &str) -> String {
+    if v.is_empty() || v.contains(['"', '\'', '\\']) {
+        format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        v.to_string()
+    }
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("rewrite.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_is_valid() {
+        for s in SETTINGS {
+            assert!(normalize(s, s.default).is_ok(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn shipped_conf_documents_every_setting_with_its_default() {
+        let text = include_str!("../../conf/tidecache.conf");
+        for s in SETTINGS {
+            let line = if s.default.is_empty() { format!("{} \"\"", s.name) } else { format!("{} {}", s.name, s.default) };
+            assert!(
+                text.lines().any(|l| l.trim_start_matches("# ").trim() == line),
+                "conf/tidecache.conf lacks the line '{line}'"
+            );
+        }
+        let mut c = Config::default();
+        c.load_text(text).unwrap();
+    }
+
+    #[test]
+    fn args_override_file_and_rewrite_keeps_comments() {
+        let mut c = Config::default();
+        c.load_text("# hello\nport 7000\nhz 20\n").unwrap();
+        assert_eq!(c.get("port"), "7000");
+        let c2 = Config::from_args(&["--hz".into(), "30".into(), "--bind".into(), "127.0.0.1".into(), "::1".into()]).unwrap();
+        assert_eq!(c2.get("hz"), "30");
+        assert_eq!(c2.get("bind"), "127.0.0.1 ::1");
+        c.set_normalized("maxmemory", "100".into());
+        let t = c.rewritten_text("# hello\nport 7000\nhz 20\nhz 21\n");
+        assert_eq!(t, "# hello\nport 7000\nhz 20\n\n# Generated by CONFIG REWRITE\nmaxmemory 100\n");
+        assert!(Config::default().load_text("nosuch 1").is_err());
+        assert_eq!(normalize(setting("notify-keyspace-events").unwrap(), "KEA").unwrap(), "AKE");
+    }
+}

@@ -1,0 +1,219 @@
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A reply as the command layer builds it. The same value is written as RESP2 or RESP3;
+/// RESP3-only types degrade to their RESP2 equivalents exactly as Redis degrades them
+/// (maps to flat arrays, doubles to bulk strings, booleans to integers, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`
+    Simple(&'static str),
+    /// `+text` with an owned text (status replies built at run time).
+    Status(String),
+    /// `-ERR ...`: the text includes the error code prefix (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    Int(i64),
+    Bulk(Bytes),
+    /// The null bulk string (RESP2 `$-1`, RESP3 `_`).
+    Nil,
+    /// The null array (RESP2 `*-1`, RESP3 `_`).
+    NilArray,
+    Array(Vec<Reply>),
+    /// RESP3 map; RESP2 flat array of key, value, key, value.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; RESP2 array.
+    Set(Vec<Reply>),
+    /// RESP3 double; RESP2 bulk string.
+    Double(f64),
+    /// RESP3 boolean; RESP2 integer 1/0.
+    Bool(bool),
+    /// RESP3 verbatim string (`=len\r\ntxt:...`); RESP2 bulk string.
+    Verbatim(Bytes),
+    /// RESP3 push; RESP2 array.
+    Push(Vec<Reply>),
+    /// Several replies written back to back (used by commands such as SUBSCRIBE that answer
+    /// once per argument).
+    Multi(Vec<Reply>),
+    /// Nothing is written (CLIENT REPLY OFF, QUIT's close, ...).
+    NoReply,
+}
+
+pub const OK: Reply = Reply::Simple("OK");
+
+impl Reply {
+    pub fn ok() -> Reply {
+        OK
+    }
+
+    /// An error reply; `text` starts with its code (`ERR ...`, `WRONGTYPE ...`).
+    pub fn error(text: impl Into<String>) -> Reply {
+        Reply::Error(text.into())
+    }
+
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn bulk_str(s: &str) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the encoding of this reply to `out`.
+    pub fn encode(&self, out: &mut BytesMut, resp3: bool) {
+        match self {
+            Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Status(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(s) => line(out, b'-', s.as_bytes()),
+            Reply::Int(i) => int_line(out, b':', *i),
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Nil => {
+                if resp3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"$-1\r\n")
+                }
+            }
+            Reply::NilArray => {
+                if resp3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"*-1\r\n")
+                }
+            }
+            Reply::Array(items) => {
+                int_line(out, b'*', items.len() as i64);
+                for r in items {
+                    r.encode(out, resp3);
+                }
+            }
+            Reply::Set(items) => {
+                int_line(out, if resp3 { b'~' } else { b'*' }, items.len() as i64);
+                for r in items {
+                    r.encode(out, resp3);
+                }
+            }
+            Reply::Push(items) => {
+                int_line(out, if resp3 { b'>' } else { b'*' }, items.len() as i64);
+                for r in items {
+                    r.encode(out, resp3);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    int_line(out, b'%', pairs.len() as i64);
+                } else {
+                    int_line(out, b'*', 2 * pairs.len() as i64);
+                }
+                for (k, v) in pairs {
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
+            Reply::Double(d) => {
+                let text = format_double(*d);
+                if resp3 {
+                    line(out, b',', text.as_bytes());
+                } else {
+                    bulk(out, text.as_bytes());
+                }
+            }
+            Reply::Bool(b) => {
+                if resp3 {
+                    out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+                } else {
+                    out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" });
+                }
+            }
+            Reply::Verbatim(b) => {
+                if resp3 {
+                    int_line(out, b'=', b.len() as i64 + 4);
+                    out.put_slice(b"txt:");
+                    out.put_slice(b);
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, b);
+                }
+            }
+            Reply::Multi(items) => {
+                for r in items {
+                    r.encode(out, resp3);
+                }
+            }
+            Reply::NoReply => {}
+        }
+    }
+}
+
+fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(prefix);
+    // A status or error line must not contain CR or LF; replace them as Redis does.
+    if text.iter().any(|&c| c == b'\r' || c == b'\n') {
+        out.extend(text.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
+    } else {
+        out.put_slice(text);
+    }
+    out.put_slice(b"\r\n");
+}
+
+fn int_line(out: &mut BytesMut, prefix: u8, i: i64) {
+    let mut buf = itoa::Buffer::new();
+    let s = buf.format(i);
+    out.reserve(s.len() + 3);
+    out.put_u8(prefix);
+    out.put_slice(s.as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, b: &[u8]) {
+    int_line(out, b'$', b.len() as i64);
+    out.reserve(b.len() + 2);
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+/// Formats a double as Redis does (`%.17g`-like shortest round trip, `inf`, `-inf`, `nan`).
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        "nan".into()
+    } else if d.is_infinite() {
+        if d > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else if d == d.trunc() && d.abs() < 1e17 {
+        format!("{}", d as i64)
+    } else {
+        format!("{d}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, resp3: bool) -> String {
+        let mut b = BytesMut::new();
+        r.encode(&mut b, resp3);
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn shapes_degrade_in_resp2() {
+        let m = Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]);
+        assert_eq!(enc(&m, false), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, true), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&Reply::Nil, false), "$-1\r\n");
+        assert_eq!(enc(&Reply::Nil, true), "_\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
+        assert_eq!(enc(&Reply::Bool(true), false), ":1\r\n");
+        assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
+        assert_eq!(enc(&Reply::Verbatim(Bytes::from("hi")), true), "=6\r\ntxt:hi\r\n");
+        assert_eq!(enc(&Reply::error("ERR a\r\nb"), false), "-ERR a  b\r\n");
+    }
+}

@@ -1,0 +1,355 @@
+//! Request framing.
+//!
+//! Clients send RESP arrays of bulk strings (even after `HELLO 3`) or, typed into telnet, inline
+//! lines. Frames are decoded with `redis-protocol`'s range decoder, but only once a frame is
+//! known to be complete and within limits: a walk over the frame's headers, resumable across
+//! reads so that a large frame arriving in pieces is not re-scanned from its start, applies
+//! Redis 7's rules (`processMultibulkBuffer`) as each header line arrives. Nothing is allocated
+//! from a length the client claims; the bytes are held in the connection's read buffer only.
+
+use bytes::{Buf, Bytes, BytesMut};
+use redis_protocol::resp2::{decode::decode_range, types::RangeFrame};
+
+/// Longest inline request or header line, as Redis's `PROTO_INLINE_MAX_SIZE`.
+const INLINE_MAX: usize = 64 * 1024;
+
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// `proto-max-bulk-len`.
+    pub max_bulk_len: u64,
+    /// While authentication is pending, Redis caps frames at 10 elements of 16 KiB.
+    pub unauthenticated: bool,
+}
+
+/// Progress of the header walk over a partial frame, kept by the connection between reads.
+#[derive(Default, Debug)]
+pub struct ParseState {
+    /// Elements announced by the `*N` header, once read.
+    count: Option<usize>,
+    /// Elements whose bytes are fully in the buffer.
+    seen: usize,
+    /// Offset just past the last complete element (or the `*N` header).
+    pos: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+/// Takes the next complete request from `buf`. `Ok(None)`: more bytes are needed. An empty
+/// argument vector is never returned: empty lines and `*0` frames are skipped.
+pub fn parse_request(
+    buf: &mut BytesMut,
+    state: &mut ParseState,
+    limits: ParseLimits,
+) -> Result<Option<Vec<Bytes>>, ParseError> {
+    loop {
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let parsed = if buf[0] == b'*' {
+            parse_multibulk(buf, state, limits)?
+        } else {
+            parse_inline(buf)?
+        };
+        match parsed {
+            None => return Ok(None),
+            Some(args) if args.is_empty() => continue,
+            Some(args) => return Ok(Some(args)),
+        }
+    }
+}
+
+fn protocol_error(msg: &str) -> ParseError {
+    ParseError(format!("ERR Protocol error: {msg}"))
+}
+
+/// Parses a decimal integer header the way Redis's `string2ll` does (no spaces, no `+`).
+fn parse_header_int(line: &[u8]) -> Option<i64> {
+    if line.is_empty() || line.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match line[0] {
+        b'-' => (true, &line[1..]),
+        _ => (false, line),
+    };
+    if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    memchr(b'\r', rest).map(|i| from + i)
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&c| c == needle)
+}
+
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    state: &mut ParseState,
+    limits: ParseLimits,
+) -> Result<Option<Vec<Bytes>>, ParseError> {
+    if state.count.is_none() {
+        let Some(cr) = find_crlf(buf, 0) else {
+            if buf.len() > INLINE_MAX {
+                return Err(protocol_error("too big mbulk count string"));
+            }
+            return Ok(None);
+        };
+        if cr + 1 >= buf.len() {
+            return Ok(None);
+        }
+        let n = match parse_header_int(&buf[1..cr]) {
+            Some(n) if n <= i32::MAX as i64 => n,
+            _ => return Err(protocol_error("invalid multibulk length")),
+        };
+        if n > 10 && limits.unauthenticated {
+            return Err(protocol_error("unauthenticated multibulk length"));
+        }
+        if n <= 0 {
+            buf.advance(cr + 2);
+            *state = ParseState::default();
+            return Ok(Some(Vec::new()));
+        }
+        state.count = Some(n as usize);
+        state.seen = 0;
+        state.pos = cr + 2;
+    }
+    let count = state.count.unwrap_or(0);
+    while state.seen < count {
+        let pos = state.pos;
+        let Some(cr) = find_crlf(buf, pos) else {
+            if buf.len() - pos > INLINE_MAX {
+                return Err(protocol_error("too big bulk count string"));
+            }
+            return Ok(None);
+        };
+        if buf[pos] != b'$' {
+            return Err(protocol_error(&format!("expected '$', got '{}'", buf[pos] as char)));
+        }
+        let len = match parse_header_int(&buf[pos + 1..cr]) {
+            Some(l) if l >= 0 && (l as u64) <= limits.max_bulk_len => l as usize,
+            _ => return Err(protocol_error("invalid bulk length")),
+        };
+        if len > 16384 && limits.unauthenticated {
+            return Err(protocol_error("unauthenticated bulk length"));
+        }
+        // The header is valid; the element is complete once its bytes and CRLF are here.
+        let end = cr + 2 + len + 2;
+        if buf.len() < end {
+            return Ok(None);
+        }
+        state.seen += 1;
+        state.pos = end;
+    }
+    // The whole frame is here and within limits: decode it.
+    let frame_len = state.pos;
+    *state = ParseState::default();
+    let frame = buf.split_to(frame_len).freeze();
+    match decode_range(&frame) {
+        Ok(Some((RangeFrame::Array(items), used))) if used == frame_len => {
+            let mut args = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    RangeFrame::BulkString((start, end)) => args.push(frame.slice(start..end)),
+                    _ => return Err(protocol_error("expected bulk string")),
+                }
+            }
+            Ok(Some(args))
+        }
+        // The walk accepted the frame, so the decoder disagreeing is a malformed element
+        // the walk does not look into (a bulk without its trailing CRLF).
+        _ => Err(protocol_error("invalid bulk format")),
+    }
+}
+
+fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        if buf.len() > INLINE_MAX {
+            return Err(protocol_error("too big inline request"));
+        }
+        return Ok(None);
+    };
+    let line = buf.split_to(nl + 1);
+    let mut text = &line[..nl];
+    if text.last() == Some(&b'\r') {
+        text = &text[..text.len() - 1];
+    }
+    match split_args(text) {
+        Some(args) => Ok(Some(args.into_iter().map(Bytes::from).collect())),
+        None => Err(protocol_error("unbalanced quotes in request")),
+    }
+}
+
+/// Splits a line into arguments as Redis's `sdssplitargs`: spaces separate, `"..."` with
+/// `\n \r \t \b \a \\ \" \xHH` escapes, `'...'` with only `\'`. `None` for unbalanced quotes
+/// or a closing quote not followed by a space.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' && is_hex(line[i + 2]) && is_hex(line[i + 3]) {
+                    cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    in_dq = false;
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    in_sq = false;
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        let _ = (in_dq, in_sq);
+        out.push(cur);
+    }
+}
+
+fn is_hex(c: u8) -> bool {
+    c.is_ascii_hexdigit()
+}
+
+fn hex(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => c - b'A' + 10,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: ParseLimits = ParseLimits { max_bulk_len: 512 * 1024 * 1024, unauthenticated: false };
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Vec<Bytes>>, ParseError> {
+        let mut buf = BytesMut::from(input);
+        let mut st = ParseState::default();
+        let mut out = vec![];
+        while let Some(a) = parse_request(&mut buf, &mut st, LIM)? {
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn multibulk_and_inline() {
+        let r = parse_all(b"*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nPING\r\n  set a \"b c\"\r\n").unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0], vec![Bytes::from("ECHO"), Bytes::from("hi")]);
+        assert_eq!(r[1], vec![Bytes::from("PING")]);
+        assert_eq!(r[2], vec![Bytes::from("set"), Bytes::from("a"), Bytes::from("b c")]);
+    }
+
+    #[test]
+    fn byte_by_byte_is_resumable() {
+        let input = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n";
+        let mut buf = BytesMut::new();
+        let mut st = ParseState::default();
+        for (i, &c) in input.iter().enumerate() {
+            buf.extend_from_slice(&[c]);
+            let r = parse_request(&mut buf, &mut st, LIM).unwrap();
+            if i + 1 < input.len() {
+                assert!(r.is_none());
+            } else {
+                assert_eq!(r.unwrap().len(), 3);
+            }
+        }
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(
+            parse_all(b"*abc\r\n").unwrap_err().0,
+            "ERR Protocol error: invalid multibulk length"
+        );
+        assert_eq!(parse_all(b"*1\r\n$-5\r\n").unwrap_err().0, "ERR Protocol error: invalid bulk length");
+        assert_eq!(parse_all(b"*1\r\n:5\r\n").unwrap_err().0, "ERR Protocol error: expected '$', got ':'");
+        // A huge claimed length is refused by its header alone, before any bytes arrive.
+        let lim = ParseLimits { max_bulk_len: 1024, unauthenticated: false };
+        let mut buf = BytesMut::from(&b"*1\r\n$999999999\r\n"[..]);
+        let e = parse_request(&mut buf, &mut ParseState::default(), lim).unwrap_err();
+        assert_eq!(e.0, "ERR Protocol error: invalid bulk length");
+        assert_eq!(parse_all(b"SET \"a\r\n").unwrap_err().0, "ERR Protocol error: unbalanced quotes in request");
+        let unauth = ParseLimits { max_bulk_len: 1024, unauthenticated: true };
+        let mut buf = BytesMut::from(&b"*11\r\n"[..]);
+        let e = parse_request(&mut buf, &mut ParseState::default(), unauth).unwrap_err();
+        assert_eq!(e.0, "ERR Protocol error: unauthenticated multibulk length");
+    }
+
+    #[test]
+    fn split_args_like_redis() {
+        assert_eq!(split_args(br#"a "b\x41\n" 'c\'d'"#).unwrap(), vec![b"a".to_vec(), b"bA\n".to_vec(), b"c'd".to_vec()]);
+        assert!(split_args(br#""a"b"#).is_none());
+        assert!(split_args(b"").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,112 @@
+//! Per-client state. `ClientState` belongs to the connection task alone; the part other
+//! clients may read (`CLIENT LIST`) or act on (`CLIENT KILL`) lives in a shared `ClientHandle`.
+
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    Skip,
+}
+
+/// What other clients can see of a client and do to it.
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    pub meta: Mutex<ClientMeta>,
+    /// Seconds since the server started at the last command (for `idle`).
+    pub last_active: AtomicU64,
+    pub killed: AtomicBool,
+    pub kill_notify: Notify,
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct ClientMeta {
+    pub name: String,
+    pub lib_name: String,
+    pub lib_ver: String,
+    pub db: usize,
+    pub resp: u8,
+    pub last_cmd: String,
+    pub no_evict: bool,
+}
+
+impl ClientHandle {
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        self.kill_notify.notify_one();
+    }
+}
+
+/// Every connected client, by id.
+#[derive(Default)]
+pub struct ClientRegistry {
+    next_id: AtomicU64,
+    clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+}
+
+impl ClientRegistry {
+    pub fn register(&self, addr: SocketAddr, laddr: SocketAddr) -> Arc<ClientHandle> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let handle = Arc::new(ClientHandle {
+            id,
+            addr,
+            laddr,
+            created: Instant::now(),
+            meta: Mutex::new(ClientMeta { resp: 2, ..Default::default() }),
+            last_active: AtomicU64::new(0),
+            killed: AtomicBool::new(false),
+            kill_notify: Notify::new(),
+        });
+        self.clients.lock().insert(id, handle.clone());
+        handle
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.clients.lock().remove(&id);
+    }
+
+    pub fn count(&self) -> usize {
+        self.clients.lock().len()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ClientHandle>> {
+        self.clients.lock().values().cloned().collect()
+    }
+}
+
+/// State owned by one connection task.
+pub struct ClientState {
+    pub handle: Arc<ClientHandle>,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub reply_mode: ReplyMode,
+    /// Close the connection once the replies so far are written (QUIT, protocol error).
+    pub close_after_reply: bool,
+}
+
+impl ClientState {
+    pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> ClientState {
+        ClientState { handle, db: 0, resp3: false, authenticated, reply_mode: ReplyMode::On, close_after_reply: false }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.handle.id
+    }
+
+    /// Publishes the fields CLIENT LIST shows.
+    pub fn with_meta(&self, f: impl FnOnce(&mut ClientMeta)) {
+        f(&mut self.handle.meta.lock());
+    }
+}

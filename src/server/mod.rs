@@ -1,0 +1,134 @@
+//! The network side: listener, connections, per-client state and the shared server state.
+
+pub mod client;
+pub mod connection;
+pub mod listener;
+
+use crate::config::Config;
+use crate::store::Store;
+use client::ClientRegistry;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// What `INFO` and `HELLO` report as `redis_version`: clients gate features on it.
+pub const REDIS_COMPAT_VERSION: &str = "7.2.0";
+
+/// Counters shown by `INFO stats` (reset by `CONFIG RESETSTAT`).
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+}
+
+impl Stats {
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.commands_processed,
+            &self.rejected_connections,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// State shared by every connection.
+pub struct Server {
+    pub config: RwLock<Config>,
+    pub store: Store,
+    pub clients: ClientRegistry,
+    pub stats: Stats,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub run_id: String,
+    /// The port actually listened on (differs from the config with `port 0`).
+    pub port: AtomicU64,
+    /// Set to true once to begin a graceful shutdown.
+    shutdown_tx: watch::Sender<bool>,
+    shutting_down: AtomicBool,
+    /// `requirepass` is read on every command; cache whether one is set.
+    pub auth_required: AtomicBool,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Arc<Server> {
+        let shards = match config.get_i64("shards") {
+            0 => 2 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            n => n as usize,
+        };
+        let databases = config.get_i64("databases") as usize;
+        let mut config = config;
+        config.set_normalized("shards", shards.to_string());
+        let auth_required = !config.get("requirepass").is_empty();
+        let (shutdown_tx, _) = watch::channel(false);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Arc::new(Server {
+            store: Store::new(shards, databases),
+            config: RwLock::new(config),
+            clients: ClientRegistry::default(),
+            stats: Stats::default(),
+            started: Instant::now(),
+            started_unix: now.as_secs(),
+            run_id: run_id(now.as_nanos()),
+            port: AtomicU64::new(0),
+            shutdown_tx,
+            shutting_down: AtomicBool::new(false),
+            auth_required: AtomicBool::new(auth_required),
+        })
+    }
+
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let _ = self.shutdown_tx.send(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    /// Called after a live config change so cached copies follow.
+    pub fn config_changed(&self, name: &str) {
+        if name == "requirepass" {
+            let set = !self.config.read().get("requirepass").is_empty();
+            self.auth_required.store(set, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A 40-hex-character run id, as Redis's `run_id`.
+fn run_id(seed: u128) -> String {
+    let mut x = seed as u64 ^ ((seed >> 64) as u64) ^ (std::process::id() as u64).rotate_left(32);
+    let mut s = String::with_capacity(40);
+    while s.len() < 40 {
+        // splitmix64
+        x = x.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^= z >> 31;
+        s.push_str(&format!("{z:016x}"));
+    }
+    s.truncate(40);
+    s
+}
+
+pub fn unix_millis() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

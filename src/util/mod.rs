@@ -1,0 +1,4 @@
+//! Small helpers shared by several layers.
+
+pub mod glob;
+pub mod num;
