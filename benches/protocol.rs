@@ -26,7 +26,10 @@ fn pipeline(c: &mut Criterion) {
     let server = Server::new(Config::default());
     let addr = "127.0.0.1:1".parse().expect("static address");
     let mut client = ClientState::new(server.clients.register(addr, addr), true);
-    let limits = ParseLimits { max_bulk_len: 512 << 20, unauthenticated: false };
+    let limits = ParseLimits {
+        max_bulk_len: 512 << 20,
+        unauthenticated: false,
+    };
     const N: usize = 300;
     let input = batch(N);
 
@@ -50,7 +53,10 @@ fn pipeline(c: &mut Criterion) {
             let mut st = ParseState::default();
             out.clear();
             while let Ok(Some(args)) = parse_request(&mut buf, &mut st, limits) {
-                let mut ctx = Ctx { server: &server, client: &mut client };
+                let mut ctx = Ctx {
+                    server: &server,
+                    client: &mut client,
+                };
                 dispatch(&mut ctx, &args).encode(&mut out, false);
             }
             black_box(out.len())

@@ -22,7 +22,10 @@ fn main() {
         }
     };
     init_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("could not start the runtime: {e}");
@@ -81,13 +84,22 @@ fn init_logging(config: &Config) {
         _ => "off",
     };
     let filter = tracing_subscriber::EnvFilter::new(level);
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     let logfile = config.get("logfile");
     if logfile.is_empty() {
         builder.with_writer(std::io::stderr).init();
     } else {
-        match std::fs::OpenOptions::new().create(true).append(true).open(logfile) {
-            Ok(f) => builder.with_writer(std::sync::Mutex::new(f)).with_ansi(false).init(),
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logfile)
+        {
+            Ok(f) => builder
+                .with_writer(std::sync::Mutex::new(f))
+                .with_ansi(false)
+                .init(),
             Err(e) => {
                 eprintln!("Can't open the log file '{logfile}': {e}");
                 std::process::exit(1);

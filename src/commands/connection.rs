@@ -9,7 +9,11 @@ use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-const CONN: CommandSpec = CommandSpec { group: "connection", acl: &["connection"], ..CommandSpec::DEFAULT };
+const CONN: CommandSpec = CommandSpec {
+    group: "connection",
+    acl: &["connection"],
+    ..CommandSpec::DEFAULT
+};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -35,7 +39,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "hello",
         arity: -1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        flags: flag::NOSCRIPT
+            | flag::LOADING
+            | flag::STALE
+            | flag::FAST
+            | flag::NO_AUTH
+            | flag::ALLOW_BUSY,
         acl: &["fast", "connection"],
         summary: "Handshakes with the server.",
         since: "6.0.0",
@@ -43,9 +52,12 @@ pub static COMMANDS: &[CommandSpec] = &[
             "arguments",
             &[
                 Arg::integer("protover"),
-                Arg::block("username-password", &[Arg::string("username"), Arg::string("password")])
-                    .with_token("AUTH")
-                    .optional(),
+                Arg::block(
+                    "username-password",
+                    &[Arg::string("username"), Arg::string("password")],
+                )
+                .with_token("AUTH")
+                .optional(),
                 Arg::string("clientname").with_token("SETNAME").optional(),
             ],
         )
@@ -56,7 +68,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "auth",
         arity: -2,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        flags: flag::NOSCRIPT
+            | flag::LOADING
+            | flag::STALE
+            | flag::FAST
+            | flag::NO_AUTH
+            | flag::ALLOW_BUSY,
         acl: &["fast", "connection"],
         summary: "Authenticates the connection.",
         args: &[Arg::string("username").optional(), Arg::string("password")],
@@ -76,7 +93,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "quit",
         arity: -1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        flags: flag::NOSCRIPT
+            | flag::LOADING
+            | flag::STALE
+            | flag::FAST
+            | flag::NO_AUTH
+            | flag::ALLOW_BUSY,
         acl: &["fast", "connection"],
         summary: "Closes the connection.",
         handler: quit,
@@ -85,7 +107,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "reset",
         arity: 1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::NO_AUTH | flag::ALLOW_BUSY,
+        flags: flag::NOSCRIPT
+            | flag::LOADING
+            | flag::STALE
+            | flag::FAST
+            | flag::NO_AUTH
+            | flag::ALLOW_BUSY,
         acl: &["fast", "connection"],
         summary: "Resets the connection.",
         since: "6.2.0",
@@ -143,7 +170,10 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         since: "7.2.0",
         args: &[Arg::oneof(
             "attr",
-            &[Arg::string("libname").with_token("LIB-NAME"), Arg::string("libver").with_token("LIB-VER")],
+            &[
+                Arg::string("libname").with_token("LIB-NAME"),
+                Arg::string("libver").with_token("LIB-VER"),
+            ],
         )],
         handler: client_setinfo,
         ..CLIENT_SUB
@@ -167,7 +197,10 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
             )
             .with_token("TYPE")
             .optional(),
-            Arg::integer("client-id").with_token("ID").optional().multiple(),
+            Arg::integer("client-id")
+                .with_token("ID")
+                .optional()
+                .multiple(),
         ],
         handler: client_list,
         ..CLIENT_SUB
@@ -214,7 +247,11 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         since: "3.2.0",
         args: &[Arg::oneof(
             "action",
-            &[Arg::token("on", "ON"), Arg::token("off", "OFF"), Arg::token("skip", "SKIP")],
+            &[
+                Arg::token("on", "ON"),
+                Arg::token("off", "OFF"),
+                Arg::token("skip", "SKIP"),
+            ],
         )],
         handler: client_reply,
         ..CLIENT_SUB
@@ -226,7 +263,10 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         acl: &["admin", "slow", "dangerous", "connection"],
         summary: "Sets the client eviction mode of the connection.",
         since: "7.0.0",
-        args: &[Arg::oneof("enabled", &[Arg::token("on", "ON"), Arg::token("off", "OFF")])],
+        args: &[Arg::oneof(
+            "enabled",
+            &[Arg::token("on", "ON"), Arg::token("off", "OFF")],
+        )],
         handler: client_no_evict,
         ..CLIENT_SUB
     },
@@ -290,7 +330,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             setname = Some(text(&args[i + 1]));
             i += 2;
         } else {
-            return Reply::error(format!("ERR Syntax error in HELLO option '{}'", text(&args[i])));
+            return Reply::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                text(&args[i])
+            ));
         }
     }
     if auth_ok {
@@ -309,7 +352,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let _ = VERSION;
     Reply::Map(vec![
         (Reply::bulk_str("server"), Reply::bulk_str("redis")),
-        (Reply::bulk_str("version"), Reply::bulk_str(REDIS_COMPAT_VERSION)),
+        (
+            Reply::bulk_str("version"),
+            Reply::bulk_str(REDIS_COMPAT_VERSION),
+        ),
         (Reply::bulk_str("proto"), Reply::Int(proto)),
         (Reply::bulk_str("id"), Reply::Int(ctx.client.id() as i64)),
         (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
@@ -322,7 +368,11 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() > 3 {
         return syntax_error();
     }
-    let (user, pass): (&[u8], &[u8]) = if args.len() == 3 { (&args[1], &args[2]) } else { (b"default", &args[1]) };
+    let (user, pass): (&[u8], &[u8]) = if args.len() == 3 {
+        (&args[1], &args[2])
+    } else {
+        (b"default", &args[1])
+    };
     if args.len() == 2 && !ctx.server.auth_required.load(Ordering::Relaxed) {
         return Reply::error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
@@ -388,7 +438,9 @@ fn client_getname(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
 /// Names may not contain spaces, newlines or other special characters (Redis's rule).
 fn valid_name(name: &[u8], what: &str) -> Result<(), Reply> {
     if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Err(Reply::error(format!("ERR {what} cannot contain spaces, newlines or special characters.")));
+        return Err(Reply::error(format!(
+            "ERR {what} cannot contain spaces, newlines or special characters."
+        )));
     }
     Ok(())
 }
@@ -425,7 +477,11 @@ fn client_line(server: &crate::server::Server, h: &crate::server::client::Client
     let m = h.meta.lock().clone();
     let now = server.started.elapsed().as_secs();
     let idle = now.saturating_sub(h.last_active.load(Ordering::Relaxed));
-    let cmd = if m.last_cmd.is_empty() { "NULL".to_string() } else { m.last_cmd.clone() };
+    let cmd = if m.last_cmd.is_empty() {
+        "NULL".to_string()
+    } else {
+        m.last_cmd.clone()
+    };
     format!(
         "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         h.id,

@@ -12,7 +12,11 @@ fn bulk(s: &str) -> Reply {
 }
 
 pub fn info(spec: &CommandSpec) -> Reply {
-    let flags = flag::NAMES.iter().filter(|(f, _)| spec.has(*f)).map(|(_, n)| status(n)).collect();
+    let flags = flag::NAMES
+        .iter()
+        .filter(|(f, _)| spec.has(*f))
+        .map(|(_, n)| status(n))
+        .collect();
     let acl = spec.acl.iter().map(|c| status(&format!("@{c}"))).collect();
     Reply::Array(vec![
         bulk(spec.name),
@@ -33,14 +37,21 @@ fn key_specs(spec: &CommandSpec) -> Vec<Reply> {
         return vec![];
     }
     let access = if spec.has(flag::WRITE) { "RW" } else { "RO" };
-    let lastkey = if spec.last_key < 0 { spec.last_key } else { spec.last_key - spec.first_key };
+    let lastkey = if spec.last_key < 0 {
+        spec.last_key
+    } else {
+        spec.last_key - spec.first_key
+    };
     vec![Reply::Map(vec![
         (bulk("flags"), Reply::Set(vec![status(access)])),
         (
             bulk("begin_search"),
             Reply::Map(vec![
                 (bulk("type"), bulk("index")),
-                (bulk("spec"), Reply::Map(vec![(bulk("index"), Reply::Int(spec.first_key as i64))])),
+                (
+                    bulk("spec"),
+                    Reply::Map(vec![(bulk("index"), Reply::Int(spec.first_key as i64))]),
+                ),
             ]),
         ),
         (
@@ -68,19 +79,30 @@ pub fn docs(spec: &CommandSpec) -> Reply {
         (bulk("complexity"), bulk(spec.complexity)),
     ];
     if !spec.args.is_empty() {
-        m.push((bulk("arguments"), Reply::Array(spec.args.iter().map(arg_doc).collect())));
+        m.push((
+            bulk("arguments"),
+            Reply::Array(spec.args.iter().map(arg_doc).collect()),
+        ));
     }
     if !spec.subcommands.is_empty() {
         m.push((
             bulk("subcommands"),
-            Reply::Map(spec.subcommands.iter().map(|s| (bulk(s.name), docs(s))).collect()),
+            Reply::Map(
+                spec.subcommands
+                    .iter()
+                    .map(|s| (bulk(s.name), docs(s)))
+                    .collect(),
+            ),
         ));
     }
     Reply::Map(m)
 }
 
 fn arg_doc(a: &Arg) -> Reply {
-    let mut m = vec![(bulk("name"), bulk(a.name)), (bulk("type"), bulk(a.kind.name()))];
+    let mut m = vec![
+        (bulk("name"), bulk(a.name)),
+        (bulk("type"), bulk(a.kind.name())),
+    ];
     if !matches!(a.kind, ArgKind::PureToken | ArgKind::OneOf | ArgKind::Block) {
         m.push((bulk("display_text"), bulk(a.name)));
     }
@@ -101,7 +123,10 @@ fn arg_doc(a: &Arg) -> Reply {
         m.push((bulk("flags"), Reply::Set(flags)));
     }
     if !a.args.is_empty() {
-        m.push((bulk("arguments"), Reply::Array(a.args.iter().map(arg_doc).collect())));
+        m.push((
+            bulk("arguments"),
+            Reply::Array(a.args.iter().map(arg_doc).collect()),
+        ));
     }
     Reply::Map(m)
 }

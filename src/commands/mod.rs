@@ -93,11 +93,15 @@ fn unknown_command(args: &[Bytes]) -> Reply {
     }
     let name = String::from_utf8_lossy(&args[0]);
     let name: String = name.chars().take(128).collect();
-    Reply::error(format!("ERR unknown command '{name}', with args beginning with: {shown}"))
+    Reply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {shown}"
+    ))
 }
 
 pub fn wrong_arity(name: &str) -> Reply {
-    Reply::error(format!("ERR wrong number of arguments for '{name}' command"))
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
 }
 
 pub fn syntax_error() -> Reply {
@@ -107,7 +111,10 @@ pub fn syntax_error() -> Reply {
 /// The error for an unknown subcommand: `ERR unknown subcommand 'x'. Try CLIENT HELP.`
 pub fn unknown_subcommand(container: &str, sub: &[u8]) -> Reply {
     let sub: String = String::from_utf8_lossy(sub).chars().take(128).collect();
-    Reply::error(format!("ERR unknown subcommand '{sub}'. Try {} HELP.", container.to_uppercase()))
+    Reply::error(format!(
+        "ERR unknown subcommand '{sub}'. Try {} HELP.",
+        container.to_uppercase()
+    ))
 }
 
 /// Resolves the table entry that will run `args`, or the error Redis would give.
@@ -130,12 +137,18 @@ pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
 
 /// Runs one request. `args` is never empty.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    ctx.server.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
+    ctx.server
+        .stats
+        .commands_processed
+        .fetch_add(1, Ordering::Relaxed);
     let spec = match resolve(args) {
         Ok(s) => s,
         Err(e) => return e,
     };
-    if !ctx.client.authenticated && !spec.has(flag::NO_AUTH) && ctx.server.auth_required.load(Ordering::Relaxed) {
+    if !ctx.client.authenticated
+        && !spec.has(flag::NO_AUTH)
+        && ctx.server.auth_required.load(Ordering::Relaxed)
+    {
         return Reply::error("NOAUTH Authentication required.");
     }
     ctx.client.with_meta(|m| m.last_cmd = spec.name.to_string());
@@ -144,7 +157,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 /// The key arguments of a request, per its table entry (`COMMAND GETKEYS`, shard routing).
 pub fn keys_of<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a Bytes> {
-    spec.key_positions(args.len()).into_iter().map(|i| &args[i]).collect()
+    spec.key_positions(args.len())
+        .into_iter()
+        .map(|i| &args[i])
+        .collect()
 }
 
 /// A `HELP` subcommand reply: the lines as simple strings, as Redis's `addReplyHelp`.

@@ -11,11 +11,17 @@ use bytes::Bytes;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-const SRV: CommandSpec = CommandSpec { group: "server", ..CommandSpec::DEFAULT };
+const SRV: CommandSpec = CommandSpec {
+    group: "server",
+    ..CommandSpec::DEFAULT
+};
 const ADMIN: u32 = flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE;
 
-const FLUSH_ARGS: &[Arg] =
-    &[Arg::oneof("flush-type", &[Arg::token("async", "ASYNC"), Arg::token("sync", "SYNC")]).optional()];
+const FLUSH_ARGS: &[Arg] = &[Arg::oneof(
+    "flush-type",
+    &[Arg::token("async", "ASYNC"), Arg::token("sync", "SYNC")],
+)
+.optional()];
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -207,10 +213,22 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-const SUB: CommandSpec = CommandSpec { group: "server", flags: flag::LOADING | flag::STALE, acl: &["slow"], ..CommandSpec::DEFAULT };
+const SUB: CommandSpec = CommandSpec {
+    group: "server",
+    flags: flag::LOADING | flag::STALE,
+    acl: &["slow"],
+    ..CommandSpec::DEFAULT
+};
 
 static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "command|count", arity: 2, summary: "Returns a count of commands.", since: "2.8.13", handler: command_count, ..SUB },
+    CommandSpec {
+        name: "command|count",
+        arity: 2,
+        summary: "Returns a count of commands.",
+        since: "2.8.13",
+        handler: command_count,
+        ..SUB
+    },
     CommandSpec {
         name: "command|info",
         arity: -2,
@@ -256,11 +274,21 @@ static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         summary: "Extracts the key names from an arbitrary command.",
         since: "2.8.13",
         complexity: "O(N) where N is the number of arguments to the command",
-        args: &[Arg::string("command"), Arg::string("arg").optional().multiple()],
+        args: &[
+            Arg::string("command"),
+            Arg::string("arg").optional().multiple(),
+        ],
         handler: command_getkeys,
         ..SUB
     },
-    CommandSpec { name: "command|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "5.0.0", handler: command_help, ..SUB },
+    CommandSpec {
+        name: "command|help",
+        arity: 2,
+        summary: "Returns helpful text about the different subcommands.",
+        since: "5.0.0",
+        handler: command_help,
+        ..SUB
+    },
 ];
 
 static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
@@ -308,26 +336,135 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
         handler: config_rewrite,
         ..SUB
     },
-    CommandSpec { name: "config|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "5.0.0", handler: config_help, ..SUB },
+    CommandSpec {
+        name: "config|help",
+        arity: 2,
+        summary: "Returns helpful text about the different subcommands.",
+        since: "5.0.0",
+        handler: config_help,
+        ..SUB
+    },
 ];
 
 static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "slowlog|get", arity: -2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Returns the slow log's entries.", since: "2.2.12", complexity: "O(N) where N is the number of entries returned", args: &[Arg::integer("count").optional()], ..SUB },
-    CommandSpec { name: "slowlog|len", arity: 2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Returns the number of entries in the slow log.", since: "2.2.12", ..SUB },
-    CommandSpec { name: "slowlog|reset", arity: 2, flags: ADMIN, acl: &["admin", "slow", "dangerous"], summary: "Clears all entries from the slow log.", since: "2.2.12", complexity: "O(N) where N is the number of entries in the slowlog", ..SUB },
-    CommandSpec { name: "slowlog|help", arity: 2, summary: "Show helpful text about the different subcommands", since: "6.2.0", ..SUB },
+    CommandSpec {
+        name: "slowlog|get",
+        arity: -2,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Returns the slow log's entries.",
+        since: "2.2.12",
+        complexity: "O(N) where N is the number of entries returned",
+        args: &[Arg::integer("count").optional()],
+        ..SUB
+    },
+    CommandSpec {
+        name: "slowlog|len",
+        arity: 2,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Returns the number of entries in the slow log.",
+        since: "2.2.12",
+        ..SUB
+    },
+    CommandSpec {
+        name: "slowlog|reset",
+        arity: 2,
+        flags: ADMIN,
+        acl: &["admin", "slow", "dangerous"],
+        summary: "Clears all entries from the slow log.",
+        since: "2.2.12",
+        complexity: "O(N) where N is the number of entries in the slowlog",
+        ..SUB
+    },
+    CommandSpec {
+        name: "slowlog|help",
+        arity: 2,
+        summary: "Show helpful text about the different subcommands",
+        since: "6.2.0",
+        ..SUB
+    },
 ];
 
 static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "memory|usage", arity: -3, flags: flag::READONLY, acl: &["read", "slow"], first_key: 2, last_key: 2, step: 1, summary: "Estimates the memory usage of a key.", since: "4.0.0", complexity: "O(N) where N is the number of samples.", args: &[Arg::key("key"), Arg::integer("count").with_token("SAMPLES").optional()], ..SUB },
-    CommandSpec { name: "memory|help", arity: 2, summary: "Returns helpful text about the different subcommands.", since: "4.0.0", ..SUB },
+    CommandSpec {
+        name: "memory|usage",
+        arity: -3,
+        flags: flag::READONLY,
+        acl: &["read", "slow"],
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        summary: "Estimates the memory usage of a key.",
+        since: "4.0.0",
+        complexity: "O(N) where N is the number of samples.",
+        args: &[
+            Arg::key("key"),
+            Arg::integer("count").with_token("SAMPLES").optional(),
+        ],
+        ..SUB
+    },
+    CommandSpec {
+        name: "memory|help",
+        arity: 2,
+        summary: "Returns helpful text about the different subcommands.",
+        since: "4.0.0",
+        ..SUB
+    },
 ];
 
 static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "object|encoding", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the internal encoding of an object.", since: "2.2.3", args: &[Arg::key("key")], ..SUB },
-    CommandSpec { name: "object|idletime", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the time since the last access to an object.", since: "2.2.3", args: &[Arg::key("key")], ..SUB },
-    CommandSpec { name: "object|freq", arity: 3, flags: flag::READONLY, acl: &["keyspace", "read", "slow"], group: "generic", first_key: 2, last_key: 2, step: 1, summary: "Returns the logarithmic access frequency counter of an object.", since: "4.0.0", args: &[Arg::key("key")], ..SUB },
-    CommandSpec { name: "object|help", arity: 2, group: "generic", acl: &["keyspace", "slow"], summary: "Returns helpful text about the different subcommands.", since: "6.2.0", ..SUB },
+    CommandSpec {
+        name: "object|encoding",
+        arity: 3,
+        flags: flag::READONLY,
+        acl: &["keyspace", "read", "slow"],
+        group: "generic",
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        summary: "Returns the internal encoding of an object.",
+        since: "2.2.3",
+        args: &[Arg::key("key")],
+        ..SUB
+    },
+    CommandSpec {
+        name: "object|idletime",
+        arity: 3,
+        flags: flag::READONLY,
+        acl: &["keyspace", "read", "slow"],
+        group: "generic",
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        summary: "Returns the time since the last access to an object.",
+        since: "2.2.3",
+        args: &[Arg::key("key")],
+        ..SUB
+    },
+    CommandSpec {
+        name: "object|freq",
+        arity: 3,
+        flags: flag::READONLY,
+        acl: &["keyspace", "read", "slow"],
+        group: "generic",
+        first_key: 2,
+        last_key: 2,
+        step: 1,
+        summary: "Returns the logarithmic access frequency counter of an object.",
+        since: "4.0.0",
+        args: &[Arg::key("key")],
+        ..SUB
+    },
+    CommandSpec {
+        name: "object|help",
+        arity: 2,
+        group: "generic",
+        acl: &["keyspace", "slow"],
+        summary: "Returns helpful text about the different subcommands.",
+        since: "6.2.0",
+        ..SUB
+    },
 ];
 
 fn container(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -373,7 +510,12 @@ fn command_docs(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     } else {
         args[2..].iter().filter_map(|n| lookup_full(n)).collect()
     };
-    Reply::Map(specs.into_iter().map(|s| (Reply::bulk_str(s.name), docs::docs(s))).collect())
+    Reply::Map(
+        specs
+            .into_iter()
+            .map(|s| (Reply::bulk_str(s.name), docs::docs(s)))
+            .collect(),
+    )
 }
 
 fn command_list(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -384,10 +526,15 @@ fn command_list(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         5 if is(&args[2], "FILTERBY") => {
             let v = &args[4];
             if is(&args[3], "PATTERN") {
-                names.filter(|n| glob_match(v, n.as_bytes(), true)).collect()
+                names
+                    .filter(|n| glob_match(v, n.as_bytes(), true))
+                    .collect()
             } else if is(&args[3], "ACLCAT") {
                 let cat = text(v).to_lowercase();
-                all.iter().filter(|s| s.acl.contains(&cat.as_str())).map(|s| s.name).collect()
+                all.iter()
+                    .filter(|s| s.acl.contains(&cat.as_str()))
+                    .map(|s| s.name)
+                    .collect()
             } else if is(&args[3], "MODULE") {
                 vec![]
             } else {
@@ -403,7 +550,9 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let inner = &args[2..];
     let spec = match resolve(inner) {
         Ok(s) => s,
-        Err(_) if table().get(&inner[0]).is_none() => return Reply::error("ERR Invalid command specified"),
+        Err(_) if table().get(&inner[0]).is_none() => {
+            return Reply::error("ERR Invalid command specified")
+        }
         Err(_) => return Reply::error("ERR Invalid number of arguments specified for command"),
     };
     let keys = keys_of(spec, inner);
@@ -436,12 +585,17 @@ fn command_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
 fn config_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let patterns: Vec<&[u8]> = args[2..].iter().map(|b| b.as_ref()).collect();
     let cfg = ctx.server.config.read();
-    Reply::Map(cfg.matching(&patterns).into_iter().map(|(n, v)| (Reply::bulk_str(n), Reply::bulk(v))).collect())
+    Reply::Map(
+        cfg.matching(&patterns)
+            .into_iter()
+            .map(|(n, v)| (Reply::bulk_str(n), Reply::bulk(v)))
+            .collect(),
+    )
 }
 
 fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let pairs = &args[2..];
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         return crate::commands::wrong_arity("config|set");
     }
     // Validate everything first: CONFIG SET of several settings is all or nothing.
@@ -449,10 +603,15 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for pair in pairs.chunks(2) {
         let name = text(&pair[0]);
         let Some(s) = config::setting(&name) else {
-            return Reply::error(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+            return Reply::error(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ));
         };
         let fail = |why: &str| {
-            Reply::error(format!("ERR CONFIG SET failed (possibly related to argument '{}') - {why}", s.name))
+            Reply::error(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
+                s.name
+            ))
         };
         if !s.live {
             return fail("can't set immutable config");
@@ -507,7 +666,9 @@ fn config_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
 }
 
 fn time(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     Reply::Array(vec![
         Reply::bulk(now.as_secs().to_string()),
         Reply::bulk(now.subsec_micros().to_string()),
@@ -575,16 +736,32 @@ fn lastsave(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     Reply::Int(ctx.server.started_unix as i64)
 }
 
-const INFO_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace", "documents"];
+const INFO_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+    "documents",
+];
 
 fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut wanted: Vec<String> = args[1..].iter().map(|a| text(a).to_lowercase()).collect();
-    if wanted.is_empty() || wanted.iter().any(|w| w == "default" || w == "all" || w == "everything") {
+    if wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "default" || w == "all" || w == "everything")
+    {
         wanted = INFO_SECTIONS.iter().map(|s| s.to_string()).collect();
     }
     let mut out = String::new();
-    for section in INFO_SECTIONS.iter().filter(|s| wanted.iter().any(|w| w == *s)) {
+    for section in INFO_SECTIONS
+        .iter()
+        .filter(|s| wanted.iter().any(|w| w == *s))
+    {
         if !out.is_empty() {
             out.push_str("\r\n");
         }
@@ -599,7 +776,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
     let uptime = s.started.elapsed().as_secs();
     let title = {
         let mut c = section.chars();
-        c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+        c.next()
+            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+            .unwrap_or_default()
     };
     let _ = write!(out, "# {title}\r\n");
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
@@ -622,8 +801,19 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("uptime_in_days", &(uptime / 86400));
             kv("hz", &cfg.get("hz"));
             kv("shards", &s.store.shard_count());
-            kv("executable", &std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
-            kv("config_file", &cfg.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+            kv(
+                "executable",
+                &std::env::current_exe()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            );
+            kv(
+                "config_file",
+                &cfg.file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            );
         }
         "clients" => {
             kv("connected_clients", &s.clients.count());
@@ -694,7 +884,11 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }

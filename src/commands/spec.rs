@@ -96,7 +96,14 @@ pub struct Arg {
 
 impl Arg {
     pub const fn new(name: &'static str, kind: ArgKind) -> Arg {
-        Arg { name, kind, token: None, optional: false, multiple: false, args: &[] }
+        Arg {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            args: &[],
+        }
     }
     /// A required argument of the given kind.
     pub const fn key(name: &'static str) -> Arg {
@@ -119,13 +126,34 @@ impl Arg {
     }
     /// A bare keyword such as `NX`: its name is its token.
     pub const fn token(name: &'static str, token: &'static str) -> Arg {
-        Arg { name, kind: ArgKind::PureToken, token: Some(token), optional: false, multiple: false, args: &[] }
+        Arg {
+            name,
+            kind: ArgKind::PureToken,
+            token: Some(token),
+            optional: false,
+            multiple: false,
+            args: &[],
+        }
     }
     pub const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
-        Arg { name, kind: ArgKind::OneOf, token: None, optional: false, multiple: false, args }
+        Arg {
+            name,
+            kind: ArgKind::OneOf,
+            token: None,
+            optional: false,
+            multiple: false,
+            args,
+        }
     }
     pub const fn block(name: &'static str, args: &'static [Arg]) -> Arg {
-        Arg { name, kind: ArgKind::Block, token: None, optional: false, multiple: false, args }
+        Arg {
+            name,
+            kind: ArgKind::Block,
+            token: None,
+            optional: false,
+            multiple: false,
+            args,
+        }
     }
     /// This argument introduced by a keyword: `Arg::integer("seconds").with_token("EX")`.
     pub const fn with_token(mut self, token: &'static str) -> Arg {

@@ -110,7 +110,7 @@ pub fn setting(name: &str) -> Option<&'static Setting> {
 
 fn parse_output_limits(v: &str) -> Result<String, String> {
     let words: Vec<&str> = v.split_whitespace().collect();
-    if words.len() % 4 != 0 {
+    if !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut current: HashMap<&str, [u64; 3]> = HashMap::new();
@@ -123,7 +123,9 @@ fn parse_output_limits(v: &str) -> Result<String, String> {
             "normal" => "normal",
             "slave" | "replica" => "slave",
             "pubsub" => "pubsub",
-            _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
         };
         let hard = parse_memory(chunk[1]);
         let soft = parse_memory(chunk[2]);
@@ -132,7 +134,12 @@ fn parse_output_limits(v: &str) -> Result<String, String> {
             (Some(h), Some(s), Some(t)) => {
                 current.insert(class, [h, s, t]);
             }
-            _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+            _ => {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                )
+            }
         }
     }
     Ok(["normal", "slave", "pubsub"]
@@ -195,9 +202,14 @@ pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
             _ => Err("argument must be 'yes' or 'no'".into()),
         },
         Kind::Int(min, max) => {
-            let n: i64 = value.trim().parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+            let n: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
             if n < min || n > max {
-                return Err(format!("argument must be between {min} and {max} inclusive"));
+                return Err(format!(
+                    "argument must be between {min} and {max} inclusive"
+                ));
             }
             Ok(n.to_string())
         }
@@ -209,7 +221,12 @@ pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
             .iter()
             .find(|o| o.eq_ignore_ascii_case(value))
             .map(|o| o.to_string())
-            .ok_or_else(|| format!("argument(s) must be one of the following: {}", options.join(", "))),
+            .ok_or_else(|| {
+                format!(
+                    "argument(s) must be one of the following: {}",
+                    options.join(", ")
+                )
+            }),
         Kind::Str => Ok(value.to_string()),
         Kind::Special(f) => f(value),
     }
@@ -226,7 +243,12 @@ impl Default for Config {
     fn default() -> Self {
         let values = SETTINGS
             .iter()
-            .map(|s| (s.name, normalize(s, s.default).unwrap_or_else(|_| s.default.to_string())))
+            .map(|s| {
+                (
+                    s.name,
+                    normalize(s, s.default).unwrap_or_else(|_| s.default.to_string()),
+                )
+            })
             .collect();
         Config { values, file: None }
     }
@@ -240,8 +262,12 @@ impl Config {
         if let Some(first) = rest.first() {
             if !first.starts_with("--") {
                 let path = PathBuf::from(first);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("Fatal error, can't open config file '{}': {e}", path.display()))?;
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    format!(
+                        "Fatal error, can't open config file '{}': {e}",
+                        path.display()
+                    )
+                })?;
                 cfg.load_text(&text)?;
                 cfg.file = Some(std::fs::canonicalize(&path).unwrap_or(path));
                 rest = &rest[1..];
@@ -251,14 +277,18 @@ impl Config {
         let mut i = 0;
         while i < rest.len() {
             let Some(name) = rest[i].strip_prefix("--") else {
-                return Err(format!("Invalid argument '{}': options are --name value", rest[i]));
+                return Err(format!(
+                    "Invalid argument '{}': options are --name value",
+                    rest[i]
+                ));
             };
             let mut j = i + 1;
             while j < rest.len() && !rest[j].starts_with("--") {
                 j += 1;
             }
             let value = rest[i + 1..j].join(" ");
-            cfg.set_from_source(name, &value).map_err(|e| format!("Invalid option --{name}: {e}"))?;
+            cfg.set_from_source(name, &value)
+                .map_err(|e| format!("Invalid option --{name}: {e}"))?;
             i = j;
         }
         Ok(cfg)
@@ -272,18 +302,30 @@ impl Config {
                 continue;
             }
             let fatal = |why: &str| {
-                format!("*** FATAL CONFIG FILE ERROR *** at line {} >>> '{}' {why}", n + 1, line)
+                format!(
+                    "*** FATAL CONFIG FILE ERROR *** at line {} >>> '{}' {why}",
+                    n + 1,
+                    line
+                )
             };
-            let words = split_args(line.as_bytes()).ok_or_else(|| fatal("Unbalanced quotes in configuration line"))?;
-            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
-            let Some((name, vals)) = words.split_first() else { continue };
-            self.set_from_source(name, &vals.join(" ")).map_err(|e| fatal(&e))?;
+            let words = split_args(line.as_bytes())
+                .ok_or_else(|| fatal("Unbalanced quotes in configuration line"))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let Some((name, vals)) = words.split_first() else {
+                continue;
+            };
+            self.set_from_source(name, &vals.join(" "))
+                .map_err(|e| fatal(&e))?;
         }
         Ok(())
     }
 
     fn set_from_source(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let s = setting(name).ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
+        let s = setting(name)
+            .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
         let v = normalize(s, value)?;
         self.values.insert(s.name, v);
         Ok(())
@@ -314,7 +356,11 @@ impl Config {
     pub fn matching(&self, patterns: &[&[u8]]) -> Vec<(&'static str, String)> {
         SETTINGS
             .iter()
-            .filter(|s| patterns.iter().any(|p| glob_match(p, s.name.as_bytes(), true)))
+            .filter(|s| {
+                patterns
+                    .iter()
+                    .any(|p| glob_match(p, s.name.as_bytes(), true))
+            })
             .map(|s| (s.name, self.get(s.name).to_string()))
             .collect()
     }
@@ -323,8 +369,12 @@ impl Config {
     /// replacing each setting's line with its current value and appending changed settings
     /// the file did not mention.
     pub fn rewrite(&self) -> Result<(), String> {
-        let path = self.file.as_ref().ok_or("The server is running without a config file")?;
-        let old = std::fs::read_to_string(path).map_err(|e| format!("Rewriting config file: {e}"))?;
+        let path = self
+            .file
+            .as_ref()
+            .ok_or("The server is running without a config file")?;
+        let old =
+            std::fs::read_to_string(path).map_err(|e| format!("Rewriting config file: {e}"))?;
         let text = self.rewritten_text(&old);
         write_atomically(path, &text).map_err(|e| format!("Rewriting config file: {e}"))
     }
@@ -390,9 +440,14 @@ mod tests {
     fn shipped_conf_documents_every_setting_with_its_default() {
         let text = include_str!("../../conf/tidecache.conf");
         for s in SETTINGS {
-            let line = if s.default.is_empty() { format!("{} \"\"", s.name) } else { format!("{} {}", s.name, s.default) };
+            let line = if s.default.is_empty() {
+                format!("{} \"\"", s.name)
+            } else {
+                format!("{} {}", s.name, s.default)
+            };
             assert!(
-                text.lines().any(|l| l.trim_start_matches("# ").trim() == line),
+                text.lines()
+                    .any(|l| l.trim_start_matches("# ").trim() == line),
                 "conf/tidecache.conf lacks the line '{line}'"
             );
         }
@@ -405,13 +460,26 @@ mod tests {
         let mut c = Config::default();
         c.load_text("# hello\nport 7000\nhz 20\n").unwrap();
         assert_eq!(c.get("port"), "7000");
-        let c2 = Config::from_args(&["--hz".into(), "30".into(), "--bind".into(), "127.0.0.1".into(), "::1".into()]).unwrap();
+        let c2 = Config::from_args(&[
+            "--hz".into(),
+            "30".into(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "::1".into(),
+        ])
+        .unwrap();
         assert_eq!(c2.get("hz"), "30");
         assert_eq!(c2.get("bind"), "127.0.0.1 ::1");
         c.set_normalized("maxmemory", "100".into());
         let t = c.rewritten_text("# hello\nport 7000\nhz 20\nhz 21\n");
-        assert_eq!(t, "# hello\nport 7000\nhz 20\n\n# Generated by CONFIG REWRITE\nmaxmemory 100\n");
+        assert_eq!(
+            t,
+            "# hello\nport 7000\nhz 20\n\n# Generated by CONFIG REWRITE\nmaxmemory 100\n"
+        );
         assert!(Config::default().load_text("nosuch 1").is_err());
-        assert_eq!(normalize(setting("notify-keyspace-events").unwrap(), "KEA").unwrap(), "AKE");
+        assert_eq!(
+            normalize(setting("notify-keyspace-events").unwrap(), "KEA").unwrap(),
+            "AKE"
+        );
     }
 }

@@ -152,7 +152,10 @@ fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
     out.put_u8(prefix);
     // A status or error line must not contain CR or LF; replace them as Redis does.
     if text.iter().any(|&c| c == b'\r' || c == b'\n') {
-        out.extend(text.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }));
+        out.extend(
+            text.iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
+        );
     } else {
         out.put_slice(text);
     }
@@ -213,7 +216,10 @@ mod tests {
         assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
         assert_eq!(enc(&Reply::Bool(true), false), ":1\r\n");
         assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
-        assert_eq!(enc(&Reply::Verbatim(Bytes::from("hi")), true), "=6\r\ntxt:hi\r\n");
+        assert_eq!(
+            enc(&Reply::Verbatim(Bytes::from("hi")), true),
+            "=6\r\ntxt:hi\r\n"
+        );
         assert_eq!(enc(&Reply::error("ERR a\r\nb"), false), "-ERR a  b\r\n");
     }
 }

@@ -135,7 +135,10 @@ fn parse_multibulk(
             return Ok(None);
         };
         if buf[pos] != b'$' {
-            return Err(protocol_error(&format!("expected '$', got '{}'", buf[pos] as char)));
+            return Err(protocol_error(&format!(
+                "expected '$', got '{}'",
+                buf[pos] as char
+            )));
         }
         let len = match parse_header_int(&buf[pos + 1..cr]) {
             Some(l) if l >= 0 && (l as u64) <= limits.max_bulk_len => l as usize,
@@ -214,7 +217,12 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     return None;
                 }
                 let c = line[i];
-                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' && is_hex(line[i + 2]) && is_hex(line[i + 3]) {
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && is_hex(line[i + 2])
+                    && is_hex(line[i + 3])
+                {
                     cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
                     i += 3;
                 } else if c == b'\\' && i + 1 < n {
@@ -289,7 +297,10 @@ fn hex(c: u8) -> u8 {
 mod tests {
     use super::*;
 
-    const LIM: ParseLimits = ParseLimits { max_bulk_len: 512 * 1024 * 1024, unauthenticated: false };
+    const LIM: ParseLimits = ParseLimits {
+        max_bulk_len: 512 * 1024 * 1024,
+        unauthenticated: false,
+    };
 
     fn parse_all(input: &[u8]) -> Result<Vec<Vec<Bytes>>, ParseError> {
         let mut buf = BytesMut::from(input);
@@ -307,7 +318,10 @@ mod tests {
         assert_eq!(r.len(), 3);
         assert_eq!(r[0], vec![Bytes::from("ECHO"), Bytes::from("hi")]);
         assert_eq!(r[1], vec![Bytes::from("PING")]);
-        assert_eq!(r[2], vec![Bytes::from("set"), Bytes::from("a"), Bytes::from("b c")]);
+        assert_eq!(
+            r[2],
+            vec![Bytes::from("set"), Bytes::from("a"), Bytes::from("b c")]
+        );
     }
 
     #[test]
@@ -332,15 +346,30 @@ mod tests {
             parse_all(b"*abc\r\n").unwrap_err().0,
             "ERR Protocol error: invalid multibulk length"
         );
-        assert_eq!(parse_all(b"*1\r\n$-5\r\n").unwrap_err().0, "ERR Protocol error: invalid bulk length");
-        assert_eq!(parse_all(b"*1\r\n:5\r\n").unwrap_err().0, "ERR Protocol error: expected '$', got ':'");
+        assert_eq!(
+            parse_all(b"*1\r\n$-5\r\n").unwrap_err().0,
+            "ERR Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n:5\r\n").unwrap_err().0,
+            "ERR Protocol error: expected '$', got ':'"
+        );
         // A huge claimed length is refused by its header alone, before any bytes arrive.
-        let lim = ParseLimits { max_bulk_len: 1024, unauthenticated: false };
+        let lim = ParseLimits {
+            max_bulk_len: 1024,
+            unauthenticated: false,
+        };
         let mut buf = BytesMut::from(&b"*1\r\n$999999999\r\n"[..]);
         let e = parse_request(&mut buf, &mut ParseState::default(), lim).unwrap_err();
         assert_eq!(e.0, "ERR Protocol error: invalid bulk length");
-        assert_eq!(parse_all(b"SET \"a\r\n").unwrap_err().0, "ERR Protocol error: unbalanced quotes in request");
-        let unauth = ParseLimits { max_bulk_len: 1024, unauthenticated: true };
+        assert_eq!(
+            parse_all(b"SET \"a\r\n").unwrap_err().0,
+            "ERR Protocol error: unbalanced quotes in request"
+        );
+        let unauth = ParseLimits {
+            max_bulk_len: 1024,
+            unauthenticated: true,
+        };
         let mut buf = BytesMut::from(&b"*11\r\n"[..]);
         let e = parse_request(&mut buf, &mut ParseState::default(), unauth).unwrap_err();
         assert_eq!(e.0, "ERR Protocol error: unauthenticated multibulk length");
@@ -348,7 +377,10 @@ mod tests {
 
     #[test]
     fn split_args_like_redis() {
-        assert_eq!(split_args(br#"a "b\x41\n" 'c\'d'"#).unwrap(), vec![b"a".to_vec(), b"bA\n".to_vec(), b"c'd".to_vec()]);
+        assert_eq!(
+            split_args(br#"a "b\x41\n" 'c\'d'"#).unwrap(),
+            vec![b"a".to_vec(), b"bA\n".to_vec(), b"c'd".to_vec()]
+        );
         assert!(split_args(br#""a"b"#).is_none());
         assert!(split_args(b"").unwrap().is_empty());
     }

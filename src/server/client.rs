@@ -63,7 +63,10 @@ impl ClientRegistry {
             addr,
             laddr,
             created: Instant::now(),
-            meta: Mutex::new(ClientMeta { resp: 2, ..Default::default() }),
+            meta: Mutex::new(ClientMeta {
+                resp: 2,
+                ..Default::default()
+            }),
             last_active: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
@@ -98,7 +101,14 @@ pub struct ClientState {
 
 impl ClientState {
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> ClientState {
-        ClientState { handle, db: 0, resp3: false, authenticated, reply_mode: ReplyMode::On, close_after_reply: false }
+        ClientState {
+            handle,
+            db: 0,
+            resp3: false,
+            authenticated,
+            reply_mode: ReplyMode::On,
+            close_after_reply: false,
+        }
     }
 
     pub fn id(&self) -> u64 {

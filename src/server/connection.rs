@@ -32,9 +32,14 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             let cfg = server.config.read();
             let limits = ParseLimits {
                 max_bulk_len: cfg.get_u64("proto-max-bulk-len"),
-                unauthenticated: !client.authenticated && server.auth_required.load(Ordering::Relaxed),
+                unauthenticated: !client.authenticated
+                    && server.auth_required.load(Ordering::Relaxed),
             };
-            (limits, cfg.get_u64("client-query-buffer-limit") as usize, cfg.get_u64("timeout"))
+            (
+                limits,
+                cfg.get_u64("client-query-buffer-limit") as usize,
+                cfg.get_u64("timeout"),
+            )
         };
 
         // Execute every complete request already buffered.
@@ -44,22 +49,26 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(Some(args)) => {
                     let skip_this = client.reply_mode == ReplyMode::Skip;
                     let reply = {
-                        let mut ctx = Ctx { server: &server, client: &mut client };
+                        let mut ctx = Ctx {
+                            server: &server,
+                            client: &mut client,
+                        };
                         dispatch(&mut ctx, &args)
                     };
                     if skip_this && client.reply_mode == ReplyMode::Skip {
                         client.reply_mode = ReplyMode::On;
-                    } else if client.reply_mode != ReplyMode::Off || matches!(reply, Reply::Push(_)) {
+                    } else if client.reply_mode != ReplyMode::Off || matches!(reply, Reply::Push(_))
+                    {
                         reply.encode(&mut out, client.resp3);
                     }
                     if client.close_after_reply || handle.killed.load(Ordering::Relaxed) {
                         close = true;
                         break;
                     }
-                    if out.len() >= FLUSH_AT {
-                        if write_out(&server, &mut stream, &mut out).await.is_err() {
-                            break 'conn;
-                        }
+                    if out.len() >= FLUSH_AT
+                        && write_out(&server, &mut stream, &mut out).await.is_err()
+                    {
+                        break 'conn;
                     }
                 }
                 Ok(None) => break,
@@ -78,7 +87,10 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             break;
         }
         if inbuf.len() > qbuf_limit {
-            tracing::warn!(client = handle.id, "closing client that reached max query buffer length");
+            tracing::warn!(
+                client = handle.id,
+                "closing client that reached max query buffer length"
+            );
             break;
         }
 
@@ -109,8 +121,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     server.clients.unregister(handle.id);
 }
 
-async fn write_out(server: &Server, stream: &mut TcpStream, out: &mut BytesMut) -> std::io::Result<()> {
-    server.stats.net_output_bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+async fn write_out(
+    server: &Server,
+    stream: &mut TcpStream,
+    out: &mut BytesMut,
+) -> std::io::Result<()> {
+    server
+        .stats
+        .net_output_bytes
+        .fetch_add(out.len() as u64, Ordering::Relaxed);
     stream.write_all(out).await?;
     out.clear();
     Ok(())

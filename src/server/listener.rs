@@ -26,7 +26,10 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
             Ok(ip) => ip,
             Err(_) if addr == "*" => IpAddr::from([0, 0, 0, 0]),
             Err(_) => {
-                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad bind address '{addr}'")))
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("bad bind address '{addr}'"),
+                ))
             }
         };
         match TcpListener::bind(SocketAddr::new(ip, port)).await {
@@ -37,11 +40,19 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
                 listeners.push(l);
             }
             Err(e) if optional => tracing::debug!("skipping optional bind address {addr}: {e}"),
-            Err(e) => return Err(std::io::Error::new(e.kind(), format!("could not bind {addr}:{port}: {e}"))),
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("could not bind {addr}:{port}: {e}"),
+                ))
+            }
         }
     }
     if listeners.is_empty() {
-        return Err(std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no address could be bound"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            "no address could be bound",
+        ));
     }
     server.port.store(port as u64, Ordering::Relaxed);
     Ok(listeners)
@@ -91,14 +102,29 @@ pub async fn run(server: Arc<Server>, listeners: Vec<TcpListener>) {
     }
     accepts.abort_all();
     // Connections notice the shutdown signal themselves after their current batch.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async { while conns.join_next().await.is_some() {} }).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
 }
 
-async fn admit(server: &Arc<Server>, mut stream: TcpStream, peer: SocketAddr, local: SocketAddr, conns: &mut JoinSet<()>) {
-    server.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+async fn admit(
+    server: &Arc<Server>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    conns: &mut JoinSet<()>,
+) {
+    server
+        .stats
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
     let (maxclients, protected) = {
         let cfg = server.config.read();
-        (cfg.get_i64("maxclients") as usize, cfg.get_bool("protected-mode") && cfg.get("requirepass").is_empty())
+        (
+            cfg.get_i64("maxclients") as usize,
+            cfg.get_bool("protected-mode") && cfg.get("requirepass").is_empty(),
+        )
     };
     let refusal: Option<&[u8]> = if server.clients.count() >= maxclients {
         Some(b"-ERR max number of clients reached\r\n")
@@ -110,7 +136,10 @@ async fn admit(server: &Arc<Server>, mut stream: TcpStream, peer: SocketAddr, lo
         None
     };
     if let Some(msg) = refusal {
-        server.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        server
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
         let _ = stream.write_all(msg).await;
         return;
     }

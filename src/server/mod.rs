@@ -66,7 +66,11 @@ pub struct Server {
 impl Server {
     pub fn new(config: Config) -> Arc<Server> {
         let shards = match config.get_i64("shards") {
-            0 => 2 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            0 => {
+                2 * std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            }
             n => n as usize,
         };
         let databases = config.get_i64("databases") as usize;
@@ -74,7 +78,9 @@ impl Server {
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
         let (shutdown_tx, _) = watch::channel(false);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         Arc::new(Server {
             store: Store::new(shards, databases),
             config: RwLock::new(config),
@@ -130,5 +136,8 @@ fn run_id(seed: u128) -> String {
 }
 
 pub fn unix_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

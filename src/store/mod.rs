@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 /// A value in the key space. The string and hash families fill this in.
 #[derive(Debug, Clone)]
@@ -31,7 +31,9 @@ pub struct ShardData {
 
 impl ShardData {
     fn new(databases: usize) -> ShardData {
-        ShardData { dbs: (0..databases).map(|_| Db::default()).collect() }
+        ShardData {
+            dbs: (0..databases).map(|_| Db::default()).collect(),
+        }
     }
 }
 
@@ -45,7 +47,9 @@ impl Store {
     pub fn new(shards: usize, databases: usize) -> Store {
         let shards = shards.max(1);
         Store {
-            shards: (0..shards).map(|_| Mutex::new(ShardData::new(databases))).collect(),
+            shards: (0..shards)
+                .map(|_| Mutex::new(ShardData::new(databases)))
+                .collect(),
             databases,
             hasher: hashbrown::DefaultHashBuilder::default(),
         }
@@ -61,9 +65,7 @@ impl Store {
 
     /// The shard that owns `key` (KV keys) or a document `_id`'s hash.
     pub fn shard_of(&self, key: &[u8]) -> usize {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        (h.finish() % self.shards.len() as u64) as usize
+        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
     }
 
     pub fn lock(&self, shard: usize) -> MutexGuard<'_, ShardData> {
@@ -76,7 +78,9 @@ impl Store {
         let mut ids: Vec<usize> = shards.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter().map(|i| (i, self.shards[i].lock())).collect()
+        ids.into_iter()
+            .map(|i| (i, self.shards[i].lock()))
+            .collect()
     }
 
     /// Runs `f` on every shard in turn, one lock at a time.

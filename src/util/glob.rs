@@ -16,7 +16,13 @@ fn lower(c: u8, nocase: bool) -> u8 {
     }
 }
 
-fn matchlen(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool, nesting: u32) -> bool {
+fn matchlen(
+    mut p: &[u8],
+    mut s: &[u8],
+    nocase: bool,
+    skip_longer: &mut bool,
+    nesting: u32,
+) -> bool {
     if nesting > 1000 {
         return false;
     }
@@ -67,7 +73,11 @@ fn matchlen(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool, ne
                         if start > end {
                             std::mem::swap(&mut start, &mut end);
                         }
-                        let (start, end, c) = (lower(start, nocase), lower(end, nocase), lower(s[0], nocase));
+                        let (start, end, c) = (
+                            lower(start, nocase),
+                            lower(end, nocase),
+                            lower(s[0], nocase),
+                        );
                         p = &p[2..];
                         if c >= start && c <= end {
                             matched = true;
@@ -136,6 +146,10 @@ mod tests {
         assert!(!m(b"a*", b"", false));
         // As stringmatchlen: no match on an empty string (KEYS short-circuits a lone "*").
         assert!(!m(b"*", b"", false));
-        assert!(!m(b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b", &[b'a'; 100], false));
+        assert!(!m(
+            b"a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b",
+            &[b'a'; 100],
+            false
+        ));
     }
 }

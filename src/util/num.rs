@@ -8,7 +8,11 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     if b == b"0" {
         return Some(0);
     }
-    let (neg, d) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    let (neg, d) = if b[0] == b'-' {
+        (true, &b[1..])
+    } else {
+        (false, b)
+    };
     if d.is_empty() || d[0] == b'0' {
         return None;
     }
@@ -18,7 +22,11 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
             return None;
         }
         let digit = (c - b'0') as i64;
-        v = if neg { v.checked_mul(10)?.checked_sub(digit)? } else { v.checked_mul(10)?.checked_add(digit)? };
+        v = if neg {
+            v.checked_mul(10)?.checked_sub(digit)?
+        } else {
+            v.checked_mul(10)?.checked_add(digit)?
+        };
     }
     Some(v)
 }
