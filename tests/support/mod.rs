@@ -1,0 +1,142 @@
+//! Starts the real server binary on a free port for integration tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct TestServer {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl TestServer {
+    pub fn start(extra: &[&str]) -> TestServer {
+        Self::start_with(None, extra)
+    }
+
+    /// Starts `tidecache-server [conf] --port 0 [extra...]` and reads the port it chose from
+    /// its startup banner, so parallel tests can never race for a port.
+    pub fn start_with(conf: Option<&str>, extra: &[&str]) -> TestServer {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidecache-server"));
+        if let Some(c) = conf {
+            cmd.arg(c);
+        }
+        cmd.args(["--port", "0", "--loglevel", "notice"])
+            .args(extra);
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Keep draining the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(rest) = line.split("started: port ").nth(1) {
+                        let port: u16 = rest
+                            .split(',')
+                            .next()
+                            .and_then(|p| p.parse().ok())
+                            .unwrap_or(0);
+                        let _ = tx.send(port);
+                        sent = true;
+                    }
+                }
+            }
+        });
+        let port = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server did not start");
+        TestServer { child, port }
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("client")
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.client().get_connection().expect("connect")
+    }
+
+    pub fn raw(&self) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        Raw(s)
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw TCP connection for byte-exact checks.
+pub struct Raw(pub TcpStream);
+
+impl Raw {
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.0.write_all(bytes).expect("write");
+    }
+
+    /// Reads until `n` bytes arrived (or the peer closed / timed out).
+    pub fn read_n(&mut self, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            match self.0.read(&mut out[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got += k,
+            }
+        }
+        out.truncate(got);
+        out
+    }
+
+    /// Sends `req` and expects exactly `expected` back.
+    pub fn roundtrip(&mut self, req: &[u8], expected: &[u8]) {
+        self.send(req);
+        let got = self.read_n(expected.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected),
+            "reply to {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+
+    /// True once the server has closed the connection.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.0.read(&mut b), Ok(0))
+    }
+}
+
+/// Encodes a request as a RESP array of bulk strings.
+pub fn resp(args: &[&str]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n{}\r\n", a.len(), a).as_bytes());
+    }
+    v
+}
