@@ -7,8 +7,14 @@
 
 pub mod connection;
 pub mod docs;
+pub mod documents;
+pub mod hashes;
+pub mod keys;
+pub mod pubsub;
 pub mod server;
 pub mod spec;
+pub mod strings;
+pub mod transactions;
 
 use crate::protocol::Reply;
 use crate::server::client::ClientState;
@@ -25,8 +31,17 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 2] {
-    [connection::COMMANDS, server::COMMANDS]
+fn families() -> [&'static [CommandSpec]; 8] {
+    [
+        connection::COMMANDS,
+        server::COMMANDS,
+        keys::COMMANDS,
+        strings::COMMANDS,
+        hashes::COMMANDS,
+        transactions::COMMANDS,
+        pubsub::COMMANDS,
+        documents::COMMANDS,
+    ]
 }
 
 pub struct Table {
