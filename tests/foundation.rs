@@ -95,16 +95,7 @@ fn hello_3_and_resp3_shapes() {
     let reply = String::from_utf8(raw.read_n(1)).unwrap();
     assert_eq!(reply, "%");
     // The rest of the map; then RESP3 shapes.
-    let mut rest = Vec::new();
-    while !String::from_utf8_lossy(&rest).contains("modules\r\n*0\r\n") {
-        let b = raw.read_n(1);
-        assert!(
-            !b.is_empty(),
-            "HELLO reply cut: {}",
-            String::from_utf8_lossy(&rest)
-        );
-        rest.extend(b);
-    }
+    let rest = raw.read_until(b"modules\r\n*0\r\n");
     let text = String::from_utf8_lossy(&rest);
     for field in [
         "server",
@@ -145,16 +136,7 @@ fn redis_rs_pipelined_handshake_and_resp3_client() {
     batch.extend(resp(&["CLIENT", "SETINFO", "LIB-VER", "1.0"]));
     batch.extend(resp(&["PING"]));
     raw.send(&batch);
-    let mut got = Vec::new();
-    while !got.ends_with(b"+OK\r\n+OK\r\n+OK\r\n+PONG\r\n") {
-        let b = raw.read_n(1);
-        assert!(
-            !b.is_empty(),
-            "handshake replies cut: {}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend(b);
-    }
+    raw.read_until(b"+OK\r\n+OK\r\n+OK\r\n+PONG\r\n");
     // The real client library, with a database in the URL.
     let client =
         redis::Client::open(format!("redis://127.0.0.1:{}/3?protocol=resp3", s.port)).unwrap();

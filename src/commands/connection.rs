@@ -498,17 +498,28 @@ fn client_line(server: &crate::server::Server, h: &crate::server::client::Client
     )
 }
 
+/// Parses a `TYPE` filter of CLIENT LIST / CLIENT KILL; true when it selects normal clients
+/// (the only kind this server has).
+fn client_type_is_normal(arg: &[u8]) -> Result<bool, Reply> {
+    let t = text(arg).to_ascii_lowercase();
+    if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
+        return Err(Reply::error(format!(
+            "ERR Unknown client type '{}'",
+            text(arg)
+        )));
+    }
+    Ok(t == "normal")
+}
+
 fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut ids: Option<Vec<u64>> = None;
     let mut i = 2;
     while i < args.len() {
         if is(&args[i], "TYPE") && i + 1 < args.len() {
-            let t = text(&args[i + 1]).to_ascii_lowercase();
-            if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
-                return Reply::error(format!("ERR Unknown client type '{}'", text(&args[i + 1])));
-            }
-            if t != "normal" {
-                ids = Some(vec![]);
+            match client_type_is_normal(&args[i + 1]) {
+                Ok(true) => {}
+                Ok(false) => ids = Some(vec![]),
+                Err(e) => return e,
             }
             i += 2;
         } else if is(&args[i], "ID") && i + 1 < args.len() {
@@ -579,12 +590,11 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 return syntax_error();
             }
         } else if is(&args[i], "TYPE") {
-            let t = text(v).to_ascii_lowercase();
-            if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
-                return Reply::error(format!("ERR Unknown client type '{}'", text(v)));
-            }
-            if t != "normal" {
-                id = Some(0);
+            match client_type_is_normal(v) {
+                Ok(true) => {}
+                // No client of another type exists: select none.
+                Ok(false) => id = Some(0),
+                Err(e) => return e,
             }
         } else {
             return syntax_error();

@@ -125,6 +125,21 @@ impl Raw {
         );
     }
 
+    /// Reads until what arrived ends with `suffix`; panics if the connection ends first.
+    pub fn read_until(&mut self, suffix: &[u8]) -> Vec<u8> {
+        let mut got = Vec::new();
+        while !got.ends_with(suffix) {
+            let b = self.read_n(1);
+            assert!(
+                !b.is_empty(),
+                "reply cut short: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend(b);
+        }
+        got
+    }
+
     /// True once the server has closed the connection.
     pub fn closed(&mut self) -> bool {
         let mut b = [0u8; 1];
