@@ -383,6 +383,8 @@ fn inline_commands_and_long_pipeline() {
     raw.roundtrip(b"PING\r\n", b"+PONG\r\n");
     raw.roundtrip(b"ECHO \"a b\"\n", b"$3\r\na b\r\n");
     raw.roundtrip(b"\r\nPING\r\n", b"+PONG\r\n");
+    // As in Redis, a NUL ends an inline line (this once made the splitter spin).
+    raw.roundtrip(b"PING\0junk\r\n", b"+PONG\r\n");
 
     let mut c = s.conn();
     let mut p = redis::pipe();

@@ -198,11 +198,16 @@ fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
 /// `\n \r \t \b \a \\ \" \xHH` escapes, `'...'` with only `\'`. `None` for unbalanced quotes
 /// or a closing quote not followed by a space.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // sdssplitargs works on a C string: a NUL ends the line (inside quotes: unbalanced).
+    let line = match line.iter().position(|&c| c == 0) {
+        Some(nul) => &line[..nul],
+        None => line,
+    };
     let mut out = Vec::new();
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_c_space(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -236,7 +241,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return None;
                     }
                     in_dq = false;
@@ -254,7 +259,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return None;
                     }
                     in_sq = false;
@@ -268,7 +273,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     break;
                 }
                 match line[i] {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_dq = true,
                     b'\'' => in_sq = true,
                     c => cur.push(c),
@@ -279,6 +284,11 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         let _ = (in_dq, in_sq);
         out.push(cur);
     }
+}
+
+/// C's `isspace`.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 fn is_hex(c: u8) -> bool {
@@ -383,5 +393,58 @@ mod tests {
         );
         assert!(split_args(br#""a"b"#).is_none());
         assert!(split_args(b"").unwrap().is_empty());
+        assert_eq!(split_args(b"a\0b c").unwrap(), vec![b"a".to_vec()]);
+        assert!(split_args(b"\"a\0\"").is_none());
+        assert_eq!(split_args(b"\x0ba").unwrap(), vec![b"a".to_vec()]);
+    }
+
+    /// Random and mutated frames, fed in random pieces: the parser answers or errors, never
+    /// panics, and never returns an empty request.
+    #[test]
+    fn random_input_never_panics() {
+        let seeds: [&[u8]; 4] = [
+            b"*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n",
+            b"PING \"a\\x41\" 'b'\r\n",
+            b"*0\r\n*-1\r\n",
+            b"*1\r\n$0\r\n\r\n",
+        ];
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..20_000 {
+            let mut input: Vec<u8> = seeds[round % seeds.len()].to_vec();
+            for _ in 0..(next() % 4) {
+                let at = (next() as usize) % (input.len() + 1);
+                match next() % 3 {
+                    0 => input.insert(at, b"*$\r\n-0123456789\"' x"[(next() % 19) as usize]),
+                    1 if at < input.len() => {
+                        input.remove(at);
+                    }
+                    _ => input.insert(at, next() as u8),
+                }
+            }
+            let lim = ParseLimits {
+                max_bulk_len: 1 << 20,
+                unauthenticated: next() % 2 == 0,
+            };
+            let mut buf = BytesMut::new();
+            let mut st = ParseState::default();
+            let mut fed = 0;
+            while fed < input.len() {
+                let n = 1 + (next() as usize) % (input.len() - fed);
+                buf.extend_from_slice(&input[fed..fed + n]);
+                fed += n;
+                loop {
+                    match parse_request(&mut buf, &mut st, lim) {
+                        Ok(Some(args)) => assert!(!args.is_empty()),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+        }
     }
 }
