@@ -438,11 +438,9 @@ mod tests {
                 let n = 1 + (next() as usize) % (input.len() - fed);
                 buf.extend_from_slice(&input[fed..fed + n]);
                 fed += n;
-                loop {
-                    match parse_request(&mut buf, &mut st, lim) {
-                        Ok(Some(args)) => assert!(!args.is_empty()),
-                        Ok(None) | Err(_) => break,
-                    }
+                while let Ok(Some(args)) = parse_request(&mut buf, &mut st, lim) {
+                    assert!(!args.is_empty());
+                }
                 }
             }
         }
