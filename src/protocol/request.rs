@@ -441,7 +441,6 @@ mod tests {
                 while let Ok(Some(args)) = parse_request(&mut buf, &mut st, lim) {
                     assert!(!args.is_empty());
                 }
-                }
             }
         }
     }
