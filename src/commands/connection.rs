@@ -478,9 +478,9 @@ fn client_line(server: &crate::server::Server, h: &crate::server::client::Client
     let now = server.started.elapsed().as_secs();
     let idle = now.saturating_sub(h.last_active.load(Ordering::Relaxed));
     let cmd = if m.last_cmd.is_empty() {
-        "NULL".to_string()
+        "NULL"
     } else {
-        m.last_cmd.clone()
+        m.last_cmd
     };
     format!(
         "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",

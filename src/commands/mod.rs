@@ -166,7 +166,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     {
         return Reply::error("NOAUTH Authentication required.");
     }
-    ctx.client.with_meta(|m| m.last_cmd = spec.name.to_string());
+    ctx.client.with_meta(|m| m.last_cmd = spec.name);
     (spec.handler)(ctx, args)
 }
 

@@ -37,7 +37,8 @@ pub struct ClientMeta {
     pub lib_ver: String,
     pub db: usize,
     pub resp: u8,
-    pub last_cmd: String,
+    /// Name of the last command run (a table entry's name, so no allocation per command).
+    pub last_cmd: &'static str,
     pub no_evict: bool,
 }
 
