@@ -556,7 +556,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let addr = text(&args[2]);
         for h in ctx.server.clients.all() {
             if h.addr.to_string() == addr {
-                h.kill();
+                ctx.server.clients.kill(&h);
                 return Reply::ok();
             }
         }
@@ -617,7 +617,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if h.id == ctx.client.id() {
             ctx.client.close_after_reply = true;
         } else {
-            h.kill();
+            ctx.server.clients.kill(&h);
         }
         killed += 1;
     }

@@ -76,6 +76,13 @@ impl ClientRegistry {
         handle
     }
 
+    /// Kills a client: it leaves the registry at once (as Redis frees a killed client), and its
+    /// task closes the connection without running anything more.
+    pub fn kill(&self, h: &ClientHandle) {
+        h.kill();
+        self.unregister(h.id);
+    }
+
     pub fn unregister(&self, id: u64) {
         self.clients.lock().remove(&id);
     }

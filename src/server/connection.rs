@@ -47,6 +47,12 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         loop {
             match parse_request(&mut inbuf, &mut parse_state, limits) {
                 Ok(Some(args)) => {
+                    // CLIENT KILL sets the flag before it replies, so once the killer has its
+                    // answer, nothing more of this client's runs.
+                    if handle.killed.load(Ordering::Acquire) {
+                        close = true;
+                        break;
+                    }
                     let skip_this = client.reply_mode == ReplyMode::Skip;
                     let reply = {
                         let mut ctx = Ctx {
@@ -105,6 +111,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             }
         };
         tokio::select! {
+            biased;
+            _ = handle.kill_notify.notified() => break,
             r = stream.read_buf(&mut inbuf) => match r {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
@@ -112,7 +120,6 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     handle.last_active.store(server.started.elapsed().as_secs(), Ordering::Relaxed);
                 }
             },
-            _ = handle.kill_notify.notified() => break,
             _ = shutdown.changed() => break,
             _ = idle => break,
         }
