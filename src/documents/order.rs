@@ -72,12 +72,12 @@ pub fn compare_numbers(a: &Bson, b: &Bson) -> Ordering {
 }
 
 fn cmp_i64_f64(i: i64, d: f64) -> Ordering {
-    // Beyond ±2^63 the double is out of i64 range; otherwise compare the integer parts exactly
+    // 2^63 and beyond (the literal is exactly 2^63 as a double) is out of i64 range; otherwise compare the integer parts exactly
     // and break ties on the fraction.
-    if d >= 9.223_372_036_854_775_807e18 {
+    if d >= 9.223_372_036_854_776e18 {
         return Ordering::Less;
     }
-    if d < -9.223_372_036_854_775_808e18 {
+    if d < -9.223_372_036_854_776e18 {
         return Ordering::Greater;
     }
     let t = d.trunc();
