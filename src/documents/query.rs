@@ -495,6 +495,10 @@ fn eval_value(v: &Bson, pred: &Pred) -> bool {
     }
 }
 
+fn is_nan(v: &Bson) -> bool {
+    matches!(v, Bson::Double(_) | Bson::Decimal128(_)) && order::as_f64(v).is_some_and(f64::is_nan)
+}
+
 fn is_nullish(v: &Bson) -> bool {
     matches!(v, Bson::Null | Bson::Undefined)
 }
@@ -510,6 +514,11 @@ fn leaf_match(pred: &Pred, leaf: Leaf<'_>) -> bool {
             Some(v) => {
                 if order::rank(v) != order::rank(x) {
                     return false;
+                }
+                // NaN is only ever equal to NaN in a comparison (MongoDB), though it sorts
+                // below every number.
+                if is_nan(v) || is_nan(x) {
+                    return is_nan(v) && is_nan(x) && matches!(op, CmpOp::Gte | CmpOp::Lte);
                 }
                 let o = order::compare(v, x);
                 match op {
