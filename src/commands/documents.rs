@@ -525,7 +525,10 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
-        cs.scan(&o.filter, &mut |_slot, raw, doc| {
+        cs.scan(&o.filter, &mut |_slot, raw| {
+            let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                return true;
+            };
             let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
             mine.push((key, doc, raw.clone()));
             match (&o.sort, keep) {
@@ -620,7 +623,7 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for s in shards {
         let guard = store.lock(s);
         if let Some(cs) = guard.dbs[db].collections.get(&c.coll) {
-            cs.scan(&filter, &mut |_, _, _| {
+            cs.scan(&filter, &mut |_, _| {
                 n += 1;
                 true
             });
@@ -668,7 +671,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             continue;
         };
         let mut slots = Vec::new();
-        cs.scan(&filter, &mut |slot, _, _| {
+        cs.scan(&filter, &mut |slot, _| {
             slots.push(slot);
             !one
         });
@@ -730,8 +733,10 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             continue;
         };
         let mut hits: Vec<(u32, Document)> = Vec::new();
-        cs.scan(&filter, &mut |slot, _, doc| {
-            hits.push((slot, doc));
+        cs.scan(&filter, &mut |slot, raw| {
+            if let Ok(doc) = Document::try_from(raw.as_ref()) {
+                hits.push((slot, doc));
+            }
             multi
         });
         for (slot, doc) in hits {

@@ -132,34 +132,42 @@ impl CollectionShard {
         }
     }
 
-    /// The one read path: calls `visit(slot, raw, decoded)` for each visible document
-    /// matching `filter`, in slot order, until it returns false. An `_id` equality reads the
-    /// `_id` map; everything else scans. (Strict TTL reads and index scans plug in here.)
-    pub fn scan(
-        &self,
-        filter: &Node,
-        visit: &mut dyn FnMut(u32, &RawDocumentBuf, Document) -> bool,
-    ) {
+    /// The one read path: calls `visit(slot, raw)` for each visible document matching
+    /// `filter`, in slot order, until it returns false. An `_id` equality reads the `_id`
+    /// map; everything else scans. (Strict TTL reads and index scans plug in here.)
+    ///
+    /// Matching decodes only the top-level fields the filter reads from the raw BSON, so a
+    /// scan costs in proportion to what the filter looks at, not to the document's size.
+    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
         if let Some(id) = filter.id_equality() {
             if let Some(&slot) = self.ids.get(&keys::encode(id)) {
                 if let Some(raw) = self.get(slot) {
-                    if let Ok(doc) = Document::try_from(raw) {
-                        if filter.matches(&doc) {
-                            visit(slot, raw, doc);
-                        }
+                    if matches(filter, &["_id".to_string()], raw) {
+                        visit(slot, raw);
                     }
                 }
             }
             return;
         }
+        let fields = filter.top_fields();
         for (slot, cell) in self.slots.iter().enumerate() {
             let Some(raw) = cell else { continue };
-            let Ok(doc) = Document::try_from(raw) else {
-                continue;
-            };
-            if filter.matches(&doc) && !visit(slot as u32, raw, doc) {
+            if matches(filter, &fields, raw) && !visit(slot as u32, raw) {
                 return;
             }
         }
     }
+}
+
+/// Matches a stored document, decoding only `fields` (the filter's top-level fields).
+pub fn matches(filter: &Node, fields: &[String], raw: &RawDocumentBuf) -> bool {
+    let mut partial = Document::new();
+    for f in fields {
+        if let Ok(Some(v)) = raw.get(f) {
+            if let Ok(b) = Bson::try_from(v) {
+                partial.insert(f.clone(), b);
+            }
+        }
+    }
+    filter.matches(&partial)
 }

@@ -456,6 +456,28 @@ impl Node {
         }
     }
 
+    /// The top-level field names the filter reads (a scan decodes only these from the
+    /// stored raw BSON before matching). Sorted, without duplicates.
+    pub fn top_fields(&self) -> Vec<String> {
+        fn walk(n: &Node, out: &mut Vec<String>) {
+            match n {
+                Node::And(ns) | Node::Or(ns) | Node::Nor(ns) => {
+                    ns.iter().for_each(|n| walk(n, out))
+                }
+                Node::Field { path, .. } => {
+                    if let Some(f) = path.first() {
+                        out.push(f.clone());
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The equality fields of the filter (top level and inside `$and`), which an upsert
     /// copies into the new document.
     pub fn equalities(&self, out: &mut Vec<(Vec<String>, Bson)>) {
