@@ -639,6 +639,21 @@ fn bson_flag_in_and_out() {
             .query::<Value>(&mut c),
     );
     assert!(e.starts_with("ERR invalid BSON"), "{e}");
+    let mut deep = bson::doc! {"x": 1};
+    for _ in 0..150 {
+        deep = bson::doc! {"a": deep};
+    }
+    let deep = bson::RawDocumentBuf::try_from(&deep)
+        .expect("raw")
+        .into_bytes();
+    let e = err_text(
+        redis::cmd("DOC.INSERT")
+            .arg("b")
+            .arg("BSON")
+            .arg(&deep)
+            .query::<Value>(&mut c),
+    );
+    assert_eq!(e, "ERR document exceeds the maximum nesting depth of 100");
 }
 
 #[test]

@@ -413,9 +413,14 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    ensure_collection(ctx, db, &c.coll);
     let shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
     let mut guards = ctx.server.store.lock_many(&shards);
+    if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
+        // First insert: create the collection under all shards' locks, then lock again.
+        drop(guards);
+        ensure_collection(ctx, db, &c.coll);
+        guards = ctx.server.store.lock_many(&shards);
+    }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
     for p in &batch {
         let Some(i) = pos(p.shard, &guards) else {
