@@ -69,6 +69,22 @@ fn insert_find_roundtrip_and_ids() {
     );
     assert_eq!(by_oid, vec![bob]);
     assert_eq!(int(&mut c, &["DOC.COUNT", "u", "{}"]), 3);
+    // An _id equality plus other conditions reads one document and checks the rest on it.
+    assert_eq!(
+        int(&mut c, &["DOC.COUNT", "u", r#"{"_id":1,"name":"ann"}"#]),
+        1
+    );
+    assert_eq!(
+        int(&mut c, &["DOC.COUNT", "u", r#"{"name":"bob","_id":1}"#]),
+        0
+    );
+    assert_eq!(
+        int(
+            &mut c,
+            &["DOC.COUNT", "u", r#"{"_id":{"$eq":1.0},"tags":"b"}"#]
+        ),
+        1
+    );
     assert_eq!(int(&mut c, &["DOC.COUNT", "nothing", "{}"]), 0);
     let none: Option<String> = q(&mut c, &["DOC.FINDONE", "u", r#"{"name":"zed"}"#]).expect("nil");
     assert_eq!(none, None);

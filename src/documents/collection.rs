@@ -142,7 +142,7 @@ impl CollectionShard {
         if let Some(id) = filter.id_equality() {
             if let Some(&slot) = self.ids.get(&keys::encode(id)) {
                 if let Some(raw) = self.get(slot) {
-                    if matches(filter, &["_id".to_string()], raw) {
+                    if matches(filter, &filter.top_fields(), raw) {
                         visit(slot, raw);
                     }
                 }

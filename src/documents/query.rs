@@ -443,15 +443,19 @@ impl Node {
         }
     }
 
-    /// The `_id` value of a filter that is exactly `{_id: v}` or `{_id: {$eq: v}}` with a
-    /// plain value: such a query reads one shard's `_id` map instead of scanning.
+    /// The `_id` value of a filter with a top-level `{_id: v}` or `{_id: {$eq: v}}` (not an
+    /// array): such a query reads one shard's `_id` map instead of scanning.
     pub fn id_equality(&self) -> Option<&Bson> {
         match self {
             Node::Field {
                 path,
                 pred: Pred::Eq(v),
             } if path.len() == 1 && path[0] == "_id" && !matches!(v, Bson::Array(_)) => Some(v),
-            Node::And(ns) if ns.len() == 1 => ns[0].id_equality(),
+            // `{_id: 1, a: 2}`: the `_id` picks the one candidate, the rest is checked on it.
+            Node::And(ns) => ns.iter().find_map(|n| match n {
+                Node::Field { .. } => n.id_equality(),
+                _ => None,
+            }),
             _ => None,
         }
     }
