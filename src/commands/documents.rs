@@ -302,17 +302,17 @@ fn max_doc_size(ctx: &Ctx<'_>) -> usize {
     ctx.server.config.read().get_u64("max-document-size") as usize
 }
 
-fn doc_reply(doc: &Document, raw: Option<&RawDocumentBuf>, bson: bool) -> Reply {
+fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     if bson {
         match raw {
-            Some(r) => Reply::bulk(Bytes::copy_from_slice(r.as_bytes())),
-            None => match RawDocumentBuf::try_from(doc) {
+            Some(r) => Reply::bulk(r.into_bytes()),
+            None => match RawDocumentBuf::try_from(&doc) {
                 Ok(r) => Reply::bulk(r.into_bytes()),
                 Err(e) => Reply::error(format!("ERR cannot encode document: {e}")),
             },
         }
     } else {
-        Reply::bulk(codec::doc_json(doc))
+        Reply::bulk(codec::doc_json_owned(doc))
     }
 }
 
@@ -515,7 +515,13 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
 
 /// Runs a find: each shard keeps at most `skip + limit` matches (in sort order when sorted),
 /// then the shards' survivors are merged, sorted stably and cut.
-fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document, RawDocumentBuf)> {
+fn run_find(
+    ctx: &Ctx<'_>,
+    db: usize,
+    coll: &str,
+    o: &FindOpts,
+    keep_raw: bool,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
     let keep = o.limit.map(|l| l.saturating_add(o.skip));
     let store = &ctx.server.store;
     let shards: Vec<usize> = match o.filter.id_equality() {
@@ -523,19 +529,20 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
         None => (0..store.shard_count()).collect(),
     };
     // (sort key, shard, slot order) keeps the merge stable and deterministic.
-    let mut found: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
+    let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
     for s in shards {
         let guard = store.lock(s);
         let Some(cs) = guard.dbs[db].collections.get(coll) else {
             continue;
         };
-        let mut mine: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
+        let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
         cs.scan(&o.filter, &mut |_slot, raw| {
             let Ok(doc) = Document::try_from(raw.as_ref()) else {
                 return true;
             };
             let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
-            mine.push((key, doc, raw.clone()));
+            // The stored bytes are only copied when they are the reply (BSON, no projection).
+            mine.push((key, doc, keep_raw.then(|| raw.clone())));
             match (&o.sort, keep) {
                 // Unsorted: the first `skip + limit` matches of the shard are enough.
                 (None, Some(k)) => mine.len() < k,
@@ -570,10 +577,10 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
     it.map(|(_, d, r)| (d, r)).collect()
 }
 
-fn render(o: &FindOpts, doc: Document, raw: RawDocumentBuf, bson: bool) -> Reply {
+fn render(o: &FindOpts, doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     match &o.projection {
-        Some(p) => doc_reply(&p.apply(&doc), None, bson),
-        None => doc_reply(&doc, Some(&raw), bson),
+        Some(p) => doc_reply(p.apply(&doc), None, bson),
+        None => doc_reply(doc, raw, bson),
     }
 }
 
@@ -586,7 +593,13 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
     // documents here, in the same step as the read. Parsed and accepted until then.
     let _touch = o.touch;
-    let found = run_find(ctx, ctx.client.db, &c.coll, &o);
+    let found = run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    );
     Reply::Array(
         found
             .into_iter()
@@ -603,7 +616,16 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     // TOUCH hook: see doc_find.
     let _touch = o.touch;
-    match run_find(ctx, ctx.client.db, &c.coll, &o).into_iter().next() {
+    match run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    )
+    .into_iter()
+    .next()
+    {
         Some((d, r)) => render(&o, d, r, c.bson),
         None => Reply::Nil,
     }
