@@ -244,6 +244,10 @@ fn find_projection_sort_skip_limit_across_shards() {
         7
     );
     assert_eq!(
+        strs(&mut c, &["DOC.FIND", "p", "{}", "LIMIT", "-2", "TOUCH"]).len(),
+        2
+    );
+    assert_eq!(
         strs(&mut c, &["DOC.FIND", "p", "{}", "SKIP", "98"]).len(),
         2
     );
@@ -642,11 +646,52 @@ fn bson_flag_in_and_out() {
         .query(&mut c)
         .expect("findone");
     assert_eq!(one, raw);
+    let n: i64 = redis::cmd("DOC.COUNT")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .query(&mut c)
+        .expect("count");
+    assert_eq!(n, 1);
+    let upd = bson::RawDocumentBuf::try_from(&bson::doc! {"$set": {"x": 1}})
+        .expect("raw")
+        .into_bytes();
+    let r: Vec<Value> = redis::cmd("DOC.UPDATE")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .arg(&upd)
+        .query(&mut c)
+        .expect("update");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(1), Value::Nil]);
+    let projected: Vec<Vec<u8>> = redis::cmd("DOC.FIND")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .arg("PROJECTION")
+        .arg(
+            bson::RawDocumentBuf::try_from(&bson::doc! {"x": 1})
+                .expect("raw")
+                .into_bytes(),
+        )
+        .query(&mut c)
+        .expect("projected");
+    let want = bson::RawDocumentBuf::try_from(&bson::doc! {"_id": 7, "x": 1})
+        .expect("raw")
+        .into_bytes();
+    assert_eq!(projected, vec![want]);
     let json: String = q(&mut c, &["DOC.FINDONE", "b", "{}"]).expect("json");
     assert_eq!(
         json,
-        r#"{"_id":7,"b":{"$binary":{"base64":"AAEC","subType":"00"}}}"#
+        r#"{"_id":7,"b":{"$binary":{"base64":"AAEC","subType":"00"}},"x":1}"#
     );
+    let n: i64 = redis::cmd("DOC.DELETE")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .query(&mut c)
+        .expect("delete");
+    assert_eq!(n, 1);
     let e = err_text(
         redis::cmd("DOC.INSERT")
             .arg("b")
