@@ -466,6 +466,23 @@ fn update_operators_multi_upsert_and_replacement() {
     .expect("pull value");
     let d: String = q(&mut c, &["DOC.FINDONE", "w", r#"{"_id":4}"#]).expect("doc");
     assert_eq!(d, r#"{"_id":4,"v":[1],"d":[{"a":2}]}"#);
+    // A replacement with the same fields in another order is a modification.
+    strs(&mut c, &["DOC.INSERT", "w", r#"{"_id":5,"a":1,"b":2}"#]);
+    let r: Vec<Value> = q(
+        &mut c,
+        &["DOC.UPDATE", "w", r#"{"_id":5}"#, r#"{"b":2,"a":1}"#],
+    )
+    .expect("reorder");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(1), Value::Nil]);
+    let d: String = q(&mut c, &["DOC.FINDONE", "w", r#"{"_id":5}"#]).expect("doc");
+    assert_eq!(d, r#"{"_id":5,"b":2,"a":1}"#);
+    let r: Vec<Value> = q(
+        &mut c,
+        &["DOC.UPDATE", "w", r#"{"_id":5}"#, r#"{"b":2,"a":1}"#],
+    )
+    .expect("same");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(0), Value::Nil]);
+    q::<i64>(&mut c, &["DOC.DELETE", "w", r#"{"_id":5}"#]).expect("delete");
     // Replacement keeps _id.
     let r: Vec<Value> = q(
         &mut c,

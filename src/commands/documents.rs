@@ -768,18 +768,21 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         });
         for (slot, doc) in hits {
             matched += 1;
-            let mut new = doc.clone();
+            let mut new = doc;
             if let Err(e) = upd.apply(&mut new, c.now, false) {
                 return err(e);
             }
-            if new != doc {
-                if let Err(e) = codec::validate_stored(&new) {
-                    return err(e);
-                }
-                match codec::to_raw(&new, max) {
-                    Ok(raw) => changes.push((gi, slot, Some(raw))),
-                    Err(e) => return err(e),
-                }
+            if let Err(e) = codec::validate_stored(&new) {
+                return err(e);
+            }
+            let raw = match codec::to_raw(&new, max) {
+                Ok(raw) => raw,
+                Err(e) => return err(e),
+            };
+            // Modified means the stored bytes change (a new field order or type counts,
+            // as in MongoDB; `bson::Document` equality ignores order).
+            if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
+                changes.push((gi, slot, Some(raw)));
             }
             if !multi {
                 break 'shards;
