@@ -7,7 +7,7 @@
 //! [`CollectionShard::scan`].
 
 use crate::documents::{keys, query::Node};
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 
 /// A per-shard index structure. Secondary indexes and TTL wheels are added here.
@@ -136,20 +136,20 @@ impl CollectionShard {
     /// `filter`, in slot order, until it returns false. An `_id` equality reads the `_id`
     /// map; everything else scans. (Strict TTL reads and index scans plug in here.)
     ///
-    /// Matching decodes only the top-level fields the filter reads from the raw BSON, so a
-    /// scan costs in proportion to what the filter looks at, not to the document's size.
+    /// Matching decodes only what the filter's paths reach in the raw BSON, so a scan costs
+    /// in proportion to what the filter looks at, not to the document's size.
     pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
         if let Some(id) = filter.id_equality() {
             if let Some(&slot) = self.ids.get(&keys::encode(id)) {
                 if let Some(raw) = self.get(slot) {
-                    if matches(filter, &filter.top_fields(), raw) {
+                    if matches(filter, &filter.field_paths(), raw) {
                         visit(slot, raw);
                     }
                 }
             }
             return;
         }
-        let fields = filter.top_fields();
+        let fields = filter.field_paths();
         for (slot, cell) in self.slots.iter().enumerate() {
             let Some(raw) = cell else { continue };
             if matches(filter, &fields, raw) && !visit(slot as u32, raw) {
@@ -159,15 +159,69 @@ impl CollectionShard {
     }
 }
 
-/// Matches a stored document, decoding only `fields` (the filter's top-level fields).
-pub fn matches(filter: &Node, fields: &[String], raw: &RawDocumentBuf) -> bool {
-    let mut partial = Document::new();
-    for f in fields {
-        if let Ok(Some(v)) = raw.get(f) {
-            if let Ok(b) = Bson::try_from(v) {
-                partial.insert(f.clone(), b);
-            }
+/// Matches a stored document, decoding only what the filter's paths reach (`paths` from
+/// [`Node::field_paths`]): fields off every path are skipped, fields at the end of a path are
+/// decoded whole, so a scan costs in proportion to what the filter looks at.
+pub fn matches(filter: &Node, paths: &[Vec<String>], raw: &RawDocumentBuf) -> bool {
+    let tails: Vec<&[String]> = paths.iter().map(Vec::as_slice).collect();
+    filter.matches(&prune_doc(raw, &tails))
+}
+
+/// The fields of `doc` that `paths` (all non-empty) go through, pruned below.
+fn prune_doc(doc: &RawDocument, paths: &[&[String]]) -> Document {
+    let mut out = Document::new();
+    for elem in doc.iter() {
+        let Ok((k, v)) = elem else { continue };
+        let k = k.as_str();
+        let tails: Vec<&[String]> = paths
+            .iter()
+            .filter(|p| p.first().map(String::as_str) == Some(k))
+            .map(|p| &p[1..])
+            .collect();
+        if tails.is_empty() {
+            continue;
+        }
+        let value = if tails.iter().any(|t| t.is_empty()) {
+            Bson::try_from(v).ok()
+        } else {
+            prune_value(v, &tails)
+        };
+        if let Some(b) = value {
+            out.insert(k, b);
         }
     }
-    filter.matches(&partial)
+    out
+}
+
+/// A value some paths (all non-empty) continue through: subdocuments are pruned, arrays keep
+/// every element (positions matter) with their subdocuments pruned by the same paths (paths
+/// run through arrays of subdocuments) plus the paths that index that element.
+fn prune_value(v: RawBsonRef<'_>, paths: &[&[String]]) -> Option<Bson> {
+    match v {
+        RawBsonRef::Document(d) => Some(Bson::Document(prune_doc(d, paths))),
+        RawBsonRef::Array(a) => {
+            let mut out = Vec::new();
+            for (i, e) in a.into_iter().enumerate() {
+                let e = e.ok()?;
+                let idx = i.to_string();
+                let by_index: Vec<&[String]> = paths
+                    .iter()
+                    .filter(|p| p.first() == Some(&idx))
+                    .map(|p| &p[1..])
+                    .collect();
+                match e {
+                    RawBsonRef::Document(d) if !by_index.iter().any(|t| t.is_empty()) => {
+                        let mut ps: Vec<&[String]> = paths.to_vec();
+                        ps.extend(by_index);
+                        out.push(Bson::Document(prune_doc(d, &ps)));
+                    }
+                    // Everything else (scalars, nested arrays, an indexed element at the end
+                    // of a path) is decoded whole.
+                    _ => out.push(Bson::try_from(e).ok()?),
+                }
+            }
+            Some(Bson::Array(out))
+        }
+        other => Bson::try_from(other).ok(),
+    }
 }

@@ -460,19 +460,15 @@ impl Node {
         }
     }
 
-    /// The top-level field names the filter reads (a scan decodes only these from the
-    /// stored raw BSON before matching). Sorted, without duplicates.
-    pub fn top_fields(&self) -> Vec<String> {
-        fn walk(n: &Node, out: &mut Vec<String>) {
+    /// The field paths the filter reads (a scan decodes only what they reach from the stored
+    /// raw BSON before matching). Sorted, without duplicates.
+    pub fn field_paths(&self) -> Vec<Vec<String>> {
+        fn walk(n: &Node, out: &mut Vec<Vec<String>>) {
             match n {
                 Node::And(ns) | Node::Or(ns) | Node::Nor(ns) => {
                     ns.iter().for_each(|n| walk(n, out))
                 }
-                Node::Field { path, .. } => {
-                    if let Some(f) = path.first() {
-                        out.push(f.clone());
-                    }
-                }
+                Node::Field { path, .. } => out.push(path.clone()),
             }
         }
         let mut out = Vec::new();
