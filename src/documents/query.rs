@@ -5,8 +5,9 @@
 //! predicate over the whole path, as in MongoDB, which is what makes `$ne`/`$nin` match
 //! missing fields and `{a: {$ne: 1}}` refuse `{a: [1, 2]}`.
 //!
-//! Documents are matched as decoded `bson::Document`s (the stored form is raw BSON, decoded
-//! per candidate); the cost per document is measured by `benches/documents.rs`.
+//! The matcher works on `bson::Document`s; a scan builds one per candidate from the stored raw
+//! BSON holding only what the filter's paths reach (`collection::matches`). The cost per
+//! document is measured by `benches/documents.rs`.
 
 use crate::documents::order;
 use crate::documents::path::{self, Leaf};
