@@ -316,6 +316,10 @@ fn query_errors_and_no_server_side_code() {
         &["DOC.FIND", "e", r#"{"a":{"$regex":"(a)\\1"}}"#],
     ));
     assert!(e.starts_with("ERR invalid regular expression"), "{e}");
+    let e = err_text(q::<Value>(&mut c, &["DOC.INSERT", "a$b", "{}"]));
+    assert_eq!(e, "ERR Invalid collection name: 'a$b'");
+    let e = err_text(q::<Value>(&mut c, &["DOC.COUNT", "", "{}"]));
+    assert_eq!(e, "ERR Invalid collection name: ''");
     let e = err_text(q::<Value>(&mut c, &["DOC.DELETE", "e", r#"{"$expr":{}}"#]));
     assert_eq!(e, "ERR unknown top level operator: $expr");
     assert_eq!(int(&mut c, &["DOC.COUNT", "e", "{}"]), 1);

@@ -263,20 +263,26 @@ pub static COMMANDS: &[CommandSpec] = &[
 struct Common<'a> {
     coll: String,
     bson: bool,
-    /// Index of the first argument after the collection and the optional `BSON` flag.
+    /// The arguments after the collection and the optional `BSON` flag.
     rest: &'a [Bytes],
     now: DateTime,
 }
 
-fn common(args: &[Bytes]) -> Common<'_> {
+fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     let coll = text(&args[1]);
+    // MongoDB's collection name rules: not empty, no `$`, no NUL.
+    if coll.is_empty() || coll.contains(['$', '\0']) {
+        return Err(Reply::error(format!(
+            "ERR Invalid collection name: '{coll}'"
+        )));
+    }
     let bson = args.len() > 3 && is(&args[2], "BSON");
-    Common {
+    Ok(Common {
         coll,
         bson,
         rest: &args[if bson { 3 } else { 2 }..],
         now: DateTime::now(),
-    }
+    })
 }
 
 fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
@@ -383,7 +389,10 @@ fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
 }
 
 fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let mut docs = c.rest;
     if docs.len() > 1 && is(&docs[docs.len() - 1], "J") {
         docs = &docs[..docs.len() - 1];
@@ -585,7 +594,10 @@ fn render(o: &FindOpts, doc: Document, raw: Option<RawDocumentBuf>, bson: bool) 
 }
 
 fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let o = match parse_find(&c, false) {
         Ok(o) => o,
         Err(e) => return e,
@@ -609,7 +621,10 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let o = match parse_find(&c, true) {
         Ok(o) => o,
         Err(e) => return e,
@@ -632,7 +647,10 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     if c.rest.len() != 1 {
         return syntax_error();
     }
@@ -660,7 +678,10 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let Some(f) = c.rest.first() else {
         return wrong_arity("doc.delete");
     };
@@ -715,7 +736,10 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     if c.rest.len() < 2 {
         return wrong_arity("doc.update");
     }
