@@ -173,6 +173,13 @@ fn prune_doc(doc: &RawDocument, paths: &[&[String]]) -> Document {
     for elem in doc.iter() {
         let Ok((k, v)) = elem else { continue };
         let k = k.as_str();
+        // Most fields are off every path: skip them without allocating.
+        if !paths
+            .iter()
+            .any(|p| p.first().map(String::as_str) == Some(k))
+        {
+            continue;
+        }
         let tails: Vec<&[String]> = paths
             .iter()
             .filter(|p| p.first().map(String::as_str) == Some(k))
