@@ -2,3 +2,4 @@
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
 pub mod order;
+pub mod ttl;

@@ -30,8 +30,14 @@ const WHEEL_BITS: u32 = SLOT_BITS * LEVELS as u32;
 pub struct EntryId(u32);
 
 impl EntryId {
+    /// The slab index, for callers that keep ids in a compact `Vec<u32>`.
     pub fn index(self) -> u32 {
         self.0
+    }
+
+    /// An id back from [`EntryId::index`]; it must name a live entry of the same wheel.
+    pub fn from_index(index: u32) -> EntryId {
+        EntryId(index)
     }
 }
 
