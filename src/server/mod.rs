@@ -77,6 +77,7 @@ impl Server {
         let mut config = config;
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
+        Self::apply_memory_config(&config);
         let (shutdown_tx, _) = watch::channel(false);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -109,8 +110,37 @@ impl Server {
         self.shutdown_tx.subscribe()
     }
 
+    /// Starts the key space's background work: active expiry `hz` times a second (one shard
+    /// locked at a time, in bounded batches) and the LRU clock.
+    pub fn start_background(self: &Arc<Server>) {
+        let s = self.clone();
+        tokio::spawn(async move {
+            while !s.is_shutting_down() {
+                let hz = s.config.read().get_u64("hz").max(1);
+                crate::store::eviction::tick();
+                let s2 = s.clone();
+                let now = crate::store::keyspace::now_ms();
+                let _ = tokio::task::spawn_blocking(move || crate::store::expiry::sweep(&s2.store, now))
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
+            }
+        });
+    }
+
+    /// Pushes the maxmemory settings to the eviction module's cached copies.
+    fn apply_memory_config(config: &Config) {
+        crate::store::eviction::configure(
+            config.get_u64("maxmemory"),
+            config.get("maxmemory-policy"),
+            config.get_u64("maxmemory-samples") as u32,
+        );
+    }
+
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if name.starts_with("maxmemory") {
+            Self::apply_memory_config(&self.config.read());
+        }
         if name == "requirepass" {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);
