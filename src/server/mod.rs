@@ -61,6 +61,8 @@ pub struct Server {
     shutting_down: AtomicBool,
     /// `requirepass` is read on every command; cache whether one is set.
     pub auth_required: AtomicBool,
+    /// Resident memory when the server was created (code, runtime, empty tables).
+    pub base_memory: u64,
 }
 
 impl Server {
@@ -94,6 +96,7 @@ impl Server {
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
+            base_memory: crate::commands::server::rss_bytes(),
         })
     }
 
@@ -134,6 +137,12 @@ impl Server {
             config.get("maxmemory-policy"),
             config.get_u64("maxmemory-samples") as u32,
         );
+    }
+
+    /// INFO's `used_memory`: the process's baseline at start plus the key space's estimate
+    /// (per-shard byte counters updated on every write).
+    pub fn used_memory(&self) -> u64 {
+        self.base_memory + self.store.used_bytes() as u64
     }
 
     /// Called after a live config change so cached copies follow.

@@ -207,7 +207,8 @@ impl Entry {
     pub fn access(&self) -> u32 {
         self.access
     }
-    fn mem(&self) -> usize {
+    /// Estimated bytes this key costs (MEMORY USAGE, the maxmemory accounting).
+    pub fn mem(&self) -> usize {
         ENTRY_SLOT
             + alloc_size(self.key.len())
             + self.value.heap()
@@ -470,6 +471,17 @@ impl Keyspace {
             e.access = eviction::touched(e.access);
         }
         Some(e)
+    }
+
+    /// TOUCH: refreshes the access clock of a live key.
+    pub fn touch(&mut self, hash: u64, key: &[u8]) -> bool {
+        match self.lookup(hash, key, false) {
+            Some(e) => {
+                e.access = eviction::touched(e.access);
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {

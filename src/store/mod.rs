@@ -108,6 +108,37 @@ impl Store {
             .sum()
     }
 
+    /// Per database: (keys, keys with a deadline, average remaining TTL in ms), as INFO
+    /// keyspace shows them.
+    pub fn keyspace_info(&self) -> Vec<(usize, usize, i64)> {
+        let now = keyspace::now_ms();
+        let mut acc = vec![(0usize, 0usize, 0i128); self.databases];
+        self.for_each_shard(|s| {
+            for (d, db) in s.dbs.iter().enumerate() {
+                acc[d].0 += db.keys.len();
+                acc[d].1 += db.keys.volatile();
+                acc[d].2 += db.keys.ttl_sum(now);
+            }
+        });
+        acc.into_iter()
+            .map(|(k, v, sum)| {
+                let avg = if v == 0 { 0 } else { (sum / v as i128).max(0) as i64 };
+                (k, v, avg)
+            })
+            .collect()
+    }
+
+    /// CONFIG RESETSTAT: zeroes expired/evicted keys and hits/misses.
+    pub fn reset_stats(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for c in &self.counters {
+            c.expired.store(0, Relaxed);
+            c.evicted.store(0, Relaxed);
+            c.hits.store(0, Relaxed);
+            c.misses.store(0, Relaxed);
+        }
+    }
+
     /// Runs `f` on `key`'s key space in database `db`, under its shard's lock.
     pub fn with_key<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Keyspace, u64) -> R) -> R {
         let h = self.hash(key);
