@@ -831,7 +831,8 @@ fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    ttl_generic(ctx, args, |at, _| at / 1000)
+    // Rounded like TTL (Redis's ttlGenericCommand rounds both).
+    ttl_generic(ctx, args, |at, _| (at.max(0) + 500) / 1000)
 }
 
 fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
