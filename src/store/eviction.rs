@@ -96,7 +96,9 @@ pub fn maxmemory() -> u64 {
 /// Refreshes the LRU clock.
 pub fn tick() {
     let t = (start().elapsed().as_millis() / 100) as u32;
-    CLOCK.store(t, Ordering::Relaxed);
+    // Several threads tick; the clock must never step back, or a key stamped with the newer
+    // value would look idle for 13 years.
+    CLOCK.fetch_max(t, Ordering::Relaxed);
 }
 
 fn clock() -> u32 {
@@ -148,7 +150,7 @@ pub fn lfu_counter(access: u32) -> u32 {
 
 /// Milliseconds since the last access (OBJECT IDLETIME; LRU policies).
 pub fn idle_ms(access: u32) -> u64 {
-    clock().wrapping_sub(access) as u64 * 100
+    clock().saturating_sub(access) as u64 * 100
 }
 
 /// A fast thread-local pseudo-random number (xorshift64*), for sampling.

@@ -18,7 +18,9 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Segments per key space (a power of two; taken from bits 32.. of the key hash).
+/// Segments per key space (a power of two; taken from bits 20..30 of the key hash, which
+/// neither the shard choice (bits 40..56) nor hashbrown (low bits for the bucket, top 7 for
+/// the tag) depends on, so every segment of a shard is used evenly).
 pub const SEGMENTS: usize = 1024;
 /// Wheel resolution for key deadlines. The lazy check on read is exact to the millisecond;
 /// the tick only decides how soon after its deadline the sweep reclaims a key.
@@ -32,7 +34,7 @@ const LISTPACK_VALUE: usize = 64;
 const EMBSTR_LIMIT: usize = 44;
 
 pub fn segment_of(hash: u64) -> usize {
-    ((hash >> 32) as usize) & (SEGMENTS - 1)
+    ((hash >> 20) as usize) & (SEGMENTS - 1)
 }
 
 pub fn hash_key(hasher: &hashbrown::DefaultHashBuilder, key: &[u8]) -> u64 {

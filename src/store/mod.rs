@@ -81,7 +81,7 @@ impl Store {
     }
 
     /// The 64-bit hash of a key (or a document `_id`'s bytes). Its bits 40..56 choose the
-    /// shard, bits 32..42 the key space segment, and hashbrown uses the low and top bits.
+    /// shard, bits 20..30 the key space segment, and hashbrown uses the low and top bits.
     pub fn hash(&self, key: &[u8]) -> u64 {
         keyspace::hash_key(&self.hasher, key)
     }
