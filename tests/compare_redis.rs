@@ -30,7 +30,14 @@ fn free_port() -> u16 {
 fn start_redis() -> Option<(Redis, u16)> {
     let port = free_port();
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -124,10 +131,15 @@ fn same_replies_as_redis() {
         let mine = run(ours.port, &cmds);
         for (i, c) in cmds.iter().enumerate() {
             if theirs[i] != mine[i] {
-                let cmd: Vec<String> = c.iter().map(|a| String::from_utf8_lossy(a).into()).collect();
+                let cmd: Vec<String> = c
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into())
+                    .collect();
                 diffs.push(format!(
                     "{}: {}\n  redis:     {:?}\n  tidecache: {:?}",
-                    f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+                    f.file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default(),
                     cmd.join(" "),
                     String::from_utf8_lossy(&theirs[i]),
                     String::from_utf8_lossy(&mine[i])
@@ -135,5 +147,10 @@ fn same_replies_as_redis() {
             }
         }
     }
-    assert!(diffs.is_empty(), "{} differences:\n{}", diffs.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
 }

@@ -20,7 +20,10 @@ fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
     info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_string())
+        })
         .unwrap_or_default()
 }
 
@@ -29,7 +32,13 @@ fn expiry_is_exact_to_the_millisecond() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();
     let start = Instant::now();
-    let _: () = redis::cmd("SET").arg("k").arg("v").arg("PX").arg(100).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
     let _: () = redis::cmd("SET").arg("h").arg("x").query(&mut c).unwrap();
     let _: bool = c.pexpire("h", 100).unwrap();
     std::thread::sleep(Duration::from_millis(50).saturating_sub(start.elapsed()));
@@ -48,8 +57,19 @@ fn expiry_is_exact_to_the_millisecond() {
 fn expired_keys_are_invisible_on_every_path() {
     let s = TestServer::start(&["--hz", "1"]);
     let mut c = s.conn();
-    let _: () = redis::cmd("SET").arg("k").arg("5").arg("PX").arg(30).query(&mut c).unwrap();
-    let _: () = redis::cmd("HSET").arg("h").arg("f").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("5")
+        .arg("PX")
+        .arg(30)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
     let _: bool = c.pexpire("h", 30).unwrap();
     std::thread::sleep(Duration::from_millis(60));
     // The sweep runs once a second here: these must all see the keys as gone anyway.
@@ -77,7 +97,12 @@ fn active_expiry_reclaims_without_reads() {
     for chunk in (0..N).collect::<Vec<_>>().chunks(10_000) {
         let mut p = redis::pipe();
         for i in chunk {
-            p.cmd("SET").arg(format!("key:{i}")).arg("value").arg("EX").arg(1).ignore();
+            p.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg("value")
+                .arg("EX")
+                .arg(1)
+                .ignore();
         }
         let _: () = p.query(&mut c).unwrap();
     }
@@ -101,7 +126,9 @@ fn active_expiry_reclaims_without_reads() {
     }
     assert_eq!(info_field(&mut c, "stats", "expired_keys"), N.to_string());
     assert_eq!(info_field(&mut c, "keyspace", "db0"), "");
-    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
     assert_eq!(used, 0, "the byte estimate goes back to zero");
 }
 
@@ -158,7 +185,12 @@ fn scan_sees_every_key_while_inserts_grow_the_tables() {
     }
     assert_eq!(seen.len(), BASE);
     // TYPE filter.
-    let _: () = redis::cmd("HSET").arg("ahash").arg("f").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("ahash")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
     let (_, keys): (String, Vec<String>) = redis::cmd("SCAN")
         .arg(0)
         .arg("TYPE")
@@ -180,8 +212,15 @@ fn allkeys_lru_keeps_the_newest_keys() {
         p.cmd("SET").arg(format!("old:{i}")).arg(&val).ignore();
     }
     let _: () = p.query(&mut c).unwrap();
-    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used).query(&mut c).unwrap();
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used)
+        .query(&mut c)
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     for i in 0..2000 {
         let _: () = c.set(format!("new:{i}"), &val).unwrap();
@@ -195,8 +234,13 @@ fn allkeys_lru_keeps_the_newest_keys() {
     let evicted: usize = info_field(&mut c, "stats", "evicted_keys").parse().unwrap();
     assert!(evicted >= 1900, "evicted {evicted}");
     assert!(total <= 4000 + 10, "dbsize {total}");
-    assert!(kept_new >= 1900, "only {kept_new} of the 2000 newest keys kept");
-    let used_now: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
+    assert!(
+        kept_new >= 1900,
+        "only {kept_new} of the 2000 newest keys kept"
+    );
+    let used_now: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
     assert!(used_now <= used + 1000, "{used_now} > {used}");
 }
 
@@ -208,8 +252,15 @@ fn volatile_ttl_and_noeviction() {
         let _: () = c.set(format!("keep:{i}"), "v").unwrap();
         let _: () = c.set_ex(format!("soon:{i}"), "v", 100 + i as u64).unwrap();
     }
-    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used).query(&mut c).unwrap();
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used)
+        .query(&mut c)
+        .unwrap();
     for i in 0..50 {
         let _: () = c.set_ex(format!("late:{i}"), "v", 10_000).unwrap();
     }
@@ -223,8 +274,18 @@ fn volatile_ttl_and_noeviction() {
     let e: bool = c.exists("late:49").unwrap();
     assert!(e);
 
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("noeviction").query(&mut c).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(
         err_text(c.set::<_, _, ()>("x", "y")),
         "OOM command not allowed when used memory > 'maxmemory'."
@@ -244,21 +305,53 @@ fn object_and_memory_usage() {
     for _ in 0..100 {
         let _: String = c.get("k").unwrap();
     }
-    let f: i64 = redis::cmd("OBJECT").arg("FREQ").arg("k").query(&mut c).unwrap();
+    let f: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
     assert!(f > 5, "freq {f}");
-    assert!(err_text(redis::cmd("OBJECT").arg("IDLETIME").arg("k").query::<i64>(&mut c))
-        .starts_with("ERR An LFU maxmemory policy is selected"));
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("allkeys-lru").query(&mut c).unwrap();
+    assert!(err_text(
+        redis::cmd("OBJECT")
+            .arg("IDLETIME")
+            .arg("k")
+            .query::<i64>(&mut c)
+    )
+    .starts_with("ERR An LFU maxmemory policy is selected"));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut c)
+        .unwrap();
     // As in Redis, the access word switches meaning with the policy: the next access sets it.
     let _: String = c.get("k").unwrap();
-    let idle: i64 = redis::cmd("OBJECT").arg("IDLETIME").arg("k").query(&mut c).unwrap();
+    let idle: i64 = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
     assert!((0..5).contains(&idle));
-    let m: i64 = redis::cmd("MEMORY").arg("USAGE").arg("k").query(&mut c).unwrap();
+    let m: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
     assert!(m > 0 && m < 500, "{m}");
     let _: () = c.set("big", "x".repeat(10_000)).unwrap();
-    let m2: i64 = redis::cmd("MEMORY").arg("USAGE").arg("big").arg("SAMPLES").arg(0).query(&mut c).unwrap();
+    let m2: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("big")
+        .arg("SAMPLES")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
     assert!(m2 > 10_000, "{m2}");
-    let enc: String = redis::cmd("OBJECT").arg("ENCODING").arg("big").query(&mut c).unwrap();
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(enc, "raw");
 }
 
@@ -272,7 +365,13 @@ fn databases_flush_swap_copy() {
     let _: () = redis::cmd("SWAPDB").arg(0).arg(3).query(&mut c).unwrap();
     let v: Option<String> = c.get("a").unwrap();
     assert_eq!(v.as_deref(), Some("0"), "db 3 now holds what db 0 held");
-    let n: i64 = redis::cmd("COPY").arg("a").arg("a").arg("DB").arg(5).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("COPY")
+        .arg("a")
+        .arg("a")
+        .arg("DB")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 1);
     let _: () = redis::cmd("SELECT").arg(5).query(&mut c).unwrap();
     let v: Option<String> = c.get("a").unwrap();
@@ -281,17 +380,24 @@ fn databases_flush_swap_copy() {
     assert_eq!(r.as_deref(), Some("a"));
     let mut p = redis::pipe();
     for i in 0..10_000 {
-        p.cmd("SET").arg(format!("k{i}")).arg("x".repeat(50)).ignore();
+        p.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("x".repeat(50))
+            .ignore();
     }
     let _: () = p.query(&mut c).unwrap();
-    let before: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
+    let before: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
     assert!(before > 10_000 * 50);
     let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query(&mut c).unwrap();
     let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 0);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let used: u64 = info_field(&mut c, "memory", "used_memory_dataset").parse().unwrap();
+        let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+            .parse()
+            .unwrap();
         if used == 0 {
             break;
         }
@@ -313,7 +419,14 @@ fn multi_key_commands_are_atomic() {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let _: () = redis::cmd("MSET")
-                    .arg("ka").arg(i).arg("kb").arg(i).arg("kc").arg(i).arg("kd").arg(i)
+                    .arg("ka")
+                    .arg(i)
+                    .arg("kb")
+                    .arg(i)
+                    .arg("kc")
+                    .arg(i)
+                    .arg("kd")
+                    .arg(i)
                     .query(&mut w)
                     .unwrap();
                 i += 1;
@@ -322,11 +435,24 @@ fn multi_key_commands_are_atomic() {
     };
     let mut c = s.conn();
     for _ in 0..2000 {
-        let v: Vec<Option<u64>> = redis::cmd("MGET").arg("ka").arg("kb").arg("kc").arg("kd").query(&mut c).unwrap();
+        let v: Vec<Option<u64>> = redis::cmd("MGET")
+            .arg("ka")
+            .arg("kb")
+            .arg("kc")
+            .arg("kd")
+            .query(&mut c)
+            .unwrap();
         assert!(v.windows(2).all(|w| w[0] == w[1]), "torn MSET: {v:?}");
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    let n: i64 = redis::cmd("DEL").arg("ka").arg("kb").arg("kc").arg("kd").arg("nokey").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("DEL")
+        .arg("ka")
+        .arg("kb")
+        .arg("kc")
+        .arg("kd")
+        .arg("nokey")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 4);
 }

@@ -18,14 +18,41 @@ fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
 fn set_options() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();
-    let r: Option<String> = redis::cmd("SET").arg("k").arg("v1").arg("NX").query(&mut c).unwrap();
+    let r: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("v1")
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(r.as_deref(), Some("OK"));
-    let r: Option<String> = redis::cmd("SET").arg("k").arg("v2").arg("NX").query(&mut c).unwrap();
+    let r: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("v2")
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(r, None);
-    let r: Option<String> = redis::cmd("SET").arg("k").arg("v3").arg("XX").arg("GET").query(&mut c).unwrap();
+    let r: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("v3")
+        .arg("XX")
+        .arg("GET")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(r.as_deref(), Some("v1"));
-    let _: () = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(100).query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("k").arg("w").arg("KEEPTTL").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("EX")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("w")
+        .arg("KEEPTTL")
+        .query(&mut c)
+        .unwrap();
     let t: i64 = c.ttl("k").unwrap();
     assert!((99..=100).contains(&t));
     let at = std::time::SystemTime::now()
@@ -33,27 +60,67 @@ fn set_options() {
         .unwrap()
         .as_millis() as i64
         + 50_000;
-    let _: () = redis::cmd("SET").arg("k").arg("v").arg("PXAT").arg(at).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PXAT")
+        .arg(at)
+        .query(&mut c)
+        .unwrap();
     let pat: i64 = redis::cmd("PEXPIRETIME").arg("k").query(&mut c).unwrap();
     assert_eq!(pat, at);
-    let _: () = redis::cmd("SET").arg("k").arg("v").arg("EXAT").arg(at / 1000).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("EXAT")
+        .arg(at / 1000)
+        .query(&mut c)
+        .unwrap();
     let t: i64 = redis::cmd("EXPIRETIME").arg("k").query(&mut c).unwrap();
     assert_eq!(t, at / 1000);
     // A deadline in the past deletes the key.
-    let _: () = redis::cmd("SET").arg("k").arg("v").arg("PXAT").arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PXAT")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
     let e: bool = c.exists("k").unwrap();
     assert!(!e);
     assert_eq!(
-        err_text(redis::cmd("SET").arg("k").arg("v").arg("EX").arg(0).query::<()>(&mut c)),
+        err_text(
+            redis::cmd("SET")
+                .arg("k")
+                .arg("v")
+                .arg("EX")
+                .arg(0)
+                .query::<()>(&mut c)
+        ),
         "ERR invalid expire time in 'set' command"
     );
     assert_eq!(
-        err_text(redis::cmd("SET").arg("k").arg("v").arg("EX").arg(1).arg("PX").arg(1).query::<()>(&mut c)),
+        err_text(
+            redis::cmd("SET")
+                .arg("k")
+                .arg("v")
+                .arg("EX")
+                .arg(1)
+                .arg("PX")
+                .arg(1)
+                .query::<()>(&mut c)
+        ),
         "ERR syntax error"
     );
     let _: () = c.hset("h", "f", "v").unwrap();
     assert_eq!(
-        err_text(redis::cmd("SET").arg("h").arg("v").arg("GET").query::<()>(&mut c)),
+        err_text(
+            redis::cmd("SET")
+                .arg("h")
+                .arg("v")
+                .arg("GET")
+                .query::<()>(&mut c)
+        ),
         "WRONGTYPE Operation against a key holding the wrong kind of value"
     );
     let _: () = c.set("h", "now a string").unwrap();
@@ -66,11 +133,20 @@ fn getex_getdel_getset_setex() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();
     let _: () = c.set("k", "v").unwrap();
-    let v: String = redis::cmd("GETEX").arg("k").arg("PX").arg(5000).query(&mut c).unwrap();
+    let v: String = redis::cmd("GETEX")
+        .arg("k")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v, "v");
     let t: i64 = c.pttl("k").unwrap();
     assert!(t > 4000 && t <= 5000);
-    let _: String = redis::cmd("GETEX").arg("k").arg("PERSIST").query(&mut c).unwrap();
+    let _: String = redis::cmd("GETEX")
+        .arg("k")
+        .arg("PERSIST")
+        .query(&mut c)
+        .unwrap();
     let t: i64 = c.ttl("k").unwrap();
     assert_eq!(t, -1);
     let v: String = c.getset("k", "w").unwrap();
@@ -79,13 +155,27 @@ fn getex_getdel_getset_setex() {
     assert_eq!(v, "w");
     let v: Option<String> = redis::cmd("GETDEL").arg("k").query(&mut c).unwrap();
     assert_eq!(v, None);
-    let _: () = redis::cmd("SETEX").arg("k").arg(10).arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("SETEX")
+        .arg("k")
+        .arg(10)
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
     let t: i64 = c.ttl("k").unwrap();
     assert_eq!(t, 10);
-    let _: () = redis::cmd("PSETEX").arg("k").arg(10_000).arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("PSETEX")
+        .arg("k")
+        .arg(10_000)
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
     let n: i64 = redis::cmd("SETNX").arg("k").arg("x").query(&mut c).unwrap();
     assert_eq!(n, 0);
-    let n: i64 = redis::cmd("SETNX").arg("k2").arg("x").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("SETNX")
+        .arg("k2")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 1);
 }
 
@@ -100,7 +190,11 @@ fn counters_from_eight_concurrent_clients() {
                     let _: i64 = c.incr("counter", 1).unwrap();
                     let _: i64 = c.incr("by3", 3).unwrap();
                     let _: i64 = c.hincr("h", "f", 2).unwrap();
-                    let _: f64 = redis::cmd("INCRBYFLOAT").arg("fl").arg("0.5").query(&mut c).unwrap();
+                    let _: f64 = redis::cmd("INCRBYFLOAT")
+                        .arg("fl")
+                        .arg("0.5")
+                        .query(&mut c)
+                        .unwrap();
                 }
             })
         })
@@ -134,15 +228,29 @@ fn integer_and_float_errors() {
         "ERR value is not an integer or out of range"
     );
     assert_eq!(
-        err_text(redis::cmd("INCRBYFLOAT").arg("s").arg(1).query::<f64>(&mut c)),
+        err_text(
+            redis::cmd("INCRBYFLOAT")
+                .arg("s")
+                .arg(1)
+                .query::<f64>(&mut c)
+        ),
         "ERR value is not a valid float"
     );
     let _: () = c.set("f", "1e308").unwrap();
     assert_eq!(
-        err_text(redis::cmd("INCRBYFLOAT").arg("f").arg("1e308").query::<f64>(&mut c)),
+        err_text(
+            redis::cmd("INCRBYFLOAT")
+                .arg("f")
+                .arg("1e308")
+                .query::<f64>(&mut c)
+        ),
         "ERR increment would produce NaN or Infinity"
     );
-    let enc: String = redis::cmd("OBJECT").arg("ENCODING").arg("max").query(&mut c).unwrap();
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("max")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(enc, "int");
 }
 
@@ -170,15 +278,38 @@ fn ranges_append_mset() {
         err_text(c.setrange::<_, _, i64>("p", 536_870_912, "x")),
         "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
     );
-    let _: () = redis::cmd("MSET").arg("a").arg(1).arg("b").arg(2).query(&mut c).unwrap();
-    let v: Vec<Option<String>> = redis::cmd("MGET").arg("a").arg("nokey").arg("b").query(&mut c).unwrap();
+    let _: () = redis::cmd("MSET")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
+    let v: Vec<Option<String>> = redis::cmd("MGET")
+        .arg("a")
+        .arg("nokey")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v, vec![Some("1".into()), None, Some("2".into())]);
-    let n: i64 = redis::cmd("MSETNX").arg("a").arg(9).arg("z").arg(9).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("MSETNX")
+        .arg("a")
+        .arg(9)
+        .arg("z")
+        .arg(9)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 0);
     let e: bool = c.exists("z").unwrap();
     assert!(!e, "MSETNX sets nothing when one key exists");
     assert_eq!(
-        err_text(redis::cmd("MSET").arg("a").arg(1).arg("b").query::<()>(&mut c)),
+        err_text(
+            redis::cmd("MSET")
+                .arg("a")
+                .arg(1)
+                .arg("b")
+                .query::<()>(&mut c)
+        ),
         "ERR wrong number of arguments for 'mset' command"
     );
 }

@@ -412,7 +412,9 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         let n = ks
             .update(h, key, |v| {
-                let Value::Hash(hv) = v else { return (0, false) };
+                let Value::Hash(hv) = v else {
+                    return (0, false);
+                };
                 let n = args[2..].iter().filter(|f| hv.remove(f)).count();
                 (n, n > 0)
             })
@@ -429,7 +431,9 @@ fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| Reply::Int(hv.map_or(0, |hv| hv.len()) as i64))
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Int(hv.map_or(0, |hv| hv.len()) as i64)
+    })
 }
 
 fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

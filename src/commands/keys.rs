@@ -622,11 +622,21 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let ks = &s.dbs[db].keys;
         // Several segments per lock, bounded so the lock stays brief.
         let mut n = 0;
-        while pos < total && (pos / SEGMENTS as u64) as usize == shard && visited < o.count && n < 256 {
+        while pos < total
+            && (pos / SEGMENTS as u64) as usize == shard
+            && visited < o.count
+            && n < 256
+        {
             ks.scan_segment((pos % SEGMENTS as u64) as usize, now, |e: &Entry| {
                 visited += 1;
-                let ok_pat = o.pattern.as_ref().is_none_or(|p| glob_match(p, e.key(), false));
-                let ok_type = o.type_name.as_ref().is_none_or(|t| t == e.value.type_name());
+                let ok_pat = o
+                    .pattern
+                    .as_ref()
+                    .is_none_or(|p| glob_match(p, e.key(), false));
+                let ok_type = o
+                    .type_name
+                    .as_ref()
+                    .is_none_or(|t| t == e.value.type_name());
                 if ok_pat && ok_type {
                     keys.push(Reply::Bulk(e.key().clone()));
                 }
@@ -636,10 +646,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let next = if pos >= total { 0 } else { pos };
-    Reply::Array(vec![
-        Reply::bulk(next.to_string()),
-        Reply::Array(keys),
-    ])
+    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
 }
 
 fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
@@ -749,9 +756,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bo
         }
     }
     if nx && (xx || gt || lt) {
-        return Reply::error(
-            "ERR NX and XX, GT or LT options at the same time are not compatible",
-        );
+        return Reply::error("ERR NX and XX, GT or LT options at the same time are not compatible");
     }
     if gt && lt {
         return Reply::error("ERR GT and LT options at the same time are not compatible");
@@ -812,13 +817,15 @@ fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// TTL family: -2 no key, -1 no deadline, else the remaining time or the deadline.
 fn ttl_generic(ctx: &mut Ctx<'_>, args: &[Bytes], f: fn(i64, i64) -> i64) -> Reply {
     let key = &args[1];
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| match ks.peek(h, key) {
-        None => Reply::Int(-2),
-        Some(e) => match e.deadline() {
-            None => Reply::Int(-1),
-            Some(at) => Reply::Int(f(at, now_ms())),
-        },
-    })
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.peek(h, key) {
+            None => Reply::Int(-2),
+            Some(e) => match e.deadline() {
+                None => Reply::Int(-1),
+                Some(at) => Reply::Int(f(at, now_ms())),
+            },
+        })
 }
 
 fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

@@ -814,7 +814,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
     let _ = write!(out, "# {title}\r\n");
     let counters = s.store.counters();
     let sum = |f: fn(&crate::store::ShardCounters) -> &std::sync::atomic::AtomicU64| {
-        counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum::<u64>()
+        counters
+            .iter()
+            .map(|c| f(c).load(Ordering::Relaxed))
+            .sum::<u64>()
     };
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
         let _ = write!(out, "{k}:{v}\r\n");
@@ -889,7 +892,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("expired_keys", &sum(|c| &c.expired));
             kv("evicted_keys", &sum(|c| &c.evicted));
             kv("keyspace_hits", &(g(&st.keyspace_hits) + sum(|c| &c.hits)));
-            kv("keyspace_misses", &(g(&st.keyspace_misses) + sum(|c| &c.misses)));
+            kv(
+                "keyspace_misses",
+                &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
+            );
             kv("pubsub_channels", &0);
             kv("pubsub_patterns", &0);
         }

@@ -448,7 +448,12 @@ struct SetOpts {
 
 /// Parses SET's / GETEX's options as Redis's `parseExtendedStringArgumentsOrReply`, then the
 /// deadline. `getex` selects GETEX's set of options.
-fn parse_set_opts(args: &[Bytes], from: usize, getex: bool, cmd: &str) -> Result<(SetOpts, Option<i64>), Reply> {
+fn parse_set_opts(
+    args: &[Bytes],
+    from: usize,
+    getex: bool,
+    cmd: &str,
+) -> Result<(SetOpts, Option<i64>), Reply> {
     let mut o = SetOpts::default();
     let mut j = from;
     while j < args.len() {
@@ -470,7 +475,10 @@ fn parse_set_opts(args: &[Bytes], from: usize, getex: bool, cmd: &str) -> Result
             if o.keepttl || o.persist || !same_or_none || !has_next {
                 return Err(syntax_error());
             }
-            o.expire = Some(ExpireOpt { kind, arg: args[j + 1].clone() });
+            o.expire = Some(ExpireOpt {
+                kind,
+                arg: args[j + 1].clone(),
+            });
             j += 1;
         } else {
             return Err(syntax_error());
@@ -528,7 +536,12 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 /// SETEX / PSETEX.
 fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], kind: &'static str, cmd: &str) -> Reply {
-    let at = match (ExpireOpt { kind, arg: args[2].clone() }).deadline(cmd, now_ms(), false) {
+    let at = match (ExpireOpt {
+        kind,
+        arg: args[2].clone(),
+    })
+    .deadline(cmd, now_ms(), false)
+    {
         Ok(at) => at,
         Err(e) => return e,
     };
@@ -635,7 +648,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn mset_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return wrong_arity(if nx { "msetnx" } else { "mset" });
     }
     let db = ctx.client.db;
@@ -758,33 +771,36 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let (key, val) = (&args[1], &args[2]);
     let limit_ctx = &*ctx;
-    limit_ctx.server.store.with_key(limit_ctx.client.db, key, |ks, h| {
-        let cur = match ks.peek(h, key) {
-            None => None,
-            Some(e) => match e.value.str_bytes() {
-                None => return wrongtype(),
-                Some(b) => Some(b),
-            },
-        };
-        let new = match cur {
-            None => Value::string(val),
-            Some(b) => {
-                if let Err(e) = check_len(limit_ctx, (b.len() + val.len()) as u64) {
-                    return e;
+    limit_ctx
+        .server
+        .store
+        .with_key(limit_ctx.client.db, key, |ks, h| {
+            let cur = match ks.peek(h, key) {
+                None => None,
+                Some(e) => match e.value.str_bytes() {
+                    None => return wrongtype(),
+                    Some(b) => Some(b),
+                },
+            };
+            let new = match cur {
+                None => Value::string(val),
+                Some(b) => {
+                    if let Err(e) = check_len(limit_ctx, (b.len() + val.len()) as u64) {
+                        return e;
+                    }
+                    let mut v = Vec::with_capacity(b.len() + val.len());
+                    v.extend_from_slice(&b);
+                    v.extend_from_slice(val);
+                    Value::Str(Bytes::from(v))
                 }
-                let mut v = Vec::with_capacity(b.len() + val.len());
-                v.extend_from_slice(&b);
-                v.extend_from_slice(val);
-                Value::Str(Bytes::from(v))
-            }
-        };
-        let len = match &new {
-            Value::Str(b) => b.len(),
-            _ => val.len(),
-        };
-        ks.set(h, key, new, Ttl::Keep);
-        Reply::Int(len as i64)
-    })
+            };
+            let len = match &new {
+                Value::Str(b) => b.len(),
+                _ => val.len(),
+            };
+            ks.set(h, key, new, Ttl::Keep);
+            Reply::Int(len as i64)
+        })
 }
 
 fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

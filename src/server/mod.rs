@@ -123,8 +123,10 @@ impl Server {
                 crate::store::eviction::tick();
                 let s2 = s.clone();
                 let now = crate::store::keyspace::now_ms();
-                let _ = tokio::task::spawn_blocking(move || crate::store::expiry::sweep(&s2.store, now))
-                    .await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::store::expiry::sweep(&s2.store, now)
+                })
+                .await;
                 tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
             }
         });

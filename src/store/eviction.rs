@@ -56,7 +56,10 @@ impl Policy {
     fn volatile_only(self) -> bool {
         matches!(
             self,
-            Policy::VolatileLru | Policy::VolatileLfu | Policy::VolatileRandom | Policy::VolatileTtl
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
         )
     }
 }
@@ -218,7 +221,9 @@ fn evict_one(store: &Store, policy: Policy) -> bool {
                 };
                 let score = match policy {
                     Policy::AllkeysLru | Policy::VolatileLru => idle_ms(e.access()),
-                    Policy::AllkeysLfu | Policy::VolatileLfu => 255 - lfu_counter(e.access()) as u64,
+                    Policy::AllkeysLfu | Policy::VolatileLfu => {
+                        255 - lfu_counter(e.access()) as u64
+                    }
                     Policy::VolatileTtl => {
                         u64::MAX - (e.deadline().unwrap_or(i64::MAX).max(now) - now) as u64
                     }

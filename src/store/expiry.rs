@@ -28,4 +28,3 @@ pub fn sweep(store: &Store, now: i64) -> usize {
     }
     total
 }
-

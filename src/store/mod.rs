@@ -122,7 +122,11 @@ impl Store {
         });
         acc.into_iter()
             .map(|(k, v, sum)| {
-                let avg = if v == 0 { 0 } else { (sum / v as i128).max(0) as i64 };
+                let avg = if v == 0 {
+                    0
+                } else {
+                    (sum / v as i128).max(0) as i64
+                };
                 (k, v, avg)
             })
             .collect()

@@ -13,7 +13,11 @@ pub struct Wheel<T> {
 
 impl<T> Wheel<T> {
     pub fn new(_tick_ms: u64, _start_ms: i64) -> Wheel<T> {
-        Wheel { slots: Vec::new(), free: Vec::new(), order: BTreeMap::new() }
+        Wheel {
+            slots: Vec::new(),
+            free: Vec::new(),
+            order: BTreeMap::new(),
+        }
     }
     pub fn len(&self) -> usize {
         self.order.len()
