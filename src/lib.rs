@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod documents;
 pub mod protocol;
 pub mod server;
 pub mod store;

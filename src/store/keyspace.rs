@@ -227,8 +227,8 @@ impl Entry {
 
 /// A table slot over hashbrown's average load (between 7/16 and 7/8 full).
 const ENTRY_SLOT: usize = std::mem::size_of::<Entry>() * 3 / 2 + 1;
-/// What a deadline costs in the wheel.
-const WHEEL_ENTRY: usize = 32;
+/// What a deadline costs in the wheel (one slab slot of ~40 bytes over the Vec's growth).
+const WHEEL_ENTRY: usize = 56;
 
 /// Per-shard counters readable without the shard lock (INFO, the maxmemory check).
 #[derive(Default, Debug)]
