@@ -499,9 +499,11 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let (key, val) = (&args[1], &args[2]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let old = match ks.peek(h, key) {
-            None => None,
-            Some(e) => Some(e.value.str_bytes()),
+        // The plain SET (the hot path) needs no lookup before the write.
+        let old = if o.nx || o.xx || o.get {
+            ks.peek(h, key).map(|e| e.value.str_bytes())
+        } else {
+            None
         };
         let reply_get = if o.get {
             match &old {
@@ -689,7 +691,7 @@ fn incr_generic(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Reply {
             None => 0,
             Some(e) => match &e.value {
                 Value::Int(i) => *i,
-                Value::Str(b) => match parse_i64(b) {
+                Value::Str(b) | Value::Raw(b) => match parse_i64(b) {
                     Some(i) => i,
                     None => return Reply::error(NOT_AN_INTEGER),
                 },
@@ -751,7 +753,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             None => 0.0,
             Some(e) => match &e.value {
                 Value::Int(i) => *i as f64,
-                Value::Str(b) => match parse_f64(b) {
+                Value::Str(b) | Value::Raw(b) => match parse_f64(b) {
                     Some(f) => f,
                     None => return Reply::error("ERR value is not a valid float"),
                 },
@@ -791,11 +793,11 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     let mut v = Vec::with_capacity(b.len() + val.len());
                     v.extend_from_slice(&b);
                     v.extend_from_slice(val);
-                    Value::Str(Bytes::from(v))
+                    Value::Raw(Bytes::from(v))
                 }
             };
             let len = match &new {
-                Value::Str(b) => b.len(),
+                Value::Raw(b) => b.len(),
                 _ => val.len(),
             };
             ks.set(h, key, new, Ttl::Keep);
@@ -887,7 +889,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
-        ks.set(h, key, Value::Str(Bytes::from(v)), Ttl::Keep);
+        ks.set(h, key, Value::Raw(Bytes::from(v)), Ttl::Keep);
         Reply::Int(len as i64)
     })
 }

@@ -56,6 +56,8 @@ pub enum Value {
     Str(Bytes),
     /// A string that is a canonical 64-bit integer, stored as Redis's `int` encoding.
     Int(i64),
+    /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
+    Raw(Bytes),
     Hash(Box<HashValue>),
 }
 
@@ -72,7 +74,7 @@ impl Value {
 
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) | Value::Int(_) => "string",
+            Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
             Value::Hash(_) => "hash",
         }
     }
@@ -81,7 +83,7 @@ impl Value {
         match self {
             Value::Int(_) => "int",
             Value::Str(b) if b.len() <= EMBSTR_LIMIT => "embstr",
-            Value::Str(_) => "raw",
+            Value::Str(_) | Value::Raw(_) => "raw",
             Value::Hash(h) if h.hashtable => "hashtable",
             Value::Hash(_) => "listpack",
         }
@@ -90,7 +92,7 @@ impl Value {
     /// The bytes of a string value (`None` for other types).
     pub fn str_bytes(&self) -> Option<Bytes> {
         match self {
-            Value::Str(b) => Some(b.clone()),
+            Value::Str(b) | Value::Raw(b) => Some(b.clone()),
             Value::Int(i) => Some(Bytes::copy_from_slice(
                 itoa::Buffer::new().format(*i).as_bytes(),
             )),
@@ -101,7 +103,7 @@ impl Value {
     /// Heap bytes owned by the value (estimate).
     fn heap(&self) -> usize {
         match self {
-            Value::Str(b) => alloc_size(b.len()),
+            Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
             Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
         }
