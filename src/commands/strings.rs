@@ -765,7 +765,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return Reply::error("ERR increment would produce NaN or Infinity");
         }
         let text = human_float(n);
-        ks.set(h, key, Value::Str(Bytes::from(text.clone())), Ttl::Keep);
+        ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
         Reply::bulk(text)
     })
 }
@@ -793,7 +793,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     let mut v = Vec::with_capacity(b.len() + val.len());
                     v.extend_from_slice(&b);
                     v.extend_from_slice(val);
-                    Value::Raw(Bytes::from(v))
+                    Value::Raw(v.into_boxed_slice())
                 }
             };
             let len = match &new {
@@ -889,7 +889,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
-        ks.set(h, key, Value::Raw(Bytes::from(v)), Ttl::Keep);
+        ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
         Reply::Int(len as i64)
     })
 }
