@@ -668,7 +668,10 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
         }
         let mut s = store.lock(shard);
         let ks = &mut s.dbs[db].keys;
-        let Some(key) = ks.random(rand_u64(), false).map(|e| Bytes::copy_from_slice(e.key())) else {
+        let Some(key) = ks
+            .random(rand_u64(), false)
+            .map(|e| Bytes::copy_from_slice(e.key()))
+        else {
             continue;
         };
         let h = ks.hash(&key);
