@@ -3,6 +3,8 @@
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
 use crate::commands::{is, syntax_error, text, wrong_arity, Ctx};
+use crate::documents::capped::{self, CappedSpec};
+use crate::documents::catalog::Totals;
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
@@ -190,6 +192,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.create",
+        handler: doc_create,
         arity: -2,
         flags: flag::WRITE | flag::DENYOOM,
         acl: WRITE,
@@ -210,6 +213,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.drop",
+        handler: doc_drop,
         arity: 2,
         flags: flag::WRITE,
         acl: WRITE,
@@ -220,6 +224,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.rename",
+        handler: doc_rename,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -234,6 +239,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.collections",
+        handler: doc_collections,
         arity: 1,
         flags: flag::READONLY,
         acl: READ,
@@ -246,6 +252,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.stats",
+        handler: doc_stats,
         arity: 2,
         flags: flag::READONLY,
         acl: READ,
@@ -381,10 +388,11 @@ fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
     }
     let meta = CollectionMeta::default();
     for (_, g) in guards.iter_mut() {
+        let part = g.new_collection(meta.clone());
         g.dbs[db]
             .collections
             .entry(coll.to_string())
-            .or_insert_with(|| CollectionShard::new(meta.clone()));
+            .or_insert(part);
     }
 }
 
@@ -422,7 +430,22 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    let shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
+    // A capped collection's insert holds every shard (its bound and order are
+    // collection-wide); the catalog lock keeps the collection as it is meanwhile.
+    let capped = capped_spec(ctx, db, &c.coll);
+    if let Some(spec) = &capped {
+        for p in &batch {
+            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
+                return err(e);
+            }
+        }
+    }
+    let shards: Vec<usize> = match capped {
+        Some(_) => (0..server.store.shard_count()).collect(),
+        None => batch.iter().map(|p| p.shard).collect(),
+    };
     let mut guards = ctx.server.store.lock_many(&shards);
     if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
         // First insert: create the collection under all shards' locks, then lock again.
@@ -454,6 +477,9 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             .or_default();
         cs.insert(p.key, p.raw);
         ids.push(id_reply(&p.id));
+    }
+    if capped.is_some() {
+        enforce_capped(&mut guards, db, &c.coll);
     }
     Reply::Array(ids)
 }
@@ -537,6 +563,7 @@ fn run_find(
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
     };
+    let mut natural = false;
     // (sort key, shard, slot order) keeps the merge stable and deterministic.
     let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
     for s in shards {
@@ -545,16 +572,28 @@ fn run_find(
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
-        cs.scan(&o.filter, &mut |_slot, raw| {
+        // An unsorted find of a capped collection returns insertion order: the key is the
+        // document's sequence, and every shard's matches are merged by it.
+        natural = o.sort.is_none() && cs.is_capped();
+        cs.scan(&o.filter, &mut |slot, raw| {
             let Ok(doc) = Document::try_from(raw.as_ref()) else {
                 return true;
             };
-            let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
+            let key = match &o.sort {
+                Some(s) => s.key(&doc),
+                None if natural => vec![Bson::Int64(cs.order.seq_of(slot) as i64)],
+                None => Vec::new(),
+            };
             // The stored bytes are only copied when they are the reply (BSON, no projection).
             mine.push((key, doc, keep_raw.then(|| raw.clone())));
             match (&o.sort, keep) {
                 // Unsorted: the first `skip + limit` matches of the shard are enough.
-                (None, Some(k)) => mine.len() < k,
+                (None, Some(k)) if !natural => mine.len() < k,
+                (None, Some(k)) if mine.len() >= 2 * k.max(16) => {
+                    natural_order(&mut mine);
+                    mine.truncate(k);
+                    true
+                }
                 (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
                     mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
                     mine.truncate(k);
@@ -566,17 +605,21 @@ fn run_find(
         drop(guard);
         if let Some(sort) = &o.sort {
             mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+        } else if natural {
+            natural_order(&mut mine);
         }
         if let Some(k) = keep {
             mine.truncate(k);
         }
         found.extend(mine);
-        if o.sort.is_none() && keep.is_some_and(|k| found.len() >= k) {
+        if o.sort.is_none() && !natural && keep.is_some_and(|k| found.len() >= k) {
             break;
         }
     }
     if let Some(sort) = &o.sort {
         found.sort_by(|a, b| sort.compare(&a.0, &b.0));
+    } else if natural {
+        natural_order(&mut found);
     }
     let it = found.into_iter().skip(o.skip);
     let it: Box<dyn Iterator<Item = _>> = match o.limit {
@@ -605,6 +648,8 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
     // documents here, in the same step as the read. Parsed and accepted until then.
     let _touch = o.touch;
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     let found = run_find(
         ctx,
         ctx.client.db,
@@ -631,6 +676,8 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     // TOUCH hook: see doc_find.
     let _touch = o.touch;
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     match run_find(
         ctx,
         ctx.client.db,
@@ -660,6 +707,7 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
@@ -708,6 +756,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
@@ -767,14 +816,17 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     if upsert {
         ensure_collection(ctx, db, &c.coll);
     }
+    // An upsert into a capped collection may evict: it holds every shard (see doc_insert).
+    let capped = capped_spec(ctx, db, &c.coll);
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
     let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
+        Some(id) if capped.is_none() || !upsert => vec![store.shard_of(&keys::encode(id))],
+        _ => (0..store.shard_count()).collect(),
     };
     let mut guards = store.lock_many(&shards);
     let mut changes: Vec<(usize, u32, Option<RawDocumentBuf>)> = Vec::new();
@@ -805,6 +857,17 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             };
             // Modified means the stored bytes change (a new field order or type counts,
             // as in MongoDB; `bson::Document` equality ignores order).
+            if let (Some(old), Some(_)) = (cs.get(slot), &capped) {
+                // Documents of a capped collection keep their size (the bound and the
+                // eviction order stay exact; MongoDB's rule and error).
+                if old.as_bytes().len() != raw.as_bytes().len() {
+                    return Reply::error(format!(
+                        "ERR Cannot change the size of a document in a capped collection: {} != {}",
+                        old.as_bytes().len(),
+                        raw.as_bytes().len()
+                    ));
+                }
+            }
             if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
                 changes.push((gi, slot, Some(raw)));
             }
@@ -848,8 +911,16 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
+        if let Some(spec) = &capped {
+            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
+                return err(e);
+            }
+        }
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
+        if capped.is_some() {
+            enforce_capped(&mut guards, db, &c.coll);
+        }
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
     }
     for (gi, slot, raw) in changes {
@@ -858,4 +929,220 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     Reply::Array(vec![Reply::Int(matched), Reply::Int(modified), Reply::Nil])
+}
+
+// ---------------------------------------------------------------------------------------
+// Collection lifecycle (DOC.CREATE / DROP / RENAME / COLLECTIONS / STATS) and capped
+// collections. Catalog changes hold the catalog exclusively and every shard's lock, so each
+// is one step for every other command.
+
+/// The capped bounds of `coll` in `db`, if it is capped (the caller holds the catalog, so
+/// the answer stays true for the rest of its command).
+fn capped_spec(ctx: &Ctx<'_>, db: usize, coll: &str) -> Option<CappedSpec> {
+    ctx.server.store.lock(0).dbs[db]
+        .collections
+        .get(coll)
+        .and_then(|cs| cs.meta.capped.clone())
+}
+
+/// Evicts the oldest documents of a capped collection past its bounds; `guards` hold every
+/// shard.
+fn enforce_capped(
+    guards: &mut [(usize, parking_lot::MutexGuard<'_, crate::store::ShardData>)],
+    db: usize,
+    coll: &str,
+) {
+    let mut parts: Vec<&mut CollectionShard> = guards
+        .iter_mut()
+        .filter_map(|(_, g)| g.dbs[db].collections.get_mut(coll))
+        .collect();
+    capped::enforce(&mut parts);
+}
+
+/// Merges matches of a capped collection by insertion sequence (their key).
+fn natural_order(found: &mut [(Vec<Bson>, Document, Option<RawDocumentBuf>)]) {
+    let seq = |k: &[Bson]| match k.first() {
+        Some(Bson::Int64(s)) => *s,
+        _ => 0,
+    };
+    found.sort_by_key(|(k, _, _)| seq(k));
+}
+
+/// A collection name argument, checked as every DOC command checks it.
+fn coll_name(arg: &[u8]) -> Result<String, Reply> {
+    let name = text(arg);
+    if name.is_empty() || name.contains(['$', '\0']) {
+        return Err(Reply::error(format!(
+            "ERR Invalid collection name: '{name}'"
+        )));
+    }
+    Ok(name)
+}
+
+fn positive(arg: &[u8], what: &str) -> Result<u64, Reply> {
+    match parse_i64(arg) {
+        Some(n) if n > 0 => Ok(n as u64),
+        Some(_) => Err(Reply::error(format!(
+            "ERR {what} must be a positive integer"
+        ))),
+        None => Err(Reply::error(NOT_AN_INTEGER)),
+    }
+}
+
+fn doc_create(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let mut meta = CollectionMeta::default();
+    match &args[2..] {
+        [] => {}
+        [capped, size_kw, size, rest @ ..] if is(capped, "CAPPED") && is(size_kw, "SIZE") => {
+            let size = match positive(size, "SIZE") {
+                Ok(n) => n,
+                Err(e) => return e,
+            };
+            let max = match rest {
+                [] => None,
+                [max_kw, max] if is(max_kw, "MAX") => match parse_i64(max) {
+                    // MongoDB: MAX 0 means no document bound.
+                    Some(n) if n >= 0 => Some(n as u64),
+                    Some(_) => return Reply::error("ERR MAX must not be negative"),
+                    None => return Reply::error(NOT_AN_INTEGER),
+                },
+                _ => return syntax_error(),
+            };
+            meta.capped = Some(CappedSpec::new(size, max));
+        }
+        _ => return syntax_error(),
+    }
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_write();
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    if guards[0].1.dbs[db].collections.contains_key(&coll) {
+        return Reply::error(format!("ERR Collection {db}.{coll} already exists."));
+    }
+    for (_, g) in guards.iter_mut() {
+        let part = g.new_collection(meta.clone());
+        g.dbs[db].collections.insert(coll.clone(), part);
+    }
+    Reply::ok()
+}
+
+fn doc_drop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let old: Vec<CollectionShard> = {
+        let _catalog = store.catalog_write();
+        let all: Vec<usize> = (0..store.shard_count()).collect();
+        let mut guards = store.lock_many(&all);
+        guards
+            .iter_mut()
+            .filter_map(|(_, g)| g.dbs[db].collections.remove(&coll))
+            .collect()
+    };
+    // Freed after the locks are released; each part takes its bytes out of its shard's
+    // counter as it goes.
+    let existed = !old.is_empty();
+    drop(old);
+    Reply::Int(existed as i64)
+}
+
+fn doc_rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (from, to) = match (coll_name(&args[1]), coll_name(&args[2])) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let drop_target = match &args[3..] {
+        [] => false,
+        [a] if is(a, "DROPTARGET") => true,
+        _ => return syntax_error(),
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let dropped: Vec<CollectionShard> = {
+        let _catalog = store.catalog_write();
+        let all: Vec<usize> = (0..store.shard_count()).collect();
+        let mut guards = store.lock_many(&all);
+        let cols = &guards[0].1.dbs[db].collections;
+        if !cols.contains_key(&from) {
+            return Reply::error("ERR source namespace does not exist");
+        }
+        if from == to {
+            return Reply::error("ERR Can't rename a collection to itself");
+        }
+        if cols.contains_key(&to) && !drop_target {
+            return Reply::error("ERR target namespace exists");
+        }
+        // Every shard's part moves in the same critical section: indexes, TTL wheels,
+        // counters and capped state live in the part and move with it.
+        let mut dropped = Vec::new();
+        for (_, g) in guards.iter_mut() {
+            let cols = &mut g.dbs[db].collections;
+            if let Some(part) = cols.remove(&from) {
+                if let Some(old) = cols.insert(to.clone(), part) {
+                    dropped.push(old);
+                }
+            }
+        }
+        dropped
+    };
+    drop(dropped);
+    Reply::ok()
+}
+
+fn doc_collections(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    let mut names: Vec<String> = store.lock(0).dbs[db].collections.keys().cloned().collect();
+    names.sort_unstable();
+    Reply::Array(names.into_iter().map(Reply::bulk).collect())
+}
+
+fn doc_stats(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    let mut totals = Totals::default();
+    let mut stats = None;
+    for s in 0..store.shard_count() {
+        let g = store.lock(s);
+        let Some(cs) = g.dbs[db].collections.get(&coll) else {
+            break;
+        };
+        totals.add(cs);
+        if s + 1 == store.shard_count() {
+            stats = Some(totals.stats(&format!("{db}.{coll}"), cs));
+        }
+    }
+    match stats {
+        Some(d) => Reply::bulk(codec::doc_json_owned(d)),
+        None => Reply::error(format!("ERR Collection [{db}.{coll}] not found.")),
+    }
+}
+
+/// `INFO documents`: totals over every collection of every database.
+pub fn info_totals(store: &crate::store::Store) -> Totals {
+    let _catalog = store.catalog_read();
+    let mut t = Totals::default();
+    store.for_each_shard(|s| {
+        for db in &s.dbs {
+            for cs in db.collections.values() {
+                t.add(cs);
+            }
+        }
+    });
+    t.collections = store.lock(0).dbs.iter().map(|d| d.collections.len()).sum();
+    t
 }

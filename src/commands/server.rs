@@ -915,10 +915,14 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             }
         }
         "documents" => {
-            kv("collections", &0);
-            kv("documents", &0);
-            kv("ttl_passes", &0);
-            kv("ttl_deleted_documents", &0);
+            let t = crate::commands::documents::info_totals(&s.store);
+            kv("collections", &t.collections);
+            kv("documents", &t.documents);
+            kv("document_bytes", &t.document_bytes);
+            kv("index_bytes", &t.index_bytes);
+            kv("documents_memory", &s.store.document_bytes());
+            kv("ttl_passes", &t.ttl_passes);
+            kv("ttl_deleted_documents", &t.ttl_deleted);
         }
         _ => {}
     }

@@ -1,6 +1,8 @@
 //! Document collections: BSON documents in collections partitioned across the shards by hash
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
+pub mod capped;
+pub mod catalog;
 pub mod codec;
 pub mod collection;
 pub mod keys;
