@@ -432,26 +432,28 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let server = ctx.server;
     let _catalog = server.store.catalog_read();
-    // A capped collection's insert holds every shard (its bound and order are
-    // collection-wide); the catalog lock keeps the collection as it is meanwhile.
-    let capped = capped_spec(ctx, db, &c.coll);
-    if let Some(spec) = &capped {
-        for p in &batch {
-            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
-                return err(e);
-            }
-        }
-    }
-    let shards: Vec<usize> = match capped {
-        Some(_) => (0..server.store.shard_count()).collect(),
-        None => batch.iter().map(|p| p.shard).collect(),
-    };
+    let mut shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
     let mut guards = ctx.server.store.lock_many(&shards);
     if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
         // First insert: create the collection under all shards' locks, then lock again.
         drop(guards);
         ensure_collection(ctx, db, &c.coll);
         guards = ctx.server.store.lock_many(&shards);
+    }
+    // A capped collection's insert holds every shard (its bound and order are
+    // collection-wide); the catalog lock keeps it capped meanwhile, so one relock suffices.
+    let capped = capped_of(&guards, db, &c.coll);
+    if capped.is_some() && guards.len() < server.store.shard_count() {
+        drop(guards);
+        shards = (0..server.store.shard_count()).collect();
+        guards = server.store.lock_many(&shards);
+    }
+    if let Some(spec) = &capped {
+        for p in &batch {
+            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
+                return err(e);
+            }
+        }
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
     for p in &batch {
@@ -821,11 +823,15 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         ensure_collection(ctx, db, &c.coll);
     }
     // An upsert into a capped collection may evict: it holds every shard (see doc_insert).
-    let capped = capped_spec(ctx, db, &c.coll);
+    let capped = if upsert {
+        capped_of(&store.lock_many(&[0]), db, &c.coll)
+    } else {
+        None
+    };
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
     let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) if capped.is_none() || !upsert => vec![store.shard_of(&keys::encode(id))],
+        Some(id) if capped.is_none() => vec![store.shard_of(&keys::encode(id))],
         _ => (0..store.shard_count()).collect(),
     };
     let mut guards = store.lock_many(&shards);
@@ -857,7 +863,7 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             };
             // Modified means the stored bytes change (a new field order or type counts,
             // as in MongoDB; `bson::Document` equality ignores order).
-            if let (Some(old), Some(_)) = (cs.get(slot), &capped) {
+            if let (Some(old), true) = (cs.get(slot), cs.is_capped()) {
                 // Documents of a capped collection keep their size (the bound and the
                 // eviction order stay exact; MongoDB's rule and error).
                 if old.as_bytes().len() != raw.as_bytes().len() {
@@ -936,12 +942,16 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 // collections. Catalog changes hold the catalog exclusively and every shard's lock, so each
 // is one step for every other command.
 
-/// The capped bounds of `coll` in `db`, if it is capped (the caller holds the catalog, so
-/// the answer stays true for the rest of its command).
-fn capped_spec(ctx: &Ctx<'_>, db: usize, coll: &str) -> Option<CappedSpec> {
-    ctx.server.store.lock(0).dbs[db]
-        .collections
-        .get(coll)
+/// The capped bounds of `coll` in `db` as the locked shards hold them (the caller holds the
+/// catalog, so the answer stays true for the rest of its command).
+fn capped_of(
+    guards: &[(usize, parking_lot::MutexGuard<'_, crate::store::ShardData>)],
+    db: usize,
+    coll: &str,
+) -> Option<CappedSpec> {
+    guards
+        .first()
+        .and_then(|(_, g)| g.dbs[db].collections.get(coll))
         .and_then(|cs| cs.meta.capped.clone())
 }
 
