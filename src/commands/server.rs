@@ -209,6 +209,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: ADMIN,
         acl: &["admin", "slow", "dangerous"],
         summary: "Listens for all requests received by the server in real-time.",
+        handler: monitor,
         ..SRV
     },
 ];
@@ -901,4 +902,20 @@ fn human(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
+}
+
+/// MONITOR: from now on every command any client runs is pushed to this client as a status
+/// line (see `server::pubsub::PubSub::feed_monitors`). A second MONITOR is ignored, as in
+/// Redis.
+fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx
+        .client
+        .handle
+        .monitor
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        return Reply::NoReply;
+    }
+    ctx.server.pubsub.start_monitor(&ctx.client.handle);
+    Reply::ok()
 }

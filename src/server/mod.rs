@@ -3,15 +3,19 @@
 pub mod client;
 pub mod connection;
 pub mod listener;
+pub mod pubsub;
+pub mod watches;
 
 use crate::config::Config;
 use crate::store::Store;
 use client::ClientRegistry;
 use parking_lot::RwLock;
+use pubsub::PubSub;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
+use watches::Watches;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What `INFO` and `HELLO` report as `redis_version`: clients gate features on it.
@@ -61,6 +65,13 @@ pub struct Server {
     shutting_down: AtomicBool,
     /// `requirepass` is read on every command; cache whether one is set.
     pub auth_required: AtomicBool,
+    /// Channels, patterns, MONITOR clients, keyspace notifications.
+    pub pubsub: PubSub,
+    /// WATCHed keys and the dirty flags writes raise.
+    pub watches: Watches,
+    /// Ordinary commands hold it shared while they run; EXEC holds it exclusively, so a
+    /// transaction is atomic with respect to every other client (see ARCHITECTURE.md).
+    pub exec_gate: RwLock<()>,
 }
 
 impl Server {
@@ -78,6 +89,11 @@ impl Server {
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
         let (shutdown_tx, _) = watch::channel(false);
+        let pubsub = PubSub::new();
+        pubsub.configure(
+            config.get("notify-keyspace-events"),
+            config.get("client-output-buffer-limit"),
+        );
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -93,6 +109,9 @@ impl Server {
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
+            pubsub,
+            watches: Watches::default(),
+            exec_gate: RwLock::new(()),
         })
     }
 
@@ -115,6 +134,26 @@ impl Server {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);
         }
+        if name == "notify-keyspace-events" || name == "client-output-buffer-limit" {
+            let cfg = self.config.read();
+            self.pubsub.configure(
+                cfg.get("notify-keyspace-events"),
+                cfg.get("client-output-buffer-limit"),
+            );
+        }
+    }
+
+    /// Publishes a keyspace notification (`notify-keyspace-events`); one atomic load when
+    /// notifications are off. `class` is one of [`pubsub::class`].
+    #[inline]
+    pub fn notify(&self, db: usize, class: u32, event: &str, key: &[u8]) {
+        self.pubsub.notify(db, class, event, key);
+    }
+
+    /// A key-space write to `key` in `db`: marks the WATCHers of the key dirty.
+    #[inline]
+    pub fn touch_watched(&self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
     }
 }
 
