@@ -297,15 +297,14 @@ impl PubSub {
         let payload_b = Bytes::copy_from_slice(payload);
         if let Some(subs) = self.channels.read().get(channel) {
             for c in subs.values() {
-                self.push(
+                n += self.push(
                     c,
                     Outgoing::Message {
                         channel: channel_b.clone(),
                         payload: payload_b.clone(),
                     },
                     true,
-                );
-                n += 1;
+                ) as usize;
             }
         }
         if self.pattern_count.load(Ordering::Relaxed) > 0 {
@@ -314,7 +313,7 @@ impl PubSub {
                     continue;
                 }
                 for c in subs.values() {
-                    self.push(
+                    n += self.push(
                         c,
                         Outgoing::PMessage {
                             pattern: pat.clone(),
@@ -322,23 +321,28 @@ impl PubSub {
                             payload: payload_b.clone(),
                         },
                         true,
-                    );
-                    n += 1;
+                    ) as usize;
                 }
             }
         }
         n
     }
 
-    /// Queues `msg` for `client`, enforcing its output buffer limit.
-    fn push(&self, client: &ClientHandle, msg: Outgoing, pubsub_class: bool) {
+    /// Queues `msg` for `client`, enforcing its output buffer limit; false if the client is
+    /// being disconnected (then nothing is queued).
+    fn push(&self, client: &ClientHandle, msg: Outgoing, pubsub_class: bool) -> bool {
         if client.is_killed() {
-            return;
+            return false;
         }
         let ob = &client.outbox;
         let cost = msg.cost();
-        ob.queue.lock().push_back(msg);
-        let total = ob.bytes.fetch_add(cost, Ordering::AcqRel) + cost;
+        let total = {
+            // Counted under the queue lock, so a concurrent drain never subtracts bytes that
+            // were not added yet.
+            let mut q = ob.queue.lock();
+            q.push_back(msg);
+            ob.bytes.fetch_add(cost, Ordering::AcqRel) + cost
+        };
         // Subscribers use the pubsub class; a MONITOR client uses the normal class, or the
         // pubsub one when normal is unlimited, so no pushed stream is ever unbounded.
         let (mut hard, mut soft, mut secs) = self.normal_limit.get();
@@ -371,6 +375,7 @@ impl PubSub {
         } else {
             ob.notify.notify_one();
         }
+        true
     }
 
     /// Forgets every subscription and the MONITOR status of a client (disconnect, RESET).
@@ -501,7 +506,7 @@ impl PubSub {
             repr(&mut line, a);
         }
         for c in self.monitors.read().values() {
-            self.push(c, Outgoing::Monitor(line.clone()), false);
+            let _ = self.push(c, Outgoing::Monitor(line.clone()), false);
         }
     }
 }
