@@ -185,7 +185,6 @@ pub static COMMANDS: &[CommandSpec] = &[
             },
         ],
         handler: pubsub_container,
-        ..CommandSpec::DEFAULT
     },
 ];
 
