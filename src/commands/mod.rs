@@ -10,6 +10,7 @@ pub mod docs;
 pub mod documents;
 pub mod hashes;
 pub mod keys;
+pub mod keyspace_admin;
 pub mod pubsub;
 pub mod server;
 pub mod spec;
@@ -119,6 +120,10 @@ pub fn wrong_arity(name: &str) -> Reply {
     ))
 }
 
+pub fn wrongtype() -> Reply {
+    Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
+}
+
 pub fn syntax_error() -> Reply {
     Reply::error("ERR syntax error")
 }
@@ -176,6 +181,25 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             ctx,
             Reply::error("ERR Command not allowed inside a transaction"),
         );
+    }
+    // maxmemory: before anything that writes, evict per the policy; what may grow memory
+    // (DENYOOM) is refused if that cannot get under the limit. EXEC is checked with the
+    // flags of everything it queued, as Redis does.
+    let flags = match (&ctx.client.multi, spec.name) {
+        (Some(m), "exec") => m.queued.iter().fold(0, |f, (s, _)| f | s.flags),
+        _ => spec.flags,
+    };
+    if flags & (flag::WRITE | flag::DENYOOM) != 0
+        && crate::store::eviction::maxmemory() > 0
+        && !crate::store::eviction::make_room(&ctx.server.store)
+        && flags & flag::DENYOOM != 0
+    {
+        const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+        if spec.name == "exec" && in_multi {
+            transactions::reset_state(ctx);
+            return Reply::error(format!("EXECABORT Transaction discarded because of: {OOM}"));
+        }
+        return transactions::refuse(ctx, Reply::error(OOM));
     }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {

@@ -10,6 +10,7 @@ use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
 use crate::commands::{execute, Ctx};
 use crate::protocol::Reply;
 use crate::server::client::MultiState;
+use crate::server::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
@@ -168,16 +169,29 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
 }
 
 /// Redis 7 fails EXEC when a watched key that was live at WATCH time has reached its
-/// deadline since, even if nothing has deleted it yet.
+/// deadline since, even if nothing has deleted it yet. Looking each key up removes it if it
+/// is due, and that removal raises the dirty flag like any other; WATCH did the same lookup
+/// before registering, so a key already expired then does not count.
 fn watched_key_expired(ctx: &Ctx<'_>) -> bool {
-    ctx.client
-        .watched
-        .iter()
-        .any(|(db, key)| key_expired_since_watch(ctx, *db, key))
+    for (db, key) in &ctx.client.watched {
+        lazy_expire(ctx.server, *db, key);
+    }
+    ctx.client.watch_dirty.load(Ordering::Acquire)
 }
 
-fn key_expired_since_watch(_ctx: &Ctx<'_>, _db: usize, _key: &[u8]) -> bool {
-    false
+fn lazy_expire(server: &Server, db: usize, key: &[u8]) {
+    server.store.with_key(db, key, |ks, h| {
+        ks.peek(h, key);
+    });
+}
+
+/// FLUSHDB / FLUSHALL (`db` None = all) and SWAPDB: marks the WATCHers of every watched key
+/// of `db` that exists in `db` or in `other`.
+pub fn touch_watched_in(server: &Server, db: Option<usize>, other: Option<usize>) {
+    server.watches.touch_db(db, |d, key| {
+        let exists = |d: usize| server.store.with_key(d, key, |ks, h| ks.contains(h, key));
+        exists(d) || other.is_some_and(exists)
+    });
 }
 
 fn discard(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
@@ -195,6 +209,8 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let db = ctx.client.db;
     for key in &args[1..] {
+        // A key already past its deadline goes now, so its removal does not count later.
+        lazy_expire(ctx.server, db, key);
         let id = ctx.client.id();
         if ctx
             .server

@@ -7,7 +7,7 @@ pub mod pubsub;
 pub mod watches;
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::store::{KeyHooks, Removal, Store};
 use client::ClientRegistry;
 use parking_lot::RwLock;
 use pubsub::PubSub;
@@ -66,12 +66,14 @@ pub struct Server {
     /// `requirepass` is read on every command; cache whether one is set.
     pub auth_required: AtomicBool,
     /// Channels, patterns, MONITOR clients, keyspace notifications.
-    pub pubsub: PubSub,
+    pub pubsub: Arc<PubSub>,
     /// WATCHed keys and the dirty flags writes raise.
-    pub watches: Watches,
+    pub watches: Arc<Watches>,
     /// Ordinary commands hold it shared while they run; EXEC holds it exclusively, so a
     /// transaction is atomic with respect to every other client (see ARCHITECTURE.md).
     pub exec_gate: RwLock<()>,
+    /// Resident memory when the server was created (code, runtime, empty tables).
+    pub base_memory: u64,
 }
 
 impl Server {
@@ -88,8 +90,10 @@ impl Server {
         let mut config = config;
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
+        Self::apply_memory_config(&config);
         let (shutdown_tx, _) = watch::channel(false);
-        let pubsub = PubSub::new();
+        let pubsub = Arc::new(PubSub::new());
+        let watches = Arc::new(Watches::default());
         pubsub.configure(
             config.get("notify-keyspace-events"),
             config.get("client-output-buffer-limit"),
@@ -97,8 +101,16 @@ impl Server {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
+        let store = Store::new(shards, databases);
+        let hooks: Arc<dyn KeyHooks> = Arc::new(KeyEvents {
+            pubsub: pubsub.clone(),
+            watches: watches.clone(),
+        });
+        for c in store.counters() {
+            let _ = c.hooks.set(hooks.clone());
+        }
         Arc::new(Server {
-            store: Store::new(shards, databases),
+            store,
             config: RwLock::new(config),
             clients: ClientRegistry::default(),
             stats: Stats::default(),
@@ -110,8 +122,9 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
             pubsub,
-            watches: Watches::default(),
+            watches,
             exec_gate: RwLock::new(()),
+            base_memory: crate::commands::server::rss_bytes(),
         })
     }
 
@@ -128,8 +141,45 @@ impl Server {
         self.shutdown_tx.subscribe()
     }
 
+    /// Starts the key space's background work: active expiry `hz` times a second (one shard
+    /// locked at a time, in bounded batches) and the LRU clock.
+    pub fn start_background(self: &Arc<Server>) {
+        let s = self.clone();
+        tokio::spawn(async move {
+            while !s.is_shutting_down() {
+                let hz = s.config.read().get_u64("hz").max(1);
+                crate::store::eviction::tick();
+                let s2 = s.clone();
+                let now = crate::store::keyspace::now_ms();
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::store::expiry::sweep(&s2.store, now)
+                })
+                .await;
+                tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
+            }
+        });
+    }
+
+    /// Pushes the maxmemory settings to the eviction module's cached copies.
+    fn apply_memory_config(config: &Config) {
+        crate::store::eviction::configure(
+            config.get_u64("maxmemory"),
+            config.get("maxmemory-policy"),
+            config.get_u64("maxmemory-samples") as u32,
+        );
+    }
+
+    /// INFO's `used_memory`: the process's baseline at start plus the key space's estimate
+    /// (per-shard byte counters updated on every write).
+    pub fn used_memory(&self) -> u64 {
+        self.base_memory + self.store.used_bytes() as u64
+    }
+
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if name.starts_with("maxmemory") {
+            Self::apply_memory_config(&self.config.read());
+        }
         if name == "requirepass" {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);
@@ -154,6 +204,32 @@ impl Server {
     #[inline]
     pub fn touch_watched(&self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
+    }
+}
+
+/// The key space's choke points report here: writes touch WATCHers, expiry and eviction
+/// publish their keyspace notifications.
+struct KeyEvents {
+    pubsub: Arc<PubSub>,
+    watches: Arc<Watches>,
+}
+
+impl KeyHooks for KeyEvents {
+    #[inline]
+    fn modified(&self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+    }
+
+    fn removed(&self, db: usize, key: &[u8], why: Removal) {
+        match why {
+            Removal::Expired => self
+                .pubsub
+                .notify(db, pubsub::class::EXPIRED, "expired", key),
+            Removal::Evicted => self
+                .pubsub
+                .notify(db, pubsub::class::EVICTED, "evicted", key),
+            Removal::Deleted => {}
+        }
     }
 }
 
