@@ -508,3 +508,95 @@ fn client_reply_modes_and_pushes() {
     let want = b"*3\r\n$7\r\nmessage\r\n$1\r\nx\r\n$1\r\ny\r\n";
     assert_eq!(c.read_n(want.len()), want);
 }
+
+/// Reads (channel, payload) pairs from a pattern subscription until `n` arrived.
+fn events(ps: &mut redis::PubSub<'_>, n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|_| {
+            let m = ps.get_message().expect("notification in time");
+            (
+                m.get_channel_name().to_string(),
+                m.get_payload::<String>().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn run(con: &mut redis::Connection, args: &[&str]) {
+    let _: redis::Value = cmd_str(con, args).unwrap();
+}
+
+#[test]
+fn keyspace_notifications_for_writes_expiry_and_eviction() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let mut sub_con = srv.conn();
+    let mut ps = sub_con.as_pubsub();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ps.psubscribe("__key*@0__:*").unwrap();
+
+    // Off by default: nothing is published.
+    run(&mut c, &["SET", "quiet", "1"]);
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KEA"]);
+    run(&mut c, &["SET", "k", "v"]);
+    run(&mut c, &["EXPIRE", "k", "100"]);
+    run(&mut c, &["HSET", "h", "f", "1"]);
+    run(&mut c, &["DEL", "k", "missing"]);
+    let got = events(&mut ps, 8);
+    let want: Vec<(String, String)> = [
+        ("__keyspace@0__:k", "set"),
+        ("__keyevent@0__:set", "k"),
+        ("__keyspace@0__:k", "expire"),
+        ("__keyevent@0__:expire", "k"),
+        ("__keyspace@0__:h", "hset"),
+        ("__keyevent@0__:hset", "h"),
+        ("__keyspace@0__:k", "del"),
+        ("__keyevent@0__:del", "k"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(got, want);
+
+    // Only keyevent, only the expired class: `expired` from the lazy path (a read after
+    // the deadline) ...
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
+    run(&mut c, &["SET", "lazy", "v", "PX", "30"]);
+    std::thread::sleep(Duration::from_millis(60));
+    let _: Option<String> = redis::cmd("GET").arg("lazy").query(&mut c).unwrap();
+    assert_eq!(
+        events(&mut ps, 1),
+        vec![("__keyevent@0__:expired".to_string(), "lazy".to_string())]
+    );
+    // ... and from the active sweep, with nobody touching the key.
+    run(&mut c, &["SET", "swept", "v", "PX", "30"]);
+    assert_eq!(
+        events(&mut ps, 1),
+        vec![("__keyevent@0__:expired".to_string(), "swept".to_string())]
+    );
+
+    // Eviction: a tiny maxmemory with allkeys-random evicts and says so.
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    run(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"],
+    );
+    let used: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    let used: u64 = used
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory_dataset:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    run(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory", &(used + 200_000).to_string()],
+    );
+    let big = "x".repeat(10_000);
+    for i in 0..100 {
+        run(&mut c, &["SET", &format!("fill{i}"), &big]);
+    }
+    let first = events(&mut ps, 1);
+    assert_eq!(first[0].0, "__keyevent@0__:evicted");
+    assert!(first[0].1.starts_with("fill") || first[0].1 == "h" || first[0].1 == "quiet");
+    run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+}

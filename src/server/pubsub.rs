@@ -542,6 +542,62 @@ mod tests {
     }
 
     #[test]
+    fn doc_expired_shape_through_notify_with() {
+        let reg = crate::server::client::ClientRegistry::default();
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let c = reg.register(addr, addr);
+        let ps = PubSub::new();
+        ps.subscribe(
+            &c,
+            &Bytes::from_static(b"__keyevent@2__:doc.expired"),
+            false,
+        );
+        ps.subscribe(&c, &Bytes::from_static(b"__keyspace@2__:sessions"), false);
+        // Off: nothing queued.
+        ps.notify_with(
+            2,
+            class::EXPIRED,
+            "doc.expired",
+            b"sessions",
+            b"{}",
+            b"sessions",
+        );
+        assert_eq!(c.outbox.queued_len(), 0);
+        ps.configure("KEx", "pubsub 0 0 0");
+        ps.notify_with(
+            2,
+            class::EXPIRED,
+            "doc.expired",
+            b"sessions",
+            br#"{"$oid":"65a1"}"#,
+            b"sessions",
+        );
+        let (got, cost) = c.outbox.drain();
+        c.outbox.written(cost);
+        assert_eq!(c.outbox.pending_bytes(), 0);
+        let got: Vec<(Bytes, Bytes)> = got
+            .into_iter()
+            .map(|m| match m {
+                Outgoing::Message { channel, payload } => (channel, payload),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Bytes::from_static(b"__keyspace@2__:sessions"),
+                    Bytes::from_static(br#"{"$oid":"65a1"}"#)
+                ),
+                (
+                    Bytes::from_static(b"__keyevent@2__:doc.expired"),
+                    Bytes::from_static(b"sessions")
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn class_parse() {
         let f = class::parse("AKE");
         assert!(f & class::EXPIRED != 0 && f & class::KEYSPACE != 0);
