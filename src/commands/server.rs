@@ -862,7 +862,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
             kv("blocked_clients", &0);
-            kv("pubsub_clients", &0);
+            kv(
+                "pubsub_clients",
+                &s.clients.all().iter().filter(|c| c.is_pubsub()).count(),
+            );
         }
         "memory" => {
             let rss = rss_bytes();
@@ -901,8 +904,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 "keyspace_misses",
                 &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
             );
-            kv("pubsub_channels", &0);
-            kv("pubsub_patterns", &0);
+            kv("pubsub_channels", &s.pubsub.channel_count());
+            kv("pubsub_patterns", &s.pubsub.numpat());
+            kv(
+                "client_output_buffer_limit_disconnections",
+                &s.pubsub.limit_disconnections.load(Ordering::Relaxed),
+            );
         }
         "replication" => {
             kv("role", &"master");

@@ -403,6 +403,10 @@ impl PubSub {
         self.channels.read().get(channel).map_or(0, |s| s.len())
     }
 
+    pub fn channel_count(&self) -> usize {
+        self.channels.read().len()
+    }
+
     pub fn numpat(&self) -> usize {
         self.pattern_count.load(Ordering::Relaxed)
     }
