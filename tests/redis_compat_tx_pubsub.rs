@@ -131,7 +131,7 @@ fn transactions_match_redis() {
         &on0(&[
             "MULTI", "MULTI", "PING", "EXEC", "EXEC", "DISCARD", "MULTI", "FOO a", "PING", "EXEC",
             "MULTI", "ECHO", "EXEC", "MULTI", "SHUTDOWN", "EXEC", "MULTI", "WATCH a", "PING",
-            "EXEC", "MULTI", "PING", "DISCARD", "PING",
+            "EXEC", "MULTI", "PING", "DISCARD", "PING", "MULTI", "MONITOR", "EXEC", "PING",
         ]),
     );
     compare(

@@ -964,6 +964,9 @@ fn human(bytes: u64) -> String {
 /// line (see `server::pubsub::PubSub::feed_monitors`). A second MONITOR is ignored, as in
 /// Redis.
 fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx.client.in_exec {
+        return Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
     if ctx
         .client
         .handle

@@ -596,11 +596,11 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let key = &args[1];
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let v = match ks.get(h, key) {
+        let (v, had_deadline) = match ks.get(h, key) {
             None => return Reply::Nil,
             Some(e) => match e.value.str_bytes() {
                 None => return wrongtype(),
-                Some(b) => b,
+                Some(b) => (b, e.deadline().is_some()),
             },
         };
         if let Some(at) = at {
@@ -608,7 +608,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             let event = if at <= now_ms() { "del" } else { "expire" };
             ks.set_deadline(h, key, Some(at));
             ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
-        } else if o.persist && ks.set_deadline(h, key, None) {
+        } else if o.persist && had_deadline && ks.set_deadline(h, key, None) {
             ctx.server
                 .notify(ctx.client.db, class::GENERIC, "persist", key);
         }

@@ -162,9 +162,11 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
         return Reply::NilArray;
     }
     let mut replies = Vec::with_capacity(m.queued.len());
+    ctx.client.in_exec = true;
     for (spec, args) in &m.queued {
         replies.push(execute(ctx, spec, args));
     }
+    ctx.client.in_exec = false;
     Reply::Array(replies)
 }
 

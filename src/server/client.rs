@@ -139,6 +139,9 @@ pub struct ClientState {
     /// WATCHed keys, and the flag a write to any of them raises.
     pub watched: Vec<(usize, Bytes)>,
     pub watch_dirty: Arc<AtomicBool>,
+    /// True while EXEC runs this client's queue (MONITOR refuses to start then, as Redis's
+    /// DENY_BLOCKING rule).
+    pub in_exec: bool,
 }
 
 /// A transaction being queued.
@@ -163,6 +166,7 @@ impl ClientState {
             multi: None,
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
+            in_exec: false,
         }
     }
 

@@ -199,12 +199,6 @@ impl Server {
     pub fn notify(&self, db: usize, class: u32, event: &str, key: &[u8]) {
         self.pubsub.notify(db, class, event, key);
     }
-
-    /// A key-space write to `key` in `db`: marks the WATCHers of the key dirty.
-    #[inline]
-    pub fn touch_watched(&self, db: usize, key: &[u8]) {
-        self.watches.touch(db, key);
-    }
 }
 
 /// The key space's choke points report here: writes touch WATCHers, expiry and eviction

@@ -602,6 +602,50 @@ mod tests {
     }
 
     #[test]
+    fn soft_and_hard_output_limits_disconnect() {
+        let reg = crate::server::client::ClientRegistry::default();
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let ch = Bytes::from_static(b"c");
+        let payload = vec![0u8; 1000];
+        // Soft limit with 0 seconds: the first message over it disconnects.
+        let ps = PubSub::new();
+        ps.configure("", "pubsub 0 2500 0");
+        let c = reg.register(addr, addr);
+        ps.subscribe(&c, &ch, false);
+        assert_eq!(ps.publish(b"c", &payload), 1);
+        assert_eq!(ps.publish(b"c", &payload), 1);
+        assert!(!c.is_killed());
+        assert_eq!(ps.publish(b"c", &payload), 1);
+        assert!(c.is_killed());
+        assert_eq!(c.outbox.pending_bytes(), 0, "the queue is freed at once");
+        assert_eq!(
+            ps.publish(b"c", &payload),
+            0,
+            "a dropped client receives nothing"
+        );
+        // Soft limit with time: being over it briefly is fine.
+        let ps = PubSub::new();
+        ps.configure("", "pubsub 0 1500 3600");
+        let c = reg.register(addr, addr);
+        ps.subscribe(&c, &ch, false);
+        for _ in 0..5 {
+            ps.publish(b"c", &payload);
+        }
+        assert!(!c.is_killed());
+        // Hard limit: disconnects at once.
+        let ps = PubSub::new();
+        ps.configure("", "pubsub 3000 0 0");
+        let c = reg.register(addr, addr);
+        ps.subscribe(&c, &ch, false);
+        ps.publish(b"c", &payload);
+        ps.publish(b"c", &payload);
+        assert!(!c.is_killed());
+        ps.publish(b"c", &payload);
+        assert!(c.is_killed());
+        assert_eq!(ps.limit_disconnections.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
     fn class_parse() {
         let f = class::parse("AKE");
         assert!(f & class::EXPIRED != 0 && f & class::KEYSPACE != 0);
