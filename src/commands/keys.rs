@@ -548,7 +548,7 @@ fn keys_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.server.store.for_each_shard(|s| {
         s.dbs[db].keys.for_each(now, |e| {
             if all || glob_match(pat, e.key(), false) {
-                out.push(Reply::Bulk(e.key().clone()));
+                out.push(Reply::Bulk(Bytes::copy_from_slice(e.key())));
             }
         })
     });
@@ -643,7 +643,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     .as_ref()
                     .is_none_or(|t| t == e.value.type_name());
                 if ok_pat && ok_type {
-                    keys.push(Reply::Bulk(e.key().clone()));
+                    keys.push(Reply::Bulk(Bytes::copy_from_slice(e.key())));
                 }
             });
             pos += 1;
@@ -673,7 +673,10 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
         }
         let mut s = store.lock(shard);
         let ks = &mut s.dbs[db].keys;
-        let Some(key) = ks.random(rand_u64(), false).map(|e| e.key().clone()) else {
+        let Some(key) = ks
+            .random(rand_u64(), false)
+            .map(|e| Bytes::copy_from_slice(e.key()))
+        else {
             continue;
         };
         let h = ks.hash(&key);

@@ -500,9 +500,11 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let (key, val) = (&args[1], &args[2]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let old = match ks.peek(h, key) {
-            None => None,
-            Some(e) => Some(e.value.str_bytes()),
+        // The plain SET (the hot path) needs no lookup before the write.
+        let old = if o.nx || o.xx || o.get {
+            ks.peek(h, key).map(|e| e.value.str_bytes())
+        } else {
+            None
         };
         let reply_get = if o.get {
             match &old {
@@ -709,7 +711,7 @@ fn incr_generic(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Reply {
             None => 0,
             Some(e) => match &e.value {
                 Value::Int(i) => *i,
-                Value::Str(b) => match parse_i64(b) {
+                Value::Str(b) | Value::Raw(b) => match parse_i64(b) {
                     Some(i) => i,
                     None => return Reply::error(NOT_AN_INTEGER),
                 },
@@ -773,7 +775,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             None => 0.0,
             Some(e) => match &e.value {
                 Value::Int(i) => *i as f64,
-                Value::Str(b) => match parse_f64(b) {
+                Value::Str(b) | Value::Raw(b) => match parse_f64(b) {
                     Some(f) => f,
                     None => return Reply::error("ERR value is not a valid float"),
                 },
@@ -785,7 +787,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return Reply::error("ERR increment would produce NaN or Infinity");
         }
         let text = human_float(n);
-        ks.set(h, key, Value::Str(Bytes::from(text.clone())), Ttl::Keep);
+        ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "incrbyfloat", key);
         Reply::bulk(text)
@@ -815,11 +817,11 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     let mut v = Vec::with_capacity(b.len() + val.len());
                     v.extend_from_slice(&b);
                     v.extend_from_slice(val);
-                    Value::Str(Bytes::from(v))
+                    Value::Raw(v.into_boxed_slice())
                 }
             };
             let len = match &new {
-                Value::Str(b) => b.len(),
+                Value::Raw(b) => b.len(),
                 _ => val.len(),
             };
             ks.set(h, key, new, Ttl::Keep);
@@ -914,7 +916,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
-        ks.set(h, key, Value::Str(Bytes::from(v)), Ttl::Keep);
+        ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "setrange", key);
         Reply::Int(len as i64)

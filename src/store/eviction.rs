@@ -230,7 +230,7 @@ fn evict_one(store: &Store, policy: Policy) -> bool {
                     _ => 0,
                 };
                 if best.as_ref().is_none_or(|b| score > b.0) {
-                    best = Some((score, db, e.key().clone()));
+                    best = Some((score, db, bytes::Bytes::copy_from_slice(e.key())));
                 }
                 if matches!(policy, Policy::AllkeysRandom | Policy::VolatileRandom) {
                     break;
