@@ -600,3 +600,23 @@ fn keyspace_notifications_for_writes_expiry_and_eviction() {
     assert!(first[0].1.starts_with("fill") || first[0].1 == "h" || first[0].1 == "quiet");
     run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
 }
+
+#[test]
+fn idle_timeout_spares_subscribers_and_monitors() {
+    let srv = TestServer::start(&["--timeout", "1"]);
+    let mut idle = srv.raw();
+    idle.roundtrip(&resp(&["PING"]), b"+PONG\r\n");
+    let mut sub = srv.raw();
+    sub.roundtrip(
+        &resp(&["SUBSCRIBE", "quiet"]),
+        b"*3\r\n$9\r\nsubscribe\r\n$5\r\nquiet\r\n:1\r\n",
+    );
+    let mut mon = srv.raw();
+    mon.roundtrip(&resp(&["MONITOR"]), b"+OK\r\n");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(idle.closed(), "an idle normal client is closed");
+    sub.roundtrip(&resp(&["PING"]), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    // (The monitor first receives the subscriber's PING line.)
+    mon.send(&resp(&["PING"]));
+    mon.read_until(b"+PONG\r\n");
+}

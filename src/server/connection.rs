@@ -123,8 +123,11 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
         }
+        // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they are
+        // expected to sit idle.
+        let exempt = client.subscriptions() > 0 || handle.monitor.load(Ordering::Relaxed);
         let idle = async {
-            if idle_timeout == 0 {
+            if idle_timeout == 0 || exempt {
                 std::future::pending::<()>().await
             } else {
                 tokio::time::sleep(Duration::from_secs(idle_timeout)).await
