@@ -136,7 +136,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         tokio::select! {
             biased;
             _ = handle.kill_notify.notified() => break,
-            _ = handle.outbox.notify.notified() => {}
+            // Input before pushes: a flood of messages must not keep a subscriber from
+            // being heard (every iteration drains the outbox anyway).
             r = stream.read_buf(&mut inbuf) => match r {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
@@ -144,6 +145,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     handle.last_active.store(server.started.elapsed().as_secs(), Ordering::Relaxed);
                 }
             },
+            _ = handle.outbox.notify.notified() => {}
             _ = shutdown.changed() => break,
             _ = idle => break,
         }
