@@ -225,6 +225,11 @@ impl KeyHooks for KeyEvents {
             Removal::Deleted => {}
         }
     }
+
+    #[inline]
+    fn created(&self, db: usize, key: &[u8]) {
+        self.pubsub.notify(db, pubsub::class::NEW, "new", key);
+    }
 }
 
 /// A 40-hex-character run id, as Redis's `run_id`.

@@ -274,6 +274,8 @@ pub trait KeyHooks: Send + Sync {
     fn modified(&self, db: usize, key: &[u8]);
     /// A key left by expiry (lazy or sweep) or eviction.
     fn removed(&self, db: usize, key: &[u8], why: Removal);
+    /// A key was added.
+    fn created(&self, db: usize, key: &[u8]);
 }
 
 impl std::fmt::Debug for dyn KeyHooks {
@@ -365,6 +367,13 @@ impl Books {
 
     /// A key was written (created, overwritten, changed in place, its deadline set or
     /// cleared). WATCH and keyspace notifications hook here.
+    /// A key was added to the key space (Redis's `new` keyspace event hooks here).
+    fn created(&mut self, key: &[u8]) {
+        if let Some(h) = self.counters.hooks.get() {
+            h.created(self.db, key);
+        }
+    }
+
     fn modified(&mut self, key: &[u8]) {
         if let Some(h) = self.counters.hooks.get() {
             h.modified(self.db, key);
@@ -566,6 +575,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.mem());
+                books.created(key);
                 books.modified(key);
                 None
             }
@@ -602,6 +612,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.mem());
+                books.created(key);
                 books.modified(key);
                 seg.insert_unique(hash, e, |x| hash_key(&hasher, &x.key));
                 None
