@@ -230,6 +230,12 @@ impl KeyHooks for KeyEvents {
     fn created(&self, db: usize, key: &[u8]) {
         self.pubsub.notify(db, pubsub::class::NEW, "new", key);
     }
+
+    #[inline]
+    fn missed(&self, db: usize, key: &[u8]) {
+        self.pubsub
+            .notify(db, pubsub::class::KEY_MISS, "keymiss", key);
+    }
 }
 
 /// A 40-hex-character run id, as Redis's `run_id`.

@@ -276,6 +276,8 @@ pub trait KeyHooks: Send + Sync {
     fn removed(&self, db: usize, key: &[u8], why: Removal);
     /// A key was added.
     fn created(&self, db: usize, key: &[u8]);
+    /// A read found no key (where `keyspace_misses` counts).
+    fn missed(&self, db: usize, key: &[u8]);
 }
 
 impl std::fmt::Debug for dyn KeyHooks {
@@ -524,7 +526,12 @@ impl Keyspace {
             let c = &self.books.counters;
             match &found {
                 Some(_) => c.hits.fetch_add(1, Ordering::Relaxed),
-                None => c.misses.fetch_add(1, Ordering::Relaxed),
+                None => {
+                    if let Some(h) = c.hooks.get() {
+                        h.missed(self.books.db, key);
+                    }
+                    c.misses.fetch_add(1, Ordering::Relaxed)
+                }
             };
         }
         let e = found?;
