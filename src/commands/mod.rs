@@ -223,7 +223,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return reply;
     }
-    let _shared = ctx.server.exec_gate.read();
+    let _shared = ctx.server.exec_gate.shared(ctx.client.id());
     execute(ctx, spec, args)
 }
 

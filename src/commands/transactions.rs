@@ -155,7 +155,7 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
         return Reply::error("EXECABORT Transaction discarded because of previous errors.");
     }
     let server = ctx.server.clone();
-    let _exclusive = server.exec_gate.write();
+    let _exclusive = server.exec_gate.exclusive();
     let dirty = ctx.client.watch_dirty.load(Ordering::Acquire) || watched_key_expired(ctx);
     unwatch_all(ctx);
     if dirty {

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod connection;
+pub mod gate;
 pub mod listener;
 pub mod pubsub;
 pub mod watches;
@@ -71,7 +72,7 @@ pub struct Server {
     pub watches: Arc<Watches>,
     /// Ordinary commands hold it shared while they run; EXEC holds it exclusively, so a
     /// transaction is atomic with respect to every other client (see ARCHITECTURE.md).
-    pub exec_gate: RwLock<()>,
+    pub exec_gate: gate::ExecGate,
     /// Resident memory when the server was created (code, runtime, empty tables).
     pub base_memory: u64,
 }
@@ -123,7 +124,7 @@ impl Server {
             auth_required: AtomicBool::new(auth_required),
             pubsub,
             watches,
-            exec_gate: RwLock::new(()),
+            exec_gate: gate::ExecGate::default(),
             base_memory: crate::commands::server::rss_bytes(),
         })
     }
