@@ -50,6 +50,20 @@ fn keyspace(c: &mut Criterion) {
             black_box(run(&get_cmds[i]))
         })
     });
+    // The same over 1 000 keys that stay in cache: the cost of the code rather than of DRAM
+    // latency on random keys.
+    g.bench_function("get_hit_hot1000", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 1000;
+            black_box(run(&get_cmds[i]))
+        })
+    });
+    g.bench_function("set_overwrite_hot1000", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 1000;
+            black_box(run(&set_cmds[i]))
+        })
+    });
     let miss = args(&[b"GET", b"no-such-key"]);
     g.bench_function("get_miss", |b| b.iter(|| black_box(run(&miss))));
     g.bench_function("set_overwrite", |b| {

@@ -548,6 +548,9 @@ fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     })
 }
 
+/// Longest HRANDFIELD reply with a negative count.
+const MAX_RANDOM_REPLY: usize = 1 << 24;
+
 fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let resp3 = ctx.client.resp3;
     let count = match args.get(2) {
@@ -586,7 +589,9 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 hv.iter().chain(hv.iter()).skip(skip).take(n).collect()
             }
         } else {
-            let n = count.unsigned_abs() as usize;
+            // Repetitions allowed: the reply is as long as asked, up to a bound that keeps
+            // one request from exhausting memory (Redis would build it whatever its size).
+            let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
             let all: Vec<(&Bytes, &Bytes)> = hv.iter().collect();
             let mut v = Vec::with_capacity(n.min(1 << 16));
             for _ in 0..n {

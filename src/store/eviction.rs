@@ -86,6 +86,8 @@ pub fn configure(maxmemory: u64, policy: &str, samples: u32) {
     MAXMEMORY.store(maxmemory, Ordering::Relaxed);
     POLICY.store(Policy::from_name(policy) as u8, Ordering::Relaxed);
     SAMPLES.store(samples.max(1), Ordering::Relaxed);
+    // Scores from another policy mean nothing under this one.
+    pool().lock().clear();
 }
 
 pub fn policy() -> Policy {
@@ -197,18 +199,31 @@ pub fn make_room(store: &Store) -> bool {
     store.used_bytes() as u64 <= max
 }
 
-/// Samples keys in one shard (a random one first, others if it has no candidate) and evicts
-/// the best candidate for the policy.
+/// Redis's eviction pool: the best candidates seen by recent samplings (score, shard, db,
+/// key), best last. Sampling 5 keys per eviction alone often finds no old key once few are
+/// left; keeping the best of the last rounds brings the choice close to true LRU/LFU/TTL.
+const POOL_SIZE: usize = 16;
+
+type Candidate = (u64, usize, usize, bytes::Bytes);
+
+fn pool() -> &'static parking_lot::Mutex<Vec<Candidate>> {
+    static POOL: OnceLock<parking_lot::Mutex<Vec<Candidate>>> = OnceLock::new();
+    POOL.get_or_init(|| parking_lot::Mutex::new(Vec::with_capacity(POOL_SIZE + 64)))
+}
+
+/// Samples keys in one shard (a random one first, others if it has no candidate), merges
+/// them into the pool, and evicts the best pooled key that still exists.
 fn evict_one(store: &Store, policy: Policy) -> bool {
     let n = store.shard_count();
     let first = rand_u64() as usize % n;
     let samples = SAMPLES.load(Ordering::Relaxed) as usize;
     let volatile = policy.volatile_only();
+    let random = matches!(policy, Policy::AllkeysRandom | Policy::VolatileRandom);
     let now = now_ms();
+    let mut fresh: Vec<Candidate> = Vec::with_capacity(samples);
     for i in 0..n {
-        let mut shard = store.lock((first + i) % n);
-        // (score: higher evicts first, db, key)
-        let mut best: Option<(u64, usize, bytes::Bytes)> = None;
+        let shard_id = (first + i) % n;
+        let mut shard = store.lock(shard_id);
         for (db, d) in shard.dbs.iter().enumerate() {
             let ks = &d.keys;
             let have = if volatile { ks.volatile() } else { ks.len() };
@@ -229,16 +244,40 @@ fn evict_one(store: &Store, policy: Policy) -> bool {
                     }
                     _ => 0,
                 };
-                if best.as_ref().is_none_or(|b| score > b.0) {
-                    best = Some((score, db, bytes::Bytes::copy_from_slice(e.key())));
-                }
-                if matches!(policy, Policy::AllkeysRandom | Policy::VolatileRandom) {
+                fresh.push((score, shard_id, db, bytes::Bytes::copy_from_slice(e.key())));
+                if random {
                     break;
                 }
             }
         }
-        if let Some((_, db, key)) = best {
-            return shard.dbs[db].keys.evict(&key);
+        if random {
+            // No ranking: evict the sample at once.
+            if let Some((_, _, db, key)) = fresh.pop() {
+                return shard.dbs[db].keys.evict(&key);
+            }
+            continue;
+        }
+        if !fresh.is_empty() {
+            break;
+        }
+    }
+    if random {
+        return false;
+    }
+    let mut pool = pool().lock();
+    for c in fresh {
+        if !pool.iter().any(|p| p.1 == c.1 && p.2 == c.2 && p.3 == c.3) {
+            pool.push(c);
+        }
+    }
+    pool.sort_unstable_by_key(|c| c.0);
+    let excess = pool.len().saturating_sub(POOL_SIZE);
+    pool.drain(..excess);
+    // The best candidate that still exists goes; stale entries (deleted since) are dropped.
+    while let Some((_, shard_id, db, key)) = pool.pop() {
+        let exists = shard_id < store.shard_count() && db < store.databases();
+        if exists && store.lock(shard_id).dbs[db].keys.evict(&key) {
+            return true;
         }
     }
     false
