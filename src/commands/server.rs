@@ -647,6 +647,10 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     ctx.server.stats.reset();
     ctx.server.store.reset_stats();
+    ctx.server
+        .pubsub
+        .limit_disconnections
+        .store(0, Ordering::Relaxed);
     Reply::ok()
 }
 
