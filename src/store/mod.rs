@@ -12,6 +12,8 @@ pub mod multi;
 
 pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
 
+use crate::documents::collection::CollectionShard;
+use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
 
@@ -19,6 +21,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Db {
     pub keys: Keyspace,
+    /// This shard's part of each collection, by name.
+    pub collections: HashMap<String, CollectionShard>,
 }
 
 /// Everything one shard owns.
@@ -46,6 +50,7 @@ impl ShardData {
     pub fn fresh_db(&self, db: usize) -> Db {
         Db {
             keys: Keyspace::new(db, self.counters.clone(), self.hasher),
+            collections: HashMap::new(),
         }
     }
 }
