@@ -367,3 +367,26 @@ fn exec_is_atomic_with_respect_to_other_clients() {
         .unwrap();
     assert_eq!(v, vec![1500, 1500, 1500]);
 }
+
+#[test]
+fn write_concern_w0_is_client_reply_off_and_documents_work_in_transactions() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.raw();
+    // w:0: the writes happen, nothing is answered, errors included.
+    c.send(&resp(&["CLIENT", "REPLY", "OFF"]));
+    c.send(&resp(&["DOC.INSERT", "events", r#"{"_id":1,"path":"/a"}"#]));
+    c.send(&resp(&["DOC.INSERT", "events", r#"{"_id":1}"#]));
+    c.send(&resp(&["DOC.INSERT", "events", r#"{"_id":2,"path":"/b"}"#]));
+    c.roundtrip(&resp(&["CLIENT", "REPLY", "ON"]), b"+OK\r\n");
+    c.roundtrip(&resp(&["DOC.COUNT", "events", "{}"]), b":2\r\n");
+    // DOC.* commands queue and run inside MULTI like any other.
+    c.roundtrip(&resp(&["MULTI"]), b"+OK\r\n");
+    c.roundtrip(
+        &resp(&["DOC.INSERT", "events", r#"{"_id":3}"#]),
+        b"+QUEUED\r\n",
+    );
+    c.roundtrip(&resp(&["DOC.COUNT", "events", "{}"]), b"+QUEUED\r\n");
+    c.send(&resp(&["EXEC"]));
+    let got = String::from_utf8(c.read_until(b":3\r\n")).unwrap();
+    assert!(got.starts_with("*2\r\n"), "{got}");
+}
