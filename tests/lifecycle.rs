@@ -613,3 +613,43 @@ fn databases_select_flush_and_swap() {
     ok(&mut c, &["DOC.CREATE", "events", "CAPPED", "SIZE", "4096"]);
     assert_eq!(stats(&mut c, "events")["capped"], true);
 }
+
+/// TTL indexes live in the collection's parts: a rename keeps expiring through them, and a
+/// capped collection refuses them.
+#[test]
+fn ttl_indexes_move_with_rename_and_capped_refuses_them() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    ok(&mut c, &["DOC.CREATE", "cap", "CAPPED", "SIZE", "4096"]);
+    assert_eq!(
+        err_text(q::<String>(&mut c, &["DOC.EXPIREINDEX", "cap", "at", "60"])),
+        "ERR TTL indexes are not supported for capped collections"
+    );
+    assert_eq!(stats(&mut c, "cap")["nindexes"], 1);
+    strs(
+        &mut c,
+        &[
+            "DOC.INSERT",
+            "sess",
+            r#"{"_id":1,"at":{"$date":"2000-01-01T00:00:00Z"}}"#,
+            r#"{"_id":2,"at":"$$NOW"}"#,
+        ],
+    );
+    let name: String = q(&mut c, &["DOC.EXPIREINDEX", "sess", "at", "3600"]).expect("ttl");
+    assert_eq!(name, "at_1");
+    ok(&mut c, &["DOC.RENAME", "sess", "sess2"]);
+    // The old session is past its deadline under the new name too (strict reads), the
+    // fresh one is there.
+    assert_eq!(ids(&mut c, &["DOC.FIND", "sess2", "{}"]), vec![2]);
+    let st = stats(&mut c, "sess2");
+    assert_eq!(st["nindexes"], 2, "{st}");
+    assert!(st["indexes"]["at_1"].as_i64().is_some(), "{st}");
+    // A capped collection stays capped when a rename drops a TTL-indexed target.
+    ok(&mut c, &["DOC.RENAME", "cap", "sess2", "DROPTARGET"]);
+    assert_eq!(stats(&mut c, "sess2")["capped"], true);
+    assert!(err_text(q::<String>(
+        &mut c,
+        &["DOC.EXPIREINDEX", "sess2", "at", "1"]
+    ))
+    .contains("capped"));
+}

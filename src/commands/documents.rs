@@ -12,6 +12,8 @@ use crate::documents::sort::Sort;
 use crate::documents::update::{self, Update};
 use crate::documents::{codec, keys};
 use crate::protocol::Reply;
+use crate::server::ttl;
+use crate::store::ttl_monitor::Expired;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
 use bytes::Bytes;
@@ -55,7 +57,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.find",
         handler: doc_find,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the documents matching a MongoDB query filter; TOUCH refreshes their TTL-indexed dates in the same step.",
         complexity: "O(log N + M) with an index, O(N) for a collection scan, where M is the number of documents returned",
@@ -66,7 +69,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.findone",
         handler: doc_findone,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the first document matching a filter, or null; TOUCH refreshes its TTL-indexed dates.",
         complexity: "O(log N) with an index or by _id, O(N) for a collection scan",
@@ -86,6 +90,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.touch",
+        handler: doc_touch,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -126,6 +131,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.expireindex",
+        handler: doc_expireindex,
         arity: 4,
         flags: flag::WRITE,
         acl: WRITE,
@@ -456,15 +462,23 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
+    let mut purged = Expired {
+        db,
+        collection: c.coll.clone(),
+        ids: Vec::new(),
+    };
     for p in &batch {
         let Some(i) = pos(p.shard, &guards) else {
             return Reply::error("ERR internal: shard not locked");
         };
-        let exists = guards[i].1.dbs[db]
-            .collections
-            .get(&c.coll)
-            .is_some_and(|cs| cs.contains_id(&p.key));
-        if exists {
+        let Some(cs) = guards[i].1.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        // An expired document is gone for every read and write, a duplicate check included.
+        purged.ids.extend(cs.expire_if_due(&p.key));
+        if cs.contains_id(&p.key) {
+            drop(guards);
+            ttl::publish(ctx.server, &purged);
             return dup_key(db, &c.coll, &p.id);
         }
     }
@@ -483,6 +497,8 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if capped.is_some() {
         enforce_capped(&mut guards, db, &c.coll);
     }
+    drop(guards);
+    ttl::publish(ctx.server, &purged);
     Reply::Array(ids)
 }
 
@@ -647,18 +663,18 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
-    // documents here, in the same step as the read. Parsed and accepted until then.
-    let _touch = o.touch;
     let server = ctx.server;
     let _catalog = server.store.catalog_read();
-    let found = run_find(
+    let mut found = run_find(
         ctx,
         ctx.client.db,
         &c.coll,
         &o,
         c.bson && o.projection.is_none(),
     );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
     Reply::Array(
         found
             .into_iter()
@@ -676,20 +692,19 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: see doc_find.
-    let _touch = o.touch;
     let server = ctx.server;
     let _catalog = server.store.catalog_read();
-    match run_find(
+    let mut found = run_find(
         ctx,
         ctx.client.db,
         &c.coll,
         &o,
         c.bson && o.projection.is_none(),
-    )
-    .into_iter()
-    .next()
-    {
+    );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
+    match found.into_iter().next() {
         Some((d, r)) => render(&o, d, r, c.bson),
         None => Reply::Nil,
     }
@@ -863,15 +878,9 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             };
             // Modified means the stored bytes change (a new field order or type counts,
             // as in MongoDB; `bson::Document` equality ignores order).
-            if let (Some(old), true) = (cs.get(slot), cs.is_capped()) {
-                // Documents of a capped collection keep their size (the bound and the
-                // eviction order stay exact; MongoDB's rule and error).
-                if old.as_bytes().len() != raw.as_bytes().len() {
-                    return Reply::error(format!(
-                        "ERR Cannot change the size of a document in a capped collection: {} != {}",
-                        old.as_bytes().len(),
-                        raw.as_bytes().len()
-                    ));
+            if let Some(old) = cs.get(slot) {
+                if let Err(e) = capped_same_size(cs, old.as_bytes().len(), raw.as_bytes().len()) {
+                    return e;
                 }
             }
             if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
@@ -914,6 +923,11 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             .collections
             .entry(c.coll.clone())
             .or_default();
+        let purged = Expired {
+            db,
+            collection: c.coll.clone(),
+            ids: cs.expire_if_due(&p.key).into_iter().collect(),
+        };
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
@@ -927,6 +941,8 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if capped.is_some() {
             enforce_capped(&mut guards, db, &c.coll);
         }
+        drop(guards);
+        ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
     }
     for (gi, slot, raw) in changes {
@@ -967,6 +983,17 @@ fn enforce_capped(
         .filter_map(|(_, g)| g.dbs[db].collections.get_mut(coll))
         .collect();
     capped::enforce(&mut parts);
+}
+
+/// Documents of a capped collection keep their size, so the bound stays exact without
+/// evicting on update (MongoDB's rule and error).
+fn capped_same_size(cs: &CollectionShard, old: usize, new: usize) -> Result<(), Reply> {
+    if cs.is_capped() && old != new {
+        return Err(Reply::error(format!(
+            "ERR Cannot change the size of a document in a capped collection: {old} != {new}"
+        )));
+    }
+    Ok(())
 }
 
 /// Merges matches of a capped collection by insertion sequence (their key).
@@ -1155,4 +1182,218 @@ pub fn info_totals(store: &crate::store::Store) -> Totals {
     });
     t.collections = store.lock(0).dbs.iter().map(|d| d.collections.len()).sum();
     t
+}
+
+// ---------------------------------------------------------------------------------------
+// TTL indexes: DOC.EXPIREINDEX, DOC.TOUCH and FIND … TOUCH.
+
+/// `DOC.EXPIREINDEX coll field seconds`: creates the TTL index `field_1` or changes its
+/// `expireAfterSeconds` (MongoDB's `collMod`), under every shard's lock so all parts agree.
+fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let [field, seconds] = c.rest else {
+        return wrong_arity("doc.expireindex");
+    };
+    let field = text(field);
+    if let Err(e) = ttl_field_ok(&field) {
+        return e;
+    }
+    let secs = match crate::documents::ttl::parse_expire_after(seconds) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(e),
+    };
+    let db = ctx.client.db;
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
+    ensure_collection(ctx, db, &c.coll);
+    let name = format!("{field}_1");
+    let now = crate::util::now_ms();
+    let store = &ctx.server.store;
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    if capped_of(&guards, db, &c.coll).is_some() {
+        return Reply::error(capped::TTL_ON_CAPPED);
+    }
+    for (_, g) in guards.iter_mut() {
+        if let Some(cs) = g.dbs[db].collections.get_mut(&c.coll) {
+            cs.set_ttl_index(&name, &field, secs, now);
+            cs.sync_memory();
+        }
+    }
+    Reply::bulk(name.into_bytes())
+}
+
+/// MongoDB refuses TTL indexes on `_id` (and on compound keys, which one field cannot be).
+fn ttl_field_ok(field: &str) -> Result<(), Reply> {
+    if field == "_id" {
+        return Err(Reply::error(
+            "ERR the _id field cannot carry a TTL index (expireAfterSeconds is not valid for an _id index)",
+        ));
+    }
+    if field.is_empty() || field.starts_with('$') || field.split('.').any(str::is_empty) {
+        return Err(Reply::error(format!(
+            "ERR invalid TTL index field '{field}'"
+        )));
+    }
+    Ok(())
+}
+
+/// The update that refreshes `fields` to `now`: `{$set: {field: now, ...}}`, the same
+/// mechanism as `DOC.UPDATE` (dotted paths create subdocuments).
+fn touch_update(fields: &[String], now: DateTime) -> Result<Update, Reply> {
+    let mut set = Document::new();
+    for f in fields {
+        set.insert(f.clone(), now);
+    }
+    let mut u = Document::new();
+    u.insert("$set", set);
+    update::parse(&u).map_err(err)
+}
+
+/// The update refreshing every TTL index's field of a collection, or `None` without one.
+fn ttl_touch_update(cs: &CollectionShard, now: DateTime) -> Option<Result<Update, Reply>> {
+    let fields = cs.ttl_fields();
+    (!fields.is_empty()).then(|| touch_update(&fields, now))
+}
+
+/// Applies `upd` to the document in `slot` and stores it; returns the new document.
+fn touch_slot(
+    cs: &mut CollectionShard,
+    slot: u32,
+    upd: &Update,
+    now: DateTime,
+    max: usize,
+) -> Result<Document, Reply> {
+    let Some(raw) = cs.get(slot) else {
+        return Err(Reply::error("ERR internal: touched document vanished"));
+    };
+    let mut doc = Document::try_from(raw.as_ref())
+        .map_err(|e| Reply::error(format!("ERR cannot decode stored document: {e}")))?;
+    upd.apply(&mut doc, now, false).map_err(err)?;
+    let new = codec::to_raw(&doc, max).map_err(err)?;
+    capped_same_size(cs, raw.as_bytes().len(), new.as_bytes().len())?;
+    cs.replace(slot, new);
+    Ok(doc)
+}
+
+/// `DOC.TOUCH coll filter [FIELD name] [J]`: MongoDB's
+/// `update(filter, {$set: {accessTime: new Date()}}, {multi: true})` for every TTL field.
+fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let Some(f) = c.rest.first() else {
+        return wrong_arity("doc.touch");
+    };
+    let mut field = None;
+    let mut i = 1;
+    while i < c.rest.len() {
+        if is(&c.rest[i], "FIELD") && i + 1 < c.rest.len() {
+            let name = text(&c.rest[i + 1]);
+            if name.is_empty() || name.starts_with('$') || name == "_id" {
+                return Reply::error(format!("ERR invalid FIELD '{name}'"));
+            }
+            field = Some(name);
+            i += 2;
+        } else if is(&c.rest[i], "J") {
+            i += 1;
+        } else {
+            return syntax_error();
+        }
+    }
+    let filter = match parse_filter(f, &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    // With FIELD the update is known now; otherwise it comes from the TTL indexes, which
+    // every shard's part of the collection lists alike.
+    let given = match field.map(|f| touch_update(&[f], c.now)).transpose() {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut n = 0i64;
+    for s in shards {
+        let mut guard = store.lock(s);
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let from_ttl;
+        let upd = match &given {
+            Some(u) => u,
+            None => match ttl_touch_update(cs, c.now) {
+                Some(Ok(u)) => {
+                    from_ttl = u;
+                    &from_ttl
+                }
+                Some(Err(e)) => return e,
+                None => return Reply::Int(0),
+            },
+        };
+        let mut slots = Vec::new();
+        cs.scan(&filter, &mut |slot, _| {
+            slots.push(slot);
+            true
+        });
+        for slot in slots {
+            match touch_slot(cs, slot, upd, c.now, max) {
+                Ok(_) => n += 1,
+                Err(e) => return e,
+            }
+        }
+    }
+    Reply::Int(n)
+}
+
+/// `FIND … TOUCH`: refreshes the TTL dates of the documents a find returns and replies with
+/// them as refreshed. Each document is touched under its shard's lock, found again by `_id`;
+/// one removed meanwhile (expired or deleted) is left out of the reply.
+fn touch_found(
+    ctx: &Ctx<'_>,
+    db: usize,
+    c: &Common<'_>,
+    found: Vec<(Document, Option<RawDocumentBuf>)>,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let mut out = Vec::with_capacity(found.len());
+    for (doc, raw) in found {
+        let Some(id) = doc.get("_id") else { continue };
+        let key = keys::encode(id);
+        let mut guard = store.lock(store.shard_of(&key));
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let Some(slot) = cs.slot_of(&key) else {
+            continue;
+        };
+        if !cs.visible(slot, cs.visibility_clock()) {
+            continue;
+        }
+        let Some(Ok(upd)) = ttl_touch_update(cs, c.now) else {
+            // No TTL index: nothing to refresh.
+            out.push((doc, raw));
+            continue;
+        };
+        match touch_slot(cs, slot, &upd, c.now, max) {
+            // The reply carries the refreshed document (raw bytes only when asked for BSON).
+            Ok(new) => {
+                let raw = raw.and_then(|_| cs.get(slot).cloned());
+                out.push((new, raw));
+            }
+            Err(_) => out.push((doc, raw)),
+        }
+    }
+    out
 }

@@ -2,7 +2,7 @@
 //! shard's part keeps in its shard's counter (INFO `used_memory`), index sizes, `DOC.STATS`
 //! and the `INFO documents` totals.
 
-use crate::documents::collection::{CollectionShard, IndexShard};
+use crate::documents::collection::{CollectionShard, IndexShard, TtlStats};
 use bson::{doc, Document};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,8 +78,9 @@ pub struct Totals {
     pub index_bytes: u64,
     /// Index name → bytes, in first-seen order.
     pub indexes: Vec<(String, u64)>,
-    pub ttl_passes: u64,
-    pub ttl_deleted: u64,
+    /// The TTL monitor's figures, combined as [`TtlStats::combine`] does (per collection).
+    pub ttl: TtlStats,
+    parts: usize,
 }
 
 impl Totals {
@@ -93,8 +94,11 @@ impl Totals {
                 None => self.indexes.push((name, b as u64)),
             }
         }
-        self.ttl_passes += cs.ttl_stats.passes;
-        self.ttl_deleted += cs.ttl_stats.deleted_documents;
+        self.ttl = match self.parts {
+            0 => cs.ttl_stats,
+            _ => TtlStats::combine([self.ttl, cs.ttl_stats]),
+        };
+        self.parts += 1;
     }
 
     /// `DOC.STATS`'s document (MongoDB's `collStats` names where one exists).
@@ -121,7 +125,10 @@ impl Totals {
         d.insert("totalIndexSize", self.index_bytes as i64);
         d.insert(
             "ttl",
-            doc! { "passes": self.ttl_passes as i64, "deletedDocuments": self.ttl_deleted as i64 },
+            doc! {
+                "passes": self.ttl.passes as i64,
+                "deletedDocuments": self.ttl.deleted_documents as i64,
+            },
         );
         d
     }

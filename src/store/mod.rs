@@ -9,8 +9,9 @@ pub mod eviction;
 pub mod expiry;
 pub mod keyspace;
 pub mod multi;
+pub mod ttl_monitor;
 
-pub use keyspace::{Entry, HashValue, Keyspace, ShardCounters, Ttl, Value};
+pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
 
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use hashbrown::HashMap;
