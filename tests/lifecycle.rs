@@ -223,6 +223,92 @@ fn capped_order_after_10000_inserts_across_shards() {
     );
     let first: String = q(&mut c, &["DOC.FINDONE", "log", "{}"]).expect("findone");
     assert_eq!(first, r#"{"_id":8999,"p":"x"}"#);
+    // MongoDB's $natural sort: insertion order, or newest first.
+    assert_eq!(
+        ids(
+            &mut c,
+            &[
+                "DOC.FIND",
+                "log",
+                "{}",
+                "SORT",
+                r#"{"$natural":-1}"#,
+                "LIMIT",
+                "3"
+            ]
+        ),
+        vec![9999, 9998, 9997]
+    );
+    assert_eq!(
+        ids(
+            &mut c,
+            &[
+                "DOC.FIND",
+                "log",
+                "{}",
+                "SORT",
+                r#"{"$natural":1}"#,
+                "LIMIT",
+                "2"
+            ]
+        ),
+        vec![8999, 9000]
+    );
+    let newest: String = q(
+        &mut c,
+        &["DOC.FINDONE", "log", "{}", "SORT", r#"{"$natural":-1}"#],
+    )
+    .expect("newest");
+    assert_eq!(newest, r#"{"_id":9999,"p":"x"}"#);
+    assert_eq!(
+        err_text(q::<Vec<String>>(
+            &mut c,
+            &[
+                "DOC.FIND",
+                "log",
+                "{}",
+                "SORT",
+                r#"{"$natural":-1,"_id":1}"#
+            ]
+        )),
+        "ERR $natural sort cannot be combined with other sort keys"
+    );
+    assert_eq!(
+        err_text(q::<Vec<String>>(
+            &mut c,
+            &["DOC.FIND", "log", "{}", "SORT", r#"{"$natural":2}"#]
+        )),
+        "ERR $natural sort must be 1 (insertion order) or -1 (newest first)"
+    );
+    // An uncapped collection's natural order is storage order; -1 reverses it.
+    for i in 0..50 {
+        strs(
+            &mut c,
+            &["DOC.INSERT", "plain", &format!(r#"{{"_id":{i}}}"#)],
+        );
+    }
+    let fwd = ids(&mut c, &["DOC.FIND", "plain", "{}"]);
+    let mut rev = ids(
+        &mut c,
+        &["DOC.FIND", "plain", "{}", "SORT", r#"{"$natural":-1}"#],
+    );
+    rev.reverse();
+    assert_eq!(fwd, rev);
+    assert_eq!(
+        ids(
+            &mut c,
+            &[
+                "DOC.FIND",
+                "plain",
+                "{}",
+                "SORT",
+                r#"{"$natural":-1}"#,
+                "LIMIT",
+                "2"
+            ]
+        ),
+        vec![fwd[49], fwd[48]]
+    );
     assert_eq!(int(&mut c, &["DOC.COUNT", "log", "{}"]), 1000);
     // A sort still sorts.
     assert_eq!(

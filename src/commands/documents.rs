@@ -510,6 +510,8 @@ struct FindOpts {
     skip: usize,
     limit: Option<usize>,
     touch: bool,
+    /// `SORT {"$natural": -1}`: newest first (see `run_find`).
+    reverse: bool,
 }
 
 fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
@@ -524,6 +526,7 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
         skip: 0,
         limit: None,
         touch: false,
+        reverse: false,
     };
     let mut i = 1;
     let rest = c.rest;
@@ -536,7 +539,10 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
             i += 2;
         } else if is(a, "SORT") && has_val {
             let d = parse_doc(&rest[i + 1], c)?;
-            o.sort = Some(Sort::parse(&d).map_err(err)?);
+            match capped::natural_sort(&d).map_err(err)? {
+                Some(reverse) => o.reverse = reverse,
+                None => o.sort = Some(Sort::parse(&d).map_err(err)?),
+            }
             i += 2;
         } else if !one && is(a, "SKIP") && has_val {
             match parse_i64(&rest[i + 1]) {
@@ -606,9 +612,9 @@ fn run_find(
             mine.push((key, doc, keep_raw.then(|| raw.clone())));
             match (&o.sort, keep) {
                 // Unsorted: the first `skip + limit` matches of the shard are enough.
-                (None, Some(k)) if !natural => mine.len() < k,
-                (None, Some(k)) if mine.len() >= 2 * k.max(16) => {
-                    natural_order(&mut mine);
+                (None, Some(k)) if !natural && !o.reverse => mine.len() < k,
+                (None, Some(k)) if natural && mine.len() >= 2 * k.max(16) => {
+                    natural_order(&mut mine, o.reverse);
                     mine.truncate(k);
                     true
                 }
@@ -624,20 +630,23 @@ fn run_find(
         if let Some(sort) = &o.sort {
             mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
         } else if natural {
-            natural_order(&mut mine);
+            natural_order(&mut mine, o.reverse);
         }
-        if let Some(k) = keep {
+        if let Some(k) = keep.filter(|_| natural || !o.reverse) {
             mine.truncate(k);
         }
         found.extend(mine);
-        if o.sort.is_none() && !natural && keep.is_some_and(|k| found.len() >= k) {
+        if o.sort.is_none() && !natural && !o.reverse && keep.is_some_and(|k| found.len() >= k) {
             break;
         }
     }
     if let Some(sort) = &o.sort {
         found.sort_by(|a, b| sort.compare(&a.0, &b.0));
     } else if natural {
-        natural_order(&mut found);
+        natural_order(&mut found, o.reverse);
+    } else if o.reverse {
+        // Natural order of an uncapped collection is storage order (shard, then slot).
+        found.reverse();
     }
     let it = found.into_iter().skip(o.skip);
     let it: Box<dyn Iterator<Item = _>> = match o.limit {
@@ -996,13 +1005,18 @@ fn capped_same_size(cs: &CollectionShard, old: usize, new: usize) -> Result<(), 
     Ok(())
 }
 
-/// Merges matches of a capped collection by insertion sequence (their key).
-fn natural_order(found: &mut [(Vec<Bson>, Document, Option<RawDocumentBuf>)]) {
+/// Merges matches of a capped collection by insertion sequence (their key), newest first
+/// when `reverse`.
+fn natural_order(found: &mut [(Vec<Bson>, Document, Option<RawDocumentBuf>)], reverse: bool) {
     let seq = |k: &[Bson]| match k.first() {
         Some(Bson::Int64(s)) => *s,
         _ => 0,
     };
-    found.sort_by_key(|(k, _, _)| seq(k));
+    if reverse {
+        found.sort_by_key(|(k, _, _)| std::cmp::Reverse(seq(k)));
+    } else {
+        found.sort_by_key(|(k, _, _)| seq(k));
+    }
 }
 
 /// A collection name argument, checked as every DOC command checks it.

@@ -97,6 +97,22 @@ impl InsertionOrder {
     }
 }
 
+/// MongoDB's `{$natural: 1}` / `{$natural: -1}` sort: `Some(reverse)` for one, `None` for
+/// any other sort. `$natural` mixed with other keys, or with another direction, is refused.
+pub fn natural_sort(spec: &bson::Document) -> Result<Option<bool>, String> {
+    let Some(v) = spec.get("$natural") else {
+        return Ok(None);
+    };
+    if spec.len() != 1 {
+        return Err("ERR $natural sort cannot be combined with other sort keys".into());
+    }
+    match crate::documents::order::as_f64(v) {
+        Some(1.0) => Ok(Some(false)),
+        Some(-1.0) => Ok(Some(true)),
+        _ => Err("ERR $natural sort must be 1 (insertion order) or -1 (newest first)".into()),
+    }
+}
+
 /// Checks that one document fits a capped collection at all (a larger one could never be
 /// stored, and evicting everything for it would lose data for nothing).
 pub fn check_fits(spec: &CappedSpec, doc_bytes: usize) -> Result<(), String> {
