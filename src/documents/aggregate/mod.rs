@@ -1,0 +1,658 @@
+//! The aggregation pipeline (`DOC.AGGREGATE`, SPEC §5 "Aggregation").
+//!
+//! A pipeline is parsed once ([`Pipeline::parse`]) into stages. Execution is split for the
+//! sharded store: every shard runs the *shard part* over its own documents
+//! ([`Pipeline::run_shard`]) — the leading document-at-a-time stages (`$match $project
+//! $addFields $set $unset $unwind`), then, when the next stage is `$group`, a partial group;
+//! when it is `$count`, a partial count; when it is `$limit` (or `$sort` then `$limit`), a
+//! local top-k — and the merge step ([`Pipeline::merge`]) folds the shards' partial results
+//! together and runs the rest of the pipeline. One shard's run followed by a merge of one
+//! part is the whole pipeline, so there is one code path ([`Pipeline::run`]).
+//!
+//! A leading `$match` is handed to the query planner instead ([`Pipeline::take_leading_match`]):
+//! the caller fetches the matching documents through an index and the pipeline starts after it.
+
+pub mod dates;
+pub mod expr;
+pub mod group;
+pub mod project;
+
+use bson::{Bson, DateTime, Document};
+use expr::{parse_path, type_name};
+use group::{GroupSpec, GroupState};
+use project::Projection;
+use std::cmp::Ordering;
+use std::fmt;
+
+/// An aggregation error; the text follows MongoDB's wording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggError(pub String);
+
+impl AggError {
+    pub fn new(msg: impl Into<String>) -> AggError {
+        AggError(msg.into())
+    }
+}
+
+impl fmt::Display for AggError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A compiled `$match` filter: the documents layer's matcher.
+pub type Predicate = Box<dyn Fn(&Document) -> bool + Send + Sync>;
+
+/// Compiles a `$match` filter (the seam to the query matcher, so the pipeline and `DOC.FIND`
+/// share one implementation of MongoDB's query language).
+pub type MatchCompiler<'a> = &'a dyn Fn(&Document) -> Result<Predicate, AggError>;
+
+pub enum Stage {
+    Match {
+        filter: Document,
+        pred: Predicate,
+    },
+    Project(Projection),
+    Group(GroupSpec),
+    Sort(Vec<(Vec<String>, bool)>),
+    Skip(u64),
+    Limit(u64),
+    Count(String),
+    Unwind {
+        path: Vec<String>,
+        index_field: Option<String>,
+        preserve: bool,
+    },
+}
+
+impl fmt::Debug for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::Match { filter, .. } => write!(f, "$match {filter}"),
+            Stage::Project(p) => write!(f, "$project {:?}", p.mode),
+            Stage::Group(_) => f.write_str("$group"),
+            Stage::Sort(k) => write!(f, "$sort {k:?}"),
+            Stage::Skip(n) => write!(f, "$skip {n}"),
+            Stage::Limit(n) => write!(f, "$limit {n}"),
+            Stage::Count(n) => write!(f, "$count {n}"),
+            Stage::Unwind { path, .. } => write!(f, "$unwind {path:?}"),
+        }
+    }
+}
+
+impl Stage {
+    /// Stages that take one document and give zero or more without looking at the others.
+    fn streams(&self) -> bool {
+        matches!(
+            self,
+            Stage::Match { .. } | Stage::Project(_) | Stage::Unwind { .. }
+        )
+    }
+}
+
+/// What a shard hands to the merge step.
+#[derive(Debug)]
+pub enum Partial {
+    Docs(Vec<Document>),
+    Groups(GroupState),
+    Count(u64),
+}
+
+#[derive(Debug)]
+pub struct Pipeline {
+    stages: Vec<Stage>,
+    now: DateTime,
+}
+
+fn non_negative(v: &Bson, stage: &str) -> Result<u64, AggError> {
+    let n = match v {
+        Bson::Int32(i) => Some(*i as i64),
+        Bson::Int64(i) => Some(*i),
+        Bson::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(*d as i64),
+        _ => None,
+    };
+    match n {
+        Some(n) if n >= 0 => Ok(n as u64),
+        Some(_) => Err(AggError::new(format!(
+            "invalid argument to {stage} stage: Expected a non-negative number in: {stage}: {}",
+            v.clone().into_relaxed_extjson()
+        ))),
+        None => Err(AggError::new(format!(
+            "invalid argument to {stage} stage: Expected an integer: {stage}: {}",
+            v.clone().into_relaxed_extjson()
+        ))),
+    }
+}
+
+impl Pipeline {
+    /// Parses a pipeline (the array of stage objects). `compile` turns a `$match` filter into a
+    /// predicate. `now` is the value of `$$NOW` for the whole run.
+    pub fn parse(
+        spec: &[Bson],
+        compile: MatchCompiler<'_>,
+        now: DateTime,
+    ) -> Result<Pipeline, AggError> {
+        let mut stages = Vec::with_capacity(spec.len().min(64));
+        for s in spec {
+            let Bson::Document(d) = s else {
+                return Err(AggError::new(format!(
+                    "Each element of the 'pipeline' array must be an object, found {}",
+                    type_name(Some(s))
+                )));
+            };
+            if d.len() != 1 {
+                return Err(AggError::new(
+                    "A pipeline stage specification object must contain exactly one field.",
+                ));
+            }
+            let Some((name, arg)) = d.iter().next() else {
+                return Err(AggError::new(
+                    "A pipeline stage specification object must contain exactly one field.",
+                ));
+            };
+            stages.push(Self::parse_stage(name, arg, compile)?);
+        }
+        Ok(Pipeline { stages, now })
+    }
+
+    fn parse_stage(name: &str, arg: &Bson, compile: MatchCompiler<'_>) -> Result<Stage, AggError> {
+        Ok(match name {
+            "$match" => {
+                let Bson::Document(filter) = arg else {
+                    return Err(AggError::new(
+                        "the match filter must be an expression in an object",
+                    ));
+                };
+                Stage::Match {
+                    pred: compile(filter)?,
+                    filter: filter.clone(),
+                }
+            }
+            "$project" => Stage::Project(Projection::parse_project(arg)?),
+            "$addFields" | "$set" => Stage::Project(Projection::parse_add_fields(arg, name)?),
+            "$unset" => Stage::Project(Projection::parse_unset(arg)?),
+            "$group" => Stage::Group(GroupSpec::parse(arg)?),
+            "$sort" => {
+                let Bson::Document(d) = arg else {
+                    return Err(AggError::new(
+                        "the $sort key specification must be an object",
+                    ));
+                };
+                if d.is_empty() {
+                    return Err(AggError::new("$sort stage must have at least one sort key"));
+                }
+                let mut keys = Vec::with_capacity(d.len());
+                for (k, v) in d {
+                    let dir = match crate::documents::order::as_f64(v) {
+                        Some(f) if f == 1.0 => true,
+                        Some(f) if f == -1.0 => false,
+                        _ => return Err(AggError::new(
+                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                        )),
+                    };
+                    keys.push((parse_path(k)?, dir));
+                }
+                Stage::Sort(keys)
+            }
+            "$skip" => Stage::Skip(non_negative(arg, "$skip")?),
+            "$limit" => match non_negative(arg, "$limit")? {
+                0 => return Err(AggError::new("the limit must be positive")),
+                n => Stage::Limit(n),
+            },
+            "$count" => {
+                let Bson::String(field) = arg else {
+                    return Err(AggError::new("the count field must be a non-empty string"));
+                };
+                if field.is_empty() {
+                    return Err(AggError::new("the count field must be a non-empty string"));
+                }
+                if field.starts_with('$') {
+                    return Err(AggError::new("the count field cannot be a $-prefixed path"));
+                }
+                if field.contains('.') {
+                    return Err(AggError::new("the count field cannot contain '.'"));
+                }
+                Stage::Count(field.clone())
+            }
+            "$unwind" => {
+                let (path, index_field, preserve) = match arg {
+                    Bson::String(p) => (p.clone(), None, false),
+                    Bson::Document(d) => {
+                        let mut path = None;
+                        let mut index = None;
+                        let mut preserve = false;
+                        for (k, v) in d {
+                            match (k.as_str(), v) {
+                                ("path", Bson::String(p)) => path = Some(p.clone()),
+                                ("includeArrayIndex", Bson::String(i))
+                                    if !i.is_empty() && !i.starts_with('$') =>
+                                {
+                                    index = Some(i.clone())
+                                }
+                                ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
+                                ("path" | "includeArrayIndex" | "preserveNullAndEmptyArrays", _) => {
+                                    return Err(AggError::new(format!(
+                                        "invalid value for the {k} option to $unwind stage"
+                                    )))
+                                }
+                                (other, _) => {
+                                    return Err(AggError::new(format!(
+                                        "unrecognized option to $unwind stage: {other}"
+                                    )))
+                                }
+                            }
+                        }
+                        let Some(path) = path else {
+                            return Err(AggError::new("no path specified to $unwind stage"));
+                        };
+                        (path, index, preserve)
+                    }
+                    other => {
+                        return Err(AggError::new(format!(
+                            "expected either a string or an object as specification for $unwind stage, got {}",
+                            type_name(Some(other))
+                        )))
+                    }
+                };
+                let Some(p) = path.strip_prefix('$') else {
+                    return Err(AggError::new(format!(
+                        "path option to $unwind stage should be prefixed with a '$': {path}"
+                    )));
+                };
+                Stage::Unwind {
+                    path: parse_path(p)?,
+                    index_field,
+                    preserve,
+                }
+            }
+            other => {
+                return Err(AggError::new(format!(
+                    "Unrecognized pipeline stage name: '{other}'"
+                )))
+            }
+        })
+    }
+
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// Removes the leading `$match` stages and returns their filter (several are combined with
+    /// `$and`), for the caller to run through the query planner. The documents the caller
+    /// feeds to [`Pipeline::run_shard`] must then be exactly those matching the filter.
+    pub fn take_leading_match(&mut self) -> Option<Document> {
+        let mut filters = Vec::new();
+        while let Some(Stage::Match { .. }) = self.stages.first() {
+            if let Stage::Match { filter, .. } = self.stages.remove(0) {
+                filters.push(filter);
+            }
+        }
+        match filters.len() {
+            0 => None,
+            1 => filters.pop(),
+            _ => Some(
+                bson::doc! {"$and": filters.into_iter().map(Bson::Document).collect::<Vec<_>>()},
+            ),
+        }
+    }
+
+    /// Where the shard part ends: the leading streaming stages, plus the stage that the merge
+    /// step completes (`$group`, `$count`) or repeats (`$limit`, `$sort` + `$limit`).
+    fn shard_prefix(&self) -> usize {
+        self.stages
+            .iter()
+            .position(|s| !s.streams())
+            .unwrap_or(self.stages.len())
+    }
+
+    /// Runs the shard part over one shard's documents.
+    pub fn run_shard(&self, docs: impl IntoIterator<Item = Document>) -> Result<Partial, AggError> {
+        let split = self.shard_prefix();
+        let head = &self.stages[..split];
+        match self.stages.get(split) {
+            Some(Stage::Group(spec)) => {
+                let mut st = GroupState::new();
+                for d in docs {
+                    stream(head, d, self.now, &mut |d| st.add(spec, &d, self.now))?;
+                }
+                Ok(Partial::Groups(st))
+            }
+            Some(Stage::Count(_)) => {
+                let mut n = 0u64;
+                for d in docs {
+                    stream(head, d, self.now, &mut |_| {
+                        n += 1;
+                        Ok(())
+                    })?;
+                }
+                Ok(Partial::Count(n))
+            }
+            next => {
+                let mut out = Vec::new();
+                for d in docs {
+                    stream(head, d, self.now, &mut |d| {
+                        out.push(d);
+                        Ok(())
+                    })?;
+                }
+                // A local top-k: the merge step sorts and limits again.
+                match (next, self.stages.get(split + 1)) {
+                    (Some(Stage::Limit(n)), _) => {
+                        out.truncate(usize::try_from(*n).unwrap_or(usize::MAX))
+                    }
+                    (Some(Stage::Sort(keys)), Some(Stage::Limit(n))) => {
+                        sort_docs(&mut out, keys);
+                        out.truncate(usize::try_from(*n).unwrap_or(usize::MAX));
+                    }
+                    _ => {}
+                }
+                Ok(Partial::Docs(out))
+            }
+        }
+    }
+
+    /// Folds the shards' partial results and runs the rest of the pipeline.
+    pub fn merge(&self, parts: Vec<Partial>) -> Result<Vec<Document>, AggError> {
+        let split = self.shard_prefix();
+        let (mut docs, rest) = match self.stages.get(split) {
+            Some(Stage::Group(spec)) => {
+                let mut st = GroupState::new();
+                for p in parts {
+                    if let Partial::Groups(g) = p {
+                        st.merge(g);
+                    }
+                }
+                (st.finish(spec), &self.stages[split + 1..])
+            }
+            Some(Stage::Count(field)) => {
+                let n: u64 = parts
+                    .iter()
+                    .map(|p| if let Partial::Count(n) = p { *n } else { 0 })
+                    .sum();
+                // MongoDB's $count emits nothing for an empty input.
+                let docs = if n == 0 {
+                    Vec::new()
+                } else {
+                    let mut d = Document::new();
+                    d.insert(field.clone(), count_value(n));
+                    vec![d]
+                };
+                (docs, &self.stages[split + 1..])
+            }
+            _ => {
+                let mut docs = Vec::new();
+                for p in parts {
+                    if let Partial::Docs(d) = p {
+                        docs.extend(d);
+                    }
+                }
+                (docs, &self.stages[split..])
+            }
+        };
+        let mut i = 0;
+        while i < rest.len() {
+            // Streaming stages in a run are applied together, document by document.
+            let run_end = rest[i..]
+                .iter()
+                .position(|s| !s.streams())
+                .map_or(rest.len(), |p| i + p);
+            if run_end > i {
+                let mut out = Vec::with_capacity(docs.len());
+                for d in docs {
+                    stream(&rest[i..run_end], d, self.now, &mut |d| {
+                        out.push(d);
+                        Ok(())
+                    })?;
+                }
+                docs = out;
+                i = run_end;
+                continue;
+            }
+            docs = self.blocking(&rest[i], docs)?;
+            i += 1;
+        }
+        Ok(docs)
+    }
+
+    fn blocking(&self, stage: &Stage, mut docs: Vec<Document>) -> Result<Vec<Document>, AggError> {
+        Ok(match stage {
+            Stage::Group(spec) => {
+                let mut st = GroupState::new();
+                for d in &docs {
+                    st.add(spec, d, self.now)?;
+                }
+                st.finish(spec)
+            }
+            Stage::Count(field) => {
+                if docs.is_empty() {
+                    Vec::new()
+                } else {
+                    let mut d = Document::new();
+                    d.insert(field.clone(), count_value(docs.len() as u64));
+                    vec![d]
+                }
+            }
+            Stage::Sort(keys) => {
+                sort_docs(&mut docs, keys);
+                docs
+            }
+            Stage::Skip(n) => {
+                let n = usize::try_from(*n).unwrap_or(usize::MAX).min(docs.len());
+                docs.drain(..n);
+                docs
+            }
+            Stage::Limit(n) => {
+                docs.truncate(usize::try_from(*n).unwrap_or(usize::MAX));
+                docs
+            }
+            // Streaming stages are handled by the caller.
+            _ => docs,
+        })
+    }
+
+    /// Runs the whole pipeline over one source of documents.
+    pub fn run(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Document>, AggError> {
+        let part = self.run_shard(docs)?;
+        self.merge(vec![part])
+    }
+}
+
+/// A count as Int32 when it fits, as MongoDB's `$count` replies.
+fn count_value(n: u64) -> Bson {
+    match i32::try_from(n) {
+        Ok(v) => Bson::Int32(v),
+        Err(_) => Bson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
+    }
+}
+
+/// Pushes one document through a run of streaming stages.
+fn stream(
+    stages: &[Stage],
+    doc: Document,
+    now: DateTime,
+    sink: &mut dyn FnMut(Document) -> Result<(), AggError>,
+) -> Result<(), AggError> {
+    let Some((stage, rest)) = stages.split_first() else {
+        return sink(doc);
+    };
+    match stage {
+        Stage::Match { pred, .. } => {
+            if pred(&doc) {
+                stream(rest, doc, now, sink)?;
+            }
+        }
+        Stage::Project(p) => stream(rest, p.apply(doc, now)?, now, sink)?,
+        Stage::Unwind {
+            path,
+            index_field,
+            preserve,
+        } => {
+            match get_plain(&doc, path).cloned() {
+                Some(Bson::Array(items)) if !items.is_empty() => {
+                    for (i, item) in items.into_iter().enumerate() {
+                        let mut d = doc.clone();
+                        set_plain(&mut d, path, item);
+                        if let Some(f) = index_field {
+                            d.insert(f.clone(), Bson::Int64(i as i64));
+                        }
+                        stream(rest, d, now, sink)?;
+                    }
+                }
+                Some(Bson::Array(_)) if *preserve => {
+                    let mut d = doc;
+                    remove_plain(&mut d, path);
+                    if let Some(f) = index_field {
+                        d.insert(f.clone(), Bson::Null);
+                    }
+                    stream(rest, d, now, sink)?;
+                }
+                None | Some(Bson::Null) | Some(Bson::Undefined) | Some(Bson::Array(_)) => {
+                    if *preserve {
+                        let mut d = doc;
+                        if let Some(f) = index_field {
+                            d.insert(f.clone(), Bson::Null);
+                        }
+                        stream(rest, d, now, sink)?;
+                    }
+                }
+                // A non-array value is treated as a one-element array.
+                Some(_) => {
+                    let mut d = doc;
+                    if let Some(f) = index_field {
+                        d.insert(f.clone(), Bson::Null);
+                    }
+                    stream(rest, d, now, sink)?;
+                }
+            }
+        }
+        _ => stream(rest, doc, now, sink)?,
+    }
+    Ok(())
+}
+
+/// A dotted path through subdocuments only (`$unwind`'s path does not traverse arrays).
+fn get_plain<'a>(doc: &'a Document, path: &[String]) -> Option<&'a Bson> {
+    let (first, rest) = path.split_first()?;
+    let v = doc.get(first)?;
+    if rest.is_empty() {
+        return Some(v);
+    }
+    match v {
+        Bson::Document(d) => get_plain(d, rest),
+        _ => None,
+    }
+}
+
+fn set_plain(doc: &mut Document, path: &[String], value: Bson) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        doc.insert(first.clone(), value);
+        return;
+    }
+    if let Some(Bson::Document(d)) = doc.get_mut(first) {
+        set_plain(d, rest, value);
+    }
+}
+
+fn remove_plain(doc: &mut Document, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        doc.remove(first);
+        return;
+    }
+    if let Some(Bson::Document(d)) = doc.get_mut(first) {
+        remove_plain(d, rest);
+    }
+}
+
+/// The sort key of one path: arrays sort by their least element ascending and greatest
+/// descending; missing sorts as null.
+fn sort_key(doc: &Document, path: &[String], asc: bool) -> Bson {
+    let mut values = Vec::new();
+    collect_values(doc, path, &mut values);
+    let mut best: Option<Bson> = None;
+    for v in values {
+        let better = match &best {
+            None => true,
+            Some(b) => {
+                let o = crate::documents::order::compare(&v, b);
+                if asc {
+                    o == Ordering::Less
+                } else {
+                    o == Ordering::Greater
+                }
+            }
+        };
+        if better {
+            best = Some(v);
+        }
+    }
+    best.unwrap_or(Bson::Null)
+}
+
+fn collect_values(doc: &Document, path: &[String], out: &mut Vec<Bson>) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(v) = doc.get(first) else { return };
+    collect_in_value(v, rest, out);
+}
+
+fn collect_in_value(v: &Bson, rest: &[String], out: &mut Vec<Bson>) {
+    match (v, rest.is_empty()) {
+        (Bson::Array(items), true) => {
+            if items.is_empty() {
+                // An empty array sorts before null in MongoDB; approximate with MinKey-less null.
+                out.push(Bson::Null);
+            }
+            out.extend(items.iter().cloned());
+        }
+        (_, true) => out.push(v.clone()),
+        (Bson::Document(d), false) => collect_values(d, rest, out),
+        (Bson::Array(items), false) => {
+            for i in items {
+                if let Bson::Document(d) = i {
+                    collect_values(d, rest, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A stable sort by several keys.
+pub fn sort_docs(docs: &mut [Document], keys: &[(Vec<String>, bool)]) {
+    let mut keyed: Vec<(Vec<Bson>, usize)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            (
+                keys.iter().map(|(p, asc)| sort_key(d, p, *asc)).collect(),
+                i,
+            )
+        })
+        .collect();
+    keyed.sort_by(|(a, ia), (b, ib)| {
+        for ((x, y), (_, asc)) in a.iter().zip(b).zip(keys) {
+            let o = crate::documents::order::compare(x, y);
+            if o != Ordering::Equal {
+                return if *asc { o } else { o.reverse() };
+            }
+        }
+        ia.cmp(ib)
+    });
+    let mut taken: Vec<Option<Document>> =
+        docs.iter_mut().map(|d| Some(std::mem::take(d))).collect();
+    for (slot, (_, i)) in docs.iter_mut().zip(keyed) {
+        if let Some(d) = taken[i].take() {
+            *slot = d;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
