@@ -2,4 +2,15 @@
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
 pub mod aggregate;
+pub mod codec;
+pub mod collection;
+pub mod keys;
 pub mod order;
+pub mod path;
+pub mod projection;
+pub mod query;
+pub mod sort;
+pub mod update;
+
+#[cfg(test)]
+mod corpus;
