@@ -490,6 +490,9 @@ pub struct OrderedIndex {
     /// Whether some document ever produced several keys or an array (bounds on one field
     /// from two predicates cannot then be intersected).
     multikey: bool,
+    /// Whether the build has covered every document of the shard; only ready indexes serve
+    /// queries (writes maintain an index from the moment it is attached).
+    pub ready: bool,
 }
 
 fn entry(key: &[u8], slot: u32) -> Box<[u8]> {
@@ -506,6 +509,7 @@ impl OrderedIndex {
             entries: BTreeSet::new(),
             bytes: 0,
             multikey: false,
+            ready: false,
         }
     }
 

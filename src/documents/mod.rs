@@ -8,6 +8,7 @@ pub mod index;
 pub mod keys;
 pub mod order;
 pub mod path;
+pub mod planner;
 pub mod projection;
 pub mod query;
 pub mod sort;

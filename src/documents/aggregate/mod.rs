@@ -20,8 +20,8 @@ pub mod project;
 use bson::{Bson, DateTime, Document};
 use expr::{parse_path, type_name};
 use group::{GroupSpec, GroupState};
+use crate::documents::sort::Sort;
 use project::Projection;
-use std::cmp::Ordering;
 use std::fmt;
 
 /// An aggregation error; the text follows MongoDB's wording.
@@ -43,6 +43,13 @@ impl fmt::Display for AggError {
 /// A compiled `$match` filter: the documents layer's matcher.
 pub type Predicate = Box<dyn Fn(&Document) -> bool + Send + Sync>;
 
+/// The `$match` compiler the server uses: the query matcher of `DOC.FIND`.
+pub fn compile_match(filter: &Document) -> Result<Predicate, AggError> {
+    let node = crate::documents::query::parse(filter)
+        .map_err(|e| AggError::new(e.strip_prefix("ERR ").unwrap_or(&e).to_string()))?;
+    Ok(Box::new(move |d: &Document| node.matches(d)))
+}
+
 /// Compiles a `$match` filter (the seam to the query matcher, so the pipeline and `DOC.FIND`
 /// share one implementation of MongoDB's query language).
 pub type MatchCompiler<'a> = &'a dyn Fn(&Document) -> Result<Predicate, AggError>;
@@ -54,7 +61,7 @@ pub enum Stage {
     },
     Project(Projection),
     Group(GroupSpec),
-    Sort(Vec<(Vec<String>, bool)>),
+    Sort(Sort),
     Skip(u64),
     Limit(u64),
     Count(String),
@@ -174,25 +181,15 @@ impl Pipeline {
             "$group" => Stage::Group(GroupSpec::parse(arg)?),
             "$sort" => {
                 let Bson::Document(d) = arg else {
-                    return Err(AggError::new(
-                        "the $sort key specification must be an object",
-                    ));
+                    return Err(AggError::new("the $sort key specification must be an object"));
                 };
                 if d.is_empty() {
                     return Err(AggError::new("$sort stage must have at least one sort key"));
                 }
-                let mut keys = Vec::with_capacity(d.len());
-                for (k, v) in d {
-                    let dir = match crate::documents::order::as_f64(v) {
-                        Some(f) if f == 1.0 => true,
-                        Some(f) if f == -1.0 => false,
-                        _ => return Err(AggError::new(
-                            "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
-                        )),
-                    };
-                    keys.push((parse_path(k)?, dir));
-                }
-                Stage::Sort(keys)
+                let sort = Sort::parse(d).map_err(|e| {
+                    AggError::new(e.strip_prefix("ERR ").unwrap_or(&e).to_string())
+                })?;
+                Stage::Sort(sort)
             }
             "$skip" => Stage::Skip(non_negative(arg, "$skip")?),
             "$limit" => match non_negative(arg, "$limit")? {
@@ -569,89 +566,13 @@ fn remove_plain(doc: &mut Document, path: &[String]) {
     }
 }
 
-/// The sort key of one path: arrays sort by their least element ascending and greatest
-/// descending; missing sorts as null.
-fn sort_key(doc: &Document, path: &[String], asc: bool) -> Bson {
-    let mut values = Vec::new();
-    collect_values(doc, path, &mut values);
-    let mut best: Option<Bson> = None;
-    for v in values {
-        let better = match &best {
-            None => true,
-            Some(b) => {
-                let o = crate::documents::order::compare(&v, b);
-                if asc {
-                    o == Ordering::Less
-                } else {
-                    o == Ordering::Greater
-                }
-            }
-        };
-        if better {
-            best = Some(v);
-        }
-    }
-    best.unwrap_or(Bson::Null)
-}
-
-fn collect_values(doc: &Document, path: &[String], out: &mut Vec<Bson>) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    let Some(v) = doc.get(first) else { return };
-    collect_in_value(v, rest, out);
-}
-
-fn collect_in_value(v: &Bson, rest: &[String], out: &mut Vec<Bson>) {
-    match (v, rest.is_empty()) {
-        (Bson::Array(items), true) => {
-            if items.is_empty() {
-                // An empty array sorts before null in MongoDB; approximate with MinKey-less null.
-                out.push(Bson::Null);
-            }
-            out.extend(items.iter().cloned());
-        }
-        (_, true) => out.push(v.clone()),
-        (Bson::Document(d), false) => collect_values(d, rest, out),
-        (Bson::Array(items), false) => {
-            for i in items {
-                if let Bson::Document(d) = i {
-                    collect_values(d, rest, out);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A stable sort by several keys.
-pub fn sort_docs(docs: &mut [Document], keys: &[(Vec<String>, bool)]) {
-    let mut keyed: Vec<(Vec<Bson>, usize)> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            (
-                keys.iter().map(|(p, asc)| sort_key(d, p, *asc)).collect(),
-                i,
-            )
-        })
-        .collect();
-    keyed.sort_by(|(a, ia), (b, ib)| {
-        for ((x, y), (_, asc)) in a.iter().zip(b).zip(keys) {
-            let o = crate::documents::order::compare(x, y);
-            if o != Ordering::Equal {
-                return if *asc { o } else { o.reverse() };
-            }
-        }
-        ia.cmp(ib)
-    });
-    let mut taken: Vec<Option<Document>> =
-        docs.iter_mut().map(|d| Some(std::mem::take(d))).collect();
-    for (slot, (_, i)) in docs.iter_mut().zip(keyed) {
-        if let Some(d) = taken[i].take() {
-            *slot = d;
-        }
-    }
+/// A stable sort (the documents layer's sort keys: arrays by their least element ascending
+/// and greatest descending, missing as null).
+pub fn sort_docs(docs: &mut Vec<Document>, sort: &Sort) {
+    let mut keyed: Vec<(Vec<Bson>, Document)> =
+        docs.drain(..).map(|d| (sort.key(&d), d)).collect();
+    keyed.sort_by(|a, b| sort.compare(&a.0, &b.0));
+    docs.extend(keyed.into_iter().map(|(_, d)| d));
 }
 
 #[cfg(test)]

@@ -1,43 +1,18 @@
 use super::*;
 use bson::{bson, doc};
 
-/// A stand-in matcher for these unit tests: top-level equality, `$gte` and `$lt` only. The
-/// server wires the real query matcher.
-fn test_compiler(filter: &Document) -> Result<Predicate, AggError> {
-    let filter = filter.clone();
-    Ok(Box::new(move |d: &Document| {
-        filter.iter().all(|(k, cond)| {
-            let v = d.get(k);
-            match cond {
-                Bson::Document(ops) if ops.keys().all(|o| o.starts_with('$')) => {
-                    ops.iter().all(|(op, arg)| {
-                        let Some(v) = v else { return false };
-                        let o = crate::documents::order::compare(v, arg);
-                        match op.as_str() {
-                            "$gte" => o != Ordering::Less,
-                            "$lt" => o == Ordering::Less,
-                            _ => false,
-                        }
-                    })
-                }
-                c => v.is_some_and(|v| crate::documents::order::equal(v, c)),
-            }
-        })
-    }))
-}
-
 fn pipeline(spec: Bson) -> Pipeline {
     let Bson::Array(stages) = spec else {
         panic!("pipeline literal must be an array")
     };
-    Pipeline::parse(&stages, &test_compiler, DateTime::from_millis(0)).expect("pipeline")
+    Pipeline::parse(&stages, &compile_match, DateTime::from_millis(0)).expect("pipeline")
 }
 
 fn parse_err(spec: Bson) -> String {
     let Bson::Array(stages) = spec else {
         panic!("pipeline literal must be an array")
     };
-    Pipeline::parse(&stages, &test_compiler, DateTime::from_millis(0))
+    Pipeline::parse(&stages, &compile_match, DateTime::from_millis(0))
         .expect_err("should fail")
         .0
 }
