@@ -2,7 +2,7 @@
 //! in the key position so cluster-aware clients and `COMMAND GETKEYS` find it.
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
-use crate::commands::{is, syntax_error, text, wrong_arity, Ctx};
+use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
@@ -146,6 +146,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg::string("name").with_token("NAME").optional(),
             Arg::integer("seconds").with_token("EXPIREAFTER").optional(),
         ],
+        handler: doc_query::doc_createindex,
         ..DOC
     },
     CommandSpec {
@@ -156,6 +157,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Drops an index by name; dropping a TTL index stops expiry through it.",
         complexity: "O(N) where N is the number of entries in the index",
         args: &[COLL, Arg::string("name")],
+        handler: doc_query::doc_dropindex,
         ..DOC
     },
     CommandSpec {
@@ -166,6 +168,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Lists the indexes of a collection as JSON specs (name, key, unique, expireAfterSeconds).",
         complexity: "O(I) where I is the number of indexes",
         args: &[COLL],
+        handler: doc_query::doc_indexes,
         ..DOC
     },
     CommandSpec {
@@ -176,6 +179,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs a query and returns its plan as JSON: plan, index, keysExamined, docsExamined, nReturned, executionTimeMicros, shards.",
         complexity: "The cost of the query it explains",
         args: &[COLL, BSON, FILTER, SORT, SKIP, LIMIT],
+        handler: doc_query::doc_explain,
         ..DOC
     },
     CommandSpec {
@@ -186,6 +190,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.",
         complexity: "O(N) in the documents entering the pipeline",
         args: &[COLL, BSON, Arg::string("pipeline")],
+        handler: doc_query::doc_aggregate,
         ..DOC
     },
     CommandSpec {
@@ -260,15 +265,15 @@ pub static COMMANDS: &[CommandSpec] = &[
 // Handlers. Parsing lives here and stays thin; the semantics live in `crate::documents`.
 
 /// Options shared by the commands: the collection, the BSON flag and the current time.
-struct Common<'a> {
-    coll: String,
-    bson: bool,
+pub(crate) struct Common<'a> {
+    pub(crate) coll: String,
+    pub(crate) bson: bool,
     /// Index of the first argument after the collection and the optional `BSON` flag.
-    rest: &'a [Bytes],
-    now: DateTime,
+    pub(crate) rest: &'a [Bytes],
+    pub(crate) now: DateTime,
 }
 
-fn common(args: &[Bytes]) -> Common<'_> {
+pub(crate) fn common(args: &[Bytes]) -> Common<'_> {
     let coll = text(&args[1]);
     let bson = args.len() > 3 && is(&args[2], "BSON");
     Common {
@@ -279,14 +284,14 @@ fn common(args: &[Bytes]) -> Common<'_> {
     }
 }
 
-fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
+pub(crate) fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
     let mut d = codec::parse(arg, c.bson).map_err(err)?;
     codec::replace_now(&mut d, c.now);
     Ok(d)
 }
 
 /// Codec errors come without a prefix; everything from `crate::documents` else has one.
-fn err(e: String) -> Reply {
+pub(crate) fn err(e: String) -> Reply {
     if e.starts_with("ERR ") || e.starts_with("DUPKEY ") {
         Reply::error(e)
     } else {
@@ -294,15 +299,15 @@ fn err(e: String) -> Reply {
     }
 }
 
-fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
+pub(crate) fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
     query::parse(&parse_doc(arg, c)?).map_err(err)
 }
 
-fn max_doc_size(ctx: &Ctx<'_>) -> usize {
+pub(crate) fn max_doc_size(ctx: &Ctx<'_>) -> usize {
     ctx.server.config.read().get_u64("max-document-size") as usize
 }
 
-fn doc_reply(doc: &Document, raw: Option<&RawDocumentBuf>, bson: bool) -> Reply {
+pub(crate) fn doc_reply(doc: &Document, raw: Option<&RawDocumentBuf>, bson: bool) -> Reply {
     if bson {
         match raw {
             Some(r) => Reply::bulk(Bytes::copy_from_slice(r.as_bytes())),
@@ -363,7 +368,7 @@ fn prepare(ctx: &Ctx<'_>, doc: Document, max: usize) -> Result<Prepared, Reply> 
 
 /// Makes sure every shard has its part of `coll` in `db`, creating the collection (under
 /// all shards' locks, so the metadata is the same everywhere) on first use.
-fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
+pub(crate) fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
     let store = &ctx.server.store;
     if store.lock(0).dbs[db].collections.contains_key(coll) {
         return;
@@ -414,8 +419,39 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     ensure_collection(ctx, db, &c.coll);
-    let shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
-    let mut guards = ctx.server.store.lock_many(&shards);
+    let store = &ctx.server.store;
+    // A unique secondary index makes an insert hold every shard (a key may collide with a
+    // document anywhere); the catalog is read again under the locks in case one appeared.
+    let mut all = doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    let mut guards = loop {
+        let shards: Vec<usize> = if all {
+            (0..store.shard_count()).collect()
+        } else {
+            batch.iter().map(|p| p.shard).collect()
+        };
+        let guards = store.lock_many(&shards);
+        let specs = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .map(doc_query::specs_of)
+            .unwrap_or_default();
+        if all || !doc_query::needs_all_shards(&specs) {
+            break guards;
+        }
+        drop(guards);
+        all = true;
+    };
+    {
+        let docs: Vec<Document> = batch
+            .iter()
+            .filter_map(|p| Document::try_from(&p.raw).ok())
+            .collect();
+        let writes: Vec<(&Document, Option<(usize, u32)>)> =
+            docs.iter().map(|d| (d, None)).collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
+    }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
     for p in &batch {
         let Some(i) = pos(p.shard, &guards) else {
@@ -718,11 +754,24 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
+    // A unique secondary index makes the update hold every shard (see doc_insert).
+    let mut all = doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    let mut guards = loop {
+        let shards: Vec<usize> = match filter.id_equality() {
+            Some(id) if !all => vec![store.shard_of(&keys::encode(id))],
+            _ => (0..store.shard_count()).collect(),
+        };
+        let guards = store.lock_many(&shards);
+        let unique = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .is_some_and(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        if all || !unique || guards.len() == store.shard_count() {
+            break guards;
+        }
+        drop(guards);
+        all = true;
     };
-    let mut guards = store.lock_many(&shards);
     let mut changes: Vec<(usize, u32, Option<RawDocumentBuf>)> = Vec::new();
     let mut matched = 0i64;
     'shards: for (gi, (_, g)) in guards.iter().enumerate() {
@@ -789,9 +838,33 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
+        if let Ok(d) = Document::try_from(&p.raw) {
+            if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&d, None)]) {
+                return e;
+            }
+        }
+        let Some(cs) = guards[gi].1.dbs[db].collections.get_mut(&c.coll) else {
+            return Reply::error("ERR internal: collection vanished");
+        };
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
+    }
+    {
+        let docs: Vec<(Document, usize, u32)> = changes
+            .iter()
+            .filter_map(|(gi, slot, raw)| {
+                let d = Document::try_from(raw.as_ref()?).ok()?;
+                Some((d, guards[*gi].0, *slot))
+            })
+            .collect();
+        let writes: Vec<(&Document, Option<(usize, u32)>)> = docs
+            .iter()
+            .map(|(d, s, slot)| (d, Some((*s, *slot))))
+            .collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
     }
     for (gi, slot, raw) in changes {
         if let (Some(cs), Some(raw)) = (guards[gi].1.dbs[db].collections.get_mut(&c.coll), raw) {

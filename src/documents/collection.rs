@@ -171,16 +171,18 @@ impl CollectionShard {
         filter: &Node,
         visit: &mut dyn FnMut(u32, &RawDocumentBuf, Document) -> bool,
     ) {
-        self.scan_planned(filter, &[], &mut ScanStats::default(), visit);
+        self.scan_planned(filter, &[], None, &mut ScanStats::default(), visit);
     }
 
-    /// [`CollectionShard::scan`] with the requested sort (which an index may provide) and the
-    /// counters `DOC.EXPLAIN` reports. Returns the plan's name, the index used, and whether
-    /// documents came in sort order.
+    /// [`CollectionShard::scan`] with the requested sort (which an index may provide), the
+    /// number of matches wanted (`keep`: honoured when there is no sort or the index provides
+    /// it) and the counters `DOC.EXPLAIN` reports. Returns the plan's name, the index used,
+    /// and whether documents came in sort order.
     pub fn scan_planned(
         &self,
         filter: &Node,
         sort: &[(Vec<String>, bool)],
+        keep: Option<usize>,
         stats: &mut ScanStats,
         visit: &mut dyn FnMut(u32, &RawDocumentBuf, Document) -> bool,
     ) -> (&'static str, Option<String>, bool) {
@@ -192,6 +194,8 @@ impl CollectionShard {
             .collect();
         let (plan, sorted) = planner::plan(filter, &ready, sort);
         let name = plan.name();
+        let keep = keep.filter(|_| sort.is_empty() || sorted);
+        let mut kept = 0usize;
         let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
             let Some(raw) = self.get(slot) else {
                 return true;
@@ -204,7 +208,8 @@ impl CollectionShard {
                 return true;
             }
             stats.n_returned += 1;
-            visit(slot, raw, doc)
+            kept += 1;
+            visit(slot, raw, doc) && keep.is_none_or(|k| kept < k)
         };
         match plan {
             Plan::IdHack(id) => {

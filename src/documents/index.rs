@@ -594,9 +594,15 @@ impl OrderedIndex {
         None
     }
 
-    /// Every key (without slots), in order: for cross-shard unique checks.
-    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.entries.iter().map(|e| &e[..e.len() - 4])
+    /// Every entry as (key, slot), in order: for cross-shard unique checks.
+    pub fn entries_with_slots(&self) -> impl Iterator<Item = (&[u8], u32)> {
+        self.entries.iter().map(|e| {
+            let n = e.len() - 4;
+            (
+                &e[..n],
+                u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]]),
+            )
+        })
     }
 
     /// Scans the index within `bounds` (one normalized interval list per key field, in value

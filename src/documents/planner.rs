@@ -67,7 +67,9 @@ fn bracket(v: &Bson) -> (Vec<u8>, Vec<u8>) {
 pub fn intervals(p: &Pred) -> Option<Vec<Interval>> {
     match p {
         Pred::Eq(v) if !matches!(v, Bson::Array(_)) => Some(vec![Interval::point(v)]),
-        Pred::In(vals, res) if res.is_empty() && !vals.iter().any(|v| matches!(v, Bson::Array(_))) => {
+        Pred::In(vals, res)
+            if res.is_empty() && !vals.iter().any(|v| matches!(v, Bson::Array(_))) =>
+        {
             Some(index::normalize(vals.iter().map(Interval::point).collect()))
         }
         Pred::Cmp(op, v) if !matches!(v, Bson::Array(_)) => {
@@ -129,11 +131,18 @@ fn field_bounds(ix: &OrderedIndex, preds: &[(&[String], &Pred)]) -> Vec<Option<V
 
 /// How well an index serves the filter: (equality fields, has a range field after them,
 /// provides the sort, fewer key fields).
-fn score(bounds: &[Option<Vec<Interval>>], provides_sort: bool, nfields: usize) -> Option<(usize, bool, bool, isize)> {
+fn score(
+    bounds: &[Option<Vec<Interval>>],
+    provides_sort: bool,
+    nfields: usize,
+) -> Option<(usize, bool, bool, isize)> {
     bounds.first()?.as_ref()?;
     let eq = bounds
         .iter()
-        .take_while(|b| b.as_ref().is_some_and(|l| !l.is_empty() && l.iter().all(Interval::is_point)))
+        .take_while(|b| {
+            b.as_ref()
+                .is_some_and(|l| !l.is_empty() && l.iter().all(Interval::is_point))
+        })
         .count();
     let range = bounds.get(eq).is_some_and(Option::is_some);
     Some((eq, range, provides_sort, -(nfields as isize)))
@@ -142,7 +151,11 @@ fn score(bounds: &[Option<Vec<Interval>>], provides_sort: bool, nfields: usize) 
 /// Whether scanning `ix` in order yields documents in `sort` order: the sort fields follow
 /// the index's single-valued equality prefix in the same directions (or all reversed: the
 /// merge step sorts anyway, so only the forward case is claimed).
-fn provides_sort(ix: &OrderedIndex, bounds: &[Option<Vec<Interval>>], sort: &[(Vec<String>, bool)]) -> bool {
+fn provides_sort(
+    ix: &OrderedIndex,
+    bounds: &[Option<Vec<Interval>>],
+    sort: &[(Vec<String>, bool)],
+) -> bool {
     if sort.is_empty() || ix.is_multikey() {
         return false;
     }
@@ -160,13 +173,22 @@ fn provides_sort(ix: &OrderedIndex, bounds: &[Option<Vec<Interval>>], sort: &[(V
 
 /// Chooses the plan for one shard. `indexes` are the shard's ready ordered indexes; `sort`
 /// the requested sort (paths and ascending flags), empty for none.
-pub fn plan<'a>(filter: &'a Node, indexes: &[&OrderedIndex], sort: &[(Vec<String>, bool)]) -> (Plan<'a>, bool) {
+pub fn plan<'a>(
+    filter: &'a Node,
+    indexes: &[&OrderedIndex],
+    sort: &[(Vec<String>, bool)],
+) -> (Plan<'a>, bool) {
     if let Some(id) = filter.id_equality() {
         return (Plan::IdHack(id), false);
     }
     let mut preds = Vec::new();
     conjuncts(filter, &mut preds);
-    let mut best: Option<((usize, bool, bool, isize), usize, Vec<Option<Vec<Interval>>>, bool)> = None;
+    let mut best: Option<(
+        (usize, bool, bool, isize),
+        usize,
+        Vec<Option<Vec<Interval>>>,
+        bool,
+    )> = None;
     for (i, ix) in indexes.iter().enumerate() {
         let b = field_bounds(ix, &preds);
         let sorted = provides_sort(ix, &b, sort);
@@ -225,14 +247,23 @@ mod tests {
         let path = ix(doc! {"path": 1});
         let all = [&th, &ht, &path];
         let day = doc! {"$gte": DateTime::from_millis(0), "$lt": DateTime::from_millis(86_400_000)};
-        assert_eq!(chosen(doc! {"host": "h", "time": day.clone()}, &all), "host_1_time_1");
+        assert_eq!(
+            chosen(doc! {"host": "h", "time": day.clone()}, &all),
+            "host_1_time_1"
+        );
         assert_eq!(chosen(doc! {"time": day.clone()}, &all), "time_1_host_1");
         assert_eq!(chosen(doc! {"path": "/a"}, &all), "path_1");
         assert_eq!(chosen(doc! {"status": 200}, &all), "COLLSCAN");
         assert_eq!(chosen(doc! {"_id": 5}, &all), "IDHACK");
-        assert_eq!(chosen(doc! {"$or": [{"path": "/a"}, {"host": "h"}]}, &all), "COLLSCAN");
+        assert_eq!(
+            chosen(doc! {"$or": [{"path": "/a"}, {"host": "h"}]}, &all),
+            "COLLSCAN"
+        );
         assert_eq!(chosen(doc! {"path": {"$ne": "/a"}}, &all), "COLLSCAN");
-        assert_eq!(chosen(doc! {"$and": [{"path": {"$in": ["/a", "/b"]}}]}, &all), "path_1");
+        assert_eq!(
+            chosen(doc! {"$and": [{"path": {"$in": ["/a", "/b"]}}]}, &all),
+            "path_1"
+        );
     }
 
     #[test]
@@ -253,7 +284,8 @@ mod tests {
             }]
         );
         // A string bound stays among strings.
-        let iv = intervals(&query::parse_field_pred(&bson::bson!({"$gte": "m"})).expect("pred")).expect("bounded");
+        let iv = intervals(&query::parse_field_pred(&bson::bson!({"$gte": "m"})).expect("pred"))
+            .expect("bounded");
         assert!(iv[0].hi < keys::encode(&Bson::Document(doc! {})));
         assert!(iv[0].hi > keys::encode(&Bson::String("zzzz".into())));
         // Contradictory bounds are empty (not a full scan).

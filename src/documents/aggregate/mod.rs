@@ -17,10 +17,10 @@ pub mod expr;
 pub mod group;
 pub mod project;
 
+use crate::documents::sort::Sort;
 use bson::{Bson, DateTime, Document};
 use expr::{parse_path, type_name};
 use group::{GroupSpec, GroupState};
-use crate::documents::sort::Sort;
 use project::Projection;
 use std::fmt;
 
@@ -181,14 +181,15 @@ impl Pipeline {
             "$group" => Stage::Group(GroupSpec::parse(arg)?),
             "$sort" => {
                 let Bson::Document(d) = arg else {
-                    return Err(AggError::new("the $sort key specification must be an object"));
+                    return Err(AggError::new(
+                        "the $sort key specification must be an object",
+                    ));
                 };
                 if d.is_empty() {
                     return Err(AggError::new("$sort stage must have at least one sort key"));
                 }
-                let sort = Sort::parse(d).map_err(|e| {
-                    AggError::new(e.strip_prefix("ERR ").unwrap_or(&e).to_string())
-                })?;
+                let sort = Sort::parse(d)
+                    .map_err(|e| AggError::new(e.strip_prefix("ERR ").unwrap_or(&e).to_string()))?;
                 Stage::Sort(sort)
             }
             "$skip" => Stage::Skip(non_negative(arg, "$skip")?),
@@ -569,8 +570,7 @@ fn remove_plain(doc: &mut Document, path: &[String]) {
 /// A stable sort (the documents layer's sort keys: arrays by their least element ascending
 /// and greatest descending, missing as null).
 pub fn sort_docs(docs: &mut Vec<Document>, sort: &Sort) {
-    let mut keyed: Vec<(Vec<Bson>, Document)> =
-        docs.drain(..).map(|d| (sort.key(&d), d)).collect();
+    let mut keyed: Vec<(Vec<Bson>, Document)> = docs.drain(..).map(|d| (sort.key(&d), d)).collect();
     keyed.sort_by(|a, b| sort.compare(&a.0, &b.0));
     docs.extend(keyed.into_iter().map(|(_, d)| d));
 }
