@@ -67,16 +67,16 @@ fn synthetic_log(n: usize) -> Vec<String> {
             let host = format!("10.0.{}.{}", rng.below(4), rng.below(50));
             let path = PATHS[rng.below(PATHS.len() as u64) as usize];
             let status = [200, 200, 200, 304, 404, 500][rng.below(6) as usize];
-            apache::format_line(
-                &host,
-                t,
-                "GET",
+            apache::format_line(&apache::Event {
+                host: &host,
+                millis: t,
+                method: "GET",
                 path,
                 status,
-                rng.below(100_000) as i64,
-                "-",
-                "Mozilla/5.0 (X11)",
-            )
+                size: rng.below(100_000) as i64,
+                referer: "-",
+                agent: "Mozilla/5.0 (X11)",
+            })
         })
         .collect()
 }

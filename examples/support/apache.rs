@@ -76,7 +76,7 @@ const MONTHS: [&str; 12] = [
 pub fn parse_time(t: &str) -> Result<DateTime, ParseError> {
     let bad = ParseError("time");
     let (stamp, zone) = t.split_once(' ').ok_or(ParseError("time"))?;
-    let mut it = stamp.splitn(4, |c| c == '/' || c == ':');
+    let mut it = stamp.splitn(4, ['/', ':']);
     let day: u32 = it
         .next()
         .and_then(|d| d.parse().ok())
@@ -174,17 +174,30 @@ pub fn parse_line(line: &str) -> Result<Document, ParseError> {
     Ok(d)
 }
 
-/// Formats an event back into a combined log line (UTC), for synthetic logs.
-pub fn format_line(
-    host: &str,
-    millis: i64,
-    method: &str,
-    path: &str,
-    status: i32,
-    size: i64,
-    referer: &str,
-    agent: &str,
-) -> String {
+/// One request, for writing synthetic logs.
+pub struct Event<'a> {
+    pub host: &'a str,
+    pub millis: i64,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub status: i32,
+    pub size: i64,
+    pub referer: &'a str,
+    pub agent: &'a str,
+}
+
+/// Formats an event as a combined log line (UTC).
+pub fn format_line(e: &Event<'_>) -> String {
+    let Event {
+        host,
+        millis,
+        method,
+        path,
+        status,
+        size,
+        referer,
+        agent,
+    } = *e;
     let p = tidecache::documents::aggregate::dates::parts(millis, 0);
     format!(
         "{host} - - [{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000] \"{method} {path} HTTP/1.1\" {status} {size} \"{referer}\" \"{agent}\"",
@@ -254,7 +267,16 @@ mod tests {
         let t = DateTime::parse_rfc3339_str("2000-10-31T23:59:59Z")
             .expect("date")
             .timestamp_millis();
-        let line = format_line("10.0.0.1", t, "POST", "/a", 404, 12, "-", "agent");
+        let line = format_line(&Event {
+            host: "10.0.0.1",
+            millis: t,
+            method: "POST",
+            path: "/a",
+            status: 404,
+            size: 12,
+            referer: "-",
+            agent: "agent",
+        });
         let d = parse_line(&line).expect("parse");
         assert_eq!(d.get_datetime("time").expect("time").timestamp_millis(), t);
         assert_eq!(d.get_i32("status").expect("status"), 404);

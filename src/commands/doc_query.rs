@@ -177,10 +177,12 @@ pub fn doc_createindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let coll = text(&args[1]);
     let db = ctx.client.db;
     // The `_id` index always exists.
-    if spec.fields.len() == 1 && spec.fields[0].name == "_id" && !spec.fields[0].descending {
-        if spec.unique || spec.name == "_id_" || spec.name == "_id_1" {
-            return Reply::bulk(Bytes::from_static(b"_id_"));
-        }
+    if spec.fields.len() == 1
+        && spec.fields[0].name == "_id"
+        && !spec.fields[0].descending
+        && (spec.unique || spec.name == "_id_" || spec.name == "_id_1")
+    {
+        return Reply::bulk(Bytes::from_static(b"_id_"));
     }
     if spec.name == "_id_" {
         return Reply::error("ERR The index name '_id_' is reserved for the _id index");
@@ -320,7 +322,8 @@ fn cross_shard_duplicate(
 ) -> Option<(usize, u32)> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
-    let mut iters: Vec<(usize, Box<dyn Iterator<Item = (&[u8], u32)> + '_>)> = Vec::new();
+    type Entries<'a> = Box<dyn Iterator<Item = (&'a [u8], u32)> + 'a>;
+    let mut iters: Vec<(usize, Entries<'_>)> = Vec::new();
     for (shard, g) in guards {
         let Some(ix) = g.dbs[db].collections.get(coll).and_then(|cs| {
             cs.indexes

@@ -655,7 +655,8 @@ impl OrderedIndex {
                 .collect();
             depth += 1;
         }
-        let mut ranges: Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)> = Vec::new();
+        type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+        let mut ranges: Vec<Range> = Vec::new();
         let range_field = (depth < oriented.len()
             && prefixes.len() * oriented[depth].len() <= MAX_RANGES)
             .then_some(depth);

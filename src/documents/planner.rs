@@ -130,7 +130,9 @@ fn field_bounds(ix: &OrderedIndex, preds: &[(&[String], &Pred)]) -> Vec<Option<V
 }
 
 /// How well an index serves the filter: (equality fields, has a range field after them,
-/// provides the sort, fewer key fields).
+/// provides the sort, minus the key's length); larger is better.
+type Score = (usize, bool, bool, isize);
+
 fn score(
     bounds: &[Option<Vec<Interval>>],
     provides_sort: bool,
@@ -183,12 +185,8 @@ pub fn plan<'a>(
     }
     let mut preds = Vec::new();
     conjuncts(filter, &mut preds);
-    let mut best: Option<(
-        (usize, bool, bool, isize),
-        usize,
-        Vec<Option<Vec<Interval>>>,
-        bool,
-    )> = None;
+    type Candidate = (Score, usize, Vec<Option<Vec<Interval>>>, bool);
+    let mut best: Option<Candidate> = None;
     for (i, ix) in indexes.iter().enumerate() {
         let b = field_bounds(ix, &preds);
         let sorted = provides_sort(ix, &b, sort);

@@ -149,9 +149,9 @@ pub fn parse_path(path: &str) -> Result<Vec<String>, AggError> {
         ));
     }
     if parts[0].starts_with('$') {
-        return Err(AggError::new(format!(
-            "FieldPath field names may not start with '$'. Consider using $getField or $setField."
-        )));
+        return Err(AggError::new(
+            "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+        ));
     }
     Ok(parts)
 }
@@ -204,9 +204,9 @@ impl Expr {
                     )));
                 }
                 if k.contains('.') {
-                    return Err(AggError::new(format!(
-                        "FieldPath field names may not contain '.'. Consider using $getField or $setField."
-                    )));
+                    return Err(AggError::new(
+                        "FieldPath field names may not contain '.'. Consider using $getField or $setField.",
+                    ));
                 }
                 fields.push((k.clone(), Expr::parse(v)?));
             }
@@ -730,7 +730,7 @@ fn eval_op(op: Op, args: &[Expr], doc: &Document, now: DateTime) -> Result<Optio
                         date = Some(d.timestamp_millis());
                     }
                     Some(v) => match Num::of(&v) {
-                        Some(n) => acc = acc.add(n),
+                        Some(n) => acc = acc.plus(n),
                         None => {
                             return Err(AggError::new(format!(
                                 "$add only supports numeric or date types, not {}",
@@ -753,7 +753,7 @@ fn eval_op(op: Op, args: &[Expr], doc: &Document, now: DateTime) -> Result<Optio
                 match a.eval(doc, now)? {
                     None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
                     Some(v) => match Num::of(&v) {
-                        Some(n) => acc = acc.mul(n),
+                        Some(n) => acc = acc.times(n),
                         None => {
                             return Err(AggError::new(format!(
                                 "$multiply only supports numeric types, not {}",
@@ -785,7 +785,7 @@ fn eval_op(op: Op, args: &[Expr], doc: &Document, now: DateTime) -> Result<Optio
                     None => Err(subtract_error(&a, &b)),
                 },
                 (x, y) => match (Num::of(x), Num::of(y)) {
-                    (Some(x), Some(y)) => Ok(Some(x.sub(y).into_bson())),
+                    (Some(x), Some(y)) => Ok(Some(x.minus(y).into_bson())),
                     _ => Err(subtract_error(&a, &b)),
                 },
             }
@@ -906,15 +906,15 @@ impl Num {
         }
     }
 
-    pub fn add(self, other: Num) -> Num {
+    pub fn plus(self, other: Num) -> Num {
         self.combine(other, i64::checked_add, |a, b| a + b)
     }
 
-    pub fn sub(self, other: Num) -> Num {
+    pub fn minus(self, other: Num) -> Num {
         self.combine(other, i64::checked_sub, |a, b| a - b)
     }
 
-    pub fn mul(self, other: Num) -> Num {
+    pub fn times(self, other: Num) -> Num {
         self.combine(other, i64::checked_mul, |a, b| a * b)
     }
 

@@ -155,12 +155,12 @@ impl Acc {
         match self {
             Acc::Sum(total) => {
                 if let Some(n) = v.as_ref().and_then(Num::of) {
-                    *total = total.add(n);
+                    *total = total.plus(n);
                 }
             }
             Acc::Avg(total, count) => {
                 if let Some(n) = v.as_ref().and_then(Num::of) {
-                    *total = total.add(n);
+                    *total = total.plus(n);
                     *count += 1;
                 }
             }
@@ -207,39 +207,25 @@ impl Acc {
     /// Folds a later partial state (another shard's) into this one.
     fn merge(&mut self, other: Acc) {
         match (self, other) {
-            (Acc::Sum(a), Acc::Sum(b)) => *a = a.add(b),
+            (Acc::Sum(a), Acc::Sum(b)) => *a = a.plus(b),
             (Acc::Avg(a, n), Acc::Avg(b, m)) => {
-                *a = a.add(b);
+                *a = a.plus(b);
                 *n += m;
             }
-            (Acc::Min(a), Acc::Min(b)) => {
-                if let Some(b) = b {
-                    if a.as_ref()
-                        .is_none_or(|x| order::compare(&b, x) == Ordering::Less)
-                    {
-                        *a = Some(b);
-                    }
-                }
+            (Acc::Min(a), Acc::Min(Some(b)))
+                if a.as_ref()
+                    .is_none_or(|x| order::compare(&b, x) == Ordering::Less) =>
+            {
+                *a = Some(b)
             }
-            (Acc::Max(a), Acc::Max(b)) => {
-                if let Some(b) = b {
-                    if a.as_ref()
-                        .is_none_or(|x| order::compare(&b, x) == Ordering::Greater)
-                    {
-                        *a = Some(b);
-                    }
-                }
+            (Acc::Max(a), Acc::Max(Some(b)))
+                if a.as_ref()
+                    .is_none_or(|x| order::compare(&b, x) == Ordering::Greater) =>
+            {
+                *a = Some(b)
             }
-            (Acc::First(a), Acc::First(b)) => {
-                if a.is_none() {
-                    *a = b;
-                }
-            }
-            (Acc::Last(a), Acc::Last(b)) => {
-                if b.is_some() {
-                    *a = b;
-                }
-            }
+            (Acc::First(a @ None), Acc::First(b)) => *a = b,
+            (Acc::Last(a), Acc::Last(b @ Some(_))) => *a = b,
             (Acc::Push(a), Acc::Push(b)) => a.extend(b),
             (Acc::AddToSet(a), Acc::AddToSet(b)) => a.extend(b),
             _ => {}
