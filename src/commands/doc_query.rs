@@ -557,11 +557,14 @@ pub fn doc_explain(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let mut mine: Vec<Vec<Bson>> = Vec::new();
         let mut st = ScanStats::default();
         // Unsorted (or sorted by the index), a shard needs at most skip + limit matches.
-        let (p, ix, _) =
-            cs.scan_planned(&o.filter, &o.sort_keys, keep, &mut st, &mut |_, _, doc| {
-                mine.push(o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default());
-                true
-            });
+        let (p, ix, _) = cs.scan_planned(&o.filter, &o.sort_keys, keep, &mut st, &mut |_, raw| {
+            let key = match (&o.sort, Document::try_from(raw)) {
+                (Some(s), Ok(doc)) => s.key(&doc),
+                _ => Vec::new(),
+            };
+            mine.push(key);
+            true
+        });
         drop(guard);
         plan = p;
         index = ix.or(index);
@@ -668,8 +671,10 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         {
             let guard = store.lock(s);
             if let Some(cs) = guard.dbs[db].collections.get(&c.coll) {
-                cs.scan(&filter, &mut |_, _, doc| {
-                    docs.push(doc);
+                cs.scan(&filter, &mut |_, raw| {
+                    if let Ok(doc) = Document::try_from(raw) {
+                        docs.push(doc);
+                    }
                     true
                 });
             }

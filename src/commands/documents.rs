@@ -418,11 +418,10 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    ensure_collection(ctx, db, &c.coll);
     let store = &ctx.server.store;
     // A unique secondary index makes an insert hold every shard (a key may collide with a
-    // document anywhere); the catalog is read again under the locks in case one appeared.
-    let mut all = doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    // document anywhere): the catalog is read under the locks, which widen when it has one.
+    let mut all = false;
     let mut guards = loop {
         let shards: Vec<usize> = if all {
             (0..store.shard_count()).collect()
@@ -430,16 +429,22 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             batch.iter().map(|p| p.shard).collect()
         };
         let guards = store.lock_many(&shards);
-        let specs = guards[0].1.dbs[db]
+        let unique = guards[0].1.dbs[db]
             .collections
             .get(&c.coll)
-            .map(doc_query::specs_of)
-            .unwrap_or_default();
-        if all || !doc_query::needs_all_shards(&specs) {
-            break guards;
+            .map(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        match unique {
+            None => {
+                // First insert: create the collection under all shards' locks, then lock again.
+                drop(guards);
+                ensure_collection(ctx, db, &c.coll);
+            }
+            Some(true) if !all => {
+                drop(guards);
+                all = true;
+            }
+            _ => break guards,
         }
-        drop(guards);
-        all = true;
     };
     {
         let docs: Vec<Document> = batch
@@ -561,7 +566,10 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
-        cs.scan(&o.filter, &mut |_slot, raw, doc| {
+        cs.scan(&o.filter, &mut |_slot, raw| {
+            let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                return true;
+            };
             let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
             mine.push((key, doc, raw.clone()));
             match (&o.sort, keep) {
@@ -656,7 +664,7 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for s in shards {
         let guard = store.lock(s);
         if let Some(cs) = guard.dbs[db].collections.get(&c.coll) {
-            cs.scan(&filter, &mut |_, _, _| {
+            cs.scan(&filter, &mut |_, _| {
                 n += 1;
                 true
             });
@@ -704,7 +712,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             continue;
         };
         let mut slots = Vec::new();
-        cs.scan(&filter, &mut |slot, _, _| {
+        cs.scan(&filter, &mut |slot, _| {
             slots.push(slot);
             !one
         });
@@ -779,8 +787,10 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             continue;
         };
         let mut hits: Vec<(u32, Document)> = Vec::new();
-        cs.scan(&filter, &mut |slot, _, doc| {
-            hits.push((slot, doc));
+        cs.scan(&filter, &mut |slot, raw| {
+            if let Ok(doc) = Document::try_from(raw.as_ref()) {
+                hits.push((slot, doc));
+            }
             multi
         });
         for (slot, doc) in hits {

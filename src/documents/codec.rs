@@ -32,7 +32,37 @@ pub fn parse_json(text: &[u8]) -> Result<Document, String> {
 pub fn parse_bson(bytes: &[u8]) -> Result<Document, String> {
     let raw = RawDocumentBuf::from_bytes(bytes.to_vec())
         .map_err(|e| format!("invalid BSON: {}", one_line(&e.to_string())))?;
+    // Decoding recurses once per level: refuse deep nesting before it can exhaust the stack.
+    if !raw_depth_ok(&raw, 1) {
+        return Err(format!(
+            "ERR document exceeds the maximum nesting depth of {MAX_DEPTH}"
+        ));
+    }
     Document::try_from(&raw).map_err(|e| format!("invalid BSON: {}", one_line(&e.to_string())))
+}
+
+fn raw_depth_ok(doc: &bson::RawDocument, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    doc.iter().all(|e| match e {
+        Ok((_, v)) => raw_value_depth_ok(v, depth),
+        Err(_) => true,
+    })
+}
+
+fn raw_value_depth_ok(v: bson::RawBsonRef<'_>, depth: usize) -> bool {
+    match v {
+        bson::RawBsonRef::Document(d) => raw_depth_ok(d, depth + 1),
+        bson::RawBsonRef::Array(a) => {
+            depth < MAX_DEPTH
+                && a.into_iter().all(|e| match e {
+                    Ok(v) => raw_value_depth_ok(v, depth + 1),
+                    Err(_) => true,
+                })
+        }
+        _ => true,
+    }
 }
 
 /// Parses a command argument as JSON or, with the `BSON` flag, as raw BSON.

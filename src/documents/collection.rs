@@ -162,15 +162,14 @@ impl CollectionShard {
         }
     }
 
-    /// The one read path: calls `visit(slot, raw, decoded)` for each visible document
-    /// matching `filter` until it returns false. The planner picks how: an `_id` equality
-    /// reads the `_id` map, an indexable filter scans an index, anything else scans the slots.
-    /// (Strict TTL reads plug in here.)
-    pub fn scan(
-        &self,
-        filter: &Node,
-        visit: &mut dyn FnMut(u32, &RawDocumentBuf, Document) -> bool,
-    ) {
+    /// The one read path: calls `visit(slot, raw)` for each visible document matching
+    /// `filter` until it returns false. The planner picks how: an `_id` equality reads the
+    /// `_id` map, an indexable filter scans an index, anything else scans the slots in slot
+    /// order. (Strict TTL reads plug in here.)
+    ///
+    /// Matching decodes only the top-level fields the filter reads from the raw BSON, so a
+    /// scan costs in proportion to what the filter looks at, not to the document's size.
+    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
         self.scan_planned(filter, &[], None, &mut ScanStats::default(), visit);
     }
 
@@ -184,7 +183,7 @@ impl CollectionShard {
         sort: &[(Vec<String>, bool)],
         keep: Option<usize>,
         stats: &mut ScanStats,
-        visit: &mut dyn FnMut(u32, &RawDocumentBuf, Document) -> bool,
+        visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool,
     ) -> (&'static str, Option<String>, bool) {
         let ready: Vec<&OrderedIndex> = self
             .indexes
@@ -196,20 +195,21 @@ impl CollectionShard {
         let name = plan.name();
         let keep = keep.filter(|_| sort.is_empty() || sorted);
         let mut kept = 0usize;
+        let fields = match plan {
+            Plan::IdHack(_) => vec!["_id".to_string()],
+            _ => filter.top_fields(),
+        };
         let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
             let Some(raw) = self.get(slot) else {
                 return true;
             };
-            let Ok(doc) = Document::try_from(raw) else {
-                return true;
-            };
             stats.docs_examined += 1;
-            if !filter.matches(&doc) {
+            if !matches(filter, &fields, raw) {
                 return true;
             }
             stats.n_returned += 1;
             kept += 1;
-            visit(slot, raw, doc) && keep.is_none_or(|k| kept < k)
+            visit(slot, raw) && keep.is_none_or(|k| kept < k)
         };
         match plan {
             Plan::IdHack(id) => {
@@ -249,4 +249,17 @@ impl CollectionShard {
     pub fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
+}
+
+/// Matches a stored document, decoding only `fields` (the filter's top-level fields).
+pub fn matches(filter: &Node, fields: &[String], raw: &RawDocumentBuf) -> bool {
+    let mut partial = Document::new();
+    for f in fields {
+        if let Ok(Some(v)) = raw.get(f) {
+            if let Ok(b) = Bson::try_from(v) {
+                partial.insert(f.clone(), b);
+            }
+        }
+    }
+    filter.matches(&partial)
 }

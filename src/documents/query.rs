@@ -456,6 +456,28 @@ impl Node {
         }
     }
 
+    /// The top-level field names the filter reads (a scan decodes only these from the
+    /// stored raw BSON before matching). Sorted, without duplicates.
+    pub fn top_fields(&self) -> Vec<String> {
+        fn walk(n: &Node, out: &mut Vec<String>) {
+            match n {
+                Node::And(ns) | Node::Or(ns) | Node::Nor(ns) => {
+                    ns.iter().for_each(|n| walk(n, out))
+                }
+                Node::Field { path, .. } => {
+                    if let Some(f) = path.first() {
+                        out.push(f.clone());
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The equality fields of the filter (top level and inside `$and`), which an upsert
     /// copies into the new document.
     pub fn equalities(&self, out: &mut Vec<(Vec<String>, Bson)>) {
@@ -495,6 +517,10 @@ fn eval_value(v: &Bson, pred: &Pred) -> bool {
     }
 }
 
+fn is_nan(v: &Bson) -> bool {
+    matches!(v, Bson::Double(_) | Bson::Decimal128(_)) && order::as_f64(v).is_some_and(f64::is_nan)
+}
+
 fn is_nullish(v: &Bson) -> bool {
     matches!(v, Bson::Null | Bson::Undefined)
 }
@@ -510,6 +536,11 @@ fn leaf_match(pred: &Pred, leaf: Leaf<'_>) -> bool {
             Some(v) => {
                 if order::rank(v) != order::rank(x) {
                     return false;
+                }
+                // NaN is only ever equal to NaN in a comparison (MongoDB), though it sorts
+                // below every number.
+                if is_nan(v) || is_nan(x) {
+                    return is_nan(v) && is_nan(x) && matches!(op, CmpOp::Gte | CmpOp::Lte);
                 }
                 let o = order::compare(v, x);
                 match op {

@@ -69,7 +69,7 @@ impl Sort {
                     None => {
                         // An empty array sorts before null (MongoDB); a missing field as null.
                         match path::get(doc, p) {
-                            Some(Bson::Array(a)) if a.is_empty() => Bson::MinKey,
+                            Some(Bson::Array(a)) if a.is_empty() => Bson::Undefined,
                             _ => Bson::Null,
                         }
                     }
@@ -79,8 +79,14 @@ impl Sort {
     }
 
     pub fn compare(&self, a: &[Bson], b: &[Bson]) -> Ordering {
+        // An empty array's key (`Undefined`) sorts after MinKey and before null.
+        let band = |v: &Bson| match v {
+            Bson::MinKey => 0,
+            Bson::Undefined => 1,
+            _ => 2,
+        };
         for ((x, y), (_, asc)) in a.iter().zip(b).zip(&self.keys) {
-            let o = order::compare(x, y);
+            let o = band(x).cmp(&band(y)).then_with(|| order::compare(x, y));
             if o != Ordering::Equal {
                 return if *asc { o } else { o.reverse() };
             }
