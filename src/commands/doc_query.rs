@@ -493,16 +493,9 @@ fn parse_query_opts(c: &Common<'_>) -> Result<QueryOpts, Reply> {
         let has_val = i + 1 < rest.len();
         if is(&rest[i], "SORT") && has_val {
             let d = parse_doc(&rest[i + 1], c)?;
-            o.sort = Some(Sort::parse(&d).map_err(err)?);
-            o.sort_keys = d
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        crate::documents::path::split(k),
-                        crate::documents::order::as_f64(v).is_some_and(|f| f > 0.0),
-                    )
-                })
-                .collect();
+            let sort = Sort::parse(&d).map_err(err)?;
+            o.sort_keys = sort.keys().to_vec();
+            o.sort = Some(sort);
             i += 2;
         } else if is(&rest[i], "SKIP") && has_val {
             match parse_i64(&rest[i + 1]) {

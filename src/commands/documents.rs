@@ -4,6 +4,7 @@
 use crate::commands::spec::{flag, Arg, CommandSpec};
 use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
 use crate::documents::collection::{CollectionMeta, CollectionShard};
+use crate::documents::index::ScanStats;
 use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
 use crate::documents::sort::Sort;
@@ -566,7 +567,10 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
-        cs.scan(&o.filter, &mut |_slot, raw| {
+        // With the sort, an index that provides it lets the shard stop at `skip + limit`.
+        let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
+        let mut stats = ScanStats::default();
+        cs.scan_planned(&o.filter, sort_keys, keep, &mut stats, &mut |_slot, raw| {
             let Ok(doc) = Document::try_from(raw.as_ref()) else {
                 return true;
             };

@@ -144,7 +144,12 @@ impl IndexSpec {
     /// The keys of one document: the KeyStrings of every combination of the fields' values,
     /// sorted and without duplicates, plus each key's values for duplicate-key errors.
     pub fn keys_of(&self, doc: &Document) -> Result<Vec<Vec<u8>>, String> {
-        let per_field = self.field_values(doc)?;
+        self.keys_and_arrays(doc).map(|(k, _)| k)
+    }
+
+    /// [`IndexSpec::keys_of`], and whether some key field held an array.
+    pub fn keys_and_arrays(&self, doc: &Document) -> Result<(Vec<Vec<u8>>, bool), String> {
+        let (per_field, arrays) = self.field_values(doc)?;
         let mut out: Vec<Vec<u8>> = vec![Vec::new()];
         for (f, vals) in self.fields.iter().zip(&per_field) {
             let mut next = Vec::with_capacity(out.len() * vals.len());
@@ -171,11 +176,11 @@ impl IndexSpec {
         }
         out.sort_unstable();
         out.dedup();
-        Ok(out)
+        Ok((out, arrays))
     }
 
     /// The distinct KeyStrings of each field's values in `doc` (not inverted).
-    fn field_values(&self, doc: &Document) -> Result<Vec<Vec<Vec<u8>>>, String> {
+    fn field_values(&self, doc: &Document) -> Result<(Vec<Vec<Vec<u8>>>, bool), String> {
         let mut per_field = Vec::with_capacity(self.fields.len());
         // Where the first array on each multikey field's path sits: arrays from two
         // different places are parallel arrays.
@@ -221,7 +226,7 @@ impl IndexSpec {
             }
             per_field.push(vals);
         }
-        Ok(per_field)
+        Ok((per_field, array_at.is_some()))
     }
 
     /// The field values of `doc` for a duplicate-key error: `{ host: "a", time: ... }`.
@@ -487,8 +492,8 @@ pub struct OrderedIndex {
     pub spec: Arc<IndexSpec>,
     entries: BTreeSet<Box<[u8]>>,
     bytes: usize,
-    /// Whether some document ever produced several keys or an array (bounds on one field
-    /// from two predicates cannot then be intersected).
+    /// Whether some document ever held an array in a key field (bounds on one field from two
+    /// predicates cannot then be intersected, nor does index order give sort order).
     multikey: bool,
     /// Whether the build has covered every document of the shard; only ready indexes serve
     /// queries (writes maintain an index from the moment it is attached).
@@ -535,10 +540,10 @@ impl OrderedIndex {
     pub fn insert_doc(&mut self, slot: u32, doc: &Document) {
         // A document the write path accepted always has keys; one that errs (parallel
         // arrays, checked before the write) is skipped rather than half-indexed.
-        let Ok(keys) = self.spec.keys_of(doc) else {
+        let Ok((keys, arrays)) = self.spec.keys_and_arrays(doc) else {
             return;
         };
-        if keys.len() > 1 {
+        if arrays {
             self.multikey = true;
         }
         for k in keys {
