@@ -180,7 +180,7 @@ impl IndexSpec {
     }
 
     /// The distinct KeyStrings of each field's values in `doc` (not inverted).
-    fn field_values(&self, doc: &Document) -> Result<(Vec<Vec<Vec<u8>>>, bool), String> {
+    fn field_values(&self, doc: &Document) -> Result<(Vec<FieldKeys>, bool), String> {
         let mut per_field = Vec::with_capacity(self.fields.len());
         // Where the first array on each multikey field's path sits: arrays from two
         // different places are parallel arrays.
@@ -250,6 +250,9 @@ impl IndexSpec {
         format!("{{ {} }}", parts.join(", "))
     }
 }
+
+/// The distinct KeyStrings of one key field's values in a document.
+type FieldKeys = Vec<Vec<u8>>;
 
 /// The path prefix down to the first array met along `path` in `doc` (following
 /// subdocuments only), or the whole path.
