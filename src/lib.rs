@@ -8,3 +8,4 @@ pub mod protocol;
 pub mod server;
 pub mod store;
 pub mod util;
+pub mod wheel;

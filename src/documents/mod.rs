@@ -12,6 +12,7 @@ pub mod planner;
 pub mod projection;
 pub mod query;
 pub mod sort;
+pub mod ttl;
 pub mod update;
 
 #[cfg(test)]
