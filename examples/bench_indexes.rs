@@ -57,38 +57,73 @@ fn load(con: &mut redis::Connection, coll: &str, n: u64) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-fn time_find(con: &mut redis::Connection, coll: &str, filter: &str, runs: u32) -> (f64, usize, String) {
+fn time_find(
+    con: &mut redis::Connection,
+    coll: &str,
+    filter: &str,
+    runs: u32,
+) -> (f64, usize, String) {
     let mut n = 0;
     let started = Instant::now();
     for _ in 0..runs {
-        let out: Vec<String> = redis::cmd("DOC.FIND").arg(coll).arg(filter).query(con).expect("find");
+        let out: Vec<String> = redis::cmd("DOC.FIND")
+            .arg(coll)
+            .arg(filter)
+            .query(con)
+            .expect("find");
         n = out.len();
     }
     let per = started.elapsed().as_secs_f64() * 1e6 / runs as f64;
-    let plan: String = redis::cmd("DOC.EXPLAIN").arg(coll).arg(filter).query(con).expect("explain");
+    let plan: String = redis::cmd("DOC.EXPLAIN")
+        .arg(coll)
+        .arg(filter)
+        .query(con)
+        .expect("explain");
     (per, n, plan)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let url = args.get(1).map_or("redis://127.0.0.1:6379/", String::as_str);
-    let n: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let url = args
+        .get(1)
+        .map_or("redis://127.0.0.1:6379/", String::as_str);
+    let n: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let client = redis::Client::open(url).expect("url");
     let mut con = client.get_connection().expect("connect");
     let _: () = redis::cmd("FLUSHALL").query(&mut con).expect("flush");
 
     let plain = load(&mut con, "plain", n);
-    println!("bulk insert, no secondary index:    {plain:>10.0} docs/s ({n} docs, batches of {BATCH})");
+    println!(
+        "bulk insert, no secondary index:    {plain:>10.0} docs/s ({n} docs, batches of {BATCH})"
+    );
     for keys in [r#"{"host":1,"time":1}"#, r#"{"path":1}"#] {
-        let _: String = redis::cmd("DOC.CREATEINDEX").arg("indexed").arg(keys).query(&mut con).expect("index");
+        let _: String = redis::cmd("DOC.CREATEINDEX")
+            .arg("indexed")
+            .arg(keys)
+            .query(&mut con)
+            .expect("index");
     }
     let indexed = load(&mut con, "indexed", n);
     println!("bulk insert, two secondary indexes: {indexed:>10.0} docs/s");
 
     let started = Instant::now();
-    let _: String = redis::cmd("DOC.CREATEINDEX").arg("plain").arg(r#"{"path":1}"#).query(&mut con).expect("index");
-    println!("index build over {n} docs:         {:>10.2} s", started.elapsed().as_secs_f64());
-    let _: String = redis::cmd("DOC.DROPINDEX").arg("plain").arg("path_1").query(&mut con).expect("drop");
+    let _: String = redis::cmd("DOC.CREATEINDEX")
+        .arg("plain")
+        .arg(r#"{"path":1}"#)
+        .query(&mut con)
+        .expect("index");
+    println!(
+        "index build over {n} docs:         {:>10.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    let _: String = redis::cmd("DOC.DROPINDEX")
+        .arg("plain")
+        .arg("path_1")
+        .query(&mut con)
+        .expect("drop");
 
     for filter in [
         r#"{"path":"/p17"}"#.to_string(),

@@ -16,7 +16,7 @@ use crate::documents::{codec, keys};
 use crate::protocol::Reply;
 use crate::store::ShardData;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
-use bson::{Bson, Document};
+use bson::{Bson, Document, RawDocumentBuf};
 use bytes::Bytes;
 use parking_lot::MutexGuard;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ pub fn check_writes(
     guards: &Guards<'_>,
     db: usize,
     coll: &str,
-    writes: &[(&Document, Option<(usize, u32)>)],
+    writes: &[(&RawDocumentBuf, Option<(usize, u32)>)],
 ) -> Result<(), Reply> {
     let Some(specs) = guards
         .first()
@@ -82,7 +82,8 @@ pub fn check_writes(
     };
     for spec in &specs {
         let mut batch: hashbrown::HashSet<Vec<u8>> = hashbrown::HashSet::new();
-        for (doc, replaces) in writes {
+        for (raw, replaces) in writes {
+            let doc = &spec.project(raw);
             let ks = spec.keys_of(doc).map_err(err)?;
             if !spec.unique {
                 continue;
@@ -264,8 +265,8 @@ fn build(ctx: &Ctx<'_>, db: usize, coll: &str, spec: &Arc<IndexSpec>) -> Result<
             let end = cs.slot_count().min(from.saturating_add(BUILD_BATCH));
             let mut docs: Vec<(u32, Document)> = Vec::with_capacity((end - from) as usize);
             for slot in from..end {
-                if let Some(d) = cs.get(slot).and_then(|r| Document::try_from(r).ok()) {
-                    docs.push((slot, d));
+                if let Some(raw) = cs.get(slot) {
+                    docs.push((slot, spec.project(raw)));
                 }
             }
             let Some(ix) = find_mut(cs, spec) else {

@@ -448,12 +448,8 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     };
     {
-        let docs: Vec<Document> = batch
-            .iter()
-            .filter_map(|p| Document::try_from(&p.raw).ok())
-            .collect();
-        let writes: Vec<(&Document, Option<(usize, u32)>)> =
-            docs.iter().map(|d| (d, None)).collect();
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> =
+            batch.iter().map(|p| (&p.raw, None)).collect();
         if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
             return e;
         }
@@ -852,10 +848,8 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
-        if let Ok(d) = Document::try_from(&p.raw) {
-            if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&d, None)]) {
-                return e;
-            }
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&p.raw, None)]) {
+            return e;
         }
         let Some(cs) = guards[gi].1.dbs[db].collections.get_mut(&c.coll) else {
             return Reply::error("ERR internal: collection vanished");
@@ -865,16 +859,9 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
     }
     {
-        let docs: Vec<(Document, usize, u32)> = changes
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> = changes
             .iter()
-            .filter_map(|(gi, slot, raw)| {
-                let d = Document::try_from(raw.as_ref()?).ok()?;
-                Some((d, guards[*gi].0, *slot))
-            })
-            .collect();
-        let writes: Vec<(&Document, Option<(usize, u32)>)> = docs
-            .iter()
-            .map(|(d, s, slot)| (d, Some((*s, *slot))))
+            .filter_map(|(gi, slot, raw)| Some((raw.as_ref()?, Some((guards[*gi].0, *slot)))))
             .collect();
         if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
             return e;

@@ -23,18 +23,16 @@ impl IndexShard {
     fn on_insert(&mut self, slot: u32, doc: &RawDocumentBuf) {
         match self {
             IndexShard::Ordered(ix) => {
-                if let Ok(d) = Document::try_from(doc.as_ref()) {
-                    ix.insert_doc(slot, &d);
-                }
+                let d = ix.spec.project(doc);
+                ix.insert_doc(slot, &d);
             }
         }
     }
     fn on_remove(&mut self, slot: u32, doc: &RawDocumentBuf) {
         match self {
             IndexShard::Ordered(ix) => {
-                if let Ok(d) = Document::try_from(doc.as_ref()) {
-                    ix.remove_doc(slot, &d);
-                }
+                let d = ix.spec.project(doc);
+                ix.remove_doc(slot, &d);
             }
         }
     }

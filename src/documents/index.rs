@@ -110,6 +110,24 @@ impl IndexSpec {
         parts.join("_")
     }
 
+    /// The part of a stored document the index reads: its key fields' top-level fields,
+    /// decoded from the raw BSON (the rest is never decoded).
+    pub fn project(&self, raw: &bson::RawDocument) -> Document {
+        let mut d = Document::new();
+        for f in &self.fields {
+            let top = &f.path[0];
+            if d.contains_key(top) {
+                continue;
+            }
+            if let Ok(Some(v)) = raw.get(top) {
+                if let Ok(b) = Bson::try_from(v) {
+                    d.insert(top.clone(), b);
+                }
+            }
+        }
+        d
+    }
+
     /// The key document as written.
     pub fn key_doc(&self) -> Document {
         let mut d = Document::new();
