@@ -593,6 +593,20 @@ pub fn doc_explain(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 // ---------------------------------------------------------------------------------------
 // DOC.AGGREGATE coll [BSON] pipeline
 
+/// The top-level `fields` of a stored document, decoded from its raw BSON, in the
+/// document's order (inclusion projections keep it).
+fn partial_doc(raw: &RawDocumentBuf, fields: &[String]) -> Document {
+    let mut d = Document::new();
+    for (k, v) in raw.iter().flatten() {
+        if fields.iter().any(|f| f == k.as_str()) {
+            if let Ok(b) = Bson::try_from(v) {
+                d.insert(k.to_string(), b);
+            }
+        }
+    }
+    d
+}
+
 /// The pipeline argument: a JSON array of stages, or with `BSON` a raw BSON document whose
 /// values are the stages in order (a BSON array).
 fn parse_pipeline(arg: &[u8], c: &Common<'_>) -> Result<Vec<Bson>, Reply> {
@@ -652,6 +666,8 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         },
         None => Node::And(Vec::new()),
     };
+    // Only the fields the pipeline reads are decoded from the stored BSON.
+    let needed = pipeline.needed_fields();
     let db = ctx.client.db;
     let store = &ctx.server.store;
     let shards: Vec<usize> = match filter.id_equality() {
@@ -666,8 +682,13 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             let guard = store.lock(s);
             if let Some(cs) = guard.dbs[db].collections.get(&c.coll) {
                 cs.scan(&filter, &mut |_, raw| {
-                    if let Ok(doc) = Document::try_from(raw) {
-                        docs.push(doc);
+                    match &needed {
+                        Some(fields) => docs.push(partial_doc(raw, fields)),
+                        None => {
+                            if let Ok(doc) = Document::try_from(raw) {
+                                docs.push(doc);
+                            }
+                        }
                     }
                     true
                 });

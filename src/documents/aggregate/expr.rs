@@ -440,6 +440,35 @@ impl Expr {
         }
     }
 
+    /// Adds the top-level fields the expression reads to `out`; false when it reads the
+    /// whole document (`$$ROOT`).
+    pub fn fields(&self, out: &mut Vec<String>) -> bool {
+        match self {
+            Expr::Literal(_) | Expr::Now => true,
+            Expr::Field(p) => {
+                out.push(p[0].clone());
+                true
+            }
+            Expr::Root(_) => false,
+            Expr::Object(fs) => fs.iter().all(|(_, e)| e.fields(out)),
+            Expr::Array(items) | Expr::Op(_, items) => items.iter().all(|e| e.fields(out)),
+            Expr::Date { date, tz, .. } => {
+                date.fields(out) && tz.as_ref().is_none_or(|t| t.fields(out))
+            }
+            Expr::DateToString {
+                format,
+                date,
+                tz,
+                on_null,
+            } => {
+                date.fields(out)
+                    && [format, tz, on_null]
+                        .into_iter()
+                        .all(|e| e.as_ref().is_none_or(|e| e.fields(out)))
+            }
+        }
+    }
+
     /// Truthiness of the value (`$cond`, `$and`, `$or`, `$not`).
     pub fn eval_bool(&self, doc: &Document, now: DateTime) -> Result<bool, AggError> {
         Ok(truthy(self.eval(doc, now)?.as_ref()))

@@ -5,10 +5,11 @@
 
 use super::expr::{Expr, Num};
 use super::AggError;
+use crate::documents::keys;
 use crate::documents::order;
 use bson::{Bson, DateTime, Document};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A BSON value ordered by MongoDB's comparison order, so group keys `1` and `1.0` are one
 /// group and `$addToSet` treats them as one element.
@@ -245,10 +246,11 @@ impl Acc {
     }
 }
 
-/// The groups seen so far: by key, in key order.
+/// The groups seen so far, by the KeyString of their key: equal keys (`1`, `1.0`) have
+/// equal KeyStrings, and KeyString order is BSON order, so finishing sorts by bytes.
 #[derive(Debug, Clone, Default)]
 pub struct GroupState {
-    groups: BTreeMap<OrdBson, Vec<Acc>>,
+    groups: hashbrown::HashMap<Vec<u8>, (Bson, Vec<Acc>)>,
 }
 
 impl GroupState {
@@ -267,11 +269,14 @@ impl GroupState {
     /// Folds one document in.
     pub fn add(&mut self, spec: &GroupSpec, doc: &Document, now: DateTime) -> Result<(), AggError> {
         let key = spec.id.eval(doc, now)?.unwrap_or(Bson::Null);
-        let accs = self.groups.entry(OrdBson(key)).or_insert_with(|| {
-            spec.fields
-                .iter()
-                .map(|(_, kind, _)| Acc::new(*kind))
-                .collect()
+        let (_, accs) = self.groups.entry(keys::encode(&key)).or_insert_with(|| {
+            (
+                key,
+                spec.fields
+                    .iter()
+                    .map(|(_, kind, _)| Acc::new(*kind))
+                    .collect(),
+            )
         });
         for (acc, (_, _, expr)) in accs.iter_mut().zip(&spec.fields) {
             acc.add(expr.eval(doc, now)?);
@@ -281,27 +286,29 @@ impl GroupState {
 
     /// Folds another shard's partial groups in.
     pub fn merge(&mut self, other: GroupState) {
-        for (key, accs) in other.groups {
-            match self.groups.get_mut(&key) {
-                Some(mine) => {
+        for (k, (key, accs)) in other.groups {
+            match self.groups.get_mut(&k) {
+                Some((_, mine)) => {
                     for (a, b) in mine.iter_mut().zip(accs) {
                         a.merge(b);
                     }
                 }
                 None => {
-                    self.groups.insert(key, accs);
+                    self.groups.insert(k, (key, accs));
                 }
             }
         }
     }
 
-    /// The output documents: `_id` then the accumulators in the order of the spec.
+    /// The output documents, in key order: `_id` then the accumulators in the order of the
+    /// spec.
     pub fn finish(self, spec: &GroupSpec) -> Vec<Document> {
-        self.groups
-            .into_iter()
-            .map(|(key, accs)| {
+        let mut all: Vec<(Vec<u8>, (Bson, Vec<Acc>))> = self.groups.into_iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter()
+            .map(|(_, (key, accs))| {
                 let mut d = Document::new();
-                d.insert("_id", key.0);
+                d.insert("_id", key);
                 for (acc, (name, _, _)) in accs.into_iter().zip(&spec.fields) {
                     d.insert(name.clone(), acc.finish());
                 }

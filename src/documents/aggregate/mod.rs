@@ -294,6 +294,45 @@ impl Pipeline {
         }
     }
 
+    /// The top-level fields the pipeline reads from its input documents, when it reads only
+    /// some (a `$project` inclusion, `$group` or `$count` ends what the input can reach), so
+    /// the caller decodes just those from the stored BSON. `None`: whole documents.
+    pub fn needed_fields(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let done = |mut out: Vec<String>| {
+            out.sort_unstable();
+            out.dedup();
+            Some(out)
+        };
+        for stage in &self.stages {
+            match stage {
+                Stage::Match { filter, .. } => filter_fields(filter, &mut out),
+                Stage::Project(p) => {
+                    if !p.fields(&mut out) {
+                        return None;
+                    }
+                    if p.mode == project::Mode::Inclusion {
+                        return done(out);
+                    }
+                }
+                Stage::Group(g) => {
+                    if !g.id.fields(&mut out)
+                        || !g.fields.iter().all(|(_, _, e)| e.fields(&mut out))
+                    {
+                        return None;
+                    }
+                    return done(out);
+                }
+                Stage::Count(_) => return done(out),
+                Stage::Sort(s) => out.extend(s.keys().iter().map(|(p, _)| p[0].clone())),
+                Stage::Unwind { path, .. } => out.push(path[0].clone()),
+                Stage::Skip(_) | Stage::Limit(_) => {}
+            }
+        }
+        // The documents leave the pipeline with all their fields.
+        None
+    }
+
     /// Where the shard part ends: the leading streaming stages, plus the stage that the merge
     /// step completes (`$group`, `$count`) or repeats (`$limit`, `$sort` + `$limit`).
     fn shard_prefix(&self) -> usize {
@@ -452,6 +491,23 @@ impl Pipeline {
     pub fn run(&self, docs: impl IntoIterator<Item = Document>) -> Result<Vec<Document>, AggError> {
         let part = self.run_shard(docs)?;
         self.merge(vec![part])
+    }
+}
+
+/// The top-level fields a filter reads (through `$and`, `$or`, `$nor`).
+fn filter_fields(filter: &Document, out: &mut Vec<String>) {
+    for (k, v) in filter {
+        if k.starts_with('$') {
+            if let Bson::Array(items) = v {
+                for i in items {
+                    if let Bson::Document(d) = i {
+                        filter_fields(d, out);
+                    }
+                }
+            }
+        } else if let Some(top) = k.split('.').next() {
+            out.push(top.to_string());
+        }
     }
 }
 

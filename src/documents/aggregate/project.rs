@@ -224,6 +224,25 @@ impl Projection {
         })
     }
 
+    /// Adds the top-level fields the stage reads to `out`; false when it reads the whole
+    /// document (`$$ROOT`).
+    pub fn fields(&self, out: &mut Vec<String>) -> bool {
+        fn walk(tree: &[(String, Node)], top: Option<&str>, out: &mut Vec<String>) -> bool {
+            tree.iter().all(|(k, n)| match n {
+                Node::Include | Node::Exclude => {
+                    out.push(top.unwrap_or(k).to_string());
+                    true
+                }
+                Node::Compute(e) => e.fields(out),
+                Node::Nested(children) => {
+                    out.push(top.unwrap_or(k).to_string());
+                    walk(children, Some(top.unwrap_or(k)), out)
+                }
+            })
+        }
+        walk(&self.fields, None, out)
+    }
+
     pub fn apply(&self, doc: Document, now: DateTime) -> Result<Document, AggError> {
         match self.mode {
             Mode::Inclusion => {

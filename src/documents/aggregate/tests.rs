@@ -235,3 +235,40 @@ fn runtime_errors_surface() {
         "can't $divide by zero"
     );
 }
+
+#[test]
+fn needed_fields_stop_at_a_reshaping_stage() {
+    let p = pipeline(bson!([
+        {"$match": {"$or": [{"a.b": 1}, {"c": 2}]}},
+        {"$unwind": "$u"},
+        {"$project": {"path": 1, "date": {"y": {"$year": "$time"}}}},
+        {"$group": {"_id": "$whatever", "n": {"$sum": 1}}},
+    ]));
+    assert_eq!(
+        p.needed_fields(),
+        Some(vec![
+            "_id".into(),
+            "a".into(),
+            "c".into(),
+            "date".into(),
+            "path".into(),
+            "time".into(),
+            "u".into()
+        ])
+    );
+    let p = pipeline(bson!([{"$group": {"_id": {"p": "$path"}, "n": {"$sum": "$size"}}}]));
+    assert_eq!(p.needed_fields(), Some(vec!["path".into(), "size".into()]));
+    assert_eq!(
+        pipeline(bson!([{"$count": "n"}])).needed_fields(),
+        Some(vec![])
+    );
+    assert_eq!(pipeline(bson!([{"$sort": {"a": 1}}])).needed_fields(), None);
+    assert_eq!(
+        pipeline(bson!([{"$addFields": {"x": 1}}, {"$limit": 1}])).needed_fields(),
+        None
+    );
+    assert_eq!(
+        pipeline(bson!([{"$group": {"_id": "$$ROOT"}}])).needed_fields(),
+        None
+    );
+}
