@@ -303,8 +303,8 @@ impl GroupState {
     /// The output documents, in key order: `_id` then the accumulators in the order of the
     /// spec.
     pub fn finish(self, spec: &GroupSpec) -> Vec<Document> {
-        let mut all: Vec<(Vec<u8>, (Bson, Vec<Acc>))> = self.groups.into_iter().collect();
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut all: Vec<_> = self.groups.into_iter().collect();
+        all.sort_unstable_by(|a: &(Vec<u8>, _), b| a.0.cmp(&b.0));
         all.into_iter()
             .map(|(_, (key, accs))| {
                 let mut d = Document::new();
