@@ -175,8 +175,15 @@ pub fn doc_createindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let coll = text(&args[1]);
     let db = ctx.client.db;
+    create_index(ctx, db, &text(&args[1]), spec)
+}
+
+/// Creates (and builds) an index from a validated spec and answers its name: the one way
+/// an ordered index comes to exist, for `DOC.CREATEINDEX` and for TTL indexes (a TTL index
+/// is an ordered index whose spec has `expire_after`, so it also serves queries).
+pub fn create_index(ctx: &Ctx<'_>, db: usize, coll: &str, spec: IndexSpec) -> Reply {
+    let coll = coll.to_string();
     // The `_id` index always exists.
     if spec.fields.len() == 1
         && spec.fields[0].name == "_id"
