@@ -69,6 +69,22 @@ fn insert_find_roundtrip_and_ids() {
     );
     assert_eq!(by_oid, vec![bob]);
     assert_eq!(int(&mut c, &["DOC.COUNT", "u", "{}"]), 3);
+    // An _id equality plus other conditions reads one document and checks the rest on it.
+    assert_eq!(
+        int(&mut c, &["DOC.COUNT", "u", r#"{"_id":1,"name":"ann"}"#]),
+        1
+    );
+    assert_eq!(
+        int(&mut c, &["DOC.COUNT", "u", r#"{"name":"bob","_id":1}"#]),
+        0
+    );
+    assert_eq!(
+        int(
+            &mut c,
+            &["DOC.COUNT", "u", r#"{"_id":{"$eq":1.0},"tags":"b"}"#]
+        ),
+        1
+    );
     assert_eq!(int(&mut c, &["DOC.COUNT", "nothing", "{}"]), 0);
     let none: Option<String> = q(&mut c, &["DOC.FINDONE", "u", r#"{"name":"zed"}"#]).expect("nil");
     assert_eq!(none, None);
@@ -228,6 +244,10 @@ fn find_projection_sort_skip_limit_across_shards() {
         7
     );
     assert_eq!(
+        strs(&mut c, &["DOC.FIND", "p", "{}", "LIMIT", "-2", "TOUCH"]).len(),
+        2
+    );
+    assert_eq!(
         strs(&mut c, &["DOC.FIND", "p", "{}", "SKIP", "98"]).len(),
         2
     );
@@ -296,6 +316,10 @@ fn query_errors_and_no_server_side_code() {
         &["DOC.FIND", "e", r#"{"a":{"$regex":"(a)\\1"}}"#],
     ));
     assert!(e.starts_with("ERR invalid regular expression"), "{e}");
+    let e = err_text(q::<Value>(&mut c, &["DOC.INSERT", "a$b", "{}"]));
+    assert_eq!(e, "ERR Invalid collection name: 'a$b'");
+    let e = err_text(q::<Value>(&mut c, &["DOC.COUNT", "", "{}"]));
+    assert_eq!(e, "ERR Invalid collection name: ''");
     let e = err_text(q::<Value>(&mut c, &["DOC.DELETE", "e", r#"{"$expr":{}}"#]));
     assert_eq!(e, "ERR unknown top level operator: $expr");
     assert_eq!(int(&mut c, &["DOC.COUNT", "e", "{}"]), 1);
@@ -446,6 +470,23 @@ fn update_operators_multi_upsert_and_replacement() {
     .expect("pull value");
     let d: String = q(&mut c, &["DOC.FINDONE", "w", r#"{"_id":4}"#]).expect("doc");
     assert_eq!(d, r#"{"_id":4,"v":[1],"d":[{"a":2}]}"#);
+    // A replacement with the same fields in another order is a modification.
+    strs(&mut c, &["DOC.INSERT", "w", r#"{"_id":5,"a":1,"b":2}"#]);
+    let r: Vec<Value> = q(
+        &mut c,
+        &["DOC.UPDATE", "w", r#"{"_id":5}"#, r#"{"b":2,"a":1}"#],
+    )
+    .expect("reorder");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(1), Value::Nil]);
+    let d: String = q(&mut c, &["DOC.FINDONE", "w", r#"{"_id":5}"#]).expect("doc");
+    assert_eq!(d, r#"{"_id":5,"b":2,"a":1}"#);
+    let r: Vec<Value> = q(
+        &mut c,
+        &["DOC.UPDATE", "w", r#"{"_id":5}"#, r#"{"b":2,"a":1}"#],
+    )
+    .expect("same");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(0), Value::Nil]);
+    q::<i64>(&mut c, &["DOC.DELETE", "w", r#"{"_id":5}"#]).expect("delete");
     // Replacement keeps _id.
     let r: Vec<Value> = q(
         &mut c,
@@ -626,11 +667,52 @@ fn bson_flag_in_and_out() {
         .query(&mut c)
         .expect("findone");
     assert_eq!(one, raw);
+    let n: i64 = redis::cmd("DOC.COUNT")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .query(&mut c)
+        .expect("count");
+    assert_eq!(n, 1);
+    let upd = bson::RawDocumentBuf::try_from(&bson::doc! {"$set": {"x": 1}})
+        .expect("raw")
+        .into_bytes();
+    let r: Vec<Value> = redis::cmd("DOC.UPDATE")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .arg(&upd)
+        .query(&mut c)
+        .expect("update");
+    assert_eq!(r, vec![Value::Int(1), Value::Int(1), Value::Nil]);
+    let projected: Vec<Vec<u8>> = redis::cmd("DOC.FIND")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .arg("PROJECTION")
+        .arg(
+            bson::RawDocumentBuf::try_from(&bson::doc! {"x": 1})
+                .expect("raw")
+                .into_bytes(),
+        )
+        .query(&mut c)
+        .expect("projected");
+    let want = bson::RawDocumentBuf::try_from(&bson::doc! {"_id": 7, "x": 1})
+        .expect("raw")
+        .into_bytes();
+    assert_eq!(projected, vec![want]);
     let json: String = q(&mut c, &["DOC.FINDONE", "b", "{}"]).expect("json");
     assert_eq!(
         json,
-        r#"{"_id":7,"b":{"$binary":{"base64":"AAEC","subType":"00"}}}"#
+        r#"{"_id":7,"b":{"$binary":{"base64":"AAEC","subType":"00"}},"x":1}"#
     );
+    let n: i64 = redis::cmd("DOC.DELETE")
+        .arg("b")
+        .arg("BSON")
+        .arg(&filter)
+        .query(&mut c)
+        .expect("delete");
+    assert_eq!(n, 1);
     let e = err_text(
         redis::cmd("DOC.INSERT")
             .arg("b")

@@ -175,8 +175,13 @@ pub fn doc_createindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(s) => s,
         Err(e) => return e,
     };
+    let coll = text(&args[1]);
+    // The collection name rules of every DOC command (see `documents::common`).
+    if coll.is_empty() || coll.contains(['$', '\0']) {
+        return Reply::error(format!("ERR Invalid collection name: '{coll}'"));
+    }
     let db = ctx.client.db;
-    create_index(ctx, db, &text(&args[1]), spec)
+    create_index(ctx, db, &coll, spec)
 }
 
 /// Creates (and builds) an index from a validated spec and answers its name: the one way
@@ -229,10 +234,16 @@ pub fn create_index(ctx: &Ctx<'_>, db: usize, coll: &str, spec: IndexSpec) -> Re
         if existing.len() >= 63 {
             return Reply::error("ERR add index fails, too many indexes (the limit is 64)");
         }
+        let now = crate::util::now_ms();
         for (_, g) in guards.iter_mut() {
             if let Some(cs) = g.dbs[db].collections.get_mut(&coll) {
                 cs.indexes
                     .push(IndexShard::Ordered(OrderedIndex::new(spec.clone())));
+                // A TTL index: its wheel expires documents from now on, while the ordered
+                // part builds.
+                if let Some(secs) = spec.expire_after {
+                    cs.set_ttl_index(&spec.name, &spec.fields[0].name, secs, now);
+                }
             }
         }
     }
@@ -375,6 +386,9 @@ fn drop_by_spec(ctx: &Ctx<'_>, db: usize, coll: &str, spec: &Arc<IndexSpec>) {
                     |ix| matches!(ix, IndexShard::Ordered(o) if Arc::ptr_eq(&o.spec, spec)),
                 ) {
                     dropped.push(cs.indexes.remove(p));
+                    if spec.expire_after.is_some() {
+                        cs.drop_ttl_index(&spec.name);
+                    }
                 }
             }
         }
@@ -418,6 +432,10 @@ pub fn doc_dropindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     |ix| matches!(ix, IndexShard::Ordered(o) if name == "*" || o.spec.name == name),
                 );
                 cs.indexes = kept;
+                for ix in gone.iter().filter_map(IndexShard::as_ordered) {
+                    // Dropping a TTL index stops expiry through it.
+                    cs.drop_ttl_index(&ix.spec.name);
+                }
                 dropped.extend(gone);
             }
         }
@@ -432,7 +450,21 @@ pub fn doc_indexes(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let (exists, specs) = {
         let g = ctx.server.store.lock(0);
         match g.dbs[db].collections.get(&coll) {
-            Some(cs) => (true, specs_of(cs)),
+            // `expireAfterSeconds` as in force now (`DOC.EXPIREINDEX` changes it in the
+            // wheels, MongoDB's collMod).
+            Some(cs) => (
+                true,
+                specs_of(cs)
+                    .into_iter()
+                    .map(|s| {
+                        let mut d = s.to_doc();
+                        if let Some((_, t)) = cs.ttl.iter().find(|(n, _)| *n == s.name) {
+                            d.insert("expireAfterSeconds", t.expire_after_secs);
+                        }
+                        d
+                    })
+                    .collect::<Vec<_>>(),
+            ),
             None => (false, Vec::new()),
         }
     };
@@ -442,11 +474,7 @@ pub fn doc_indexes(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut out = vec![Reply::bulk(codec::doc_json(
         &bson::doc! {"name": "_id_", "key": {"_id": 1}, "unique": true},
     ))];
-    out.extend(
-        specs
-            .iter()
-            .map(|s| Reply::bulk(codec::doc_json(&s.to_doc()))),
-    );
+    out.extend(specs.iter().map(|d| Reply::bulk(codec::doc_json(d))));
     Reply::Array(out)
 }
 
@@ -527,7 +555,10 @@ fn parse_query_opts(c: &Common<'_>) -> Result<QueryOpts, Reply> {
 }
 
 pub fn doc_explain(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let o = match parse_query_opts(&c) {
         Ok(o) => o,
         Err(e) => return e,
@@ -653,7 +684,10 @@ fn parse_pipeline(arg: &[u8], c: &Common<'_>) -> Result<Vec<Bson>, Reply> {
 }
 
 pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     if c.rest.len() != 1 {
         return syntax_error();
     }
@@ -707,7 +741,11 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     match pipeline.merge(parts) {
-        Ok(docs) => Reply::Array(docs.iter().map(|d| doc_reply(d, None, c.bson)).collect()),
+        Ok(docs) => Reply::Array(
+            docs.into_iter()
+                .map(|d| doc_reply(d, None, c.bson))
+                .collect(),
+        ),
         Err(e) => Reply::error(format!("ERR {e}")),
     }
 }

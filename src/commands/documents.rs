@@ -11,6 +11,8 @@ use crate::documents::sort::Sort;
 use crate::documents::update::{self, Update};
 use crate::documents::{codec, keys};
 use crate::protocol::Reply;
+use crate::server::ttl;
+use crate::store::ttl_monitor::Expired;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
 use bytes::Bytes;
@@ -54,7 +56,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.find",
         handler: doc_find,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the documents matching a MongoDB query filter; TOUCH refreshes their TTL-indexed dates in the same step.",
         complexity: "O(log N + M) with an index, O(N) for a collection scan, where M is the number of documents returned",
@@ -65,7 +68,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.findone",
         handler: doc_findone,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the first document matching a filter, or null; TOUCH refreshes its TTL-indexed dates.",
         complexity: "O(log N) with an index or by _id, O(N) for a collection scan",
@@ -85,6 +89,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.touch",
+        handler: doc_touch,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -125,6 +130,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.expireindex",
+        handler: doc_expireindex,
         arity: 4,
         flags: flag::WRITE,
         acl: WRITE,
@@ -269,20 +275,26 @@ pub static COMMANDS: &[CommandSpec] = &[
 pub(crate) struct Common<'a> {
     pub(crate) coll: String,
     pub(crate) bson: bool,
-    /// Index of the first argument after the collection and the optional `BSON` flag.
+    /// The arguments after the collection and the optional `BSON` flag.
     pub(crate) rest: &'a [Bytes],
     pub(crate) now: DateTime,
 }
 
-pub(crate) fn common(args: &[Bytes]) -> Common<'_> {
+pub(crate) fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     let coll = text(&args[1]);
+    // MongoDB's collection name rules: not empty, no `$`, no NUL.
+    if coll.is_empty() || coll.contains(['$', '\0']) {
+        return Err(Reply::error(format!(
+            "ERR Invalid collection name: '{coll}'"
+        )));
+    }
     let bson = args.len() > 3 && is(&args[2], "BSON");
-    Common {
+    Ok(Common {
         coll,
         bson,
         rest: &args[if bson { 3 } else { 2 }..],
         now: DateTime::now(),
-    }
+    })
 }
 
 pub(crate) fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
@@ -308,17 +320,17 @@ pub(crate) fn max_doc_size(ctx: &Ctx<'_>) -> usize {
     ctx.server.config.read().get_u64("max-document-size") as usize
 }
 
-pub(crate) fn doc_reply(doc: &Document, raw: Option<&RawDocumentBuf>, bson: bool) -> Reply {
+pub(crate) fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     if bson {
         match raw {
-            Some(r) => Reply::bulk(Bytes::copy_from_slice(r.as_bytes())),
-            None => match RawDocumentBuf::try_from(doc) {
+            Some(r) => Reply::bulk(r.into_bytes()),
+            None => match RawDocumentBuf::try_from(&doc) {
                 Ok(r) => Reply::bulk(r.into_bytes()),
                 Err(e) => Reply::error(format!("ERR cannot encode document: {e}")),
             },
         }
     } else {
-        Reply::bulk(codec::doc_json(doc))
+        Reply::bulk(codec::doc_json_owned(doc))
     }
 }
 
@@ -389,7 +401,10 @@ pub(crate) fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
 }
 
 fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let mut docs = c.rest;
     if docs.len() > 1 && is(&docs[docs.len() - 1], "J") {
         docs = &docs[..docs.len() - 1];
@@ -455,15 +470,23 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
+    let mut purged = Expired {
+        db,
+        collection: c.coll.clone(),
+        ids: Vec::new(),
+    };
     for p in &batch {
         let Some(i) = pos(p.shard, &guards) else {
             return Reply::error("ERR internal: shard not locked");
         };
-        let exists = guards[i].1.dbs[db]
-            .collections
-            .get(&c.coll)
-            .is_some_and(|cs| cs.contains_id(&p.key));
-        if exists {
+        let Some(cs) = guards[i].1.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        // An expired document is gone for every read and write, a duplicate check included.
+        purged.ids.extend(cs.expire_if_due(&p.key));
+        if cs.contains_id(&p.key) {
+            drop(guards);
+            ttl::publish(ctx.server, &purged);
             return dup_key(db, &c.coll, &p.id);
         }
     }
@@ -479,6 +502,8 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         cs.insert(p.key, p.raw);
         ids.push(id_reply(&p.id));
     }
+    drop(guards);
+    ttl::publish(ctx.server, &purged);
     Reply::Array(ids)
 }
 
@@ -548,7 +573,13 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
 
 /// Runs a find: each shard keeps at most `skip + limit` matches (in sort order when sorted),
 /// then the shards' survivors are merged, sorted stably and cut.
-fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document, RawDocumentBuf)> {
+fn run_find(
+    ctx: &Ctx<'_>,
+    db: usize,
+    coll: &str,
+    o: &FindOpts,
+    keep_raw: bool,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
     let keep = o.limit.map(|l| l.saturating_add(o.skip));
     let store = &ctx.server.store;
     let shards: Vec<usize> = match o.filter.id_equality() {
@@ -556,13 +587,13 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
         None => (0..store.shard_count()).collect(),
     };
     // (sort key, shard, slot order) keeps the merge stable and deterministic.
-    let mut found: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
+    let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
     for s in shards {
         let guard = store.lock(s);
         let Some(cs) = guard.dbs[db].collections.get(coll) else {
             continue;
         };
-        let mut mine: Vec<(Vec<Bson>, Document, RawDocumentBuf)> = Vec::new();
+        let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
         // With the sort, an index that provides it lets the shard stop at `skip + limit`.
         let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
         let mut stats = ScanStats::default();
@@ -571,7 +602,8 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
                 return true;
             };
             let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
-            mine.push((key, doc, raw.clone()));
+            // The stored bytes are only copied when they are the reply (BSON, no projection).
+            mine.push((key, doc, keep_raw.then(|| raw.clone())));
             match (&o.sort, keep) {
                 // Unsorted: the first `skip + limit` matches of the shard are enough.
                 (None, Some(k)) => mine.len() < k,
@@ -606,23 +638,32 @@ fn run_find(ctx: &Ctx<'_>, db: usize, coll: &str, o: &FindOpts) -> Vec<(Document
     it.map(|(_, d, r)| (d, r)).collect()
 }
 
-fn render(o: &FindOpts, doc: Document, raw: RawDocumentBuf, bson: bool) -> Reply {
+fn render(o: &FindOpts, doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     match &o.projection {
-        Some(p) => doc_reply(&p.apply(&doc), None, bson),
-        None => doc_reply(&doc, Some(&raw), bson),
+        Some(p) => doc_reply(p.apply(&doc), None, bson),
+        None => doc_reply(doc, raw, bson),
     }
 }
 
 fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let o = match parse_find(&c, false) {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
-    // documents here, in the same step as the read. Parsed and accepted until then.
-    let _touch = o.touch;
-    let found = run_find(ctx, ctx.client.db, &c.coll, &o);
+    let mut found = run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
     Reply::Array(
         found
             .into_iter()
@@ -632,21 +673,35 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let o = match parse_find(&c, true) {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: see doc_find.
-    let _touch = o.touch;
-    match run_find(ctx, ctx.client.db, &c.coll, &o).into_iter().next() {
+    let mut found = run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
+    match found.into_iter().next() {
         Some((d, r)) => render(&o, d, r, c.bson),
         None => Reply::Nil,
     }
 }
 
 fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     if c.rest.len() != 1 {
         return syntax_error();
     }
@@ -674,7 +729,10 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     let Some(f) = c.rest.first() else {
         return wrong_arity("doc.delete");
     };
@@ -729,7 +787,10 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = common(args);
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
     if c.rest.len() < 2 {
         return wrong_arity("doc.update");
     }
@@ -795,18 +856,21 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         });
         for (slot, doc) in hits {
             matched += 1;
-            let mut new = doc.clone();
+            let mut new = doc;
             if let Err(e) = upd.apply(&mut new, c.now, false) {
                 return err(e);
             }
-            if new != doc {
-                if let Err(e) = codec::validate_stored(&new) {
-                    return err(e);
-                }
-                match codec::to_raw(&new, max) {
-                    Ok(raw) => changes.push((gi, slot, Some(raw))),
-                    Err(e) => return err(e),
-                }
+            if let Err(e) = codec::validate_stored(&new) {
+                return err(e);
+            }
+            let raw = match codec::to_raw(&new, max) {
+                Ok(raw) => raw,
+                Err(e) => return err(e),
+            };
+            // Modified means the stored bytes change (a new field order or type counts,
+            // as in MongoDB; `bson::Document` equality ignores order).
+            if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
+                changes.push((gi, slot, Some(raw)));
             }
             if !multi {
                 break 'shards;
@@ -845,6 +909,11 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             .collections
             .entry(c.coll.clone())
             .or_default();
+        let purged = Expired {
+            db,
+            collection: c.coll.clone(),
+            ids: cs.expire_if_due(&p.key).into_iter().collect(),
+        };
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
@@ -856,6 +925,8 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         };
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
+        drop(guards);
+        ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
     }
     {
@@ -873,4 +944,231 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     Reply::Array(vec![Reply::Int(matched), Reply::Int(modified), Reply::Nil])
+}
+
+// ---------------------------------------------------------------------------------------
+// TTL indexes: DOC.EXPIREINDEX, DOC.TOUCH and FIND … TOUCH.
+
+/// `DOC.EXPIREINDEX coll field seconds`: creates the TTL index `field_1` or changes its
+/// `expireAfterSeconds` (MongoDB's `collMod`), under every shard's lock so all parts agree.
+fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let [field, seconds] = c.rest else {
+        return wrong_arity("doc.expireindex");
+    };
+    let field = text(field);
+    if let Err(e) = ttl_field_ok(&field) {
+        return e;
+    }
+    let secs = match crate::documents::ttl::parse_expire_after(seconds) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(e),
+    };
+    let db = ctx.client.db;
+    ensure_collection(ctx, db, &c.coll);
+    let name = format!("{field}_1");
+    // A new TTL index is an ordered index too (it serves queries on its field): created
+    // through the one index path, which also sets up the wheels.
+    let exists = ctx.server.store.lock(0).dbs[db]
+        .collections
+        .get(&c.coll)
+        .is_some_and(|cs| {
+            cs.ordered_index(&name).is_some() || cs.ttl.iter().any(|(n, _)| *n == name)
+        });
+    if !exists {
+        let fields =
+            match crate::documents::index::IndexSpec::parse_keys(&bson::doc! {field.clone(): 1}) {
+                Ok(f) => f,
+                Err(e) => return err(e),
+            };
+        let spec = crate::documents::index::IndexSpec {
+            name,
+            fields,
+            unique: false,
+            expire_after: Some(secs),
+        };
+        return doc_query::create_index(ctx, db, &c.coll, spec);
+    }
+    let now = crate::util::now_ms();
+    let store = &ctx.server.store;
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    for (_, g) in guards.iter_mut() {
+        if let Some(cs) = g.dbs[db].collections.get_mut(&c.coll) {
+            cs.set_ttl_index(&name, &field, secs, now);
+        }
+    }
+    Reply::bulk(name.into_bytes())
+}
+
+/// MongoDB refuses TTL indexes on `_id` (and on compound keys, which one field cannot be).
+fn ttl_field_ok(field: &str) -> Result<(), Reply> {
+    if field == "_id" {
+        return Err(Reply::error(
+            "ERR the _id field cannot carry a TTL index (expireAfterSeconds is not valid for an _id index)",
+        ));
+    }
+    if field.is_empty() || field.starts_with('$') || field.split('.').any(str::is_empty) {
+        return Err(Reply::error(format!(
+            "ERR invalid TTL index field '{field}'"
+        )));
+    }
+    Ok(())
+}
+
+/// The update that refreshes `fields` to `now`: `{$set: {field: now, ...}}`, the same
+/// mechanism as `DOC.UPDATE` (dotted paths create subdocuments).
+fn touch_update(fields: &[String], now: DateTime) -> Result<Update, Reply> {
+    let mut set = Document::new();
+    for f in fields {
+        set.insert(f.clone(), now);
+    }
+    let mut u = Document::new();
+    u.insert("$set", set);
+    update::parse(&u).map_err(err)
+}
+
+/// The fields a touch refreshes: `FIELD name`, or every TTL index's field.
+fn touch_fields(ctx: &Ctx<'_>, db: usize, coll: &str, field: Option<String>) -> Vec<String> {
+    if let Some(f) = field {
+        return vec![f];
+    }
+    let g = ctx.server.store.lock(0);
+    g.dbs[db]
+        .collections
+        .get(coll)
+        .map(|cs| cs.ttl_fields())
+        .unwrap_or_default()
+}
+
+/// Applies `upd` to the document in `slot` and stores it; returns the new document.
+fn touch_slot(
+    cs: &mut CollectionShard,
+    slot: u32,
+    upd: &Update,
+    now: DateTime,
+    max: usize,
+) -> Result<Document, Reply> {
+    let Some(raw) = cs.get(slot) else {
+        return Err(Reply::error("ERR internal: touched document vanished"));
+    };
+    let mut doc = Document::try_from(raw.as_ref())
+        .map_err(|e| Reply::error(format!("ERR cannot decode stored document: {e}")))?;
+    upd.apply(&mut doc, now, false).map_err(err)?;
+    let raw = codec::to_raw(&doc, max).map_err(err)?;
+    cs.replace(slot, raw);
+    Ok(doc)
+}
+
+/// `DOC.TOUCH coll filter [FIELD name] [J]`: MongoDB's
+/// `update(filter, {$set: {accessTime: new Date()}}, {multi: true})` for every TTL field.
+fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let Some(f) = c.rest.first() else {
+        return wrong_arity("doc.touch");
+    };
+    let mut field = None;
+    let mut i = 1;
+    while i < c.rest.len() {
+        if is(&c.rest[i], "FIELD") && i + 1 < c.rest.len() {
+            let name = text(&c.rest[i + 1]);
+            if name.is_empty() || name.starts_with('$') || name == "_id" {
+                return Reply::error(format!("ERR invalid FIELD '{name}'"));
+            }
+            field = Some(name);
+            i += 2;
+        } else if is(&c.rest[i], "J") {
+            i += 1;
+        } else {
+            return syntax_error();
+        }
+    }
+    let filter = match parse_filter(f, &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let fields = touch_fields(ctx, db, &c.coll, field);
+    if fields.is_empty() {
+        return Reply::Int(0);
+    }
+    let upd = match touch_update(&fields, c.now) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut n = 0i64;
+    for s in shards {
+        let mut guard = store.lock(s);
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let mut slots = Vec::new();
+        cs.scan(&filter, &mut |slot, _| {
+            slots.push(slot);
+            true
+        });
+        for slot in slots {
+            match touch_slot(cs, slot, &upd, c.now, max) {
+                Ok(_) => n += 1,
+                Err(e) => return e,
+            }
+        }
+    }
+    Reply::Int(n)
+}
+
+/// `FIND … TOUCH`: refreshes the TTL dates of the documents a find returns and replies with
+/// them as refreshed. Each document is touched under its shard's lock, found again by `_id`;
+/// one removed meanwhile (expired or deleted) is left out of the reply.
+fn touch_found(
+    ctx: &Ctx<'_>,
+    db: usize,
+    c: &Common<'_>,
+    found: Vec<(Document, Option<RawDocumentBuf>)>,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
+    let fields = touch_fields(ctx, db, &c.coll, None);
+    if fields.is_empty() {
+        return found;
+    }
+    let Ok(upd) = touch_update(&fields, c.now) else {
+        return found;
+    };
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let mut out = Vec::with_capacity(found.len());
+    for (doc, raw) in found {
+        let Some(id) = doc.get("_id") else { continue };
+        let key = keys::encode(id);
+        let mut guard = store.lock(store.shard_of(&key));
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let Some(slot) = cs.slot_of(&key) else {
+            continue;
+        };
+        if !cs.visible(slot, cs.visibility_clock()) {
+            continue;
+        }
+        match touch_slot(cs, slot, &upd, c.now, max) {
+            // The reply carries the refreshed document (raw bytes only when asked for BSON).
+            Ok(new) => {
+                let raw = raw.and_then(|_| cs.get(slot).cloned());
+                out.push((new, raw));
+            }
+            Err(_) => out.push((doc, raw)),
+        }
+    }
+    out
 }

@@ -199,6 +199,11 @@ pub fn doc_json(d: &Document) -> String {
     Bson::Document(d.clone()).into_relaxed_extjson().to_string()
 }
 
+/// Relaxed Extended JSON text of a document the caller no longer needs.
+pub fn doc_json_owned(d: Document) -> String {
+    Bson::Document(d).into_relaxed_extjson().to_string()
+}
+
 /// The shell-like rendering MongoDB uses in duplicate key errors: `{ _id: 1 }`.
 pub fn dup_key_text(id: &Bson) -> String {
     let v = match id {

@@ -577,13 +577,30 @@ fn query_corpus() {
                 continue;
             }
         };
-        let got: Vec<i32> = load(docs)
+        let loaded = load(docs);
+        let got: Vec<i32> = loaded
             .iter()
             .filter(|d| node.matches(d))
             .map(id_of)
             .collect();
         if got != *want {
             failures.push(format!("{filter}: got {got:?}, want {want:?}"));
+        }
+        // The scan path matches stored raw BSON, decoding only what the paths reach: it must
+        // agree with matching the whole document.
+        let paths = node.field_paths();
+        let from_raw: Vec<i32> = loaded
+            .iter()
+            .filter(|d| {
+                let raw = bson::RawDocumentBuf::try_from(*d).expect("encodes");
+                crate::documents::collection::matches(&node, &paths, &raw)
+            })
+            .map(id_of)
+            .collect();
+        if from_raw != *want {
+            failures.push(format!(
+                "{filter} (from raw): got {from_raw:?}, want {want:?}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -152,3 +152,47 @@ fn exclude(doc: &mut Document, p: &[String]) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::documents::codec::{doc_json, parse_json};
+
+    fn run(spec: &str, doc: &str) -> Result<String, String> {
+        let p = Projection::parse(&parse_json(spec.as_bytes()).expect("spec"))?;
+        Ok(doc_json(
+            &p.apply(&parse_json(doc.as_bytes()).expect("doc")),
+        ))
+    }
+
+    #[test]
+    fn inclusion_exclusion_and_id() {
+        let d = r#"{"_id":1,"a":1,"b":{"c":2,"d":3},"e":[{"c":4,"d":5},6],"f":7}"#;
+        let cases = [
+            (r#"{"a":1}"#, r#"{"_id":1,"a":1}"#),
+            (r#"{"a":1,"_id":0}"#, r#"{"a":1}"#),
+            (r#"{"b.c":1}"#, r#"{"_id":1,"b":{"c":2}}"#),
+            (r#"{"e.c":1}"#, r#"{"_id":1,"e":[{"c":4}]}"#),
+            (
+                r#"{"a":0,"b.d":0}"#,
+                r#"{"_id":1,"b":{"c":2},"e":[{"c":4,"d":5},6],"f":7}"#,
+            ),
+            (
+                r#"{"e.d":0,"_id":0,"a":false}"#,
+                r#"{"b":{"c":2,"d":3},"e":[{"c":4},6],"f":7}"#,
+            ),
+            (
+                r#"{"_id":0}"#,
+                r#"{"a":1,"b":{"c":2,"d":3},"e":[{"c":4,"d":5},6],"f":7}"#,
+            ),
+            (r#"{"_id":1}"#, r#"{"_id":1}"#),
+            (r#"{}"#, d),
+            (r#"{"nope":1}"#, r#"{"_id":1}"#),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(run(spec, d).as_deref(), Ok(want), "{spec}");
+        }
+        assert!(run(r#"{"a":1,"b":0}"#, d).is_err());
+        assert!(run(r#"{"a":{"$slice":1}}"#, d).is_err());
+    }
+}

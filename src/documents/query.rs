@@ -5,8 +5,9 @@
 //! predicate over the whole path, as in MongoDB, which is what makes `$ne`/`$nin` match
 //! missing fields and `{a: {$ne: 1}}` refuse `{a: [1, 2]}`.
 //!
-//! Documents are matched as decoded `bson::Document`s (the stored form is raw BSON, decoded
-//! per candidate); the cost per document is measured by `benches/documents.rs`.
+//! The matcher works on `bson::Document`s; a scan builds one per candidate from the stored raw
+//! BSON holding only what the filter's paths reach (`collection::matches`). The cost per
+//! document is measured by `benches/documents.rs`.
 
 use crate::documents::order;
 use crate::documents::path::{self, Leaf};
@@ -443,32 +444,32 @@ impl Node {
         }
     }
 
-    /// The `_id` value of a filter that is exactly `{_id: v}` or `{_id: {$eq: v}}` with a
-    /// plain value: such a query reads one shard's `_id` map instead of scanning.
+    /// The `_id` value of a filter with a top-level `{_id: v}` or `{_id: {$eq: v}}` (not an
+    /// array): such a query reads one shard's `_id` map instead of scanning.
     pub fn id_equality(&self) -> Option<&Bson> {
         match self {
             Node::Field {
                 path,
                 pred: Pred::Eq(v),
             } if path.len() == 1 && path[0] == "_id" && !matches!(v, Bson::Array(_)) => Some(v),
-            Node::And(ns) if ns.len() == 1 => ns[0].id_equality(),
+            // `{_id: 1, a: 2}`: the `_id` picks the one candidate, the rest is checked on it.
+            Node::And(ns) => ns.iter().find_map(|n| match n {
+                Node::Field { .. } => n.id_equality(),
+                _ => None,
+            }),
             _ => None,
         }
     }
 
-    /// The top-level field names the filter reads (a scan decodes only these from the
-    /// stored raw BSON before matching). Sorted, without duplicates.
-    pub fn top_fields(&self) -> Vec<String> {
-        fn walk(n: &Node, out: &mut Vec<String>) {
+    /// The field paths the filter reads (a scan decodes only what they reach from the stored
+    /// raw BSON before matching). Sorted, without duplicates.
+    pub fn field_paths(&self) -> Vec<Vec<String>> {
+        fn walk(n: &Node, out: &mut Vec<Vec<String>>) {
             match n {
                 Node::And(ns) | Node::Or(ns) | Node::Nor(ns) => {
                     ns.iter().for_each(|n| walk(n, out))
                 }
-                Node::Field { path, .. } => {
-                    if let Some(f) = path.first() {
-                        out.push(f.clone());
-                    }
-                }
+                Node::Field { path, .. } => out.push(path.clone()),
             }
         }
         let mut out = Vec::new();

@@ -645,3 +645,228 @@ pub fn upsert_base(filter: &query::Node) -> Result<Document> {
         _ => Ok(Document::new()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::documents::codec::{doc_json, parse_json};
+
+    fn run(doc: &str, update: &str) -> std::result::Result<String, String> {
+        let mut d = parse_json(doc.as_bytes()).expect("doc");
+        let u = parse(&parse_json(update.as_bytes()).expect("update"))?;
+        u.apply(&mut d, DateTime::from_millis(0), false)?;
+        Ok(doc_json(&d))
+    }
+
+    #[test]
+    fn operators() {
+        let cases = [
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":{"a.b.c":1}}"#,
+                r#"{"_id":1,"a":{"b":{"c":1}}}"#,
+            ),
+            (
+                r#"{"_id":1,"a":[1]}"#,
+                r#"{"$set":{"a.3":9}}"#,
+                r#"{"_id":1,"a":[1,null,null,9]}"#,
+            ),
+            (
+                r#"{"_id":1,"a":[{"x":1}]}"#,
+                r#"{"$set":{"a.0.y":2}}"#,
+                r#"{"_id":1,"a":[{"x":1,"y":2}]}"#,
+            ),
+            (
+                r#"{"_id":1,"a":[1,2]}"#,
+                r#"{"$unset":{"a.0":""}}"#,
+                r#"{"_id":1,"a":[null,2]}"#,
+            ),
+            (
+                r#"{"_id":1,"a":1,"b":2}"#,
+                r#"{"$unset":{"a":1}}"#,
+                r#"{"_id":1,"b":2}"#,
+            ),
+            (
+                r#"{"_id":1,"n":2147483647}"#,
+                r#"{"$inc":{"n":1}}"#,
+                r#"{"_id":1,"n":2147483648}"#,
+            ),
+            (
+                r#"{"_id":1,"n":1}"#,
+                r#"{"$inc":{"n":0.5}}"#,
+                r#"{"_id":1,"n":1.5}"#,
+            ),
+            (r#"{"_id":1}"#, r#"{"$mul":{"n":5}}"#, r#"{"_id":1,"n":0}"#),
+            (
+                r#"{"_id":1,"n":3}"#,
+                r#"{"$mul":{"n":2}}"#,
+                r#"{"_id":1,"n":6}"#,
+            ),
+            (
+                r#"{"_id":1,"n":3}"#,
+                r#"{"$min":{"n":"a"}}"#,
+                r#"{"_id":1,"n":3}"#,
+            ),
+            (
+                r#"{"_id":1,"n":3}"#,
+                r#"{"$max":{"n":"a"}}"#,
+                r#"{"_id":1,"n":"a"}"#,
+            ),
+            (
+                r#"{"_id":1,"n":3}"#,
+                r#"{"$min":{"n":null}}"#,
+                r#"{"_id":1,"n":null}"#,
+            ),
+            (
+                r#"{"_id":1,"a":1,"z":0}"#,
+                r#"{"$rename":{"a":"b.c"}}"#,
+                r#"{"_id":1,"z":0,"b":{"c":1}}"#,
+            ),
+            (r#"{"_id":1}"#, r#"{"$rename":{"a":"b"}}"#, r#"{"_id":1}"#),
+            (
+                r#"{"_id":1,"s":[1]}"#,
+                r#"{"$addToSet":{"s":{"$each":[1.0,2,2]}}}"#,
+                r#"{"_id":1,"s":[1,2]}"#,
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$push":{"s":[1]}}"#,
+                r#"{"_id":1,"s":[[1]]}"#,
+            ),
+            (
+                r#"{"_id":1,"s":[1,2,3,4]}"#,
+                r#"{"$pull":{"s":{"$in":[2,4]}}}"#,
+                r#"{"_id":1,"s":[1,3]}"#,
+            ),
+            (
+                r#"{"_id":1,"s":[{"a":1,"b":2},{"a":2}]}"#,
+                r#"{"$pull":{"s":{"a":1}}}"#,
+                r#"{"_id":1,"s":[{"a":2}]}"#,
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$currentDate":{"t":{"$type":"timestamp"}}}"#,
+                r#"{"_id":1,"t":{"$timestamp":{"t":0,"i":1}}}"#,
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$currentDate":{"t":true}}"#,
+                r#"{"_id":1,"t":{"$date":"1970-01-01T00:00:00Z"}}"#,
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$setOnInsert":{"t":1}}"#,
+                r#"{"_id":1}"#,
+            ),
+            (r#"{"_id":1,"a":1}"#, r#"{"b":2}"#, r#"{"_id":1,"b":2}"#),
+            (
+                r#"{"_id":1,"a":1}"#,
+                r#"{"_id":1.0,"b":2}"#,
+                r#"{"_id":1,"b":2}"#,
+            ),
+        ];
+        for (doc, upd, want) in cases {
+            assert_eq!(run(doc, upd).as_deref(), Ok(want), "{upd} on {doc}");
+        }
+    }
+
+    #[test]
+    fn refusals() {
+        let cases = [
+            (
+                r#"{"_id":1,"a":"x"}"#,
+                r#"{"$inc":{"a":1}}"#,
+                "ERR Cannot apply $inc to a value of non-numeric type",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$inc":{"a":"x"}}"#,
+                "ERR Cannot increment with non-numeric argument",
+            ),
+            (
+                r#"{"_id":1,"a":1}"#,
+                r#"{"$push":{"a":1}}"#,
+                "ERR The field 'a' must be an array",
+            ),
+            (
+                r#"{"_id":1,"a":1}"#,
+                r#"{"$set":{"a.b":1}}"#,
+                "ERR Cannot create field 'b'",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":{"a":1},"$inc":{"a":1}}"#,
+                "ERR Updating the path 'a' would create a conflict",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":{"_id":2}}"#,
+                "ERR Performing an update on the path '_id'",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$unset":{"_id":1}}"#,
+                "ERR Performing an update on the path '_id'",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":{"a.$":1}}"#,
+                "ERR The update path 'a.$'",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$rename":{"a":"a.b"}}"#,
+                "ERR The source and target field for $rename must not be on the same path",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$push":{"a":{"$slice":1,"$each":[1]}}}"#,
+                "ERR Unsupported modifier $slice",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":{"a":1},"b":1}"#,
+                "ERR Unknown modifier: b",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"a":1,"$set":{"b":1}}"#,
+                "ERR The dollar ($) prefixed field '$set'",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"$set":5}"#,
+                "ERR Modifiers operate on fields",
+            ),
+            (
+                r#"{"_id":1}"#,
+                r#"{"_id":2}"#,
+                "ERR After applying the update, the (immutable) field '_id'",
+            ),
+            (
+                r#"{"_id":1,"a":[1]}"#,
+                r#"{"$set":{"a.99999999":1}}"#,
+                "ERR array index 99999999 is too large",
+            ),
+        ];
+        for (doc, upd, want) in cases {
+            match run(doc, upd) {
+                Ok(d) => panic!("{upd} on {doc} gave {d}"),
+                Err(e) => assert!(e.starts_with(want), "{upd}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn upsert_base_takes_equalities() {
+        let f = query::parse(
+            &parse_json(br#"{"a":1,"b.c":"x","d":{"$gt":1},"$and":[{"e":2}],"$or":[{"f":3}]}"#)
+                .expect("filter"),
+        )
+        .expect("parses");
+        assert_eq!(
+            doc_json(&upsert_base(&f).expect("base")),
+            r#"{"a":1,"b":{"c":"x"},"e":2,"f":3}"#
+        );
+    }
+}
