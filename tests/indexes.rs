@@ -685,3 +685,121 @@ fn unique_index_races_from_8_clients() {
         .expect("indexes");
     assert_eq!(n.len(), 1);
 }
+
+/// TTL indexes are ordered indexes too: they serve queries on their field, and expiry keeps
+/// every index of the collection exact (the monitor removes through the same path).
+#[test]
+fn ttl_indexes_serve_queries_and_expiry_keeps_indexes_exact() {
+    let srv = TestServer::start(&["--shards", "3", "--ttl-monitor-period", "1"]);
+    let mut con = srv.conn();
+    assert_eq!(
+        create(&mut con, "s", r#"{"at":1}"#, &["EXPIREAFTER", "1"]).expect("ttl"),
+        "at_1"
+    );
+    create(&mut con, "s", r#"{"k":1}"#, &[]).expect("index");
+    let mut docs = Vec::new();
+    for i in 0..60i64 {
+        // Even ids are long past due; odd ones live until the year 9999.
+        let at = if i % 2 == 0 {
+            946_684_800_000i64
+        } else {
+            253_370_764_800_000
+        };
+        docs.push(bson::doc! {"_id": i, "k": i % 3, "at": DateTime::from_millis(at)});
+    }
+    insert(&mut con, "s", &docs).expect("insert");
+    let e = explain(
+        &mut con,
+        "s",
+        r#"{"at": {"$gt": {"$date": "2020-01-01T00:00:00Z"}}}"#,
+        &[],
+    );
+    assert_eq!(e.get_str("index").expect("index"), "at_1");
+    assert_eq!(int(&e, "nReturned"), 30);
+    // The monitor removes the past-due half; the k index loses their keys with them.
+    let survivors: BTreeSet<i64> = (0..60).filter(|i| i % 2 == 1 && i % 3 == 1).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let e = explain(&mut con, "s", r#"{"k": 1}"#, &[]);
+        if int(&e, "keysExamined") == survivors.len() as i64 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expiry did not reach the index: {e}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(find_ids(&mut con, "s", r#"{"k": 1}"#), survivors);
+    let e = explain(
+        &mut con,
+        "s",
+        r#"{"at": {"$lt": {"$date": "2020-01-01T00:00:00Z"}}}"#,
+        &[],
+    );
+    assert_eq!(
+        int(&e, "keysExamined"),
+        0,
+        "expired documents left the TTL index too"
+    );
+
+    // DOC.EXPIREINDEX on a new field creates an ordered index too; on an existing one it
+    // changes expireAfterSeconds (collMod), which DOC.INDEXES shows.
+    let name: String = redis::cmd("DOC.EXPIREINDEX")
+        .arg("s")
+        .arg("seen")
+        .arg(3600)
+        .query(&mut con)
+        .expect("expireindex");
+    assert_eq!(name, "seen_1");
+    assert_eq!(
+        explain(&mut con, "s", r#"{"seen": null}"#, &[])
+            .get_str("index")
+            .expect("index"),
+        "seen_1"
+    );
+    let _: String = redis::cmd("DOC.EXPIREINDEX")
+        .arg("s")
+        .arg("at")
+        .arg(7200)
+        .query(&mut con)
+        .expect("collmod");
+    let specs: Vec<String> = redis::cmd("DOC.INDEXES")
+        .arg("s")
+        .query(&mut con)
+        .expect("indexes");
+    let specs: Vec<Document> = specs.iter().map(|s| parse(s)).collect();
+    let at = specs
+        .iter()
+        .find(|d| d.get_str("name").ok() == Some("at_1"))
+        .expect("at_1");
+    assert_eq!(int(at, "expireAfterSeconds"), 7200);
+    let seen = specs
+        .iter()
+        .find(|d| d.get_str("name").ok() == Some("seen_1"))
+        .expect("seen_1");
+    assert_eq!(int(seen, "expireAfterSeconds"), 3600);
+
+    // Dropping the TTL index stops expiry through it.
+    let _: String = redis::cmd("DOC.DROPINDEX")
+        .arg("s")
+        .arg("at_1")
+        .query(&mut con)
+        .expect("drop");
+    let _: String = redis::cmd("DOC.DROPINDEX")
+        .arg("s")
+        .arg("seen_1")
+        .query(&mut con)
+        .expect("drop");
+    insert(
+        &mut con,
+        "s",
+        &[bson::doc! {"_id": 1000, "k": 9, "at": DateTime::from_millis(0)}],
+    )
+    .expect("insert");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        find_ids(&mut con, "s", r#"{"k": 9}"#),
+        BTreeSet::from([1000])
+    );
+}
