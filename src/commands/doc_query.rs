@@ -478,7 +478,8 @@ pub fn doc_indexes(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     Reply::Array(out)
 }
 
-/// Index sizes for `DOC.STATS`: (name, bytes) summed over shards, `_id_` first.
+/// Index sizes for `DOC.STATS` (which lands with the collection statistics): (name, bytes)
+/// summed over shards, `_id_` first.
 pub fn index_sizes(ctx: &Ctx<'_>, db: usize, coll: &str) -> Vec<(String, usize)> {
     let mut sizes: Vec<(String, usize)> = Vec::new();
     ctx.server.store.for_each_shard(|g| {
@@ -489,10 +490,17 @@ pub fn index_sizes(ctx: &Ctx<'_>, db: usize, coll: &str) -> Vec<(String, usize)>
                 Some(first) => first.1 += id_bytes,
                 None => sizes.push(("_id_".into(), id_bytes)),
             }
-            for ix in cs.indexes.iter().filter_map(IndexShard::as_ordered) {
-                match sizes.iter_mut().find(|(n, _)| *n == ix.spec.name) {
-                    Some(e) => e.1 += ix.bytes(),
-                    None => sizes.push((ix.spec.name.clone(), ix.bytes())),
+            let ordered = cs
+                .indexes
+                .iter()
+                .filter_map(IndexShard::as_ordered)
+                .map(|ix| (&ix.spec.name, ix.bytes()));
+            // A TTL index's wheel counts with its ordered part.
+            let wheels = cs.ttl.iter().map(|(n, t)| (n, t.memory_bytes()));
+            for (name, bytes) in ordered.chain(wheels) {
+                match sizes.iter_mut().find(|(n, _)| n == name) {
+                    Some(e) => e.1 += bytes,
+                    None => sizes.push((name.clone(), bytes)),
                 }
             }
         }
