@@ -541,42 +541,52 @@ fn stream(
             index_field,
             preserve,
         } => {
-            match get_plain(&doc, path).cloned() {
-                Some(Bson::Array(items)) if !items.is_empty() => {
+            /// What the path holds (looked at without copying it).
+            enum Shape {
+                Elements,
+                EmptyArray,
+                Nullish,
+                Scalar,
+            }
+            let shape = match get_plain(&doc, path) {
+                Some(Bson::Array(a)) if !a.is_empty() => Shape::Elements,
+                Some(Bson::Array(_)) => Shape::EmptyArray,
+                None | Some(Bson::Null) | Some(Bson::Undefined) => Shape::Nullish,
+                Some(_) => Shape::Scalar,
+            };
+            let with_index = |mut d: Document, i: Option<usize>| {
+                if let Some(f) = index_field {
+                    d.insert(f.clone(), i.map_or(Bson::Null, |i| Bson::Int64(i as i64)));
+                }
+                d
+            };
+            match shape {
+                Shape::Elements => {
+                    // The array leaves the document before the copies are made, so each
+                    // copy costs the document without it, not the array's length again.
+                    let mut base = doc;
+                    let Some(Bson::Array(items)) = replace_plain(&mut base, path, Bson::Null)
+                    else {
+                        return Ok(());
+                    };
                     for (i, item) in items.into_iter().enumerate() {
-                        let mut d = doc.clone();
+                        let mut d = base.clone();
                         set_plain(&mut d, path, item);
-                        if let Some(f) = index_field {
-                            d.insert(f.clone(), Bson::Int64(i as i64));
-                        }
-                        stream(rest, d, now, sink)?;
+                        stream(rest, with_index(d, Some(i)), now, sink)?;
                     }
                 }
-                Some(Bson::Array(_)) if *preserve => {
+                Shape::EmptyArray if *preserve => {
                     let mut d = doc;
                     remove_plain(&mut d, path);
-                    if let Some(f) = index_field {
-                        d.insert(f.clone(), Bson::Null);
-                    }
-                    stream(rest, d, now, sink)?;
+                    stream(rest, with_index(d, None), now, sink)?;
                 }
-                None | Some(Bson::Null) | Some(Bson::Undefined) | Some(Bson::Array(_)) => {
+                Shape::EmptyArray | Shape::Nullish => {
                     if *preserve {
-                        let mut d = doc;
-                        if let Some(f) = index_field {
-                            d.insert(f.clone(), Bson::Null);
-                        }
-                        stream(rest, d, now, sink)?;
+                        stream(rest, with_index(doc, None), now, sink)?;
                     }
                 }
                 // A non-array value is treated as a one-element array.
-                Some(_) => {
-                    let mut d = doc;
-                    if let Some(f) = index_field {
-                        d.insert(f.clone(), Bson::Null);
-                    }
-                    stream(rest, d, now, sink)?;
-                }
+                Shape::Scalar => stream(rest, with_index(doc, None), now, sink)?,
             }
         }
         _ => stream(rest, doc, now, sink)?,
@@ -593,6 +603,18 @@ fn get_plain<'a>(doc: &'a Document, path: &[String]) -> Option<&'a Bson> {
     }
     match v {
         Bson::Document(d) => get_plain(d, rest),
+        _ => None,
+    }
+}
+
+/// Puts `value` at a dotted path through subdocuments and returns what was there.
+fn replace_plain(doc: &mut Document, path: &[String], value: Bson) -> Option<Bson> {
+    let (first, rest) = path.split_first()?;
+    if rest.is_empty() {
+        return doc.get_mut(first).map(|v| std::mem::replace(v, value));
+    }
+    match doc.get_mut(first) {
+        Some(Bson::Document(d)) => replace_plain(d, rest, value),
         _ => None,
     }
 }
