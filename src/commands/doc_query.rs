@@ -24,7 +24,7 @@ use std::time::Instant;
 
 /// Slots indexed per lock hold while building an index, so other clients' commands on the
 /// shard run between batches.
-const BUILD_BATCH: u32 = 4096;
+const BUILD_BATCH: u32 = 1024;
 
 type Guards<'a> = Vec<(usize, MutexGuard<'a, ShardData>)>;
 
