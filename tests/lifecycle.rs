@@ -142,7 +142,7 @@ fn create_collections_and_errors() {
     assert!(st["indexes"]["_id_"].as_i64().is_some());
     assert_eq!(
         err_text(q::<String>(&mut c, &["DOC.STATS", "nope"])),
-        "ERR Collection [0.nope] not found."
+        "ERR ns not found 0.nope"
     );
     // Capped sizes follow MongoDB: at least 4096, else rounded up to a multiple of 256.
     ok(&mut c, &["DOC.CREATE", "small", "CAPPED", "SIZE", "100"]);
@@ -711,7 +711,31 @@ fn ttl_indexes_move_with_rename_and_capped_refuses_them() {
         err_text(q::<String>(&mut c, &["DOC.EXPIREINDEX", "cap", "at", "60"])),
         "ERR TTL indexes are not supported for capped collections"
     );
+    assert_eq!(
+        err_text(q::<String>(
+            &mut c,
+            &["DOC.CREATEINDEX", "cap", r#"{"at":1}"#, "EXPIREAFTER", "60"]
+        )),
+        "ERR TTL indexes are not supported for capped collections"
+    );
     assert_eq!(stats(&mut c, "cap")["nindexes"], 1);
+    // Ordinary secondary indexes are fine on a capped collection, and counted.
+    let used = info_field(&mut c, "memory", "used_memory_dataset");
+    for i in 0..20 {
+        strs(
+            &mut c,
+            &["DOC.INSERT", "cap", &format!(r#"{{"_id":{i},"a":{i}}}"#)],
+        );
+    }
+    let name: String = q(&mut c, &["DOC.CREATEINDEX", "cap", r#"{"a":1}"#]).expect("index");
+    let st = stats(&mut c, "cap");
+    assert_eq!(st["nindexes"], 2, "{st}");
+    assert!(st["indexes"][name.as_str()].as_i64().unwrap() > 0, "{st}");
+    assert_eq!(
+        st["totalIndexSize"].as_i64().unwrap(),
+        st["indexes"]["_id_"].as_i64().unwrap() + st["indexes"][name.as_str()].as_i64().unwrap()
+    );
+    assert!(info_field(&mut c, "memory", "used_memory_dataset") > used);
     strs(
         &mut c,
         &[
@@ -730,6 +754,19 @@ fn ttl_indexes_move_with_rename_and_capped_refuses_them() {
     let st = stats(&mut c, "sess2");
     assert_eq!(st["nindexes"], 2, "{st}");
     assert!(st["indexes"]["at_1"].as_i64().is_some(), "{st}");
+    // The ordered part of the TTL index moved too: it serves queries under the new name.
+    let plan: String = q(
+        &mut c,
+        &[
+            "DOC.EXPLAIN",
+            "sess2",
+            r#"{"at":{"$gte":{"$date":"1999-01-01T00:00:00Z"}}}"#,
+        ],
+    )
+    .expect("explain");
+    let plan: Json = serde_json::from_str(&plan).expect("explain JSON");
+    assert_eq!(plan["plan"], "IXSCAN", "{plan}");
+    assert_eq!(plan["index"], "at_1", "{plan}");
     // A capped collection stays capped when a rename drops a TTL-indexed target.
     ok(&mut c, &["DOC.RENAME", "cap", "sess2", "DROPTARGET"]);
     assert_eq!(stats(&mut c, "sess2")["capped"], true);

@@ -2,10 +2,11 @@
 //! in the key position so cluster-aware clients and `COMMAND GETKEYS` find it.
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
-use crate::commands::{is, syntax_error, text, wrong_arity, Ctx};
+use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
 use crate::documents::capped::{self, CappedSpec};
 use crate::documents::catalog::Totals;
 use crate::documents::collection::{CollectionMeta, CollectionShard};
+use crate::documents::index::ScanStats;
 use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
 use crate::documents::sort::Sort;
@@ -154,6 +155,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg::string("name").with_token("NAME").optional(),
             Arg::integer("seconds").with_token("EXPIREAFTER").optional(),
         ],
+        handler: doc_query::doc_createindex,
         ..DOC
     },
     CommandSpec {
@@ -164,6 +166,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Drops an index by name; dropping a TTL index stops expiry through it.",
         complexity: "O(N) where N is the number of entries in the index",
         args: &[COLL, Arg::string("name")],
+        handler: doc_query::doc_dropindex,
         ..DOC
     },
     CommandSpec {
@@ -174,6 +177,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Lists the indexes of a collection as JSON specs (name, key, unique, expireAfterSeconds).",
         complexity: "O(I) where I is the number of indexes",
         args: &[COLL],
+        handler: doc_query::doc_indexes,
         ..DOC
     },
     CommandSpec {
@@ -184,6 +188,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs a query and returns its plan as JSON: plan, index, keysExamined, docsExamined, nReturned, executionTimeMicros, shards.",
         complexity: "The cost of the query it explains",
         args: &[COLL, BSON, FILTER, SORT, SKIP, LIMIT],
+        handler: doc_query::doc_explain,
         ..DOC
     },
     CommandSpec {
@@ -194,6 +199,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.",
         complexity: "O(N) in the documents entering the pipeline",
         args: &[COLL, BSON, Arg::string("pipeline")],
+        handler: doc_query::doc_aggregate,
         ..DOC
     },
     CommandSpec {
@@ -273,15 +279,15 @@ pub static COMMANDS: &[CommandSpec] = &[
 // Handlers. Parsing lives here and stays thin; the semantics live in `crate::documents`.
 
 /// Options shared by the commands: the collection, the BSON flag and the current time.
-struct Common<'a> {
-    coll: String,
-    bson: bool,
+pub(crate) struct Common<'a> {
+    pub(crate) coll: String,
+    pub(crate) bson: bool,
     /// The arguments after the collection and the optional `BSON` flag.
-    rest: &'a [Bytes],
-    now: DateTime,
+    pub(crate) rest: &'a [Bytes],
+    pub(crate) now: DateTime,
 }
 
-fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
+pub(crate) fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     let coll = text(&args[1]);
     // MongoDB's collection name rules: not empty, no `$`, no NUL.
     if coll.is_empty() || coll.contains(['$', '\0']) {
@@ -298,14 +304,14 @@ fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     })
 }
 
-fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
+pub(crate) fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
     let mut d = codec::parse(arg, c.bson).map_err(err)?;
     codec::replace_now(&mut d, c.now);
     Ok(d)
 }
 
 /// Codec errors come without a prefix; everything from `crate::documents` else has one.
-fn err(e: String) -> Reply {
+pub(crate) fn err(e: String) -> Reply {
     if e.starts_with("ERR ") || e.starts_with("DUPKEY ") {
         Reply::error(e)
     } else {
@@ -313,15 +319,15 @@ fn err(e: String) -> Reply {
     }
 }
 
-fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
+pub(crate) fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
     query::parse(&parse_doc(arg, c)?).map_err(err)
 }
 
-fn max_doc_size(ctx: &Ctx<'_>) -> usize {
+pub(crate) fn max_doc_size(ctx: &Ctx<'_>) -> usize {
     ctx.server.config.read().get_u64("max-document-size") as usize
 }
 
-fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
+pub(crate) fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     if bson {
         match raw {
             Some(r) => Reply::bulk(r.into_bytes()),
@@ -382,7 +388,7 @@ fn prepare(ctx: &Ctx<'_>, doc: Document, max: usize) -> Result<Prepared, Reply> 
 
 /// Makes sure every shard has its part of `coll` in `db`, creating the collection (under
 /// all shards' locks, so the metadata is the same everywhere) on first use.
-fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
+pub(crate) fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
     let store = &ctx.server.store;
     if store.lock(0).dbs[db].collections.contains_key(coll) {
         return;
@@ -436,24 +442,45 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    let server = ctx.server;
-    let _catalog = server.store.catalog_read();
-    let mut shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
-    let mut guards = ctx.server.store.lock_many(&shards);
-    if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
-        // First insert: create the collection under all shards' locks, then lock again.
-        drop(guards);
-        ensure_collection(ctx, db, &c.coll);
-        guards = ctx.server.store.lock_many(&shards);
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    // A unique secondary index makes an insert hold every shard (a key may collide with a
+    // document anywhere): the catalog is read under the locks, which widen when it has one.
+    // So does a capped collection (its bound and insertion order are collection-wide); the
+    // catalog lock keeps the collection as it is meanwhile.
+    let mut all = false;
+    let mut guards = loop {
+        let shards: Vec<usize> = if all {
+            (0..store.shard_count()).collect()
+        } else {
+            batch.iter().map(|p| p.shard).collect()
+        };
+        let guards = store.lock_many(&shards);
+        let unique = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .map(|cs| cs.is_capped() || doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        match unique {
+            None => {
+                // First insert: create the collection under all shards' locks, then lock again.
+                drop(guards);
+                ensure_collection(ctx, db, &c.coll);
+            }
+            Some(true) if !all => {
+                drop(guards);
+                all = true;
+            }
+            _ => break guards,
+        }
+    };
+    {
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> =
+            batch.iter().map(|p| (&p.raw, None)).collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
     }
-    // A capped collection's insert holds every shard (its bound and order are
-    // collection-wide); the catalog lock keeps it capped meanwhile, so one relock suffices.
     let capped = capped_of(&guards, db, &c.coll);
-    if capped.is_some() && guards.len() < server.store.shard_count() {
-        drop(guards);
-        shards = (0..server.store.shard_count()).collect();
-        guards = server.store.lock_many(&shards);
-    }
     if let Some(spec) = &capped {
         for p in &batch {
             if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
@@ -597,35 +624,46 @@ fn run_find(
         };
         let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
         // An unsorted find of a capped collection returns insertion order: the key is the
-        // document's sequence, and every shard's matches are merged by it.
+        // document's sequence, and every shard's matches are merged by it (so no shard may
+        // stop at its first `skip + limit` matches in storage order; nor for `$natural: -1`).
         natural = o.sort.is_none() && cs.is_capped();
-        cs.scan(&o.filter, &mut |slot, raw| {
-            let Ok(doc) = Document::try_from(raw.as_ref()) else {
-                return true;
-            };
-            let key = match &o.sort {
-                Some(s) => s.key(&doc),
-                None if natural => vec![Bson::Int64(cs.order.seq_of(slot) as i64)],
-                None => Vec::new(),
-            };
-            // The stored bytes are only copied when they are the reply (BSON, no projection).
-            mine.push((key, doc, keep_raw.then(|| raw.clone())));
-            match (&o.sort, keep) {
-                // Unsorted: the first `skip + limit` matches of the shard are enough.
-                (None, Some(k)) if !natural && !o.reverse => mine.len() < k,
-                (None, Some(k)) if natural && mine.len() >= 2 * k.max(16) => {
-                    natural_order(&mut mine, o.reverse);
-                    mine.truncate(k);
-                    true
+        let scan_keep = keep.filter(|_| !natural && !o.reverse);
+        // With the sort, an index that provides it lets the shard stop at `skip + limit`.
+        let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
+        let mut stats = ScanStats::default();
+        cs.scan_planned(
+            &o.filter,
+            sort_keys,
+            scan_keep,
+            &mut stats,
+            &mut |slot, raw| {
+                let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                    return true;
+                };
+                let key = match &o.sort {
+                    Some(s) => s.key(&doc),
+                    None if natural => vec![Bson::Int64(cs.order.seq_of(slot) as i64)],
+                    None => Vec::new(),
+                };
+                // The stored bytes are only copied when they are the reply (BSON, no projection).
+                mine.push((key, doc, keep_raw.then(|| raw.clone())));
+                match (&o.sort, keep) {
+                    // Unsorted: the first `skip + limit` matches of the shard are enough.
+                    (None, Some(k)) if !natural && !o.reverse => mine.len() < k,
+                    (None, Some(k)) if natural && mine.len() >= 2 * k.max(16) => {
+                        natural_order(&mut mine, o.reverse);
+                        mine.truncate(k);
+                        true
+                    }
+                    (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
+                        mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+                        mine.truncate(k);
+                        true
+                    }
+                    _ => true,
                 }
-                (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
-                    mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
-                    mine.truncate(k);
-                    true
-                }
-                _ => true,
-            }
-        });
+            },
+        );
         drop(guard);
         if let Some(sort) = &o.sort {
             mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
@@ -854,11 +892,26 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) if capped.is_none() => vec![store.shard_of(&keys::encode(id))],
-        _ => (0..store.shard_count()).collect(),
+    // A unique secondary index makes the update hold every shard (see doc_insert), and so
+    // does an upsert into a capped collection (it may evict).
+    let mut all =
+        capped.is_some() || doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    let mut guards = loop {
+        let shards: Vec<usize> = match filter.id_equality() {
+            Some(id) if !all => vec![store.shard_of(&keys::encode(id))],
+            _ => (0..store.shard_count()).collect(),
+        };
+        let guards = store.lock_many(&shards);
+        let unique = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .is_some_and(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        if all || !unique || guards.len() == store.shard_count() {
+            break guards;
+        }
+        drop(guards);
+        all = true;
     };
-    let mut guards = store.lock_many(&shards);
     let mut changes: Vec<(usize, u32, Option<RawDocumentBuf>)> = Vec::new();
     let mut matched = 0i64;
     'shards: for (gi, (_, g)) in guards.iter().enumerate() {
@@ -945,6 +998,12 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 return err(e);
             }
         }
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&p.raw, None)]) {
+            return e;
+        }
+        let Some(cs) = guards[gi].1.dbs[db].collections.get_mut(&c.coll) else {
+            return Reply::error("ERR internal: collection vanished");
+        };
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
         if capped.is_some() {
@@ -953,6 +1012,15 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         drop(guards);
         ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
+    }
+    {
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> = changes
+            .iter()
+            .filter_map(|(gi, slot, raw)| Some((raw.as_ref()?, Some((guards[*gi].0, *slot)))))
+            .collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
     }
     for (gi, slot, raw) in changes {
         if let (Some(cs), Some(raw)) = (guards[gi].1.dbs[db].collections.get_mut(&c.coll), raw) {
@@ -1179,7 +1247,7 @@ fn doc_stats(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     match stats {
         Some(d) => Reply::bulk(codec::doc_json_owned(d)),
-        None => Reply::error(format!("ERR Collection [{db}.{coll}] not found.")),
+        None => Reply::error(format!("ERR ns not found {db}.{coll}")),
     }
 }
 
@@ -1224,6 +1292,28 @@ fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let _catalog = server.store.catalog_read();
     ensure_collection(ctx, db, &c.coll);
     let name = format!("{field}_1");
+    // A new TTL index is an ordered index too (it serves queries on its field): created
+    // through the one index path, which also sets up the wheels.
+    let exists = ctx.server.store.lock(0).dbs[db]
+        .collections
+        .get(&c.coll)
+        .is_some_and(|cs| {
+            cs.ordered_index(&name).is_some() || cs.ttl.iter().any(|(n, _)| *n == name)
+        });
+    if !exists {
+        let fields =
+            match crate::documents::index::IndexSpec::parse_keys(&bson::doc! {field.clone(): 1}) {
+                Ok(f) => f,
+                Err(e) => return err(e),
+            };
+        let spec = crate::documents::index::IndexSpec {
+            name,
+            fields,
+            unique: false,
+            expire_after: Some(secs),
+        };
+        return doc_query::create_index(ctx, db, &c.coll, spec);
+    }
     let now = crate::util::now_ms();
     let store = &ctx.server.store;
     let all: Vec<usize> = (0..store.shard_count()).collect();

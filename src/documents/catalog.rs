@@ -46,7 +46,7 @@ impl Drop for MemoryBooks {
 /// Estimated bytes of one secondary index's part.
 pub fn index_shard_bytes(ix: &IndexShard) -> usize {
     match ix {
-        IndexShard::Placeholder => 0,
+        IndexShard::Ordered(ix) => ix.bytes(),
     }
 }
 
@@ -56,9 +56,10 @@ pub fn index_sizes(cs: &CollectionShard) -> Vec<(String, usize)> {
     let mut out = vec![("_id_".to_string(), cs.id_index_bytes())];
     for ix in &cs.indexes {
         match ix {
-            IndexShard::Placeholder => {}
+            IndexShard::Ordered(o) => out.push((o.spec.name.clone(), index_shard_bytes(ix))),
         }
     }
+    // A TTL index's wheel counts with its ordered part.
     for (name, t) in &cs.ttl {
         match out.iter_mut().find(|(n, _)| n == name) {
             Some((_, b)) => *b += t.memory_bytes(),
