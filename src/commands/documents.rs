@@ -456,11 +456,11 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             batch.iter().map(|p| p.shard).collect()
         };
         let guards = store.lock_many(&shards);
-        let unique = guards[0].1.dbs[db]
+        let wide = guards[0].1.dbs[db]
             .collections
             .get(&c.coll)
             .map(|cs| cs.is_capped() || doc_query::needs_all_shards(&doc_query::specs_of(cs)));
-        match unique {
+        match wide {
             None => {
                 // First insert: create the collection under all shards' locks, then lock again.
                 drop(guards);
