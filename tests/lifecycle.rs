@@ -698,6 +698,19 @@ fn databases_select_flush_and_swap() {
     // A collection can be made again in a flushed database.
     ok(&mut c, &["DOC.CREATE", "events", "CAPPED", "SIZE", "4096"]);
     assert_eq!(stats(&mut c, "events")["capped"], true);
+    // FLUSHALL ASYNC frees in the background; the bytes leave the count when freed.
+    load(&mut c, "again");
+    assert!(info_field(&mut c, "memory", "used_memory_dataset") >= 2_000_000);
+    ok(&mut c, &["FLUSHALL", "ASYNC"]);
+    assert!(strs(&mut c, &["DOC.COLLECTIONS"]).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut c, "memory", "used_memory_dataset") != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "FLUSHALL ASYNC never gave the bytes back"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// TTL indexes live in the collection's parts: a rename keeps expiring through them, and a
