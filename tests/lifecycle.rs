@@ -5,36 +5,12 @@
 
 mod support;
 
-use redis::{Connection, RedisResult};
+use redis::Connection;
 use serde_json::Value as Json;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::TestServer;
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
-
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(c)
-}
-
-fn strs(c: &mut Connection, args: &[&str]) -> Vec<String> {
-    q::<Vec<String>>(c, args).expect("array of strings")
-}
-
-fn int(c: &mut Connection, args: &[&str]) -> i64 {
-    q::<i64>(c, args).expect("integer")
-}
+use support::{err_text, int, q, strs, TestServer};
 
 fn ok(c: &mut Connection, args: &[&str]) {
     assert_eq!(q::<String>(c, args).expect("OK"), "OK", "{args:?}");
