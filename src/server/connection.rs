@@ -35,16 +35,16 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
 
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
-            let cfg = server.config.read();
+            let cs = &server.conn_settings;
             let limits = ParseLimits {
-                max_bulk_len: cfg.get_u64("proto-max-bulk-len"),
+                max_bulk_len: cs.max_bulk_len.load(Ordering::Relaxed),
                 unauthenticated: !client.authenticated
                     && server.auth_required.load(Ordering::Relaxed),
             };
             (
                 limits,
-                cfg.get_u64("client-query-buffer-limit") as usize,
-                cfg.get_u64("timeout"),
+                cs.qbuf_limit.load(Ordering::Relaxed) as usize,
+                cs.timeout.load(Ordering::Relaxed),
             )
         };
 
