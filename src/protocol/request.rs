@@ -1,14 +1,15 @@
 //! Request framing.
 //!
 //! Clients send RESP arrays of bulk strings (even after `HELLO 3`) or, typed into telnet, inline
-//! lines. Frames are decoded with `redis-protocol`'s range decoder, but only once a frame is
-//! known to be complete and within limits: a walk over the frame's headers, resumable across
-//! reads so that a large frame arriving in pieces is not re-scanned from its start, applies
-//! Redis 7's rules (`processMultibulkBuffer`) as each header line arrives. Nothing is allocated
-//! from a length the client claims; the bytes are held in the connection's read buffer only.
+//! lines. One walk over the frame, resumable across reads so that a large frame arriving in
+//! pieces is not re-scanned from its start, applies Redis 7's rules (`processMultibulkBuffer`)
+//! as each header line arrives and records where each element's bytes lie; once the frame is
+//! complete the arguments are slices of it (the frame is parsed once: this walk used to be
+//! followed by a second decode with `redis-protocol`, which cost as much again). Nothing is
+//! allocated from a length the client claims; the bytes are held in the connection's read
+//! buffer only.
 
 use bytes::{Buf, Bytes, BytesMut};
-use redis_protocol::resp2::{decode::decode_range, types::RangeFrame};
 
 /// Longest inline request or header line, as Redis's `PROTO_INLINE_MAX_SIZE`.
 const INLINE_MAX: usize = 64 * 1024;
@@ -30,6 +31,24 @@ pub struct ParseState {
     seen: usize,
     /// Offset just past the last complete element (or the `*N` header).
     pos: usize,
+    /// (start, end) of each complete element's bytes in the frame, grown as elements arrive
+    /// (never from the announced count) and reused from frame to frame.
+    ranges: Vec<(usize, usize)>,
+}
+
+/// A connection keeps its `ranges` buffer unless one huge request grew it past this.
+const KEEP_RANGES: usize = 1024;
+
+impl ParseState {
+    fn reset(&mut self) {
+        self.count = None;
+        self.seen = 0;
+        self.pos = 0;
+        self.ranges.clear();
+        if self.ranges.capacity() > KEEP_RANGES {
+            self.ranges = Vec::new();
+        }
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -116,14 +135,18 @@ fn parse_multibulk(
         if n > 10 && limits.unauthenticated {
             return Err(protocol_error("unauthenticated multibulk length"));
         }
+        if buf[cr + 1] != b'\n' {
+            return Err(protocol_error("invalid bulk format"));
+        }
         if n <= 0 {
             buf.advance(cr + 2);
-            *state = ParseState::default();
+            state.reset();
             return Ok(Some(Vec::new()));
         }
         state.count = Some(n as usize);
         state.seen = 0;
         state.pos = cr + 2;
+        state.ranges.clear();
     }
     let count = state.count.unwrap_or(0);
     while state.seen < count {
@@ -152,28 +175,23 @@ fn parse_multibulk(
         if buf.len() < end {
             return Ok(None);
         }
+        // A header line or a bulk without its CRLF.
+        if buf[cr + 1] != b'\n' || &buf[end - 2..end] != b"\r\n" {
+            return Err(protocol_error("invalid bulk format"));
+        }
+        state.ranges.push((cr + 2, end - 2));
         state.seen += 1;
         state.pos = end;
     }
-    // The whole frame is here and within limits: decode it.
-    let frame_len = state.pos;
-    *state = ParseState::default();
-    let frame = buf.split_to(frame_len).freeze();
-    match decode_range(&frame) {
-        Ok(Some((RangeFrame::Array(items), used))) if used == frame_len => {
-            let mut args = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    RangeFrame::BulkString((start, end)) => args.push(frame.slice(start..end)),
-                    _ => return Err(protocol_error("expected bulk string")),
-                }
-            }
-            Ok(Some(args))
-        }
-        // The walk accepted the frame, so the decoder disagreeing is a malformed element
-        // the walk does not look into (a bulk without its trailing CRLF).
-        _ => Err(protocol_error("invalid bulk format")),
-    }
+    // The whole frame is here and within limits.
+    let frame = buf.split_to(state.pos).freeze();
+    let args = state
+        .ranges
+        .iter()
+        .map(|&(start, end)| frame.slice(start..end))
+        .collect();
+    state.reset();
+    Ok(Some(args))
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
