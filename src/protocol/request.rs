@@ -34,6 +34,9 @@ pub struct ParseState {
     /// (start, end) of each complete element's bytes in the frame, grown as elements arrive
     /// (never from the announced count) and reused from frame to frame.
     ranges: Vec<(usize, usize)>,
+    /// The last request's arguments ([`next_request`] lends them out): one vector per
+    /// connection instead of one allocation per request.
+    args: Vec<Bytes>,
 }
 
 /// A connection keeps its `ranges` buffer unless one huge request grew it past this.
@@ -61,19 +64,41 @@ pub fn parse_request(
     state: &mut ParseState,
     limits: ParseLimits,
 ) -> Result<Option<Vec<Bytes>>, ParseError> {
+    Ok(next_request(buf, state, limits)?.map(<[Bytes]>::to_vec))
+}
+
+/// [`parse_request`] lending the arguments from `state`. The previous request's arguments
+/// are dropped first, so once this returns `Ok(None)` nothing refers to the read buffer's
+/// bytes any more and the buffer can be reused in place.
+pub fn next_request<'a>(
+    buf: &mut BytesMut,
+    state: &'a mut ParseState,
+    limits: ParseLimits,
+) -> Result<Option<&'a [Bytes]>, ParseError> {
+    state.args.clear();
+    if state.args.capacity() > KEEP_RANGES {
+        state.args = Vec::new();
+    }
     loop {
         if buf.is_empty() {
             return Ok(None);
         }
-        let parsed = if buf[0] == b'*' {
+        let complete = if buf[0] == b'*' {
             parse_multibulk(buf, state, limits)?
         } else {
-            parse_inline(buf)?
+            match parse_inline(buf)? {
+                Some(args) => {
+                    state.args.extend(args);
+                    true
+                }
+                None => false,
+            }
         };
-        match parsed {
-            None => return Ok(None),
-            Some(args) if args.is_empty() => continue,
-            Some(args) => return Ok(Some(args)),
+        if !complete {
+            return Ok(None);
+        }
+        if !state.args.is_empty() {
+            return Ok(Some(&state.args));
         }
     }
 }
@@ -113,20 +138,22 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&c| c == needle)
 }
 
+/// Walks (the rest of) a multibulk frame; true once it is complete, its arguments in
+/// `state.args` (none for `*0`).
 fn parse_multibulk(
     buf: &mut BytesMut,
     state: &mut ParseState,
     limits: ParseLimits,
-) -> Result<Option<Vec<Bytes>>, ParseError> {
+) -> Result<bool, ParseError> {
     if state.count.is_none() {
         let Some(cr) = find_crlf(buf, 0) else {
             if buf.len() > INLINE_MAX {
                 return Err(protocol_error("too big mbulk count string"));
             }
-            return Ok(None);
+            return Ok(false);
         };
         if cr + 1 >= buf.len() {
-            return Ok(None);
+            return Ok(false);
         }
         let n = match parse_header_int(&buf[1..cr]) {
             Some(n) if n <= i32::MAX as i64 => n,
@@ -141,7 +168,7 @@ fn parse_multibulk(
         if n <= 0 {
             buf.advance(cr + 2);
             state.reset();
-            return Ok(Some(Vec::new()));
+            return Ok(true);
         }
         state.count = Some(n as usize);
         state.seen = 0;
@@ -155,7 +182,7 @@ fn parse_multibulk(
             if buf.len() - pos > INLINE_MAX {
                 return Err(protocol_error("too big bulk count string"));
             }
-            return Ok(None);
+            return Ok(false);
         };
         if buf[pos] != b'$' {
             return Err(protocol_error(&format!(
@@ -173,7 +200,7 @@ fn parse_multibulk(
         // The header is valid; the element is complete once its bytes and CRLF are here.
         let end = cr + 2 + len + 2;
         if buf.len() < end {
-            return Ok(None);
+            return Ok(false);
         }
         // A header line or a bulk without its CRLF.
         if buf[cr + 1] != b'\n' || &buf[end - 2..end] != b"\r\n" {
@@ -185,13 +212,14 @@ fn parse_multibulk(
     }
     // The whole frame is here and within limits.
     let frame = buf.split_to(state.pos).freeze();
-    let args = state
-        .ranges
-        .iter()
-        .map(|&(start, end)| frame.slice(start..end))
-        .collect();
+    state.args.extend(
+        state
+            .ranges
+            .iter()
+            .map(|&(start, end)| frame.slice(start..end)),
+    );
     state.reset();
-    Ok(Some(args))
+    Ok(true)
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {

@@ -9,7 +9,7 @@
 //! output limit is dropped even while its socket is full.
 
 use crate::commands::{dispatch, Ctx};
-use crate::protocol::{parse_request, ParseLimits, ParseState, Reply};
+use crate::protocol::{next_request, ParseLimits, ParseState, Reply};
 use crate::server::client::{ClientHandle, ClientState, ReplyMode};
 use crate::server::Server;
 use bytes::BytesMut;
@@ -62,7 +62,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         // Execute every complete request already buffered.
         let mut close = false;
         loop {
-            match parse_request(&mut inbuf, &mut parse_state, limits) {
+            match next_request(&mut inbuf, &mut parse_state, limits) {
                 Ok(Some(args)) => {
                     // CLIENT KILL sets the flag before it replies, so once the killer has its
                     // answer, nothing more of this client's runs.
@@ -76,7 +76,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                             server: &server,
                             client: &mut client,
                         };
-                        dispatch(&mut ctx, &args)
+                        dispatch(&mut ctx, args)
                     };
                     if skip_this && client.reply_mode == ReplyMode::Skip {
                         client.reply_mode = ReplyMode::On;
