@@ -841,7 +841,7 @@ impl Keyspace {
         if let Some(t) = self.segs.get(seg) {
             for e in t.iter() {
                 if !e.due(now) {
-                    f(&**e);
+                    f(e);
                 }
             }
         }
