@@ -1,15 +1,17 @@
 //! Request framing.
 //!
 //! Clients send RESP arrays of bulk strings (even after `HELLO 3`) or, typed into telnet, inline
-//! lines. One walk over the frame, resumable across reads so that a large frame arriving in
-//! pieces is not re-scanned from its start, applies Redis 7's rules (`processMultibulkBuffer`)
-//! as each header line arrives and records where each element's bytes lie; once the frame is
-//! complete the arguments are slices of it (the frame is parsed once: this walk used to be
-//! followed by a second decode with `redis-protocol`, which cost as much again). Nothing is
-//! allocated from a length the client claims; the bytes are held in the connection's read
-//! buffer only.
+//! lines. Frames are decoded with `redis-protocol`'s range decoder (SPEC §2: the frames are
+//! that crate's), but only once a frame is known to be complete and within limits: a walk
+//! over the frame's headers, resumable across reads so that a large frame arriving in pieces
+//! is not re-scanned from its start, applies Redis 7's rules (`processMultibulkBuffer`) as
+//! each header line arrives. Nothing is allocated from a length the client claims; the bytes
+//! are held in the connection's read buffer only. (Slicing the arguments from the walk alone
+//! would save about 1,400 instructions per SET — measured with callgrind — at the price of
+//! not using the crate; the contract keeps the crate.)
 
 use bytes::{Buf, Bytes, BytesMut};
+use redis_protocol::resp2::{decode::decode_range, types::RangeFrame};
 
 /// Longest inline request or header line, as Redis's `PROTO_INLINE_MAX_SIZE`.
 const INLINE_MAX: usize = 64 * 1024;
@@ -31,15 +33,12 @@ pub struct ParseState {
     seen: usize,
     /// Offset just past the last complete element (or the `*N` header).
     pos: usize,
-    /// (start, end) of each complete element's bytes in the frame, grown as elements arrive
-    /// (never from the announced count) and reused from frame to frame.
-    ranges: Vec<(usize, usize)>,
     /// The last request's arguments ([`next_request`] lends them out): one vector per
     /// connection instead of one allocation per request.
     args: Vec<Bytes>,
 }
 
-/// A connection keeps its `ranges` buffer unless one huge request grew it past this.
+/// A connection keeps its argument buffer unless one huge request grew it past this.
 const KEEP_RANGES: usize = 1024;
 
 impl ParseState {
@@ -47,10 +46,6 @@ impl ParseState {
         self.count = None;
         self.seen = 0;
         self.pos = 0;
-        self.ranges.clear();
-        if self.ranges.capacity() > KEEP_RANGES {
-            self.ranges = Vec::new();
-        }
     }
 }
 
@@ -173,7 +168,6 @@ fn parse_multibulk(
         state.count = Some(n as usize);
         state.seen = 0;
         state.pos = cr + 2;
-        state.ranges.clear();
     }
     let count = state.count.unwrap_or(0);
     while state.seen < count {
@@ -206,20 +200,28 @@ fn parse_multibulk(
         if buf[cr + 1] != b'\n' || &buf[end - 2..end] != b"\r\n" {
             return Err(protocol_error("invalid bulk format"));
         }
-        state.ranges.push((cr + 2, end - 2));
         state.seen += 1;
         state.pos = end;
     }
-    // The whole frame is here and within limits.
+    // The whole frame is here and within limits: `redis-protocol` decodes it (the frame
+    // decoder the product is built on), into ranges of the frame, so the arguments are
+    // slices of the read buffer without a copy.
     let frame = buf.split_to(state.pos).freeze();
-    state.args.extend(
-        state
-            .ranges
-            .iter()
-            .map(|&(start, end)| frame.slice(start..end)),
-    );
     state.reset();
-    Ok(true)
+    match decode_range(&frame) {
+        Ok(Some((RangeFrame::Array(items), used))) if used == frame.len() => {
+            for item in items {
+                match item {
+                    RangeFrame::BulkString((start, end)) => {
+                        state.args.push(frame.slice(start..end))
+                    }
+                    _ => return Err(protocol_error("expected bulk string")),
+                }
+            }
+            Ok(true)
+        }
+        _ => Err(protocol_error("invalid bulk format")),
+    }
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
