@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod codec;
 pub mod collection;
 pub mod index;
+pub mod json;
 pub mod keys;
 pub mod order;
 pub mod path;
