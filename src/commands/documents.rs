@@ -9,7 +9,7 @@ use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
 use crate::documents::sort::Sort;
 use crate::documents::update::{self, Update};
-use crate::documents::{codec, keys};
+use crate::documents::{codec, json, keys};
 use crate::protocol::Reply;
 use crate::server::ttl;
 use crate::store::ttl_monitor::Expired;
@@ -330,7 +330,11 @@ pub(crate) fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) 
             },
         }
     } else {
-        Reply::bulk(codec::doc_json_owned(doc))
+        // The stored bytes, when the caller kept them, are the document: no decode needed.
+        match raw.as_deref().and_then(json::raw_doc_json) {
+            Some(text) => Reply::bulk(text),
+            None => Reply::bulk(codec::doc_json_owned(doc)),
+        }
     }
 }
 
@@ -598,6 +602,11 @@ fn run_find(
         let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
         let mut stats = ScanStats::default();
         cs.scan_planned(&o.filter, sort_keys, keep, &mut stats, &mut |_slot, raw| {
+            // Replied from the stored bytes as they are: nothing reads the decoded document.
+            if keep_raw && o.sort.is_none() && !o.touch {
+                mine.push((Vec::new(), Document::new(), Some(raw.clone())));
+                return keep.is_none_or(|k| mine.len() < k);
+            }
             let Ok(doc) = Document::try_from(raw.as_ref()) else {
                 return true;
             };
@@ -659,7 +668,7 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         ctx.client.db,
         &c.coll,
         &o,
-        c.bson && o.projection.is_none(),
+        o.projection.is_none() && (c.bson || !o.touch),
     );
     if o.touch {
         found = touch_found(ctx, ctx.client.db, &c, found);
@@ -686,7 +695,7 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         ctx.client.db,
         &c.coll,
         &o,
-        c.bson && o.projection.is_none(),
+        o.projection.is_none() && (c.bson || !o.touch),
     );
     if o.touch {
         found = touch_found(ctx, ctx.client.db, &c, found);

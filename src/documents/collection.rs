@@ -8,7 +8,8 @@
 
 use crate::documents::index::{OrderedIndex, ScanStats};
 use crate::documents::planner::{self, Plan};
-use crate::documents::{keys, query::Node, ttl, ttl::TtlShard};
+use crate::documents::query::{Node, Pred};
+use crate::documents::{keys, ttl, ttl::TtlShard};
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 
@@ -338,6 +339,9 @@ impl CollectionShard {
         let keep = keep.filter(|_| sort.is_empty() || sorted);
         let mut kept = 0usize;
         let fields = filter.field_paths();
+        // A filter that is only `{_id: v}`, for a `v` whose KeyString equality is exactly
+        // query equality, is matched by the `_id` map hit itself.
+        let id_only = matches!(plan, Plan::IdHack(_)) && id_hit_is_match(filter);
         let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
             let Some(raw) = self.get(slot) else {
                 return true;
@@ -346,7 +350,7 @@ impl CollectionShard {
                 return true;
             }
             stats.docs_examined += 1;
-            if !matches(filter, &fields, raw) {
+            if !(id_only && stored_id_exact(raw)) && !matches(filter, &fields, raw) {
                 return true;
             }
             stats.n_returned += 1;
@@ -391,6 +395,41 @@ impl CollectionShard {
     pub fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
+}
+
+/// True for `{_id: v}` (alone) with `v` an integer, string or ObjectId: the only types for
+/// which "same KeyString" and "equal under the query's comparison" are the same thing
+/// without a second look (doubles, documents, regexes and the rest are matched).
+fn id_hit_is_match(filter: &Node) -> bool {
+    match filter {
+        Node::Field {
+            path,
+            pred: Pred::Eq(v),
+        } => {
+            path.len() == 1
+                && path[0] == "_id"
+                && matches!(
+                    v,
+                    Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The stored `_id` is of a type the KeyString encodes exactly (Decimal128 goes through
+/// its f64 value, so a hit on a decimal `_id` is matched).
+fn stored_id_exact(raw: &RawDocument) -> bool {
+    matches!(
+        raw.get("_id"),
+        Ok(Some(
+            RawBsonRef::Int32(_)
+                | RawBsonRef::Int64(_)
+                | RawBsonRef::Double(_)
+                | RawBsonRef::String(_)
+                | RawBsonRef::ObjectId(_)
+        ))
+    )
 }
 
 /// Matches a stored document, decoding only what the filter's paths reach (`paths` from
