@@ -38,6 +38,25 @@ impl IndexShard {
         }
     }
 
+    /// Whether the top-level fields the index reads hold the same bytes in both documents
+    /// (then its entries for the one are its entries for the other).
+    fn same_fields(&self, old: &RawDocument, new: &RawDocument) -> bool {
+        match self {
+            IndexShard::Ordered(ix) => ix.spec.fields.iter().all(|f| {
+                let top = f.path[0].as_str();
+                match (old.get(top), new.get(top)) {
+                    (Ok(None), Ok(None)) => true,
+                    // Bitwise for doubles: 0.0 and -0.0, or two NaNs, are not "the same bytes".
+                    (Ok(Some(RawBsonRef::Double(a))), Ok(Some(RawBsonRef::Double(b)))) => {
+                        a.to_bits() == b.to_bits()
+                    }
+                    (Ok(Some(a)), Ok(Some(b))) => a == b,
+                    _ => false,
+                }
+            }),
+        }
+    }
+
     pub fn as_ordered(&self) -> Option<&OrderedIndex> {
         match self {
             IndexShard::Ordered(ix) => Some(ix),
@@ -159,11 +178,14 @@ impl CollectionShard {
         self.bytes -= old.as_bytes().len();
         self.bytes += doc.as_bytes().len();
         *cell = Some(doc);
-        for ix in &mut self.indexes {
-            ix.on_remove(slot, &old);
-        }
         if let Some(Some(new)) = self.slots.get(slot as usize) {
             for ix in &mut self.indexes {
+                // An update that leaves an index's fields as they were (a touch, for every
+                // index but the TTL one) leaves its entries as they were.
+                if ix.same_fields(&old, new) {
+                    continue;
+                }
+                ix.on_remove(slot, &old);
                 ix.on_insert(slot, new);
             }
             // A TTL wheel moves its entry in place (a touch is O(1)).
