@@ -12,6 +12,15 @@ pub const NOW: &str = "$$NOW";
 /// Parses Extended JSON text (relaxed or canonical) into a document. Errors name the byte
 /// where parsing stopped: `invalid JSON at byte 17: expected value`.
 pub fn parse_json(text: &[u8]) -> Result<Document, String> {
+    if let Some(d) = json::parse_plain(text) {
+        return Ok(d);
+    }
+    parse_json_value(text)
+}
+
+/// The general path (and the reference for `json::parse_plain`): serde_json's `Value`,
+/// then the bson crate's Extended JSON conversion.
+pub fn parse_json_value(text: &[u8]) -> Result<Document, String> {
     let value: serde_json::Value = match serde_json::from_slice(text) {
         Ok(v) => v,
         Err(e) => return Err(json_error(text, &e)),

@@ -341,6 +341,201 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Parses JSON text that needs nothing of Extended JSON's type wrappers into a document,
+/// in one pass with no intermediate `serde_json::Value`. Returns `None` for anything it does
+/// not handle exactly as the general path (`codec::parse_json_value`) would: a key naming a
+/// type wrapper (`$oid`, `$date`, …), an escape in a string, a number whose reading has an
+/// edge (`-0`, 19+ digits), a repeated key, deep nesting, or any error — the general path
+/// then parses the text (and words the error).
+pub fn parse_plain(text: &[u8]) -> Option<Document> {
+    let mut p = Plain { s: text, at: 0 };
+    p.ws();
+    if p.peek() != Some(b'{') {
+        return None;
+    }
+    let d = p.object(0)?;
+    p.ws();
+    (p.at == text.len()).then_some(d)
+}
+
+/// Keys that make the bson crate read an object as a typed value.
+const WRAPPERS: [&str; 16] = [
+    "$oid",
+    "$symbol",
+    "$regularExpression",
+    "$numberInt",
+    "$numberLong",
+    "$numberDouble",
+    "$numberDecimal",
+    "$binary",
+    "$uuid",
+    "$code",
+    "$timestamp",
+    "$date",
+    "$minKey",
+    "$maxKey",
+    "$dbPointer",
+    "$undefined",
+];
+
+struct Plain<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl Plain<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.at).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.ws();
+        (self.peek() == Some(b)).then(|| self.at += 1)
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Document> {
+        if depth > 64 {
+            return None;
+        }
+        self.eat(b'{')?;
+        let mut d = Document::new();
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some(d);
+        }
+        loop {
+            self.ws();
+            let k = self.string()?;
+            if k.starts_with('$') && WRAPPERS.contains(&k) {
+                return None;
+            }
+            let k = k.to_owned();
+            self.eat(b':')?;
+            let v = self.value(depth)?;
+            if d.insert(k, v).is_some() {
+                return None;
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(d);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Bson> {
+        self.ws();
+        match self.peek()? {
+            b'{' => Some(Bson::Document(self.object(depth + 1)?)),
+            b'[' => {
+                if depth > 64 {
+                    return None;
+                }
+                self.at += 1;
+                let mut a = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    return Some(Bson::Array(a));
+                }
+                loop {
+                    a.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b']' => {
+                            self.at += 1;
+                            return Some(Bson::Array(a));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'"' => Some(Bson::String(self.string()?.to_owned())),
+            b't' => self.literal(b"true", Bson::Boolean(true)),
+            b'f' => self.literal(b"false", Bson::Boolean(false)),
+            b'n' => self.literal(b"null", Bson::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], v: Bson) -> Option<Bson> {
+        let end = self.at + word.len();
+        (self.s.get(self.at..end)? == word).then(|| {
+            self.at = end;
+            v
+        })
+    }
+
+    /// A string without escapes or control characters.
+    fn string(&mut self) -> Option<&str> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let start = self.at + 1;
+        let len = self
+            .s
+            .get(start..)?
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        let end = start + len;
+        if self.s[end] != b'"' {
+            return None;
+        }
+        self.at = end + 1;
+        std::str::from_utf8(&self.s[start..end]).ok()
+    }
+
+    fn number(&mut self) -> Option<Bson> {
+        let start = self.at;
+        let neg = self.peek() == Some(b'-');
+        if neg {
+            self.at += 1;
+        }
+        let digits_from = self.at;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+        let digits = &self.s[digits_from..self.at];
+        if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            // serde_json's own float reading, so the value is the general path's.
+            let f: f64 = serde_json::from_slice(&self.s[start..self.at]).ok()?;
+            return Some(Bson::Double(f));
+        }
+        // serde_json reads `-0` as the double -0.0, and 19+ digits may not fit an i64.
+        if digits.len() > 18 || (neg && digits == b"0") {
+            return None;
+        }
+        let mut n: i64 = 0;
+        for &c in digits {
+            n = n * 10 + i64::from(c - b'0');
+        }
+        let n = if neg { -n } else { n };
+        Some(match i32::try_from(n) {
+            Ok(i) => Bson::Int32(i),
+            Err(_) => Bson::Int64(n),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,6 +698,83 @@ mod tests {
                 assert_eq!(String::from_utf8(bson_json(v)).unwrap(), oracle(v));
             }
         }
+    }
+
+    fn bytes(d: &Document) -> Vec<u8> {
+        RawDocumentBuf::try_from(d).expect("encodes").into_bytes()
+    }
+
+    /// Whatever the one-pass parser accepts, it reads exactly as the general path does.
+    fn check_parse(text: &[u8]) -> bool {
+        match parse_plain(text) {
+            Some(d) => {
+                let want = crate::documents::codec::parse_json_value(text)
+                    .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(text)));
+                assert_eq!(bytes(&d), bytes(&want), "{}", String::from_utf8_lossy(text));
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn plain_parse_matches_the_general_path() {
+        let fixed: &[&str] = &[
+            r#"{"_id":7}"#,
+            r#" { "a" : [ 1 , -2 , 3.5 , -0.0 , 1e3 , 2E-2 , 0 , 2147483648 , -2147483649 ] } "#,
+            r#"{"a":999999999999999999,"b":-999999999999999999,"c":1.7976931348623157e308}"#,
+            r#"{"a":{"$gt":5,"$lt":[true,false,null]},"b":"$$NOW","c":{}}"#,
+            r#"{"a":[],"b":[[[]]],"é":"ü😀"}"#,
+        ];
+        for t in fixed {
+            assert!(check_parse(t.as_bytes()), "{t}");
+        }
+        // Left to the general path (which may accept or refuse them).
+        let general: &[&str] = &[
+            r#"{"a":{"$oid":"5f1e5b5e5b5e5b5e5b5e5b5e"}}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":"x\ny"}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":01}"#,
+            r#"{"a":12345678901234567890}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":1} x"#,
+            r#"[1]"#,
+            r#"{"a":tru}"#,
+            "{\"a\":\"\u{1}\"}",
+        ];
+        for t in general {
+            assert!(parse_plain(t.as_bytes()).is_none(), "{t}");
+        }
+        // Random documents written out, then cut and altered byte by byte.
+        let mut r = Rng(0x2545_f491_4f6c_dd1d);
+        let mut accepted = 0;
+        for _ in 0..5_000 {
+            let d = document(&mut r, 0);
+            let text = bson_json(&Bson::Document(d));
+            if check_parse(&text) {
+                accepted += 1;
+            }
+            let mut t = text.clone();
+            for _ in 0..3 {
+                if t.is_empty() {
+                    break;
+                }
+                let i = r.below(t.len() as u64) as usize;
+                let junk = b" {}[]:,\"-0123456789.eE+tfnul$\\";
+                match r.below(3) {
+                    0 => t[i] = junk[r.below(junk.len() as u64) as usize],
+                    1 => {
+                        t.remove(i);
+                    }
+                    _ => t.insert(i, junk[r.below(junk.len() as u64) as usize]),
+                }
+            }
+            check_parse(&t);
+            check_parse(&text[..r.below(text.len() as u64 + 1) as usize]);
+        }
+        assert!(accepted > 500, "{accepted}");
     }
 
     #[test]
