@@ -372,7 +372,8 @@ impl CollectionShard {
                 return true;
             }
             stats.docs_examined += 1;
-            if !(id_only && stored_id_exact(raw)) && !matches(filter, &fields, raw) {
+            let matched = id_only && stored_id_exact(raw) || matches(filter, &fields, raw);
+            if !matched {
                 return true;
             }
             stats.n_returned += 1;
