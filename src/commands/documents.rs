@@ -11,7 +11,7 @@ use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
 use crate::documents::sort::Sort;
 use crate::documents::update::{self, Update};
-use crate::documents::{codec, keys};
+use crate::documents::{codec, json, keys};
 use crate::protocol::Reply;
 use crate::server::ttl;
 use crate::store::ttl_monitor::Expired;
@@ -337,7 +337,11 @@ pub(crate) fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) 
             },
         }
     } else {
-        Reply::bulk(codec::doc_json_owned(doc))
+        // The stored bytes, when the caller kept them, are the document: no decode needed.
+        match raw.as_deref().and_then(json::raw_doc_json) {
+            Some(text) => Reply::bulk(text),
+            None => Reply::bulk(codec::doc_json_owned(doc)),
+        }
     }
 }
 
@@ -637,6 +641,12 @@ fn run_find(
             scan_keep,
             &mut stats,
             &mut |slot, raw| {
+                // Replied from the stored bytes as they are: nothing reads the decoded
+                // document (no sort, no capped order, no touch).
+                if keep_raw && o.sort.is_none() && !o.touch && !natural && !o.reverse {
+                    mine.push((Vec::new(), Document::new(), Some(raw.clone())));
+                    return scan_keep.is_none_or(|k| mine.len() < k);
+                }
                 let Ok(doc) = Document::try_from(raw.as_ref()) else {
                     return true;
                 };
@@ -717,7 +727,7 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         ctx.client.db,
         &c.coll,
         &o,
-        c.bson && o.projection.is_none(),
+        o.projection.is_none() && (c.bson || !o.touch),
     );
     if o.touch {
         found = touch_found(ctx, ctx.client.db, &c, found);
@@ -746,7 +756,7 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         ctx.client.db,
         &c.coll,
         &o,
-        c.bson && o.projection.is_none(),
+        o.projection.is_none() && (c.bson || !o.touch),
     );
     if o.touch {
         found = touch_found(ctx, ctx.client.db, &c, found);

@@ -1,5 +1,6 @@
 //! Extended JSON v2 ↔ BSON, `"$$NOW"`, and the checks every stored document passes.
 
+use crate::documents::json;
 use bson::{Bson, DateTime, Document, RawDocumentBuf};
 
 /// Deepest nesting a stored document may have (MongoDB's limit).
@@ -11,6 +12,15 @@ pub const NOW: &str = "$$NOW";
 /// Parses Extended JSON text (relaxed or canonical) into a document. Errors name the byte
 /// where parsing stopped: `invalid JSON at byte 17: expected value`.
 pub fn parse_json(text: &[u8]) -> Result<Document, String> {
+    if let Some(d) = json::parse_plain(text) {
+        return Ok(d);
+    }
+    parse_json_value(text)
+}
+
+/// The general path (and the reference for `json::parse_plain`): serde_json's `Value`,
+/// then the bson crate's Extended JSON conversion.
+pub fn parse_json_value(text: &[u8]) -> Result<Document, String> {
     let value: serde_json::Value = match serde_json::from_slice(text) {
         Ok(v) => v,
         Err(e) => return Err(json_error(text, &e)),
@@ -199,17 +209,24 @@ pub fn to_raw(doc: &Document, max_size: usize) -> Result<RawDocumentBuf, String>
 
 /// Relaxed Extended JSON text of a value.
 pub fn value_json(v: &Bson) -> String {
-    v.clone().into_relaxed_extjson().to_string()
+    utf8(json::bson_json(v))
 }
 
 /// Relaxed Extended JSON text of a document, fields in stored order.
 pub fn doc_json(d: &Document) -> String {
-    Bson::Document(d.clone()).into_relaxed_extjson().to_string()
+    let mut out = Vec::new();
+    json::write_doc(d, &mut out);
+    utf8(out)
 }
 
 /// Relaxed Extended JSON text of a document the caller no longer needs.
 pub fn doc_json_owned(d: Document) -> String {
-    Bson::Document(d).into_relaxed_extjson().to_string()
+    doc_json(&d)
+}
+
+/// The writer copies valid UTF-8 strings and writes ASCII around them.
+fn utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The shell-like rendering MongoDB uses in duplicate key errors: `{ _id: 1 }`.

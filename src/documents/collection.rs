@@ -10,7 +10,8 @@ use crate::documents::capped::{CappedSpec, InsertionOrder};
 use crate::documents::catalog::MemoryBooks;
 use crate::documents::index::{OrderedIndex, ScanStats};
 use crate::documents::planner::{self, Plan};
-use crate::documents::{keys, query::Node, ttl, ttl::TtlShard};
+use crate::documents::query::{Node, Pred};
+use crate::documents::{keys, ttl, ttl::TtlShard};
 use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
@@ -39,6 +40,25 @@ impl IndexShard {
                 let d = ix.spec.project(doc);
                 ix.remove_doc(slot, &d);
             }
+        }
+    }
+
+    /// Whether the top-level fields the index reads hold the same bytes in both documents
+    /// (then its entries for the one are its entries for the other).
+    fn same_fields(&self, old: &RawDocument, new: &RawDocument) -> bool {
+        match self {
+            IndexShard::Ordered(ix) => ix.spec.fields.iter().all(|f| {
+                let top = f.path[0].as_str();
+                match (old.get(top), new.get(top)) {
+                    (Ok(None), Ok(None)) => true,
+                    // Bitwise for doubles: 0.0 and -0.0, or two NaNs, are not "the same bytes".
+                    (Ok(Some(RawBsonRef::Double(a))), Ok(Some(RawBsonRef::Double(b)))) => {
+                        a.to_bits() == b.to_bits()
+                    }
+                    (Ok(Some(a)), Ok(Some(b))) => a == b,
+                    _ => false,
+                }
+            }),
         }
     }
 
@@ -233,11 +253,14 @@ impl CollectionShard {
             .saturating_sub(alloc_size(old.as_bytes().len()));
         self.doc_heap += alloc_size(doc.as_bytes().len());
         *cell = Some(doc);
-        for ix in &mut self.indexes {
-            ix.on_remove(slot, &old);
-        }
         if let Some(Some(new)) = self.slots.get(slot as usize) {
             for ix in &mut self.indexes {
+                // An update that leaves an index's fields as they were (a touch, for every
+                // index but the TTL one) leaves its entries as they were.
+                if ix.same_fields(&old, new) {
+                    continue;
+                }
+                ix.on_remove(slot, &old);
                 ix.on_insert(slot, new);
             }
             // A TTL wheel moves its entry in place (a touch is O(1)).
@@ -421,6 +444,9 @@ impl CollectionShard {
         let keep = keep.filter(|_| sort.is_empty() || sorted);
         let mut kept = 0usize;
         let fields = filter.field_paths();
+        // A filter that is only `{_id: v}`, for a `v` whose KeyString equality is exactly
+        // query equality, is matched by the `_id` map hit itself.
+        let id_only = matches!(plan, Plan::IdHack(_)) && id_hit_is_match(filter);
         let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
             let Some(raw) = self.get(slot) else {
                 return true;
@@ -429,7 +455,8 @@ impl CollectionShard {
                 return true;
             }
             stats.docs_examined += 1;
-            if !matches(filter, &fields, raw) {
+            let matched = id_only && stored_id_exact(raw) || matches(filter, &fields, raw);
+            if !matched {
                 return true;
             }
             stats.n_returned += 1;
@@ -474,6 +501,41 @@ impl CollectionShard {
     pub fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
+}
+
+/// True for `{_id: v}` (alone) with `v` an integer, string or ObjectId: the only types for
+/// which "same KeyString" and "equal under the query's comparison" are the same thing
+/// without a second look (doubles, documents, regexes and the rest are matched).
+fn id_hit_is_match(filter: &Node) -> bool {
+    match filter {
+        Node::Field {
+            path,
+            pred: Pred::Eq(v),
+        } => {
+            path.len() == 1
+                && path[0] == "_id"
+                && matches!(
+                    v,
+                    Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The stored `_id` is of a type the KeyString encodes exactly (Decimal128 goes through
+/// its f64 value, so a hit on a decimal `_id` is matched).
+fn stored_id_exact(raw: &RawDocument) -> bool {
+    matches!(
+        raw.get("_id"),
+        Ok(Some(
+            RawBsonRef::Int32(_)
+                | RawBsonRef::Int64(_)
+                | RawBsonRef::Double(_)
+                | RawBsonRef::String(_)
+                | RawBsonRef::ObjectId(_)
+        ))
+    )
 }
 
 /// Matches a stored document, decoding only what the filter's paths reach (`paths` from

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod codec;
 pub mod collection;
 pub mod index;
+pub mod json;
 pub mod keys;
 pub mod order;
 pub mod path;

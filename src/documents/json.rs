@@ -1,0 +1,826 @@
+//! Relaxed Extended JSON v2 text written straight from BSON (stored raw bytes or a decoded
+//! `Document`), with no intermediate `serde_json::Value`: every document a read returns
+//! goes through here. The output is byte for byte what `Bson::into_relaxed_extjson()`
+//! stringified gives (the unit tests hold it to that over every BSON type).
+
+use bson::spec::BinarySubtype;
+use bson::{Bson, DateTime, Document, RawBsonRef, RawDocument, Timestamp};
+
+/// Relaxed Extended JSON of a stored document, or `None` when its bytes do not decode.
+pub fn raw_doc_json(doc: &RawDocument) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(doc.as_bytes().len() + doc.as_bytes().len() / 2 + 16);
+    write_raw_doc(doc, &mut out)?;
+    Some(out)
+}
+
+/// Relaxed Extended JSON of a value.
+pub fn bson_json(v: &Bson) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    write_bson(v, &mut out);
+    out
+}
+
+/// Appends the relaxed Extended JSON of a decoded document to `out`.
+pub fn write_doc(d: &Document, out: &mut Vec<u8>) {
+    write_fields(d, out);
+}
+
+fn write_fields(d: &Document, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (k, v)) in d.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(k, out);
+        out.push(b':');
+        write_bson(v, out);
+    }
+    out.push(b'}');
+}
+
+fn write_raw_doc(doc: &RawDocument, out: &mut Vec<u8>) -> Option<()> {
+    out.push(b'{');
+    for (i, e) in doc.iter().enumerate() {
+        let (k, v) = e.ok()?;
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(k.as_str(), out);
+        out.push(b':');
+        write_raw(v, out)?;
+    }
+    out.push(b'}');
+    Some(())
+}
+
+fn write_raw(v: RawBsonRef<'_>, out: &mut Vec<u8>) -> Option<()> {
+    match v {
+        RawBsonRef::Double(d) => write_f64(d, out),
+        RawBsonRef::String(s) => write_str(s, out),
+        RawBsonRef::Array(a) => {
+            out.push(b'[');
+            for (i, e) in a.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_raw(e.ok()?, out)?;
+            }
+            out.push(b']');
+        }
+        RawBsonRef::Document(d) => write_raw_doc(d, out)?,
+        RawBsonRef::Boolean(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        RawBsonRef::Null => out.extend_from_slice(b"null"),
+        RawBsonRef::RegularExpression(r) => {
+            write_regex(r.pattern.as_str(), r.options.as_str(), out)
+        }
+        RawBsonRef::JavaScriptCode(c) => write_wrapped("$code", c, out),
+        RawBsonRef::Int32(i) => write_int(i as i64, out),
+        RawBsonRef::Int64(i) => write_int(i, out),
+        RawBsonRef::Timestamp(t) => write_timestamp(t, out),
+        RawBsonRef::Binary(b) => write_binary(b.subtype, b.bytes, out),
+        RawBsonRef::ObjectId(o) => write_wrapped("$oid", &o.to_hex(), out),
+        RawBsonRef::DateTime(d) => write_date(d, out),
+        RawBsonRef::Symbol(s) => write_wrapped("$symbol", s, out),
+        RawBsonRef::Decimal128(d) => write_wrapped("$numberDecimal", &d.to_string(), out),
+        RawBsonRef::Undefined => out.extend_from_slice(br#"{"$undefined":true}"#),
+        RawBsonRef::MinKey => out.extend_from_slice(br#"{"$minKey":1}"#),
+        RawBsonRef::MaxKey => out.extend_from_slice(br#"{"$maxKey":1}"#),
+        // Deprecated types no stored document is expected to hold: the decoded path.
+        other @ (RawBsonRef::JavaScriptCodeWithScope(_) | RawBsonRef::DbPointer(_)) => {
+            write_bson(&Bson::try_from(other).ok()?, out)
+        }
+    }
+    Some(())
+}
+
+fn write_bson(v: &Bson, out: &mut Vec<u8>) {
+    match v {
+        Bson::Double(d) => write_f64(*d, out),
+        Bson::String(s) => write_str(s, out),
+        Bson::Array(a) => {
+            out.push(b'[');
+            for (i, e) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_bson(e, out);
+            }
+            out.push(b']');
+        }
+        Bson::Document(d) => write_fields(d, out),
+        Bson::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Bson::Null => out.extend_from_slice(b"null"),
+        Bson::RegularExpression(r) => write_regex(r.pattern.as_str(), r.options.as_str(), out),
+        Bson::JavaScriptCode(c) => write_wrapped("$code", c, out),
+        Bson::Int32(i) => write_int(*i as i64, out),
+        Bson::Int64(i) => write_int(*i, out),
+        Bson::Timestamp(t) => write_timestamp(*t, out),
+        Bson::Binary(b) => write_binary(b.subtype, &b.bytes, out),
+        Bson::ObjectId(o) => write_wrapped("$oid", &o.to_hex(), out),
+        Bson::DateTime(d) => write_date(*d, out),
+        Bson::Symbol(s) => write_wrapped("$symbol", s, out),
+        Bson::Decimal128(d) => write_wrapped("$numberDecimal", &d.to_string(), out),
+        Bson::Undefined => out.extend_from_slice(br#"{"$undefined":true}"#),
+        Bson::MinKey => out.extend_from_slice(br#"{"$minKey":1}"#),
+        Bson::MaxKey => out.extend_from_slice(br#"{"$maxKey":1}"#),
+        // Deprecated types: rare enough to go through the generic conversion.
+        other @ (Bson::JavaScriptCodeWithScope(_) | Bson::DbPointer(_)) => {
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &other.clone().into_relaxed_extjson());
+        }
+    }
+}
+
+/// `{"<key>":"<s>"}`.
+fn write_wrapped(key: &str, s: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    write_str(s, out);
+    out.push(b'}');
+}
+
+fn write_int(i: i64, out: &mut Vec<u8>) {
+    let mut buf = itoa_buf();
+    out.extend_from_slice(fmt_int(i, &mut buf));
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0u8; 20]
+}
+
+fn fmt_int(i: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = i.unsigned_abs();
+    let mut p = buf.len();
+    loop {
+        p -= 1;
+        buf[p] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        p -= 1;
+        buf[p] = b'-';
+    }
+    &buf[p..]
+}
+
+fn write_f64(d: f64, out: &mut Vec<u8>) {
+    if d.is_nan() {
+        let s: &[u8] = if d.is_sign_negative() {
+            br#"{"$numberDouble":"-NaN"}"#
+        } else {
+            br#"{"$numberDouble":"NaN"}"#
+        };
+        out.extend_from_slice(s);
+    } else if d.is_infinite() {
+        let s: &[u8] = if d.is_sign_negative() {
+            br#"{"$numberDouble":"-Infinity"}"#
+        } else {
+            br#"{"$numberDouble":"Infinity"}"#
+        };
+        out.extend_from_slice(s);
+    } else {
+        // serde_json's own float formatting (shortest round-trip, `.0` on integral values).
+        let _ = serde_json::to_writer(&mut *out, &d);
+    }
+}
+
+fn write_timestamp(t: Timestamp, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"$timestamp":{"t":"#);
+    write_int(t.time as i64, out);
+    out.extend_from_slice(br#","i":"#);
+    write_int(t.increment as i64, out);
+    out.extend_from_slice(b"}}");
+}
+
+fn write_regex(pattern: &str, options: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"$regularExpression":{"pattern":"#);
+    write_str(pattern, out);
+    out.extend_from_slice(br#","options":"#);
+    // Relaxed Extended JSON lists the options sorted.
+    let mut chars: Vec<char> = options.chars().collect();
+    chars.sort_unstable();
+    let options: String = chars.into_iter().collect();
+    write_str(&options, out);
+    out.extend_from_slice(b"}}");
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn write_binary(subtype: BinarySubtype, bytes: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"$binary":{"base64":""#);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(B64[(n >> 18) as usize & 63]);
+        out.push(B64[(n >> 12) as usize & 63]);
+        out.push(if chunk.len() > 1 {
+            B64[(n >> 6) as usize & 63]
+        } else {
+            b'='
+        });
+        out.push(if chunk.len() > 2 {
+            B64[n as usize & 63]
+        } else {
+            b'='
+        });
+    }
+    let t: u8 = subtype.into();
+    out.extend_from_slice(br#"","subType":""#);
+    out.push(HEX[(t >> 4) as usize]);
+    out.push(HEX[(t & 15) as usize]);
+    out.extend_from_slice(b"\"}}");
+}
+
+/// First millisecond of the year 10000: relaxed form writes ISO-8601 below it.
+const YEAR_10000_MS: i64 = 253_402_300_800_000;
+
+fn write_date(d: DateTime, out: &mut Vec<u8>) {
+    let ms = d.timestamp_millis();
+    if ms >= YEAR_10000_MS {
+        // The reference conversion clamps to the `time` crate's last instant before testing
+        // the year, so every later date comes out as that instant (kept byte for byte).
+        out.extend_from_slice(br#"{"$date":"9999-12-31T23:59:59.999999999Z"}"#);
+        return;
+    }
+    if ms < 0 {
+        out.extend_from_slice(br#"{"$date":{"$numberLong":""#);
+        write_int(ms, out);
+        out.extend_from_slice(b"\"}}");
+        return;
+    }
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let (y, m, dd) = civil_from_days(days);
+    let secs = in_day / 1000;
+    let milli = in_day % 1000;
+    out.extend_from_slice(br#"{"$date":""#);
+    push_digits(out, y, 4);
+    out.push(b'-');
+    push_digits(out, m, 2);
+    out.push(b'-');
+    push_digits(out, dd, 2);
+    out.push(b'T');
+    push_digits(out, secs / 3600, 2);
+    out.push(b':');
+    push_digits(out, secs / 60 % 60, 2);
+    out.push(b':');
+    push_digits(out, secs % 60, 2);
+    // RFC 3339 as the `time` crate writes it: the fraction without trailing zeros.
+    if milli != 0 {
+        out.push(b'.');
+        let (v, n) = if milli % 100 == 0 {
+            (milli / 100, 1)
+        } else if milli % 10 == 0 {
+            (milli / 10, 2)
+        } else {
+            (milli, 3)
+        };
+        push_digits(out, v, n);
+    }
+    out.extend_from_slice(b"Z\"}");
+}
+
+fn push_digits(out: &mut Vec<u8>, v: i64, width: u32) {
+    for i in (0..width).rev() {
+        out.push(b'0' + (v / 10i64.pow(i) % 10) as u8);
+    }
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// A JSON string, escaped as serde_json escapes it.
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(b >> 4) as usize]);
+                out.push(HEX[(b & 15) as usize]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(esc);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// Parses JSON text that needs nothing of Extended JSON's type wrappers into a document,
+/// in one pass with no intermediate `serde_json::Value`. Returns `None` for anything it does
+/// not handle exactly as the general path (`codec::parse_json_value`) would: a key naming a
+/// type wrapper (`$oid`, `$date`, …), an escape in a string, a number whose reading has an
+/// edge (`-0`, 19+ digits), a repeated key, deep nesting, or any error — the general path
+/// then parses the text (and words the error).
+pub fn parse_plain(text: &[u8]) -> Option<Document> {
+    let mut p = Plain { s: text, at: 0 };
+    p.ws();
+    if p.peek() != Some(b'{') {
+        return None;
+    }
+    let d = p.object(0)?;
+    p.ws();
+    (p.at == text.len()).then_some(d)
+}
+
+/// Keys that make the bson crate read an object as a typed value.
+const WRAPPERS: [&str; 16] = [
+    "$oid",
+    "$symbol",
+    "$regularExpression",
+    "$numberInt",
+    "$numberLong",
+    "$numberDouble",
+    "$numberDecimal",
+    "$binary",
+    "$uuid",
+    "$code",
+    "$timestamp",
+    "$date",
+    "$minKey",
+    "$maxKey",
+    "$dbPointer",
+    "$undefined",
+];
+
+struct Plain<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl Plain<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.at).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.ws();
+        (self.peek() == Some(b)).then(|| self.at += 1)
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Document> {
+        if depth > 64 {
+            return None;
+        }
+        self.eat(b'{')?;
+        let mut d = Document::new();
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some(d);
+        }
+        loop {
+            self.ws();
+            let k = self.string()?;
+            if k.starts_with('$') && WRAPPERS.contains(&k) {
+                return None;
+            }
+            let k = k.to_owned();
+            self.eat(b':')?;
+            let v = self.value(depth)?;
+            if d.insert(k, v).is_some() {
+                return None;
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(d);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Bson> {
+        self.ws();
+        match self.peek()? {
+            b'{' => Some(Bson::Document(self.object(depth + 1)?)),
+            b'[' => {
+                if depth > 64 {
+                    return None;
+                }
+                self.at += 1;
+                let mut a = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    return Some(Bson::Array(a));
+                }
+                loop {
+                    a.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b']' => {
+                            self.at += 1;
+                            return Some(Bson::Array(a));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'"' => Some(Bson::String(self.string()?.to_owned())),
+            b't' => self.literal(b"true", Bson::Boolean(true)),
+            b'f' => self.literal(b"false", Bson::Boolean(false)),
+            b'n' => self.literal(b"null", Bson::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], v: Bson) -> Option<Bson> {
+        let end = self.at + word.len();
+        (self.s.get(self.at..end)? == word).then(|| {
+            self.at = end;
+            v
+        })
+    }
+
+    /// A string without escapes or control characters.
+    fn string(&mut self) -> Option<&str> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let start = self.at + 1;
+        let len = self
+            .s
+            .get(start..)?
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        let end = start + len;
+        if self.s[end] != b'"' {
+            return None;
+        }
+        self.at = end + 1;
+        std::str::from_utf8(&self.s[start..end]).ok()
+    }
+
+    fn number(&mut self) -> Option<Bson> {
+        let start = self.at;
+        let neg = self.peek() == Some(b'-');
+        if neg {
+            self.at += 1;
+        }
+        let digits_from = self.at;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+        let digits = &self.s[digits_from..self.at];
+        if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            // serde_json's own float reading, so the value is the general path's.
+            let f: f64 = serde_json::from_slice(&self.s[start..self.at]).ok()?;
+            return Some(Bson::Double(f));
+        }
+        // serde_json reads `-0` as the double -0.0, and 19+ digits may not fit an i64.
+        if digits.len() > 18 || (neg && digits == b"0") {
+            return None;
+        }
+        let mut n: i64 = 0;
+        for &c in digits {
+            n = n * 10 + i64::from(c - b'0');
+        }
+        let n = if neg { -n } else { n };
+        Some(match i32::try_from(n) {
+            Ok(i) => Bson::Int32(i),
+            Err(_) => Bson::Int64(n),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::oid::ObjectId;
+    use bson::{Binary, Decimal128, JavaScriptCodeWithScope, RawDocumentBuf, Regex};
+
+    fn oracle(v: &Bson) -> String {
+        v.clone().into_relaxed_extjson().to_string()
+    }
+
+    /// A small deterministic generator (xorshift) so failures reproduce.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn string(r: &mut Rng) -> String {
+        let pool = [
+            "a", "é", "\"", "\\", "\n", "\r", "\t", "\u{8}", "\u{c}", "\u{1}", "\u{1f}", "\u{7f}",
+            "/", "😀", "$", " ", "x", "\u{2028}", "<", "0",
+        ];
+        (0..r.below(8))
+            .map(|_| pool[r.below(pool.len() as u64) as usize])
+            .collect()
+    }
+
+    fn double(r: &mut Rng) -> f64 {
+        match r.below(12) {
+            0 => f64::NAN,
+            1 => -f64::NAN,
+            2 => f64::INFINITY,
+            3 => f64::NEG_INFINITY,
+            4 => -0.0,
+            5 => 0.0,
+            6 => (r.below(2_000_000) as f64) - 1_000_000.0,
+            7 => f64::from_bits(r.next()),
+            8 => 1e21 * (r.below(100) as f64),
+            9 => (r.below(1000) as f64) / 1000.0,
+            10 => f64::MAX,
+            _ => f64::MIN_POSITIVE / (r.below(1000) + 1) as f64,
+        }
+    }
+
+    fn date(r: &mut Rng) -> DateTime {
+        let ms = match r.below(8) {
+            0 => 0,
+            1 => -1,
+            2 => YEAR_10000_MS - 1,
+            3 => YEAR_10000_MS,
+            4 => i64::MIN,
+            5 => i64::MAX,
+            6 => {
+                r.below(YEAR_10000_MS as u64) as i64 / 1000 * 1000
+                    + [0, 100, 120, 7][r.below(4) as usize]
+            }
+            _ => r.next() as i64 % (YEAR_10000_MS * 2),
+        };
+        DateTime::from_millis(ms)
+    }
+
+    fn value(r: &mut Rng, depth: u32) -> Bson {
+        let kinds = if depth > 3 { 19 } else { 22 };
+        match r.below(kinds) {
+            0 => Bson::Double(double(r)),
+            1 => Bson::String(string(r)),
+            2 => Bson::Boolean(r.below(2) == 0),
+            3 => Bson::Null,
+            4 => Bson::RegularExpression(Regex {
+                pattern: string(r).try_into().expect("no NUL"),
+                // Unsorted on purpose: the writer sorts.
+                options: ["", "i", "xsmi", "ms", "u"][r.below(5) as usize]
+                    .to_string()
+                    .try_into()
+                    .expect("no NUL"),
+            }),
+            5 => Bson::JavaScriptCode(string(r)),
+            6 => Bson::Int32(r.next() as i32),
+            7 => Bson::Int64(r.next() as i64),
+            8 => Bson::Timestamp(Timestamp {
+                time: r.next() as u32,
+                increment: r.next() as u32,
+            }),
+            9 => {
+                let len = r.below(10) as usize;
+                let bytes = (0..len).map(|_| r.next() as u8).collect();
+                let subtype = match r.below(4) {
+                    0 => BinarySubtype::Generic,
+                    1 => BinarySubtype::Uuid,
+                    2 => BinarySubtype::UserDefined(0x80 + r.below(0x7f) as u8),
+                    _ => BinarySubtype::Md5,
+                };
+                Bson::Binary(Binary { subtype, bytes })
+            }
+            10 => {
+                let mut b = [0u8; 12];
+                b.iter_mut().for_each(|x| *x = r.next() as u8);
+                Bson::ObjectId(ObjectId::from_bytes(b))
+            }
+            11 => Bson::DateTime(date(r)),
+            12 => Bson::Symbol(string(r)),
+            13 => {
+                let s = [
+                    "1.5",
+                    "-0",
+                    "NaN",
+                    "Infinity",
+                    "-1E+10",
+                    "12345678901234567890",
+                    "0.000001",
+                ][r.below(7) as usize];
+                Bson::Decimal128(s.parse::<Decimal128>().expect("decimal"))
+            }
+            14 => Bson::Undefined,
+            15 => Bson::MinKey,
+            16 => Bson::MaxKey,
+            17 => Bson::Int32(r.below(100) as i32 - 50),
+            18 => Bson::Double(r.below(100) as f64 / 4.0),
+            19 => Bson::Array((0..r.below(4)).map(|_| value(r, depth + 1)).collect()),
+            20 => Bson::Document(document(r, depth + 1)),
+            _ => Bson::JavaScriptCodeWithScope(JavaScriptCodeWithScope {
+                code: string(r),
+                scope: document(r, depth + 1),
+            }),
+        }
+    }
+
+    fn document(r: &mut Rng, depth: u32) -> Document {
+        let mut d = Document::new();
+        for i in 0..r.below(5) {
+            d.insert(
+                format!("{}{i}", string(r).replace('\0', "")),
+                value(r, depth),
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn every_type_matches_the_serde_json_path() {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let d = document(&mut r, 0);
+            let want = oracle(&Bson::Document(d.clone()));
+            assert_eq!(
+                String::from_utf8(bson_json(&Bson::Document(d.clone()))).unwrap(),
+                want
+            );
+            let raw = RawDocumentBuf::try_from(&d).expect("encodes");
+            let got = raw_doc_json(&raw).expect("decodes");
+            assert_eq!(String::from_utf8(got).unwrap(), want, "{d:?}");
+            for (_, v) in &d {
+                assert_eq!(String::from_utf8(bson_json(v)).unwrap(), oracle(v));
+            }
+        }
+    }
+
+    fn bytes(d: &Document) -> Vec<u8> {
+        RawDocumentBuf::try_from(d).expect("encodes").into_bytes()
+    }
+
+    /// Whatever the one-pass parser accepts, it reads exactly as the general path does.
+    fn check_parse(text: &[u8]) -> bool {
+        match parse_plain(text) {
+            Some(d) => {
+                let want = crate::documents::codec::parse_json_value(text)
+                    .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(text)));
+                assert_eq!(bytes(&d), bytes(&want), "{}", String::from_utf8_lossy(text));
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn plain_parse_matches_the_general_path() {
+        let fixed: &[&str] = &[
+            r#"{"_id":7}"#,
+            r#" { "a" : [ 1 , -2 , 3.5 , -0.0 , 1e3 , 2E-2 , 0 , 2147483648 , -2147483649 ] } "#,
+            r#"{"a":999999999999999999,"b":-999999999999999999,"c":1.7976931348623157e308}"#,
+            r#"{"a":{"$gt":5,"$lt":[true,false,null]},"b":"$$NOW","c":{}}"#,
+            r#"{"a":[],"b":[[[]]],"é":"ü😀"}"#,
+        ];
+        for t in fixed {
+            assert!(check_parse(t.as_bytes()), "{t}");
+        }
+        // Left to the general path (which may accept or refuse them).
+        let general: &[&str] = &[
+            r#"{"a":{"$oid":"5f1e5b5e5b5e5b5e5b5e5b5e"}}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":"x\ny"}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":01}"#,
+            r#"{"a":12345678901234567890}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":1} x"#,
+            r#"[1]"#,
+            r#"{"a":tru}"#,
+            "{\"a\":\"\u{1}\"}",
+        ];
+        for t in general {
+            assert!(parse_plain(t.as_bytes()).is_none(), "{t}");
+        }
+        // Random documents written out, then cut and altered byte by byte.
+        let mut r = Rng(0x2545_f491_4f6c_dd1d);
+        let mut accepted = 0;
+        for _ in 0..5_000 {
+            let d = document(&mut r, 0);
+            let text = bson_json(&Bson::Document(d));
+            if check_parse(&text) {
+                accepted += 1;
+            }
+            let mut t = text.clone();
+            for _ in 0..3 {
+                if t.is_empty() {
+                    break;
+                }
+                let i = r.below(t.len() as u64) as usize;
+                let junk = b" {}[]:,\"-0123456789.eE+tfnul$\\";
+                match r.below(3) {
+                    0 => t[i] = junk[r.below(junk.len() as u64) as usize],
+                    1 => {
+                        t.remove(i);
+                    }
+                    _ => t.insert(i, junk[r.below(junk.len() as u64) as usize]),
+                }
+            }
+            check_parse(&t);
+            check_parse(&text[..r.below(text.len() as u64 + 1) as usize]);
+        }
+        assert!(accepted > 500, "{accepted}");
+    }
+
+    #[test]
+    fn dates_at_every_boundary() {
+        let edges = [
+            0,
+            1,
+            10,
+            100,
+            999,
+            86_399_999,
+            86_400_000,
+            951_782_400_000, // 2000-02-29
+            4_107_542_399_999,
+            YEAR_10000_MS - 1,
+            YEAR_10000_MS,
+            -1,
+            -86_400_000,
+        ];
+        for ms in edges {
+            let v = Bson::DateTime(DateTime::from_millis(ms));
+            assert_eq!(
+                String::from_utf8(bson_json(&v)).unwrap(),
+                oracle(&v),
+                "{ms}"
+            );
+        }
+        // Every day of four centuries (leap rules), at a varying time of day.
+        let mut ms = 0i64;
+        while ms < 4 * 36_524 * 86_400_000 + 86_400_000 {
+            let v = Bson::DateTime(DateTime::from_millis(ms));
+            assert_eq!(
+                String::from_utf8(bson_json(&v)).unwrap(),
+                oracle(&v),
+                "{ms}"
+            );
+            ms += 86_400_000 + 3_601_001;
+        }
+    }
+
+    #[test]
+    fn every_control_character_escapes_alike() {
+        for c in 0u32..=0x80 {
+            let s = char::from_u32(c).unwrap().to_string();
+            let v = Bson::String(s);
+            assert_eq!(String::from_utf8(bson_json(&v)).unwrap(), oracle(&v), "{c}");
+        }
+    }
+}
