@@ -555,3 +555,28 @@ fn createindex_expireafter_and_dropping_the_index_stops_expiry() {
     std::thread::sleep(std::time::Duration::from_millis(2200));
     assert_eq!(count(&mut c, "ev", "{}"), 2);
 }
+
+#[test]
+fn far_dates_round_trip_and_never_expire_early() {
+    let s = TestServer::start(&["--ttl-monitor-period", "1"]);
+    let mut c = s.conn();
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "far", "at", "0"]).expect("index");
+    insert(
+        &mut c,
+        "far",
+        &[
+            r#"{"_id":1,"at":{"$date":"9999-12-31T23:59:59.999Z"}}"#.to_string(),
+            r#"{"_id":2,"at":{"$date":{"$numberLong":"253402300800000"}}}"#.to_string(),
+            r#"{"_id":3,"at":{"$date":{"$numberLong":"9223372036854775807"}}}"#.to_string(),
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        strs(&mut c, &["DOC.FIND", "far", "{}", "SORT", r#"{"_id":1}"#]),
+        vec![
+            r#"{"_id":1,"at":{"$date":"9999-12-31T23:59:59.999Z"}}"#,
+            r#"{"_id":2,"at":{"$date":{"$numberLong":"253402300800000"}}}"#,
+            r#"{"_id":3,"at":{"$date":{"$numberLong":"9223372036854775807"}}}"#,
+        ]
+    );
+}
