@@ -711,59 +711,40 @@ fn render(o: &FindOpts, doc: Document, raw: Option<RawDocumentBuf>, bson: bool) 
     }
 }
 
-fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = match common(args) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    let o = match parse_find(&c, false) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    let server = ctx.server;
-    let _catalog = server.store.catalog_read();
+/// `DOC.FIND` and `DOC.FINDONE`: the rendered documents (at most one for FINDONE), touched
+/// first when asked.
+fn find_replies(ctx: &Ctx<'_>, args: &[Bytes], one: bool) -> Result<Vec<Reply>, Reply> {
+    let c = common(args)?;
+    let o = parse_find(&c, one)?;
+    let _catalog = ctx.server.store.catalog_read();
+    let db = ctx.client.db;
     let mut found = run_find(
         ctx,
-        ctx.client.db,
+        db,
         &c.coll,
         &o,
         o.projection.is_none() && (c.bson || !o.touch),
     );
     if o.touch {
-        found = touch_found(ctx, ctx.client.db, &c, found);
+        found = touch_found(ctx, db, &c, found);
     }
-    Reply::Array(
-        found
-            .into_iter()
-            .map(|(d, r)| render(&o, d, r, c.bson))
-            .collect(),
-    )
+    Ok(found
+        .into_iter()
+        .map(|(d, r)| render(&o, d, r, c.bson))
+        .collect())
+}
+
+fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    match find_replies(ctx, args, false) {
+        Ok(docs) => Reply::Array(docs),
+        Err(e) => e,
+    }
 }
 
 fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let c = match common(args) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    let o = match parse_find(&c, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    let server = ctx.server;
-    let _catalog = server.store.catalog_read();
-    let mut found = run_find(
-        ctx,
-        ctx.client.db,
-        &c.coll,
-        &o,
-        o.projection.is_none() && (c.bson || !o.touch),
-    );
-    if o.touch {
-        found = touch_found(ctx, ctx.client.db, &c, found);
-    }
-    match found.into_iter().next() {
-        Some((d, r)) => render(&o, d, r, c.bson),
-        None => Reply::Nil,
+    match find_replies(ctx, args, true) {
+        Ok(docs) => docs.into_iter().next().unwrap_or(Reply::Nil),
+        Err(e) => e,
     }
 }
 
