@@ -4,7 +4,7 @@
 //! arrays). Their table entries live in `documents.rs` with the rest of the family.
 
 use crate::commands::documents::{
-    common, doc_reply, ensure_collection, err, parse_doc, parse_filter, Common,
+    common, doc_reply, ensure_collection, err, parse_doc, parse_filter, shards_for, Common,
 };
 use crate::commands::{is, syntax_error, text, Ctx};
 use crate::documents::aggregate::{self, Partial, Pipeline};
@@ -12,7 +12,7 @@ use crate::documents::collection::{CollectionShard, IndexShard};
 use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
-use crate::documents::{codec, keys};
+use crate::documents::codec;
 use crate::protocol::Reply;
 use crate::store::ShardData;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
@@ -551,10 +551,7 @@ pub fn doc_explain(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
     let started = Instant::now();
-    let shards: Vec<usize> = match o.filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &o.filter);
     let keep = o.limit.map(|l| l.saturating_add(o.skip));
     let mut stats = ScanStats::default();
     let mut plan = if o.filter.id_equality().is_some() {
@@ -697,10 +694,7 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &filter);
     let mut parts: Vec<Partial> = Vec::with_capacity(shards.len());
     for s in shards {
         // The shard's matches are copied out under its lock; the pipeline runs without it.

@@ -15,6 +15,7 @@ use crate::documents::{codec, json, keys};
 use crate::protocol::Reply;
 use crate::server::ttl;
 use crate::store::ttl_monitor::Expired;
+use crate::store::Store;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
 use bytes::Bytes;
@@ -277,6 +278,14 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 // ---------------------------------------------------------------------------------------
 // Handlers. Parsing lives here and stays thin; the semantics live in `crate::documents`.
+
+/// The shards a filter can match in: the `_id`'s one for an `_id` equality, else every one.
+pub(crate) fn shards_for(store: &Store, filter: &Node) -> Vec<usize> {
+    match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    }
+}
 
 /// Options shared by the commands: the collection, the BSON flag and the current time.
 pub(crate) struct Common<'a> {
@@ -614,10 +623,7 @@ fn run_find(
 ) -> Vec<(Document, Option<RawDocumentBuf>)> {
     let keep = o.limit.map(|l| l.saturating_add(o.skip));
     let store = &ctx.server.store;
-    let shards: Vec<usize> = match o.filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &o.filter);
     let mut natural = false;
     // (sort key, shard, slot order) keeps the merge stable and deterministic.
     let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
@@ -763,10 +769,7 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &filter);
     let mut n = 0i64;
     for s in shards {
         let guard = store.lock(s);
@@ -812,10 +815,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &filter);
     let mut n = 0i64;
     for s in shards {
         let mut guard = store.lock(s);
@@ -1414,10 +1414,7 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
-    };
+    let shards = shards_for(store, &filter);
     let mut n = 0i64;
     for s in shards {
         let mut guard = store.lock(s);
