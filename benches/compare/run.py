@@ -32,6 +32,7 @@ import atexit
 import datetime
 import itertools
 import json
+import math
 import os
 import platform
 import random
@@ -42,7 +43,6 @@ import subprocess
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -591,14 +591,54 @@ def percentile(values, p):
     return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
 
-def stats_count(c, coll):
+def find_key(obj, key):
+    """The first value of `key` anywhere in a parsed JSON object."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for v in obj:
+            found = find_key(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def doc_stats(c, coll):
+    """(count, deletedDocuments of the TTL monitor) from DOC.STATS; None where unknown."""
     r = c.call("DOC.STATS", coll)
     if isinstance(r, RespError) or not isinstance(r, bytes):
-        return None
+        return None, None
     try:
-        return int(json.loads(r).get("count"))
-    except (ValueError, TypeError, AttributeError):
-        return None
+        st = json.loads(r)
+    except ValueError:
+        return None, None
+    count, deleted = find_key(st, "count"), find_key(st, "deletedDocuments")
+    return (count if isinstance(count, int) else None,
+            deleted if isinstance(deleted, int) else None)
+
+
+def sweep_window(polls, count, total):
+    """(start, end, how) of the sweep from (time, count, deleted) polls: from the last poll
+    before the TTL monitor's deletions (or the collection size) moved until the poll that saw
+    all `count` documents gone. None where the polls cannot tell."""
+    for idx, how in ((2, "DOC.STATS deletedDocuments"), (1, "DOC.STATS count")):
+        vals = [(p[0], p[idx]) for p in polls if p[idx] is not None]
+        if len(vals) < 2:
+            continue
+        base = vals[0][1]
+        if idx == 2:
+            done = [t for t, v in vals if v - base >= count]
+            moved = [i for i, (t, v) in enumerate(vals) if v != base]
+        else:
+            if total is None:
+                continue
+            done = [t for t, v in vals if v <= total - count]
+            moved = [i for i, (t, v) in enumerate(vals) if v != base]
+        if done and moved:
+            return vals[max(0, moved[0] - 1)][0], done[0], how
+    return None
 
 
 def mass_expiry(env, quick):
@@ -633,6 +673,7 @@ def mass_expiry(env, quick):
         due_iso = datetime.datetime.fromtimestamp(due, datetime.timezone.utc).strftime(
             "%Y-%m-%dT%H:%M:%S.000Z")
         log(f"expiry: inserting {count} documents due at {due_iso} (insert rate ~{rate:,.0f}/s)")
+        load_start = time.time()
         for start in range(0, count, 50_000):
             payloads = [encode("DOC.INSERT", "exp",
                                '{"_id":%d,"userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, due_iso))
@@ -642,35 +683,33 @@ def mass_expiry(env, quick):
                 result["error"] = short(first)
                 return result
         loaded = time.time()
+        result["insert_rate"] = count / max(loaded - load_start, 1e-3)
         result["load_margin_s"] = due - loaded
         if due - loaded < 1.0:
             log("expiry: warning: loading ran up to the due second; the idle window is short")
-        total = stats_count(c, "exp")
+        total, _ = doc_stats(c, "exp")
         result["count_before"] = total
-        # Poll the collection size on a second connection to see when the sweep ends.
-        polls, stop = [], threading.Event()
-
-        def poller():
-            pc = tide.client(timeout=10)
-            try:
-                while not stop.is_set():
-                    polls.append((time.time(), stats_count(pc, "exp")))
-                    time.sleep(0.1)
-            except (OSError, ConnectionError):
-                pass
-            finally:
-                pc.close()
-
-        th = threading.Thread(target=poller, daemon=True)
-        th.start()
+        # DOC.STATS on a second connection, every 100 ms and between two timed requests (so it
+        # delays the next one but is never inside a measured latency), tells when the sweep
+        # starts and ends. One thread, so no interpreter lock skews the timings.
+        pc = tide.client(timeout=30)
+        polls = []
         rng = random.Random(7)
         samples = []
         end_by = due + (15 if quick else 30)
-        swept_at = None
+        next_poll = 0.0
         first_err = None
+        window = None
         while time.time() < end_by:
-            key = '{"_id":"keep-%d"}' % rng.randrange(keep)
-            payload = encode("DOC.FIND", "exp", key)
+            now = time.time()
+            if now >= next_poll:
+                polls.append((now - due, *doc_stats(pc, "exp")))
+                next_poll = now + 0.1
+                if window is None and now > due:
+                    window = sweep_window(polls, count, total)
+                if window is not None and now - due > window[1] + 1.0:
+                    break
+            payload = encode("DOC.FIND", "exp", '{"_id":"keep-%d"}' % rng.randrange(keep))
             t = time.time()
             t1 = time.perf_counter()
             c.sock.sendall(payload)
@@ -680,29 +719,19 @@ def mass_expiry(env, quick):
                 first_err = first_err or r
                 break
             samples.append((t - due, lat))
-            if swept_at is None and polls and polls[-1][0] > due and polls[-1][1] is not None \
-                    and polls[-1][1] <= keep:
-                swept_at = polls[-1][0]
-            if swept_at is not None and time.time() > swept_at + 1.0:
-                break
-        stop.set()
-        th.join(timeout=5)
+        pc.close()
         c.close()
         if first_err:
             result["error"] = short(first_err)
             return result
-        # The sweep: from the due second until the collection is back to the kept documents
-        # (DOC.STATS), or the next two monitor periods when the size cannot be read.
-        drop = next((t for t, n in polls if n is not None and total is not None and n < total), None)
-        sweep_start = 0.0
-        sweep_end = (swept_at - due) if swept_at else 3.0
-        result["sweep_first_drop_s"] = None if drop is None else drop - due
-        result["sweep_end_s"] = sweep_end
-        result["sweep_end_known"] = swept_at is not None
-        idle = [lat for t, lat in samples if t < -0.2]
+        # Without DOC.STATS figures: the due second and the next two monitor periods.
+        window = window or sweep_window(polls, count, total) or (0.0, 3.0, "assumed (no DOC.STATS)")
+        sweep_start, sweep_end, how = window
+        result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
+        idle = [lat for t, lat in samples if t < min(-0.2, sweep_start)]
         during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
         result.update(
-            samples=samples,
+            samples=samples, polls=polls,
             idle_n=len(idle), during_n=len(during),
             idle_p50=percentile(idle, 50), idle_p99=percentile(idle, 99),
             during_p50=percentile(during, 50), during_p99=percentile(during, 99),
@@ -840,7 +869,7 @@ def throughput_svg(rows, title):
 
 
 def latency_svg(res, title):
-    width, height, left, right, top, bottom = 980, 420, 70, 20, 60, 50
+    width, height, left, right, top, bottom = 980, 420, 90, 20, 60, 50
     samples = res.get("samples") or []
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
@@ -849,35 +878,43 @@ def latency_svg(res, title):
     if not samples:
         out.append(f'<text x="10" y="60">n/a ({esc(res.get("error") or "no samples")})</text></svg>')
         return "\n".join(out) + "\n"
-    out.append(f'<text x="10" y="42">DOC.FIND by _id, one request at a time; p50 (blue) and max '
-               f'(orange) per 50 ms; shaded: the sweep of {res["documents"]:,} documents due at t=0</text>')
+    out.append(f'<text x="10" y="42">DOC.FIND by _id, one request at a time; per 50 ms: p50 (blue), '
+               f'p99 (green), max (orange), log scale; shaded: the sweep of {res["documents"]:,} '
+               f'documents due at t=0</text>')
     t_min, t_max = samples[0][0], samples[-1][0]
     buckets = {}
     for t, lat in samples:
         buckets.setdefault(int((t - t_min) / 0.05), []).append(lat)
-    series = sorted((t_min + b * 0.05 + 0.025, statistics.median(v), max(v)) for b, v in buckets.items())
-    y_top = max(m for _, _, m in series) * 1.1
+    series = sorted((t_min + b * 0.05 + 0.025, statistics.median(v), percentile(v, 99), max(v))
+                    for b, v in buckets.items())
+    # Log scale: the median and a stall of 100 ms must both be readable.
+    lo = 10 ** math.floor(math.log10(max(1.0, min(p[1] for p in series))))
+    hi = 10 ** math.ceil(math.log10(max(p[3] for p in series) * 1.01))
     pw, ph = width - left - right, height - top - bottom
 
     def x(t):
         return left + (t - t_min) / max(t_max - t_min, 1e-9) * pw
 
     def y(v):
-        return top + ph - v / y_top * ph
+        return top + ph - (math.log10(max(v, lo)) - math.log10(lo)) / math.log10(hi / lo) * ph
 
-    s0, s1 = 0.0, res.get("sweep_end_s") or 0.0
+    s0, s1 = res.get("sweep_start_s") or 0.0, res.get("sweep_end_s") or 0.0
     out.append(f'<rect x="{x(s0):.1f}" y="{top}" width="{max(1, x(s1) - x(s0)):.1f}" height="{ph}" '
                f'fill="#fdebd0"/>')
     out.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="black"/>')
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="black"/>')
-    for k in range(5):
-        v = y_top * k / 4
+    v = lo
+    while v <= hi:
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,.0f} µs</text>')
+        v *= 10
+    out.append(f'<line x1="{x(0):.1f}" y1="{top}" x2="{x(0):.1f}" y2="{top + ph}" stroke="#888" '
+               f'stroke-dasharray="4 3"/>')
     t = int(t_min)
     while t <= t_max:
         out.append(f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{t}s</text>')
         t += 1 if t_max - t_min < 20 else 5
-    for idx, color in ((2, "#e67e22"), (1, "#2471a3")):
+    for idx, color in ((3, "#e67e22"), (2, "#1e8449"), (1, "#2471a3")):
         pts = " ".join(f"{x(p[0]):.1f},{y(p[idx]):.1f}" for p in series)
         out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.2"/>')
     summary = (f'idle p50 {res["idle_p50"]:.0f} µs, p99 {res["idle_p99"]:.0f} µs — during the sweep '
@@ -920,9 +957,10 @@ def markdown(results):
                       f"| idle | {e['idle_n']} | {e['idle_p50']:.0f} | {e['idle_p99']:.0f} |",
                       f"| during the sweep | {e['during_n']} | {e['during_p50']:.0f} | {e['during_p99']:.0f} |",
                       "",
-                      f"p99 during / idle: {e['during_p99'] / e['idle_p99']:.2f}; sweep window 0 to "
-                      f"{e['sweep_end_s']:.2f} s after the due second"
-                      + ("" if e.get("sweep_end_known") else " (assumed: DOC.STATS gave no count)") + "."]
+                      f"p99 during / idle: {e['during_p99'] / e['idle_p99']:.2f}. Sweep window: "
+                      f"{e['sweep_start_s']:+.2f} s to {e['sweep_end_s']:+.2f} s from the due second "
+                      f"(from {e['sweep_window_from']}); insert rate while loading "
+                      f"{e['insert_rate']:,.0f} documents/s."]
         lines.append("")
     if "zipf" in results:
         z = results["zipf"]
