@@ -499,6 +499,13 @@ def write_resp(path, gen):
 
 def pipe_into(server, path, count, setup=()):
     """Loads `path` with redis-cli --pipe; returns (bytes of RSS per item, None) or (None, error)."""
+    try:
+        return _pipe_into(server, path, count, setup)
+    except OSError as e:  # the server died or stopped answering (ConnectionError, timeouts)
+        return None, short("server exited" if not server.alive() else e)
+
+
+def _pipe_into(server, path, count, setup):
     c = server.client()
     for args in setup:
         r = c.call(*args)
@@ -642,106 +649,114 @@ def sweep_window(polls, count, total):
 
 
 def mass_expiry(env, quick):
+    tide = env.tide("expiry", "--ttl-monitor-period", "1")
+    try:
+        return _mass_expiry(tide, quick)
+    except OSError as e:  # the server died or stopped answering (ConnectionError, timeouts)
+        count = 50_000 if quick else 1_000_000
+        return {"documents": count, "samples": [],
+                "error": short("server exited" if not tide.alive() else e)}
+    finally:
+        tide.stop()
+
+
+def _mass_expiry(tide, quick):
     count = 50_000 if quick else 1_000_000
     keep = 1000
     idle_window = 3.0 if quick else 5.0
     result = {"documents": count, "error": None, "samples": []}
-    tide = env.tide("expiry", "--ttl-monitor-period", "1")
-    try:
-        c = tide.client(timeout=30)
-        r = c.call("DOC.EXPIREINDEX", "exp", "accessTime", 0)
-        if isinstance(r, RespError):
-            result["error"] = short(r)
-            return result
-        # Documents without the date field never expire: they are what DOC.FIND looks up.
-        errors, first = load(c, [encode("DOC.INSERT", "exp", '{"_id":"keep-%d","userID":%d}' % (i, i))
-                                 for i in range(keep)])
-        if errors:
-            result["error"] = short(first)
-            return result
-        # Calibrate the insert rate so that every document can be in before the due second.
-        t0 = time.time()
-        calib = min(20_000, count // 5)
-        errors, first = load(c, [encode("DOC.INSERT", "calib", '{"_id":%d,"accessTime":{"$date":"%s"}}'
-                                        % (i, iso_now())) for i in range(calib)])
-        if errors:
-            result["error"] = short(first)
-            return result
-        rate = calib / max(time.time() - t0, 1e-3)
-        c.call("DOC.DROP", "calib")
-        due = int(time.time() + count / rate * 1.5 + idle_window + 2) + 1
-        due_iso = datetime.datetime.fromtimestamp(due, datetime.timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%S.000Z")
-        log(f"expiry: inserting {count} documents due at {due_iso} (insert rate ~{rate:,.0f}/s)")
-        load_start = time.time()
-        for start in range(0, count, 50_000):
-            payloads = [encode("DOC.INSERT", "exp",
-                               '{"_id":%d,"userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, due_iso))
-                        for i in range(start, min(count, start + 50_000))]
-            errors, first = load(c, payloads)
-            if errors:
-                result["error"] = short(first)
-                return result
-        loaded = time.time()
-        result["insert_rate"] = count / max(loaded - load_start, 1e-3)
-        result["load_margin_s"] = due - loaded
-        if due - loaded < 1.0:
-            log("expiry: warning: loading ran up to the due second; the idle window is short")
-        total, _ = doc_stats(c, "exp")
-        result["count_before"] = total
-        # DOC.STATS on a second connection, every 100 ms and between two timed requests (so it
-        # delays the next one but is never inside a measured latency), tells when the sweep
-        # starts and ends. One thread, so no interpreter lock skews the timings.
-        pc = tide.client(timeout=30)
-        polls = []
-        rng = random.Random(7)
-        samples = []
-        end_by = due + (15 if quick else 30)
-        next_poll = 0.0
-        first_err = None
-        window = None
-        while time.time() < end_by:
-            now = time.time()
-            if now >= next_poll:
-                polls.append((now - due, *doc_stats(pc, "exp")))
-                next_poll = now + 0.1
-                if window is None and now > due:
-                    window = sweep_window(polls, count, total)
-                if window is not None and now - due > window[1] + 1.0:
-                    break
-            payload = encode("DOC.FIND", "exp", '{"_id":"keep-%d"}' % rng.randrange(keep))
-            t = time.time()
-            t1 = time.perf_counter()
-            c.sock.sendall(payload)
-            r = c.read()
-            lat = (time.perf_counter() - t1) * 1e6
-            if isinstance(r, RespError):
-                first_err = first_err or r
-                break
-            samples.append((t - due, lat))
-        pc.close()
-        c.close()
-        if first_err:
-            result["error"] = short(first_err)
-            return result
-        # Without DOC.STATS figures: the due second and the next two monitor periods.
-        window = window or sweep_window(polls, count, total) or (0.0, 3.0, "assumed (no DOC.STATS)")
-        sweep_start, sweep_end, how = window
-        result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
-        idle = [lat for t, lat in samples if t < min(-0.2, sweep_start)]
-        during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
-        result.update(
-            samples=samples, polls=polls,
-            idle_n=len(idle), during_n=len(during),
-            idle_p50=percentile(idle, 50), idle_p99=percentile(idle, 99),
-            during_p50=percentile(during, 50), during_p99=percentile(during, 99),
-            during_max=max(during) if during else None,
-        )
-        if not idle or not during:
-            result["error"] = "no samples in the idle or the sweep window"
+    c = tide.client(timeout=30)
+    r = c.call("DOC.EXPIREINDEX", "exp", "accessTime", 0)
+    if isinstance(r, RespError):
+        result["error"] = short(r)
         return result
-    finally:
-        tide.stop()
+    # Documents without the date field never expire: they are what DOC.FIND looks up.
+    errors, first = load(c, [encode("DOC.INSERT", "exp", '{"_id":"keep-%d","userID":%d}' % (i, i))
+                             for i in range(keep)])
+    if errors:
+        result["error"] = short(first)
+        return result
+    # Calibrate the insert rate so that every document can be in before the due second.
+    t0 = time.time()
+    calib = min(20_000, count // 5)
+    errors, first = load(c, [encode("DOC.INSERT", "calib", '{"_id":%d,"accessTime":{"$date":"%s"}}'
+                                    % (i, iso_now())) for i in range(calib)])
+    if errors:
+        result["error"] = short(first)
+        return result
+    rate = calib / max(time.time() - t0, 1e-3)
+    c.call("DOC.DROP", "calib")
+    due = int(time.time() + count / rate * 1.5 + idle_window + 2) + 1
+    due_iso = datetime.datetime.fromtimestamp(due, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.000Z")
+    log(f"expiry: inserting {count} documents due at {due_iso} (insert rate ~{rate:,.0f}/s)")
+    load_start = time.time()
+    for start in range(0, count, 50_000):
+        payloads = [encode("DOC.INSERT", "exp",
+                           '{"_id":%d,"userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, due_iso))
+                    for i in range(start, min(count, start + 50_000))]
+        errors, first = load(c, payloads)
+        if errors:
+            result["error"] = short(first)
+            return result
+    loaded = time.time()
+    result["insert_rate"] = count / max(loaded - load_start, 1e-3)
+    result["load_margin_s"] = due - loaded
+    if due - loaded < 1.0:
+        log("expiry: warning: loading ran up to the due second; the idle window is short")
+    total, _ = doc_stats(c, "exp")
+    result["count_before"] = total
+    # DOC.STATS on a second connection, every 100 ms and between two timed requests (so it
+    # delays the next one but is never inside a measured latency), tells when the sweep
+    # starts and ends. One thread, so no interpreter lock skews the timings.
+    pc = tide.client(timeout=30)
+    polls = []
+    rng = random.Random(7)
+    samples = []
+    end_by = due + (15 if quick else 30)
+    next_poll = 0.0
+    first_err = None
+    window = None
+    while time.time() < end_by:
+        now = time.time()
+        if now >= next_poll:
+            polls.append((now - due, *doc_stats(pc, "exp")))
+            next_poll = now + 0.1
+            if window is None and now > due:
+                window = sweep_window(polls, count, total)
+            if window is not None and now - due > window[1] + 1.0:
+                break
+        payload = encode("DOC.FIND", "exp", '{"_id":"keep-%d"}' % rng.randrange(keep))
+        t = time.time()
+        t1 = time.perf_counter()
+        c.sock.sendall(payload)
+        r = c.read()
+        lat = (time.perf_counter() - t1) * 1e6
+        if isinstance(r, RespError):
+            first_err = first_err or r
+            break
+        samples.append((t - due, lat))
+    pc.close()
+    c.close()
+    if first_err:
+        result["error"] = short(first_err)
+        return result
+    # Without DOC.STATS figures: the due second and the next two monitor periods.
+    window = window or sweep_window(polls, count, total) or (0.0, 3.0, "assumed (no DOC.STATS)")
+    sweep_start, sweep_end, how = window
+    result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
+    idle = [lat for t, lat in samples if t < min(-0.2, sweep_start)]
+    during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
+    result.update(
+        samples=samples, polls=polls,
+        idle_n=len(idle), during_n=len(during),
+        idle_p50=percentile(idle, 50), idle_p99=percentile(idle, 99),
+        during_p50=percentile(during, 50), during_p99=percentile(during, 99),
+        during_max=max(during) if during else None,
+    )
+    if not idle or not during:
+        result["error"] = "no samples in the idle or the sweep window"
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
