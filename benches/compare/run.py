@@ -419,7 +419,8 @@ def throughput(env, quick):
     keys = 10_000 if quick else 100_000
     n_max = 20_000 if quick else 200_000
     rounds = 1 if quick else 3
-    seconds = 1.0 if quick else 3.0  # target length of one run
+    seconds = 0.5 if quick else 3.0  # target length of one run
+    cal_n = 1000 if quick else 2000  # requests of the calibration run
     redis = env.redis("throughput")
     tide = env.tide("throughput")
     rows = []
@@ -442,13 +443,13 @@ def throughput(env, quick):
                 if row[f"{kind}_error"] or not servers[kind].alive():
                     row[f"{kind}_error"] = row[f"{kind}_error"] or "server exited"
                     continue
-                rps, err = bench(servers[kind], cmds[kind], 2000 * pipeline, pipeline, keys, 60)
+                rps, err = bench(servers[kind], cmds[kind], cal_n * pipeline, pipeline, keys, 60)
                 if err:
                     row[f"{kind}_error"] = err
                 else:
                     cal[kind] = rps
             if cal:
-                n = int(min(n_max * pipeline, max(2000, min(cal.values()) * seconds)))
+                n = int(min(n_max * pipeline, max(cal_n, min(cal.values()) * seconds)))
                 samples = {k: [] for k in cal}
                 for _ in range(rounds):
                     for kind in ("redis", "tidecache"):  # alternate, so noise hits both
