@@ -3,7 +3,9 @@
 
 pub mod commands;
 pub mod config;
+pub mod documents;
 pub mod protocol;
 pub mod server;
 pub mod store;
 pub mod util;
+pub mod wheel;
