@@ -388,6 +388,25 @@ def preload(server, keys):
     return status
 
 
+def probe(server, cmd):
+    """Runs `cmd` once on a preloaded key. A read that finds nothing would be measured as a
+    fast miss, not as the work the row names: that is an error too."""
+    args = [a.replace("__rand_int__", "%012d" % 1) for a in cmd]
+    try:
+        c = server.client(timeout=10)
+        try:
+            r = c.call(*args)
+        finally:
+            c.close()
+    except OSError as e:
+        return short("server exited" if not server.alive() else e)
+    if isinstance(r, RespError):
+        return short(r)
+    if r is None or r == [] or r == 0:
+        return short(f"{args[0]} found nothing for a preloaded key (reply {r!r})")
+    return None
+
+
 def bench(server, cmd, n, pipeline, keyspace, timeout):
     """One redis-benchmark run: (rps, None) or (None, error text)."""
     argv = ["redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
@@ -418,8 +437,8 @@ def bench(server, cmd, n, pipeline, keyspace, timeout):
 def throughput(env, quick):
     keys = 10_000 if quick else 100_000
     n_max = 20_000 if quick else 200_000
-    rounds = 1 if quick else 3
-    seconds = 0.5 if quick else 3.0  # target length of one run
+    rounds = 1 if quick else 5
+    seconds = 0.5 if quick else 2.0  # target length of one run
     cal_n = 1000 if quick else 2000  # requests of the calibration run
     redis = env.redis("throughput")
     tide = env.tide("throughput")
@@ -443,6 +462,11 @@ def throughput(env, quick):
                 if row[f"{kind}_error"] or not servers[kind].alive():
                     row[f"{kind}_error"] = row[f"{kind}_error"] or "server exited"
                     continue
+                needs = rneeds if kind == "redis" else tneeds
+                err = probe(servers[kind], cmds[kind]) if needs else None
+                if err:
+                    row[f"{kind}_error"] = err
+                    continue
                 rps, err = bench(servers[kind], cmds[kind], cal_n * pipeline, pipeline, keys, 60)
                 if err:
                     row[f"{kind}_error"] = err
@@ -464,6 +488,7 @@ def throughput(env, quick):
                 for kind, vals in samples.items():
                     if vals and not row[f"{kind}_error"]:
                         row[kind] = statistics.median(vals)
+                        row[kind + "_rounds"] = vals
                 row["n"] = n
             rows.append(row)
             log(f"  {name:36} {fmt_rps(row, 'redis'):>24} {fmt_rps(row, 'tidecache'):>24}")
@@ -968,16 +993,27 @@ def latency_svg(res, title):
     return "\n".join(out) + "\n"
 
 
+def spread(row):
+    parts = []
+    for kind in ("redis", "tidecache"):
+        vals = row.get(kind + "_rounds") or []
+        parts.append(f"{(max(vals) - min(vals)) / statistics.median(vals) * 100:.0f}%"
+                     if len(vals) > 1 else "-")
+    return " / ".join(parts)
+
+
 def markdown(results):
     lines = [f"Run of {results['date']} on {results['machine']}; mode: {results['mode']}.", ""]
     if "throughput" in results:
         lines += ["### Throughput (requests/s, redis-benchmark -c 50)", "",
-                  "| workload | redis-server | tidecache | tidecache / redis |",
-                  "| --- | ---: | ---: | ---: |"]
+                  "| workload | redis-server | tidecache | tidecache / redis | spread of the rounds |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
         for row in results["throughput"]:
             r = ratio(row["tidecache"], row["redis"])
             lines.append(f"| {row['workload']} | {fmt_rps(row, 'redis')} | {fmt_rps(row, 'tidecache')} | "
-                         f"{'n/a' if r is None else f'{r:.2f}'} |")
+                         f"{'n/a' if r is None else f'{r:.2f}'} | {spread(row)} |")
+        lines += ["", "Median of the rounds; the spread is (max - min) / median of each server's "
+                  "rounds, redis / tidecache: ratios inside it are noise."]
         lines.append("")
     if "memory" in results:
         lines += ["### Memory (RSS growth per item, bytes)", "",
