@@ -2,6 +2,17 @@
 //! in the key position so cluster-aware clients and `COMMAND GETKEYS` find it.
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
+use crate::commands::{is, syntax_error, text, wrong_arity, Ctx};
+use crate::documents::collection::{CollectionMeta, CollectionShard};
+use crate::documents::projection::Projection;
+use crate::documents::query::{self, Node};
+use crate::documents::sort::Sort;
+use crate::documents::update::{self, Update};
+use crate::documents::{codec, keys};
+use crate::protocol::Reply;
+use crate::util::num::{parse_i64, NOT_AN_INTEGER};
+use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
+use bytes::Bytes;
 
 const COLL: Arg = Arg::key("collection");
 const BSON: Arg = Arg::token("bson", "BSON").optional();
@@ -29,6 +40,7 @@ const WRITE: &[&str] = &["document", "write", "slow"];
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "doc.insert",
+        handler: doc_insert,
         arity: -3,
         flags: flag::WRITE | flag::DENYOOM,
         acl: WRITE,
@@ -39,6 +51,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.find",
+        handler: doc_find,
         arity: -3,
         flags: flag::READONLY,
         acl: READ,
@@ -49,6 +62,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.findone",
+        handler: doc_findone,
         arity: -3,
         flags: flag::READONLY,
         acl: READ,
@@ -59,6 +73,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.count",
+        handler: doc_count,
         arity: -3,
         flags: flag::READONLY,
         acl: READ,
@@ -79,6 +94,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.update",
+        handler: doc_update,
         arity: -4,
         flags: flag::WRITE | flag::DENYOOM,
         acl: WRITE,
@@ -97,6 +113,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.delete",
+        handler: doc_delete,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -238,3 +255,607 @@ pub static COMMANDS: &[CommandSpec] = &[
         ..DOC
     },
 ];
+
+// ---------------------------------------------------------------------------------------
+// Handlers. Parsing lives here and stays thin; the semantics live in `crate::documents`.
+
+/// Options shared by the commands: the collection, the BSON flag and the current time.
+struct Common<'a> {
+    coll: String,
+    bson: bool,
+    /// The arguments after the collection and the optional `BSON` flag.
+    rest: &'a [Bytes],
+    now: DateTime,
+}
+
+fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
+    let coll = text(&args[1]);
+    // MongoDB's collection name rules: not empty, no `$`, no NUL.
+    if coll.is_empty() || coll.contains(['$', '\0']) {
+        return Err(Reply::error(format!(
+            "ERR Invalid collection name: '{coll}'"
+        )));
+    }
+    let bson = args.len() > 3 && is(&args[2], "BSON");
+    Ok(Common {
+        coll,
+        bson,
+        rest: &args[if bson { 3 } else { 2 }..],
+        now: DateTime::now(),
+    })
+}
+
+fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
+    let mut d = codec::parse(arg, c.bson).map_err(err)?;
+    codec::replace_now(&mut d, c.now);
+    Ok(d)
+}
+
+/// Codec errors come without a prefix; everything from `crate::documents` else has one.
+fn err(e: String) -> Reply {
+    if e.starts_with("ERR ") || e.starts_with("DUPKEY ") {
+        Reply::error(e)
+    } else {
+        Reply::error(format!("ERR {e}"))
+    }
+}
+
+fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
+    query::parse(&parse_doc(arg, c)?).map_err(err)
+}
+
+fn max_doc_size(ctx: &Ctx<'_>) -> usize {
+    ctx.server.config.read().get_u64("max-document-size") as usize
+}
+
+fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
+    if bson {
+        match raw {
+            Some(r) => Reply::bulk(r.into_bytes()),
+            None => match RawDocumentBuf::try_from(&doc) {
+                Ok(r) => Reply::bulk(r.into_bytes()),
+                Err(e) => Reply::error(format!("ERR cannot encode document: {e}")),
+            },
+        }
+    } else {
+        Reply::bulk(codec::doc_json_owned(doc))
+    }
+}
+
+fn id_reply(id: &Bson) -> Reply {
+    Reply::bulk(codec::value_json(id))
+}
+
+fn dup_key(db: usize, coll: &str, id: &Bson) -> Reply {
+    Reply::error(format!(
+        "DUPKEY E11000 duplicate key error collection: {db}.{coll} index: _id_ dup key: {}",
+        codec::dup_key_text(id)
+    ))
+}
+
+/// Gives a document its `_id` (a new ObjectId, first) when it has none.
+fn ensure_id(doc: Document) -> Document {
+    if doc.contains_key("_id") {
+        return doc;
+    }
+    let mut out = Document::new();
+    out.insert("_id", ObjectId::new());
+    out.extend(doc);
+    out
+}
+
+/// A document ready to store: validated, encoded, with its `_id`, KeyString and shard.
+struct Prepared {
+    id: Bson,
+    key: Vec<u8>,
+    shard: usize,
+    raw: RawDocumentBuf,
+}
+
+fn prepare(ctx: &Ctx<'_>, doc: Document, max: usize) -> Result<Prepared, Reply> {
+    let doc = ensure_id(doc);
+    codec::validate_stored(&doc).map_err(err)?;
+    let raw = codec::to_raw(&doc, max).map_err(err)?;
+    let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+    let key = keys::encode(&id);
+    let shard = ctx.server.store.shard_of(&key);
+    Ok(Prepared {
+        id,
+        key,
+        shard,
+        raw,
+    })
+}
+
+/// Makes sure every shard has its part of `coll` in `db`, creating the collection (under
+/// all shards' locks, so the metadata is the same everywhere) on first use.
+fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
+    let store = &ctx.server.store;
+    if store.lock(0).dbs[db].collections.contains_key(coll) {
+        return;
+    }
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    if guards[0].1.dbs[db].collections.contains_key(coll) {
+        return;
+    }
+    let meta = CollectionMeta::default();
+    for (_, g) in guards.iter_mut() {
+        g.dbs[db]
+            .collections
+            .entry(coll.to_string())
+            .or_insert_with(|| CollectionShard::new(meta.clone()));
+    }
+}
+
+fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let mut docs = c.rest;
+    if docs.len() > 1 && is(&docs[docs.len() - 1], "J") {
+        docs = &docs[..docs.len() - 1];
+    }
+    if docs.is_empty() {
+        return wrong_arity("doc.insert");
+    }
+    let db = ctx.client.db;
+    let max = max_doc_size(ctx);
+    // Everything is parsed and validated before anything is stored.
+    let mut batch = Vec::with_capacity(docs.len().min(1024));
+    for d in docs {
+        let doc = match parse_doc(d, &c) {
+            Ok(d) => d,
+            Err(e) => return e,
+        };
+        match prepare(ctx, doc, max) {
+            Ok(p) => batch.push(p),
+            Err(e) => return e,
+        }
+    }
+    {
+        let mut seen = hashbrown::HashSet::with_capacity(batch.len());
+        for p in &batch {
+            if !seen.insert(p.key.as_slice()) {
+                return dup_key(db, &c.coll, &p.id);
+            }
+        }
+    }
+    let shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
+    let mut guards = ctx.server.store.lock_many(&shards);
+    if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
+        // First insert: create the collection under all shards' locks, then lock again.
+        drop(guards);
+        ensure_collection(ctx, db, &c.coll);
+        guards = ctx.server.store.lock_many(&shards);
+    }
+    let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
+    for p in &batch {
+        let Some(i) = pos(p.shard, &guards) else {
+            return Reply::error("ERR internal: shard not locked");
+        };
+        let exists = guards[i].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .is_some_and(|cs| cs.contains_id(&p.key));
+        if exists {
+            return dup_key(db, &c.coll, &p.id);
+        }
+    }
+    let mut ids = Vec::with_capacity(batch.len());
+    for p in batch {
+        let Some(i) = pos(p.shard, &guards) else {
+            continue;
+        };
+        let cs = guards[i].1.dbs[db]
+            .collections
+            .entry(c.coll.clone())
+            .or_default();
+        cs.insert(p.key, p.raw);
+        ids.push(id_reply(&p.id));
+    }
+    Reply::Array(ids)
+}
+
+/// The parsed options of a find.
+struct FindOpts {
+    filter: Node,
+    projection: Option<Projection>,
+    sort: Option<Sort>,
+    skip: usize,
+    limit: Option<usize>,
+    touch: bool,
+}
+
+fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
+    let Some(f) = c.rest.first() else {
+        return Err(wrong_arity(if one { "doc.findone" } else { "doc.find" }));
+    };
+    let filter = parse_filter(f, c)?;
+    let mut o = FindOpts {
+        filter,
+        projection: None,
+        sort: None,
+        skip: 0,
+        limit: None,
+        touch: false,
+    };
+    let mut i = 1;
+    let rest = c.rest;
+    while i < rest.len() {
+        let a = &rest[i];
+        let has_val = i + 1 < rest.len();
+        if is(a, "PROJECTION") && has_val {
+            let d = parse_doc(&rest[i + 1], c)?;
+            o.projection = Some(Projection::parse(&d).map_err(err)?);
+            i += 2;
+        } else if is(a, "SORT") && has_val {
+            let d = parse_doc(&rest[i + 1], c)?;
+            o.sort = Some(Sort::parse(&d).map_err(err)?);
+            i += 2;
+        } else if !one && is(a, "SKIP") && has_val {
+            match parse_i64(&rest[i + 1]) {
+                Some(n) if n >= 0 => o.skip = n as usize,
+                Some(_) => return Err(Reply::error("ERR SKIP must be non-negative")),
+                None => return Err(Reply::error(NOT_AN_INTEGER)),
+            }
+            i += 2;
+        } else if !one && is(a, "LIMIT") && has_val {
+            match parse_i64(&rest[i + 1]) {
+                // MongoDB: limit 0 means no limit; a negative limit is its absolute value.
+                Some(0) => o.limit = None,
+                Some(n) => o.limit = Some(n.unsigned_abs().min(usize::MAX as u64) as usize),
+                None => return Err(Reply::error(NOT_AN_INTEGER)),
+            }
+            i += 2;
+        } else if is(a, "TOUCH") {
+            o.touch = true;
+            i += 1;
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    if one {
+        o.limit = Some(1);
+    }
+    Ok(o)
+}
+
+/// Runs a find: each shard keeps at most `skip + limit` matches (in sort order when sorted),
+/// then the shards' survivors are merged, sorted stably and cut.
+fn run_find(
+    ctx: &Ctx<'_>,
+    db: usize,
+    coll: &str,
+    o: &FindOpts,
+    keep_raw: bool,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
+    let keep = o.limit.map(|l| l.saturating_add(o.skip));
+    let store = &ctx.server.store;
+    let shards: Vec<usize> = match o.filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    // (sort key, shard, slot order) keeps the merge stable and deterministic.
+    let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
+    for s in shards {
+        let guard = store.lock(s);
+        let Some(cs) = guard.dbs[db].collections.get(coll) else {
+            continue;
+        };
+        let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
+        cs.scan(&o.filter, &mut |_slot, raw| {
+            let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                return true;
+            };
+            let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
+            // The stored bytes are only copied when they are the reply (BSON, no projection).
+            mine.push((key, doc, keep_raw.then(|| raw.clone())));
+            match (&o.sort, keep) {
+                // Unsorted: the first `skip + limit` matches of the shard are enough.
+                (None, Some(k)) => mine.len() < k,
+                (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
+                    mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+                    mine.truncate(k);
+                    true
+                }
+                _ => true,
+            }
+        });
+        drop(guard);
+        if let Some(sort) = &o.sort {
+            mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+        }
+        if let Some(k) = keep {
+            mine.truncate(k);
+        }
+        found.extend(mine);
+        if o.sort.is_none() && keep.is_some_and(|k| found.len() >= k) {
+            break;
+        }
+    }
+    if let Some(sort) = &o.sort {
+        found.sort_by(|a, b| sort.compare(&a.0, &b.0));
+    }
+    let it = found.into_iter().skip(o.skip);
+    let it: Box<dyn Iterator<Item = _>> = match o.limit {
+        Some(l) => Box::new(it.take(l)),
+        None => Box::new(it),
+    };
+    it.map(|(_, d, r)| (d, r)).collect()
+}
+
+fn render(o: &FindOpts, doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
+    match &o.projection {
+        Some(p) => doc_reply(p.apply(&doc), None, bson),
+        None => doc_reply(doc, raw, bson),
+    }
+}
+
+fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let o = match parse_find(&c, false) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
+    // documents here, in the same step as the read. Parsed and accepted until then.
+    let _touch = o.touch;
+    let found = run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    );
+    Reply::Array(
+        found
+            .into_iter()
+            .map(|(d, r)| render(&o, d, r, c.bson))
+            .collect(),
+    )
+}
+
+fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let o = match parse_find(&c, true) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    // TOUCH hook: see doc_find.
+    let _touch = o.touch;
+    match run_find(
+        ctx,
+        ctx.client.db,
+        &c.coll,
+        &o,
+        c.bson && o.projection.is_none(),
+    )
+    .into_iter()
+    .next()
+    {
+        Some((d, r)) => render(&o, d, r, c.bson),
+        None => Reply::Nil,
+    }
+}
+
+fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    if c.rest.len() != 1 {
+        return syntax_error();
+    }
+    let filter = match parse_filter(&c.rest[0], &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut n = 0i64;
+    for s in shards {
+        let guard = store.lock(s);
+        if let Some(cs) = guard.dbs[db].collections.get(&c.coll) {
+            cs.scan(&filter, &mut |_, _| {
+                n += 1;
+                true
+            });
+        }
+    }
+    Reply::Int(n)
+}
+
+fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let Some(f) = c.rest.first() else {
+        return wrong_arity("doc.delete");
+    };
+    let mut one = false;
+    let mut i = 1;
+    while i < c.rest.len() {
+        if is(&c.rest[i], "LIMIT") && i + 1 < c.rest.len() {
+            match parse_i64(&c.rest[i + 1]) {
+                Some(1) => one = true,
+                Some(0) => one = false,
+                Some(_) => return Reply::error("ERR LIMIT must be 0 (all) or 1"),
+                None => return Reply::error(NOT_AN_INTEGER),
+            }
+            i += 2;
+        } else if is(&c.rest[i], "J") {
+            i += 1;
+        } else {
+            return syntax_error();
+        }
+    }
+    let filter = match parse_filter(f, &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut n = 0i64;
+    for s in shards {
+        let mut guard = store.lock(s);
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let mut slots = Vec::new();
+        cs.scan(&filter, &mut |slot, _| {
+            slots.push(slot);
+            !one
+        });
+        for slot in slots {
+            if cs.remove(slot).is_some() {
+                n += 1;
+            }
+        }
+        if one && n > 0 {
+            break;
+        }
+    }
+    Reply::Int(n)
+}
+
+fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    if c.rest.len() < 2 {
+        return wrong_arity("doc.update");
+    }
+    let (mut multi, mut upsert) = (false, false);
+    for a in &c.rest[2..] {
+        if is(a, "MULTI") {
+            multi = true;
+        } else if is(a, "UPSERT") {
+            upsert = true;
+        } else if !is(a, "J") {
+            return syntax_error();
+        }
+    }
+    let filter = match parse_filter(&c.rest[0], &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let upd = match parse_doc(&c.rest[1], &c).and_then(|d| update::parse(&d).map_err(err)) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    if multi && matches!(upd, Update::Replace(_)) {
+        return Reply::error("ERR multi update is not supported for replacement-style update");
+    }
+    let db = ctx.client.db;
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    if upsert {
+        ensure_collection(ctx, db, &c.coll);
+    }
+    // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
+    // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut guards = store.lock_many(&shards);
+    let mut changes: Vec<(usize, u32, Option<RawDocumentBuf>)> = Vec::new();
+    let mut matched = 0i64;
+    'shards: for (gi, (_, g)) in guards.iter().enumerate() {
+        let Some(cs) = g.dbs[db].collections.get(&c.coll) else {
+            continue;
+        };
+        let mut hits: Vec<(u32, Document)> = Vec::new();
+        cs.scan(&filter, &mut |slot, raw| {
+            if let Ok(doc) = Document::try_from(raw.as_ref()) {
+                hits.push((slot, doc));
+            }
+            multi
+        });
+        for (slot, doc) in hits {
+            matched += 1;
+            let mut new = doc;
+            if let Err(e) = upd.apply(&mut new, c.now, false) {
+                return err(e);
+            }
+            if let Err(e) = codec::validate_stored(&new) {
+                return err(e);
+            }
+            let raw = match codec::to_raw(&new, max) {
+                Ok(raw) => raw,
+                Err(e) => return err(e),
+            };
+            // Modified means the stored bytes change (a new field order or type counts,
+            // as in MongoDB; `bson::Document` equality ignores order).
+            if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
+                changes.push((gi, slot, Some(raw)));
+            }
+            if !multi {
+                break 'shards;
+            }
+        }
+    }
+    let modified = changes.len() as i64;
+    if matched == 0 && upsert {
+        let mut doc = match update::upsert_base(&filter) {
+            Ok(d) => d,
+            Err(e) => return err(e),
+        };
+        if let Err(e) = upd.apply(&mut doc, c.now, true) {
+            return err(e);
+        }
+        if let Update::Replace(_) = upd {
+            if let Ok(base) = update::upsert_base(&filter) {
+                if let (Some(id), false) = (base.get("_id"), doc.contains_key("_id")) {
+                    let mut out = Document::new();
+                    out.insert("_id", id.clone());
+                    out.extend(doc);
+                    doc = out;
+                }
+            }
+        }
+        let mut p = match prepare(ctx, doc, max) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        // The new document's shard may not be among the locked ones (an `_id` equality
+        // upsert locks the id's shard, which is the new document's shard too).
+        let Some(gi) = guards.iter().position(|(i, _)| *i == p.shard) else {
+            return Reply::error("ERR internal: upsert shard not locked");
+        };
+        let cs = guards[gi].1.dbs[db]
+            .collections
+            .entry(c.coll.clone())
+            .or_default();
+        if cs.contains_id(&p.key) {
+            return dup_key(db, &c.coll, &p.id);
+        }
+        let id = std::mem::replace(&mut p.id, Bson::Null);
+        cs.insert(p.key, p.raw);
+        return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
+    }
+    for (gi, slot, raw) in changes {
+        if let (Some(cs), Some(raw)) = (guards[gi].1.dbs[db].collections.get_mut(&c.coll), raw) {
+            cs.replace(slot, raw);
+        }
+    }
+    Reply::Array(vec![Reply::Int(matched), Reply::Int(modified), Reply::Nil])
+}

@@ -1,5 +1,16 @@
 //! Document collections: BSON documents in collections partitioned across the shards by hash
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
+pub mod codec;
+pub mod collection;
+pub mod keys;
 pub mod order;
+pub mod path;
+pub mod projection;
+pub mod query;
+pub mod sort;
 pub mod ttl;
+pub mod update;
+
+#[cfg(test)]
+mod corpus;

@@ -5,6 +5,7 @@
 //! never across an `.await`, and multi-shard commands take their locks in ascending shard order
 //! so they cannot deadlock.
 
+use crate::documents::collection::CollectionShard;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
@@ -21,6 +22,8 @@ pub enum Value {
 #[derive(Default, Debug)]
 pub struct Db {
     pub keys: HashMap<Bytes, Value>,
+    /// This shard's part of each collection, by name.
+    pub collections: HashMap<String, CollectionShard>,
 }
 
 /// Everything one shard owns.

@@ -1,0 +1,276 @@
+//! Extended JSON v2 ↔ BSON, `"$$NOW"`, and the checks every stored document passes.
+
+use bson::{Bson, DateTime, Document, RawDocumentBuf};
+
+/// Deepest nesting a stored document may have (MongoDB's limit).
+pub const MAX_DEPTH: usize = 100;
+
+/// The string that stands for the server's current date.
+pub const NOW: &str = "$$NOW";
+
+/// Parses Extended JSON text (relaxed or canonical) into a document. Errors name the byte
+/// where parsing stopped: `invalid JSON at byte 17: expected value`.
+pub fn parse_json(text: &[u8]) -> Result<Document, String> {
+    let value: serde_json::Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => return Err(json_error(text, &e)),
+    };
+    if !value.is_object() {
+        return Err("invalid JSON at byte 0: expected an object".into());
+    }
+    match Bson::try_from(value) {
+        Ok(Bson::Document(d)) => Ok(d),
+        Ok(_) => Err("invalid Extended JSON: expected a document, not a typed value".into()),
+        Err(e) => Err(format!(
+            "invalid Extended JSON: {}",
+            one_line(&e.to_string())
+        )),
+    }
+}
+
+/// Reads a raw BSON document (the `BSON` flag).
+pub fn parse_bson(bytes: &[u8]) -> Result<Document, String> {
+    let raw = RawDocumentBuf::from_bytes(bytes.to_vec())
+        .map_err(|e| format!("invalid BSON: {}", one_line(&e.to_string())))?;
+    // Decoding recurses once per level: refuse deep nesting before it can exhaust the stack.
+    if !raw_depth_ok(&raw, 1) {
+        return Err(format!(
+            "ERR document exceeds the maximum nesting depth of {MAX_DEPTH}"
+        ));
+    }
+    Document::try_from(&raw).map_err(|e| format!("invalid BSON: {}", one_line(&e.to_string())))
+}
+
+fn raw_depth_ok(doc: &bson::RawDocument, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    doc.iter().all(|e| match e {
+        Ok((_, v)) => raw_value_depth_ok(v, depth),
+        Err(_) => true,
+    })
+}
+
+fn raw_value_depth_ok(v: bson::RawBsonRef<'_>, depth: usize) -> bool {
+    match v {
+        bson::RawBsonRef::Document(d) => raw_depth_ok(d, depth + 1),
+        bson::RawBsonRef::Array(a) => {
+            depth < MAX_DEPTH
+                && a.into_iter().all(|e| match e {
+                    Ok(v) => raw_value_depth_ok(v, depth + 1),
+                    Err(_) => true,
+                })
+        }
+        _ => true,
+    }
+}
+
+/// Parses a command argument as JSON or, with the `BSON` flag, as raw BSON.
+pub fn parse(arg: &[u8], bson: bool) -> Result<Document, String> {
+    if bson {
+        parse_bson(arg)
+    } else {
+        parse_json(arg)
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\r', '\n'], " ")
+}
+
+/// serde_json reports line and column; the spec wants a byte offset.
+fn json_error(text: &[u8], e: &serde_json::Error) -> String {
+    let (line, col) = (e.line(), e.column());
+    let mut offset = 0usize;
+    let mut cur = 1usize;
+    for (i, &b) in text.iter().enumerate() {
+        if cur == line {
+            offset = i;
+            break;
+        }
+        if b == b'\n' {
+            cur += 1;
+            offset = i + 1;
+        }
+    }
+    let byte = (offset + col.saturating_sub(1)).min(text.len());
+    let msg = e.to_string();
+    // serde_json appends " at line L column C"; the byte offset replaces it.
+    let msg = match msg.rfind(" at line ") {
+        Some(p) => msg[..p].to_string(),
+        None => msg,
+    };
+    format!("invalid JSON at byte {byte}: {msg}")
+}
+
+/// Replaces every `"$$NOW"` string value with `now`.
+pub fn replace_now(doc: &mut Document, now: DateTime) {
+    for (_, v) in doc.iter_mut() {
+        replace_now_value(v, now);
+    }
+}
+
+pub fn replace_now_value(v: &mut Bson, now: DateTime) {
+    match v {
+        Bson::String(s) if s == NOW => *v = Bson::DateTime(now),
+        Bson::Document(d) => replace_now(d, now),
+        Bson::Array(a) => a.iter_mut().for_each(|e| replace_now_value(e, now)),
+        _ => {}
+    }
+}
+
+/// Checks a document about to be stored: field names (no leading `$`, no `.`, no NUL),
+/// nesting depth, `_id` not an array (nor a regex or undefined, as MongoDB).
+pub fn validate_stored(doc: &Document) -> Result<(), String> {
+    if let Some(id) = doc.get("_id") {
+        match id {
+            Bson::Array(_) => return Err("ERR The '_id' value cannot be of type array".into()),
+            Bson::RegularExpression(_) => {
+                return Err("ERR The '_id' value cannot be of type regex".into())
+            }
+            Bson::Undefined => return Err("ERR The '_id' value cannot be of type undefined".into()),
+            _ => {}
+        }
+    }
+    check_fields(doc, 1)
+}
+
+fn check_fields(doc: &Document, depth: usize) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "ERR document exceeds the maximum nesting depth of {MAX_DEPTH}"
+        ));
+    }
+    for (k, v) in doc {
+        if k.starts_with('$') {
+            return Err(format!(
+                "ERR field names may not start with '$' in stored documents: '{k}'"
+            ));
+        }
+        if k.contains('.') {
+            return Err(format!(
+                "ERR field names may not contain '.' in stored documents: '{k}'"
+            ));
+        }
+        if k.contains('\0') {
+            return Err("ERR field names may not contain a NUL byte".into());
+        }
+        check_value(v, depth)?;
+    }
+    Ok(())
+}
+
+fn check_value(v: &Bson, depth: usize) -> Result<(), String> {
+    match v {
+        Bson::Document(d) => check_fields(d, depth + 1),
+        Bson::Array(a) => {
+            if depth + 1 > MAX_DEPTH {
+                return Err(format!(
+                    "ERR document exceeds the maximum nesting depth of {MAX_DEPTH}"
+                ));
+            }
+            a.iter().try_for_each(|e| check_value(e, depth + 1))
+        }
+        Bson::String(s) if s.contains('\0') => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+/// Serializes a validated document to its stored form, enforcing `max_size`.
+pub fn to_raw(doc: &Document, max_size: usize) -> Result<RawDocumentBuf, String> {
+    let raw = RawDocumentBuf::try_from(doc)
+        .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))?;
+    if raw.as_bytes().len() > max_size {
+        return Err(format!(
+            "ERR document is too large: {} bytes, max-document-size is {max_size}",
+            raw.as_bytes().len()
+        ));
+    }
+    Ok(raw)
+}
+
+/// Relaxed Extended JSON text of a value.
+pub fn value_json(v: &Bson) -> String {
+    v.clone().into_relaxed_extjson().to_string()
+}
+
+/// Relaxed Extended JSON text of a document, fields in stored order.
+pub fn doc_json(d: &Document) -> String {
+    Bson::Document(d.clone()).into_relaxed_extjson().to_string()
+}
+
+/// Relaxed Extended JSON text of a document the caller no longer needs.
+pub fn doc_json_owned(d: Document) -> String {
+    Bson::Document(d).into_relaxed_extjson().to_string()
+}
+
+/// The shell-like rendering MongoDB uses in duplicate key errors: `{ _id: 1 }`.
+pub fn dup_key_text(id: &Bson) -> String {
+    let v = match id {
+        Bson::String(s) => format!("\"{s}\""),
+        Bson::ObjectId(o) => format!("ObjectId('{o}')"),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Int32(i) => i.to_string(),
+        Bson::Double(d) => format!("{d}"),
+        other => value_json(other),
+    };
+    format!("{{ _id: {v} }}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_offsets_in_errors() {
+        let e = parse_json(br#"{"a": 1, "b": tru}"#).unwrap_err();
+        assert!(e.starts_with("invalid JSON at byte "), "{e}");
+        let e = parse_json(b"{\n\"a\": }").unwrap_err();
+        assert!(e.starts_with("invalid JSON at byte 7"), "{e}");
+    }
+
+    #[test]
+    fn extended_json_types() {
+        let d = parse_json(
+            br#"{"d":{"$date":"2012-08-02T17:47:15.275Z"},"n":{"$date":{"$numberLong":"5"}},"m":{"$date":7},
+                "l":{"$numberLong":"3"},"o":{"$oid":"5f1e5b5e5b5e5b5e5b5e5b5e"},"x":{"$numberDecimal":"1.5"},
+                "t":{"$timestamp":{"t":1,"i":2}},"r":{"$regularExpression":{"pattern":"a","options":"i"}},
+                "mi":{"$minKey":1},"ma":{"$maxKey":1},"f":{"$numberDouble":"2.0"},
+                "b":{"$binary":{"base64":"AQI=","subType":"00"}}}"#,
+        )
+        .expect("valid extjson");
+        assert!(matches!(d.get("d"), Some(Bson::DateTime(_))));
+        assert_eq!(d.get("n"), Some(&Bson::DateTime(DateTime::from_millis(5))));
+        assert_eq!(d.get("m"), Some(&Bson::DateTime(DateTime::from_millis(7))));
+        assert_eq!(d.get("l"), Some(&Bson::Int64(3)));
+        assert!(matches!(d.get("o"), Some(Bson::ObjectId(_))));
+        assert!(matches!(d.get("x"), Some(Bson::Decimal128(_))));
+        assert!(matches!(d.get("t"), Some(Bson::Timestamp(_))));
+        assert!(matches!(d.get("r"), Some(Bson::RegularExpression(_))));
+        assert_eq!(d.get("mi"), Some(&Bson::MinKey));
+        assert_eq!(d.get("ma"), Some(&Bson::MaxKey));
+        assert_eq!(d.get("f"), Some(&Bson::Double(2.0)));
+        assert!(matches!(d.get("b"), Some(Bson::Binary(_))));
+        let keys: Vec<&String> = d.keys().collect();
+        assert_eq!(keys[0], "d");
+        assert_eq!(keys[11], "b");
+    }
+
+    #[test]
+    fn stored_field_names_and_depth() {
+        assert!(validate_stored(&parse_json(br#"{"$a":1}"#).unwrap()).is_err());
+        assert!(validate_stored(&parse_json(br#"{"a":{"b.c":1}}"#).unwrap()).is_err());
+        assert!(validate_stored(&parse_json(br#"{"_id":[1]}"#).unwrap()).is_err());
+        let mut deep = String::new();
+        for _ in 0..101 {
+            deep.push_str("{\"a\":");
+        }
+        deep.push('1');
+        for _ in 0..101 {
+            deep.push('}');
+        }
+        // serde_json's own recursion limit is 128, so 101 levels parse and the check refuses.
+        let d = parse_json(deep.as_bytes()).unwrap();
+        assert!(validate_stored(&d).is_err());
+    }
+}

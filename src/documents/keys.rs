@@ -1,0 +1,197 @@
+//! KeyString: an order-preserving byte encoding of BSON values. `memcmp` order of two
+//! encodings equals [`order::compare`] of the values, and equal values (`1`, `1.0`,
+//! `NumberLong(1)`) encode to the same bytes, so the encoding can key hash maps (the `_id`
+//! map, shard choice) and ordered maps (secondary indexes) alike.
+//!
+//! Layout: one type byte (the canonical rank + 1, so `0` is free as a terminator), then a
+//! body whose bytes sort like the values. Strings are escaped (`00` → `00 FF`) and end in
+//! `00 00`; objects and arrays list their elements and end in `00`, so a shorter prefix sorts
+//! first and encodings concatenate safely into compound keys.
+//!
+//! Known limit: Decimal128 values are encoded through their f64 value, so two decimals that
+//! differ beyond double precision encode equal.
+
+use crate::documents::order;
+use bson::Bson;
+
+/// The encoding of one value.
+pub fn encode(v: &Bson) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    encode_into(v, &mut out);
+    out
+}
+
+/// Appends the encoding of `v` to `out` (compound keys are concatenations).
+pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
+    out.push(order::rank(v) + 1);
+    match v {
+        Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::Undefined => {}
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => number(v, out),
+        Bson::String(s) | Bson::Symbol(s) => string(s.as_bytes(), out),
+        Bson::Document(d) => {
+            for (k, e) in d {
+                out.push(order::rank(e) + 1);
+                string(k.as_bytes(), out);
+                encode_into(e, out);
+            }
+            out.push(0);
+        }
+        Bson::Array(a) => {
+            for e in a {
+                out.push(order::rank(e) + 1);
+                encode_into(e, out);
+            }
+            out.push(0);
+        }
+        Bson::Binary(b) => {
+            out.extend_from_slice(&(b.bytes.len() as u32).to_be_bytes());
+            out.push(u8::from(b.subtype));
+            out.extend_from_slice(&b.bytes);
+        }
+        Bson::ObjectId(o) => out.extend_from_slice(&o.bytes()),
+        Bson::Boolean(b) => out.push(*b as u8),
+        Bson::DateTime(d) => out.extend_from_slice(&flip_i64(d.timestamp_millis())),
+        Bson::Timestamp(t) => {
+            out.extend_from_slice(&t.time.to_be_bytes());
+            out.extend_from_slice(&t.increment.to_be_bytes());
+        }
+        Bson::RegularExpression(r) => {
+            string(r.pattern.as_str().as_bytes(), out);
+            string(r.options.as_str().as_bytes(), out);
+        }
+        Bson::JavaScriptCode(c) => string(c.as_bytes(), out),
+        Bson::JavaScriptCodeWithScope(c) => string(c.code.as_bytes(), out),
+        Bson::DbPointer(_) => {}
+    }
+}
+
+fn string(s: &[u8], out: &mut Vec<u8>) {
+    for &b in s {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&[0, 0]);
+}
+
+fn flip_i64(i: i64) -> [u8; 8] {
+    ((i as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// A double's bits rearranged so unsigned comparison follows numeric order.
+fn ordered_f64(d: f64) -> [u8; 8] {
+    let bits = d.to_bits();
+    let o = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    o.to_be_bytes()
+}
+
+const TWO_63: f64 = 9.223_372_036_854_776e18;
+
+/// Numbers: a class byte (NaN < below i64 < in i64 range < above i64), then for the i64
+/// range the floor as an ordered i64 and the fraction as an ordered double, which is exact
+/// for every Int32, Int64 and Double and equal across types for equal values.
+fn number(v: &Bson, out: &mut Vec<u8>) {
+    let (floor, frac) = match v {
+        Bson::Int32(i) => (*i as i64, 0.0),
+        Bson::Int64(i) => (*i, 0.0),
+        _ => {
+            let d = order::as_f64(v).unwrap_or(f64::NAN);
+            if d.is_nan() {
+                out.push(0);
+                return;
+            }
+            if d < -TWO_63 {
+                out.push(1);
+                out.extend_from_slice(&ordered_f64(d));
+                return;
+            }
+            if d >= TWO_63 {
+                out.push(3);
+                out.extend_from_slice(&ordered_f64(d));
+                return;
+            }
+            let f = d.floor();
+            (f as i64, d - f)
+        }
+    };
+    out.push(2);
+    out.extend_from_slice(&flip_i64(floor));
+    out.extend_from_slice(&ordered_f64(frac));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, oid::ObjectId, DateTime};
+    use std::cmp::Ordering;
+
+    #[test]
+    fn equal_numbers_encode_equal() {
+        assert_eq!(encode(&Bson::Int32(1)), encode(&Bson::Double(1.0)));
+        assert_eq!(encode(&Bson::Int64(1)), encode(&Bson::Int32(1)));
+        assert_eq!(encode(&Bson::Double(-0.0)), encode(&Bson::Int32(0)));
+        let dec = Bson::Decimal128("1.0".parse().expect("static decimal"));
+        assert_eq!(encode(&dec), encode(&Bson::Int32(1)));
+    }
+
+    #[test]
+    fn memcmp_order_is_bson_order() {
+        let vals = [
+            Bson::MinKey,
+            Bson::Null,
+            Bson::Double(f64::NAN),
+            Bson::Double(f64::NEG_INFINITY),
+            Bson::Double(-1e300),
+            Bson::Int64(i64::MIN),
+            Bson::Double(-2.5),
+            Bson::Int32(-2),
+            Bson::Double(-0.5),
+            Bson::Int32(0),
+            Bson::Double(0.25),
+            Bson::Int32(1),
+            Bson::Double(1.5),
+            Bson::Int64(9_007_199_254_740_993),
+            Bson::Int64(i64::MAX),
+            Bson::Double(1e300),
+            Bson::Double(f64::INFINITY),
+            Bson::String("".into()),
+            Bson::String("a".into()),
+            Bson::String("a\0".into()),
+            Bson::String("ab".into()),
+            Bson::String("b".into()),
+            Bson::Document(doc! {}),
+            Bson::Document(doc! {"a": 1}),
+            Bson::Document(doc! {"a": 1, "b": 1}),
+            Bson::Document(doc! {"a": 2}),
+            Bson::Document(doc! {"a": "x"}),
+            Bson::Document(doc! {"b": 1}),
+            Bson::Array(vec![]),
+            Bson::Array(vec![Bson::Int32(1)]),
+            Bson::Array(vec![Bson::Int32(1), Bson::Int32(2)]),
+            Bson::Array(vec![Bson::Int32(2)]),
+            Bson::ObjectId(ObjectId::from_bytes([0; 12])),
+            Bson::ObjectId(ObjectId::from_bytes([1; 12])),
+            Bson::Boolean(false),
+            Bson::Boolean(true),
+            Bson::DateTime(DateTime::from_millis(-5)),
+            Bson::DateTime(DateTime::from_millis(5)),
+            Bson::MaxKey,
+        ];
+        for a in &vals {
+            for b in &vals {
+                let by_order = order::compare(a, b);
+                let by_bytes = encode(a).cmp(&encode(b));
+                assert_eq!(by_bytes, by_order, "{a:?} vs {b:?}");
+            }
+        }
+        assert_eq!(
+            encode(&Bson::Double(2.0)).cmp(&encode(&Bson::Int32(2))),
+            Ordering::Equal
+        );
+    }
+}
