@@ -55,6 +55,7 @@ async fn run(config: Config) -> i32 {
     );
     tracing::info!("Ready to accept connections tcp");
     tokio::spawn(watch_signals(server.clone()));
+    server.start_background();
     listener::run(server, listeners).await;
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0

@@ -16,6 +16,8 @@ check "resp3 hello" "3" "$(redis-cli -3 -p "$port" hello 3 | sed -n 's/^5) "prot
 check "resp3 ping" "PONG" "$(redis-cli -3 -p "$port" ping)"
 check "inline ping" "+PONG" "$(printf 'PING\r\n' | timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port; cat >&3; head -c 5 <&3")"
 check "benchmark" "0" "$(redis-benchmark -p "$port" -t ping_inline,ping_mbulk -n 20000 -q >/dev/null 2>&1; echo $?)"
+check "set/get benchmark" "0" "$(redis-benchmark -p "$port" -t set,get -n 20000 -r 1000 -q >/dev/null 2>&1; echo $?)"
+check "set then get" "v" "$(redis-cli -p "$port" set smoke:k v ex 100 >/dev/null; redis-cli -p "$port" get smoke:k)"
 check "docs for doc.find" "1" "$(redis-cli -p "$port" command docs doc.find | grep -c '^summary$' || true)"
 redis-cli -p "$port" shutdown >/dev/null 2>&1 || true
 code=0; wait $pid || code=$?

@@ -1,6 +1,15 @@
 //! Hashes family: HSET HGET HGETALL HINCRBY HSCAN ...
-//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers land with their issue.
+//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
+use crate::commands::keys::{parse_cursor, parse_scan_opts};
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::strings::human_float;
+use crate::commands::{syntax_error, wrong_arity, wrongtype, Ctx};
+use crate::protocol::Reply;
+use crate::store::eviction::rand_u64;
+use crate::store::{HashValue, Ttl, Value};
+use crate::util::glob::glob_match;
+use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
+use bytes::Bytes;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -22,6 +31,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: hset,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -41,6 +51,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hsetnx,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -59,6 +70,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hget,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -77,6 +89,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: hmget,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -94,6 +107,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hgetall,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -112,6 +126,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: hdel,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -130,6 +145,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hexists,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -147,6 +163,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hlen,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -164,6 +181,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hkeys,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -181,6 +199,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hvals,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -200,6 +219,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "increment", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hincrby,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -219,6 +239,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "increment", kind: ArgKind::Double, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hincrbyfloat,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -237,6 +258,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: hstrlen,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -257,6 +279,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "pattern", kind: ArgKind::Pattern, token: Some("MATCH"), optional: true, multiple: false, args: &[] },
             Arg { name: "count", kind: ArgKind::Integer, token: Some("COUNT"), optional: true, multiple: false, args: &[] },
         ],
+        handler: hscan,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -278,6 +301,310 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "withvalues", kind: ArgKind::PureToken, token: Some("WITHVALUES"), optional: true, multiple: false, args: &[] },
             ] },
         ],
+        handler: hrandfield,
         ..CommandSpec::DEFAULT
     },
 ];
+
+/// Runs `f` on the hash at `key` for a read (`None` when there is no such key).
+fn read_hash(ctx: &mut Ctx<'_>, key: &Bytes, f: impl FnOnce(Option<&HashValue>) -> Reply) -> Reply {
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.get(h, key) {
+            None => f(None),
+            Some(e) => match &e.value {
+                Value::Hash(hv) => f(Some(hv)),
+                _ => wrongtype(),
+            },
+        })
+}
+
+/// Runs `f` on the hash at `key` for a write, creating it when missing; `f` says whether it
+/// changed anything. A hash left empty is deleted, as Redis never keeps empty hashes.
+fn write_hash(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    f: impl FnOnce(&mut HashValue) -> (Reply, bool),
+) -> Reply {
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        match ks.peek(h, key) {
+            Some(e) if !matches!(e.value, Value::Hash(_)) => return wrongtype(),
+            Some(_) => {}
+            None => {
+                ks.set(h, key, Value::Hash(Box::default()), Ttl::Clear);
+            }
+        }
+        let r = ks
+            .update(h, key, |v| match v {
+                Value::Hash(hv) => f(hv),
+                _ => (wrongtype(), false),
+            })
+            .unwrap_or(Reply::Nil);
+        ks.remove_if_empty_hash(h, key);
+        r
+    })
+}
+
+fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() % 2 == 1 {
+        return wrong_arity("hset");
+    }
+    write_hash(ctx, &args[1], |hv| {
+        let mut added = 0;
+        for p in args[2..].chunks(2) {
+            if hv.insert(&p[0], &p[1]) {
+                added += 1;
+            }
+        }
+        (Reply::Int(added), true)
+    })
+}
+
+fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    write_hash(ctx, &args[1], |hv| {
+        if hv.get(&args[2]).is_some() {
+            (Reply::Int(0), false)
+        } else {
+            hv.insert(&args[2], &args[3]);
+            (Reply::Int(1), true)
+        }
+    })
+}
+
+fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        hv.and_then(|hv| hv.get(&args[2]))
+            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+    })
+}
+
+fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Array(
+            args[2..]
+                .iter()
+                .map(|f| {
+                    hv.and_then(|hv| hv.get(f))
+                        .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+                })
+                .collect(),
+        )
+    })
+}
+
+fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Map(hv.map_or_else(Vec::new, |hv| {
+            hv.iter()
+                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                .collect()
+        }))
+    })
+}
+
+fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        match ks.peek(h, key) {
+            None => return Reply::Int(0),
+            Some(e) if !matches!(e.value, Value::Hash(_)) => return wrongtype(),
+            Some(_) => {}
+        }
+        let n = ks
+            .update(h, key, |v| {
+                let Value::Hash(hv) = v else {
+                    return (0, false);
+                };
+                let n = args[2..].iter().filter(|f| hv.remove(f)).count();
+                (n, n > 0)
+            })
+            .unwrap_or(0);
+        ks.remove_if_empty_hash(h, key);
+        Reply::Int(n as i64)
+    })
+}
+
+fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Int(hv.is_some_and(|hv| hv.get(&args[2]).is_some()) as i64)
+    })
+}
+
+fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Int(hv.map_or(0, |hv| hv.len()) as i64)
+    })
+}
+
+fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Array(hv.map_or_else(Vec::new, |hv| {
+            hv.iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()
+        }))
+    })
+}
+
+fn hvals(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Array(hv.map_or_else(Vec::new, |hv| {
+            hv.iter().map(|(_, v)| Reply::Bulk(v.clone())).collect()
+        }))
+    })
+}
+
+fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(by) = parse_i64(&args[3]) else {
+        return Reply::error(NOT_AN_INTEGER);
+    };
+    let field = &args[2];
+    write_hash(ctx, &args[1], |hv| {
+        let cur = match hv.get(field) {
+            None => 0,
+            Some(v) => match parse_i64(v) {
+                Some(i) => i,
+                None => return (Reply::error("ERR hash value is not an integer"), false),
+            },
+        };
+        let Some(n) = cur.checked_add(by) else {
+            return (
+                Reply::error("ERR increment or decrement would overflow"),
+                false,
+            );
+        };
+        hv.insert(field, itoa::Buffer::new().format(n).as_bytes());
+        (Reply::Int(n), true)
+    })
+}
+
+fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(by) = parse_f64(&args[3]) else {
+        return Reply::error("ERR value is not a valid float");
+    };
+    let field = &args[2];
+    write_hash(ctx, &args[1], |hv| {
+        let cur = match hv.get(field) {
+            None => 0.0,
+            Some(v) => match parse_f64(v) {
+                Some(f) => f,
+                None => return (Reply::error("ERR hash value is not a float"), false),
+            },
+        };
+        let n = cur + by;
+        if !n.is_finite() {
+            return (
+                Reply::error("ERR increment would produce NaN or Infinity"),
+                false,
+            );
+        }
+        let text = human_float(n);
+        hv.insert(field, text.as_bytes());
+        (Reply::bulk(text), true)
+    })
+}
+
+fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    read_hash(ctx, &args[1], |hv| {
+        Reply::Int(hv.and_then(|hv| hv.get(&args[2])).map_or(0, |v| v.len()) as i64)
+    })
+}
+
+/// HSCAN returns the whole hash in one reply with cursor 0 (as Redis does for listpack-encoded
+/// hashes), so no field present for the whole iteration can be missed.
+fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if let Err(e) = parse_cursor(&args[2]) {
+        return e;
+    }
+    let o = match parse_scan_opts(args, 3, false) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    read_hash(ctx, &args[1], |hv| {
+        let mut out = Vec::new();
+        if let Some(hv) = hv {
+            for (f, v) in hv.iter() {
+                if o.pattern.as_ref().is_none_or(|p| glob_match(p, f, false)) {
+                    out.push(Reply::Bulk(f.clone()));
+                    out.push(Reply::Bulk(v.clone()));
+                }
+            }
+        }
+        Reply::Array(vec![Reply::bulk_str("0"), Reply::Array(out)])
+    })
+}
+
+/// Longest HRANDFIELD reply with a negative count.
+const MAX_RANDOM_REPLY: usize = 1 << 24;
+
+fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let resp3 = ctx.client.resp3;
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match parse_i64(c) {
+            // Redis refuses counts whose doubling (WITHVALUES) could overflow.
+            Some(n) if n.unsigned_abs() < (i64::MAX / 2) as u64 => Some(n),
+            Some(_) => return Reply::error("ERR value is out of range"),
+            None => return Reply::error(NOT_AN_INTEGER),
+        },
+    };
+    let withvalues = match args.get(3) {
+        None => false,
+        Some(a) if crate::commands::is(a, "WITHVALUES") && args.len() == 4 => true,
+        Some(_) => return syntax_error(),
+    };
+    read_hash(ctx, &args[1], |hv| {
+        let Some(count) = count else {
+            return match hv {
+                None => Reply::Nil,
+                Some(hv) => hv
+                    .nth(rand_u64() as usize % hv.len().max(1))
+                    .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())),
+            };
+        };
+        let Some(hv) = hv.filter(|hv| !hv.is_empty()) else {
+            return Reply::Array(vec![]);
+        };
+        let picks: Vec<(&Bytes, &Bytes)> = if count >= 0 {
+            let n = (count as usize).min(hv.len());
+            if n == hv.len() {
+                hv.iter().collect()
+            } else {
+                // Distinct fields: a random window of the table's order, started at random.
+                let skip = rand_u64() as usize % hv.len();
+                hv.iter().chain(hv.iter()).skip(skip).take(n).collect()
+            }
+        } else {
+            // Repetitions allowed: the reply is as long as asked, up to a bound that keeps
+            // one request from exhausting memory (Redis would build it whatever its size).
+            let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
+            let all: Vec<(&Bytes, &Bytes)> = hv.iter().collect();
+            let mut v = Vec::with_capacity(n.min(1 << 16));
+            for _ in 0..n {
+                v.push(all[rand_u64() as usize % all.len()]);
+            }
+            v
+        };
+        let out = picks
+            .into_iter()
+            .map(|(f, v)| {
+                if !withvalues {
+                    Reply::Bulk(f.clone())
+                } else if resp3 {
+                    Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                } else {
+                    Reply::Multi(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                }
+            })
+            .collect::<Vec<_>>();
+        if withvalues && !resp3 {
+            // RESP2: a flat array of field, value, field, value.
+            let mut flat = Vec::with_capacity(out.len() * 2);
+            for r in out {
+                if let Reply::Multi(p) = r {
+                    flat.extend(p);
+                }
+            }
+            return Reply::Array(flat);
+        }
+        Reply::Array(out)
+    })
+}

@@ -1,6 +1,14 @@
 //! Keys family (group generic): DEL EXISTS TYPE RENAME SCAN EXPIRE TTL ...
-//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers land with their issue.
+//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::{is, syntax_error, text, Ctx};
+use crate::protocol::Reply;
+use crate::store::eviction::rand_u64;
+use crate::store::keyspace::{now_ms, SEGMENTS};
+use crate::store::{Entry, Ttl};
+use crate::util::glob::glob_match;
+use crate::util::num::{parse_i64, NOT_AN_INTEGER};
+use bytes::Bytes;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -18,6 +26,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: del,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -35,6 +44,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: unlink,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -52,6 +62,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: exists,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -69,6 +80,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: type_cmd,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -87,6 +99,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "newkey", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: rename,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -105,6 +118,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "newkey", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: renamenx,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -122,6 +136,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "pattern", kind: ArgKind::Pattern, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: keys_cmd,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -142,6 +157,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "count", kind: ArgKind::Integer, token: Some("COUNT"), optional: true, multiple: false, args: &[] },
             Arg { name: "type", kind: ArgKind::String, token: Some("TYPE"), optional: true, multiple: false, args: &[] },
         ],
+        handler: scan,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -157,6 +173,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         group: "generic",
         complexity: "O(1)",
         args: &[],
+        handler: randomkey,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -174,6 +191,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: touch,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -194,6 +212,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "destination-db", kind: ArgKind::Integer, token: Some("DB"), optional: true, multiple: false, args: &[] },
             Arg { name: "replace", kind: ArgKind::PureToken, token: Some("REPLACE"), optional: true, multiple: false, args: &[] },
         ],
+        handler: copy_cmd,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -218,6 +237,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: expire,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -242,6 +262,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: pexpire,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -266,6 +287,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: expireat,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -290,6 +312,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: pexpireat,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -307,6 +330,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: ttl,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -324,6 +348,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: pttl,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -341,6 +366,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: expiretime,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -358,6 +384,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: pexpiretime,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -375,6 +402,462 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: persist,
         ..CommandSpec::DEFAULT
     },
 ];
+
+/// `EX`/`PX`/`EXAT`/`PXAT` and its argument, as SET, SETEX and GETEX take them.
+pub struct ExpireOpt {
+    pub kind: &'static str,
+    pub arg: Bytes,
+}
+
+pub fn parse_expire_option(a: &[u8]) -> Option<&'static str> {
+    ["EX", "PX", "EXAT", "PXAT"].into_iter().find(|k| is(a, k))
+}
+
+pub fn expire_time_error(cmd: &str) -> Reply {
+    Reply::error(format!("ERR invalid expire time in '{cmd}' command"))
+}
+
+impl ExpireOpt {
+    /// The absolute deadline in ms, as Redis's `getExpireMillisecondsOrReply`: the number must
+    /// be positive and the result must not overflow.
+    pub fn deadline(&self, cmd: &str, now: i64, _set: bool) -> Result<i64, Reply> {
+        let n = parse_i64(&self.arg).ok_or_else(|| Reply::error(NOT_AN_INTEGER))?;
+        let seconds = self.kind == "EX" || self.kind == "EXAT";
+        if n <= 0 || (seconds && n > i64::MAX / 1000) {
+            return Err(expire_time_error(cmd));
+        }
+        let ms = if seconds { n * 1000 } else { n };
+        let at = if self.kind == "EX" || self.kind == "PX" {
+            ms.checked_add(now)
+        } else {
+            Some(ms)
+        };
+        match at {
+            Some(at) if at > 0 => Ok(at),
+            _ => Err(expire_time_error(cmd)),
+        }
+    }
+}
+
+fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let keys = &args[1..];
+    let db = ctx.client.db;
+    let mut l = ctx.server.store.lock_keys(keys);
+    let mut n = 0;
+    for (i, k) in keys.iter().enumerate() {
+        let h = l.hash(i);
+        if l.ks(i, db).remove(h, k).is_some() {
+            n += 1;
+        }
+    }
+    Reply::Int(n)
+}
+
+/// UNLINK: removing from the table is O(1) per key here too; the values are freed after the
+/// shard locks are released.
+fn unlink(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let keys = &args[1..];
+    let db = ctx.client.db;
+    let mut freed = Vec::new();
+    {
+        let mut l = ctx.server.store.lock_keys(keys);
+        for (i, k) in keys.iter().enumerate() {
+            let h = l.hash(i);
+            if let Some(e) = l.ks(i, db).remove(h, k) {
+                freed.push(e);
+            }
+        }
+    }
+    let n = freed.len() as i64;
+    drop(freed);
+    Reply::Int(n)
+}
+
+fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let keys = &args[1..];
+    let db = ctx.client.db;
+    let mut l = ctx.server.store.lock_keys(keys);
+    let mut n = 0;
+    for (i, k) in keys.iter().enumerate() {
+        let h = l.hash(i);
+        if l.ks(i, db).contains(h, k) {
+            n += 1;
+        }
+    }
+    Reply::Int(n)
+}
+
+fn type_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        Reply::Simple(ks.peek(h, key).map_or("none", |e| e.value.type_name()))
+    })
+}
+
+fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
+    let (src, dst) = (&args[1], &args[2]);
+    let db = ctx.client.db;
+    let mut l = ctx.server.store.lock_keys(&[src, dst]);
+    let (hs, hd) = (l.hash(0), l.hash(1));
+    if !l.ks(0, db).contains(hs, src) {
+        return Reply::error("ERR no such key");
+    }
+    if src == dst {
+        return if nx { Reply::Int(0) } else { Reply::ok() };
+    }
+    if nx && l.ks(1, db).contains(hd, dst) {
+        return Reply::Int(0);
+    }
+    let Some((value, at)) = l.ks(0, db).take_for_move(hs, src) else {
+        return Reply::error("ERR no such key");
+    };
+    let dks = l.ks(1, db);
+    // The destination is replaced as a whole: deleted first (its own notification), then set.
+    dks.remove(hd, dst);
+    dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::ok()
+    }
+}
+
+fn rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    rename_generic(ctx, args, false)
+}
+
+fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    rename_generic(ctx, args, true)
+}
+
+fn keys_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let pat = &args[1];
+    let all = pat.as_ref() == b"*";
+    let db = ctx.client.db;
+    let now = now_ms();
+    let mut out = Vec::new();
+    ctx.server.store.for_each_shard(|s| {
+        s.dbs[db].keys.for_each(now, |e| {
+            if all || glob_match(pat, e.key(), false) {
+                out.push(Reply::Bulk(Bytes::copy_from_slice(e.key())));
+            }
+        })
+    });
+    Reply::Array(out)
+}
+
+/// SCAN/HSCAN options: MATCH, COUNT and (SCAN only) TYPE.
+pub struct ScanOpts {
+    pub pattern: Option<Bytes>,
+    pub count: usize,
+    pub type_name: Option<String>,
+}
+
+/// Parses a cursor as Redis's `parseScanCursorOrReply` (an unsigned 64-bit decimal).
+pub fn parse_cursor(b: &[u8]) -> Result<u64, Reply> {
+    std::str::from_utf8(b)
+        .ok()
+        .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| Reply::error("ERR invalid cursor"))
+}
+
+pub fn parse_scan_opts(args: &[Bytes], from: usize, allow_type: bool) -> Result<ScanOpts, Reply> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        type_name: None,
+    };
+    let mut j = from;
+    while j < args.len() {
+        let more = args.len() - j - 1;
+        if is(&args[j], "COUNT") && more >= 1 {
+            let n = parse_i64(&args[j + 1]).ok_or_else(|| Reply::error(NOT_AN_INTEGER))?;
+            if n < 1 {
+                return Err(syntax_error());
+            }
+            o.count = n as usize;
+            j += 2;
+        } else if is(&args[j], "MATCH") && more >= 1 {
+            let p = args[j + 1].clone();
+            o.pattern = if p.as_ref() == b"*" { None } else { Some(p) };
+            j += 2;
+        } else if allow_type && is(&args[j], "TYPE") && more >= 1 {
+            o.type_name = Some(text(&args[j + 1]).to_lowercase());
+            j += 2;
+        } else {
+            return Err(syntax_error());
+        }
+    }
+    Ok(o)
+}
+
+/// SCAN: the cursor is a position in (shard, segment) order. A key stays in its segment for
+/// its whole life, so a key present for the whole iteration is returned (at least once)
+/// however much the tables grow or shrink in between. Each call returns whole segments until
+/// at least COUNT keys were visited.
+fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let cursor = match parse_cursor(&args[1]) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let o = match parse_scan_opts(args, 2, true) {
+        Ok(o) => o,
+        Err(e) => return e,
+    };
+    let store = &ctx.server.store;
+    let db = ctx.client.db;
+    let total = (store.shard_count() * SEGMENTS) as u64;
+    let now = now_ms();
+    let mut pos = cursor;
+    let mut keys = Vec::new();
+    let mut visited = 0usize;
+    while pos < total && visited < o.count {
+        let shard = (pos / SEGMENTS as u64) as usize;
+        let s = store.lock(shard);
+        let ks = &s.dbs[db].keys;
+        // Several segments per lock, bounded so the lock stays brief.
+        let mut n = 0;
+        while pos < total
+            && (pos / SEGMENTS as u64) as usize == shard
+            && visited < o.count
+            && n < 256
+        {
+            ks.scan_segment((pos % SEGMENTS as u64) as usize, now, |e: &Entry| {
+                visited += 1;
+                let ok_pat = o
+                    .pattern
+                    .as_ref()
+                    .is_none_or(|p| glob_match(p, e.key(), false));
+                let ok_type = o
+                    .type_name
+                    .as_ref()
+                    .is_none_or(|t| t == e.value.type_name());
+                if ok_pat && ok_type {
+                    keys.push(Reply::Bulk(Bytes::copy_from_slice(e.key())));
+                }
+            });
+            pos += 1;
+            n += 1;
+        }
+    }
+    let next = if pos >= total { 0 } else { pos };
+    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
+}
+
+fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let store = &ctx.server.store;
+    let db = ctx.client.db;
+    // Weighted by shard size so every key has a fair chance; expired picks are retried.
+    for _ in 0..100 {
+        let mut sizes = Vec::with_capacity(store.shard_count());
+        store.for_each_shard(|s| sizes.push(s.dbs[db].keys.len()));
+        let total: usize = sizes.iter().sum();
+        if total == 0 {
+            return Reply::Nil;
+        }
+        let mut r = rand_u64() as usize % total;
+        let mut shard = 0;
+        while r >= sizes[shard] {
+            r -= sizes[shard];
+            shard += 1;
+        }
+        let mut s = store.lock(shard);
+        let ks = &mut s.dbs[db].keys;
+        let Some(key) = ks
+            .random(rand_u64(), false)
+            .map(|e| Bytes::copy_from_slice(e.key()))
+        else {
+            continue;
+        };
+        let h = ks.hash(&key);
+        if ks.contains(h, &key) {
+            return Reply::Bulk(key);
+        }
+    }
+    Reply::Nil
+}
+
+fn touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let keys = &args[1..];
+    let db = ctx.client.db;
+    let mut l = ctx.server.store.lock_keys(keys);
+    let mut n = 0;
+    for (i, k) in keys.iter().enumerate() {
+        let h = l.hash(i);
+        let ks = l.ks(i, db);
+        if ks.peek(h, k).is_some() {
+            ks.touch(h, k);
+            n += 1;
+        }
+    }
+    Reply::Int(n)
+}
+
+fn copy_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (src, dst) = (&args[1], &args[2]);
+    let src_db = ctx.client.db;
+    let mut dst_db = src_db;
+    let mut replace = false;
+    let mut j = 3;
+    while j < args.len() {
+        if is(&args[j], "REPLACE") {
+            replace = true;
+            j += 1;
+        } else if is(&args[j], "DB") && j + 1 < args.len() {
+            let Some(n) = parse_i64(&args[j + 1]).filter(|n| i32::try_from(*n).is_ok()) else {
+                return Reply::error(NOT_AN_INTEGER);
+            };
+            if n < 0 || n as usize >= ctx.server.store.databases() {
+                return Reply::error("ERR DB index is out of range");
+            }
+            dst_db = n as usize;
+            j += 2;
+        } else {
+            return syntax_error();
+        }
+    }
+    if src == dst && src_db == dst_db {
+        return Reply::error("ERR source and destination objects are the same");
+    }
+    let mut l = ctx.server.store.lock_keys(&[src, dst]);
+    let (hs, hd) = (l.hash(0), l.hash(1));
+    let (value, at) = match l.ks(0, src_db).peek(hs, src) {
+        None => return Reply::Int(0),
+        Some(e) => (e.value.clone(), e.deadline()),
+    };
+    let dks = l.ks(1, dst_db);
+    if dks.contains(hd, dst) {
+        if !replace {
+            return Reply::Int(0);
+        }
+        dks.remove(hd, dst);
+    }
+    dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
+    Reply::Int(1)
+}
+
+/// EXPIRE family. `seconds`: the argument is in seconds; `absolute`: a Unix time.
+fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bool) -> Reply {
+    let cmd = text(&args[0]).to_lowercase();
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for a in &args[3..] {
+        if is(a, "NX") {
+            nx = true;
+        } else if is(a, "XX") {
+            xx = true;
+        } else if is(a, "GT") {
+            gt = true;
+        } else if is(a, "LT") {
+            lt = true;
+        } else {
+            return Reply::error(format!("ERR Unsupported option {}", text(a)));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Reply::error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return Reply::error("ERR GT and LT options at the same time are not compatible");
+    }
+    let Some(n) = parse_i64(&args[2]) else {
+        return Reply::error(NOT_AN_INTEGER);
+    };
+    let ms = if seconds {
+        match n.checked_mul(1000) {
+            Some(ms) => ms,
+            None => return expire_time_error(&cmd),
+        }
+    } else {
+        n
+    };
+    let at = if absolute {
+        ms
+    } else {
+        match ms.checked_add(now_ms()) {
+            Some(at) => at,
+            None => return expire_time_error(&cmd),
+        }
+    };
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let cur = match ks.peek(h, key) {
+            None => return Reply::Int(0),
+            Some(e) => e.deadline(),
+        };
+        let refused = (nx && cur.is_some())
+            || (xx && cur.is_none())
+            || (gt && cur.is_none_or(|c| at <= c))
+            || (lt && cur.is_some_and(|c| at >= c));
+        if refused {
+            return Reply::Int(0);
+        }
+        ks.set_deadline(h, key, Some(at));
+        Reply::Int(1)
+    })
+}
+
+fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, true, false)
+}
+
+fn pexpire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, false, false)
+}
+
+fn expireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, true, true)
+}
+
+fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    expire_generic(ctx, args, false, true)
+}
+
+/// TTL family: -2 no key, -1 no deadline, else the remaining time or the deadline.
+fn ttl_generic(ctx: &mut Ctx<'_>, args: &[Bytes], f: fn(i64, i64) -> i64) -> Reply {
+    let key = &args[1];
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.peek(h, key) {
+            None => Reply::Int(-2),
+            Some(e) => match e.deadline() {
+                None => Reply::Int(-1),
+                Some(at) => Reply::Int(f(at, now_ms())),
+            },
+        })
+}
+
+fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    // Rounded to the nearest second, as Redis's ttlGenericCommand.
+    ttl_generic(ctx, args, |at, now| ((at - now).max(0) + 500) / 1000)
+}
+
+fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, args, |at, now| (at - now).max(0))
+}
+
+fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    // Rounded like TTL (Redis's ttlGenericCommand rounds both).
+    ttl_generic(ctx, args, |at, _| (at.max(0) + 500) / 1000)
+}
+
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    ttl_generic(ctx, args, |at, _| at)
+}
+
+fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        match ks.peek(h, key).map(|e| e.deadline()) {
+            Some(Some(_)) => {
+                ks.set_deadline(h, key, None);
+                Reply::Int(1)
+            }
+            _ => Reply::Int(0),
+        }
+    })
+}

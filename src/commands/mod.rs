@@ -10,6 +10,7 @@ pub mod docs;
 pub mod documents;
 pub mod hashes;
 pub mod keys;
+pub mod keyspace_admin;
 pub mod pubsub;
 pub mod server;
 pub mod spec;
@@ -119,6 +120,10 @@ pub fn wrong_arity(name: &str) -> Reply {
     ))
 }
 
+pub fn wrongtype() -> Reply {
+    Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
+}
+
 pub fn syntax_error() -> Reply {
     Reply::error("ERR syntax error")
 }
@@ -167,6 +172,15 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::error("NOAUTH Authentication required.");
     }
     ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    // maxmemory: before anything that writes, evict per the policy; what may grow memory
+    // (DENYOOM) is refused if that cannot get under the limit.
+    if spec.flags & (flag::WRITE | flag::DENYOOM) != 0
+        && crate::store::eviction::maxmemory() > 0
+        && !crate::store::eviction::make_room(&ctx.server.store)
+        && spec.has(flag::DENYOOM)
+    {
+        return Reply::error("OOM command not allowed when used memory > 'maxmemory'.");
+    }
     (spec.handler)(ctx, args)
 }
 

@@ -122,6 +122,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         since: "4.0.0",
         complexity: "O(N) where N is the count of clients watching or blocking on keys from both databases.",
         args: &[Arg::integer("index1"), Arg::integer("index2")],
+        handler: swapdb,
         ..SRV
     },
     CommandSpec {
@@ -402,6 +403,7 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
             Arg::key("key"),
             Arg::integer("count").with_token("SAMPLES").optional(),
         ],
+        handler: crate::commands::keyspace_admin::memory_usage,
         ..SUB
     },
     CommandSpec {
@@ -409,6 +411,7 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
         arity: 2,
         summary: "Returns helpful text about the different subcommands.",
         since: "4.0.0",
+        handler: crate::commands::keyspace_admin::memory_help,
         ..SUB
     },
 ];
@@ -426,6 +429,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         summary: "Returns the internal encoding of an object.",
         since: "2.2.3",
         args: &[Arg::key("key")],
+        handler: crate::commands::keyspace_admin::object_encoding,
         ..SUB
     },
     CommandSpec {
@@ -440,6 +444,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         summary: "Returns the time since the last access to an object.",
         since: "2.2.3",
         args: &[Arg::key("key")],
+        handler: crate::commands::keyspace_admin::object_idletime,
         ..SUB
     },
     CommandSpec {
@@ -454,6 +459,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         summary: "Returns the logarithmic access frequency counter of an object.",
         since: "4.0.0",
         args: &[Arg::key("key")],
+        handler: crate::commands::keyspace_admin::object_freq,
         ..SUB
     },
     CommandSpec {
@@ -463,6 +469,7 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         acl: &["keyspace", "slow"],
         summary: "Returns helpful text about the different subcommands.",
         since: "6.2.0",
+        handler: crate::commands::keyspace_admin::object_help,
         ..SUB
     },
 ];
@@ -638,6 +645,7 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     ctx.server.stats.reset();
+    ctx.server.store.reset_stats();
     Reply::ok()
 }
 
@@ -713,6 +721,29 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     flush(ctx, args, None)
 }
 
+fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let n = ctx.server.store.databases() as i64;
+    let parse = |b: &[u8], which: &str| match crate::util::num::parse_i64(b) {
+        None => Err(Reply::error(format!("ERR invalid {which} DB index"))),
+        Some(i) if i < 0 || i >= n || i32::try_from(i).is_err() => {
+            Err(Reply::error("ERR DB index is out of range"))
+        }
+        Some(i) => Ok(i as usize),
+    };
+    let a = match parse(&args[1], "first") {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let b = match parse(&args[2], "second") {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    if a != b {
+        ctx.server.store.swap_dbs(a, b);
+    }
+    Reply::ok()
+}
+
 fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut abort = false;
     for a in &args[1..] {
@@ -781,6 +812,13 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             .unwrap_or_default()
     };
     let _ = write!(out, "# {title}\r\n");
+    let counters = s.store.counters();
+    let sum = |f: fn(&crate::store::ShardCounters) -> &std::sync::atomic::AtomicU64| {
+        counters
+            .iter()
+            .map(|c| f(c).load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
         let _ = write!(out, "{k}:{v}\r\n");
     };
@@ -823,8 +861,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         }
         "memory" => {
             let rss = rss_bytes();
-            kv("used_memory", &rss);
-            kv("used_memory_human", &human(rss));
+            let used = s.used_memory();
+            kv("used_memory", &used);
+            kv("used_memory_human", &human(used));
+            kv("used_memory_dataset", &s.store.used_bytes());
             kv("used_memory_rss", &rss);
             kv("used_memory_rss_human", &human(rss));
             kv("maxmemory", &cfg.get("maxmemory"));
@@ -849,10 +889,13 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("total_net_input_bytes", &g(&st.net_input_bytes));
             kv("total_net_output_bytes", &g(&st.net_output_bytes));
             kv("rejected_connections", &g(&st.rejected_connections));
-            kv("expired_keys", &0);
-            kv("evicted_keys", &0);
-            kv("keyspace_hits", &g(&st.keyspace_hits));
-            kv("keyspace_misses", &g(&st.keyspace_misses));
+            kv("expired_keys", &sum(|c| &c.expired));
+            kv("evicted_keys", &sum(|c| &c.evicted));
+            kv("keyspace_hits", &(g(&st.keyspace_hits) + sum(|c| &c.hits)));
+            kv(
+                "keyspace_misses",
+                &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
+            );
             kv("pubsub_channels", &0);
             kv("pubsub_patterns", &0);
         }
@@ -862,10 +905,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         }
         "cpu" => {}
         "keyspace" => {
-            for db in 0..s.store.databases() {
-                let n = s.store.dbsize(db);
-                if n > 0 {
-                    kv(&format!("db{db}"), &format!("keys={n},expires=0,avg_ttl=0"));
+            for (db, (keys, expires, avg_ttl)) in s.store.keyspace_info().into_iter().enumerate() {
+                if keys > 0 {
+                    kv(
+                        &format!("db{db}"),
+                        &format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
+                    );
                 }
             }
         }

@@ -1,6 +1,13 @@
 //! Strings family: GET SET INCR APPEND GETRANGE ...
-//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers land with their issue.
+//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
+use crate::commands::keys::{parse_expire_option, ExpireOpt};
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::{is, syntax_error, wrong_arity, wrongtype, Ctx};
+use crate::protocol::Reply;
+use crate::store::keyspace::now_ms;
+use crate::store::{Ttl, Value};
+use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
+use bytes::Bytes;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -18,6 +25,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: get,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -48,6 +56,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "keepttl", kind: ArgKind::PureToken, token: Some("KEEPTTL"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: set,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -67,6 +76,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "seconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: setex,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -86,6 +96,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "milliseconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: psetex,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -104,6 +115,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: setnx,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -128,6 +140,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "persist", kind: ArgKind::PureToken, token: Some("PERSIST"), optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: getex,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -145,6 +158,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: getdel,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -163,6 +177,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: getset,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -180,6 +195,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
         ],
+        handler: mget,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -200,6 +216,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: mset,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -220,6 +237,7 @@ pub static COMMANDS: &[CommandSpec] = &[
                 Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
             ] },
         ],
+        handler: msetnx,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -237,6 +255,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: incr,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -255,6 +274,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "increment", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: incrby,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -273,6 +293,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "increment", kind: ArgKind::Double, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: incrbyfloat,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -290,6 +311,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: decr,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -308,6 +330,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "decrement", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: decrby,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -326,6 +349,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: append,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -343,6 +367,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[
             Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: strlen,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -362,6 +387,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "start", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "end", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: getrange,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -381,6 +407,489 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg { name: "offset", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
             Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
         ],
+        handler: setrange,
         ..CommandSpec::DEFAULT
     },
 ];
+
+/// Redis's `proto-max-bulk-len` check for strings built by APPEND and SETRANGE.
+fn check_len(ctx: &Ctx<'_>, len: u64) -> Result<(), Reply> {
+    if len > ctx.server.config.read().get_u64("proto-max-bulk-len") {
+        return Err(Reply::error(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.get(h, key) {
+            None => Reply::Nil,
+            Some(e) => match e.value.str_bytes() {
+                Some(b) => Reply::Bulk(b),
+                None => wrongtype(),
+            },
+        })
+}
+
+/// The parsed options of SET (and, with `getex`, of GETEX).
+#[derive(Default)]
+struct SetOpts {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<ExpireOpt>,
+}
+
+/// Parses SET's / GETEX's options as Redis's `parseExtendedStringArgumentsOrReply`, then the
+/// deadline. `getex` selects GETEX's set of options.
+fn parse_set_opts(
+    args: &[Bytes],
+    from: usize,
+    getex: bool,
+    cmd: &str,
+) -> Result<(SetOpts, Option<i64>), Reply> {
+    let mut o = SetOpts::default();
+    let mut j = from;
+    while j < args.len() {
+        let a = &args[j];
+        let has_next = j + 1 < args.len();
+        let timed = o.expire.is_some();
+        if !getex && is(a, "NX") && !o.xx {
+            o.nx = true;
+        } else if !getex && is(a, "XX") && !o.nx {
+            o.xx = true;
+        } else if !getex && is(a, "GET") {
+            o.get = true;
+        } else if !getex && is(a, "KEEPTTL") && !o.persist && !timed {
+            o.keepttl = true;
+        } else if getex && is(a, "PERSIST") && !timed && !o.keepttl {
+            o.persist = true;
+        } else if let Some(kind) = parse_expire_option(a) {
+            let same_or_none = o.expire.as_ref().is_none_or(|e| e.kind == kind);
+            if o.keepttl || o.persist || !same_or_none || !has_next {
+                return Err(syntax_error());
+            }
+            o.expire = Some(ExpireOpt {
+                kind,
+                arg: args[j + 1].clone(),
+            });
+            j += 1;
+        } else {
+            return Err(syntax_error());
+        }
+        j += 1;
+    }
+    let at = match &o.expire {
+        None => None,
+        Some(e) => Some(e.deadline(cmd, now_ms(), true)?),
+    };
+    Ok((o, at))
+}
+
+fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (o, at) = match parse_set_opts(args, 3, false, "set") {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let (key, val) = (&args[1], &args[2]);
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        // The plain SET (the hot path) needs no lookup before the write.
+        let old = if o.nx || o.xx || o.get {
+            ks.peek(h, key).map(|e| e.value.str_bytes())
+        } else {
+            None
+        };
+        let reply_get = if o.get {
+            match &old {
+                None => Some(Reply::Nil),
+                Some(None) => return wrongtype(),
+                Some(Some(b)) => Some(Reply::Bulk(b.clone())),
+            }
+        } else {
+            None
+        };
+        let found = old.is_some();
+        if (o.nx && found) || (o.xx && !found) {
+            return reply_get.unwrap_or(Reply::Nil);
+        }
+        match at {
+            // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
+            Some(at) if at <= now_ms() => {
+                ks.remove(h, key);
+            }
+            _ => {
+                let ttl = match (at, o.keepttl) {
+                    (Some(at), _) => Ttl::At(at),
+                    (None, true) => Ttl::Keep,
+                    (None, false) => Ttl::Clear,
+                };
+                ks.set(h, key, Value::string(val), ttl);
+            }
+        }
+        reply_get.unwrap_or(Reply::ok())
+    })
+}
+
+/// SETEX / PSETEX.
+fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], kind: &'static str, cmd: &str) -> Reply {
+    let at = match (ExpireOpt {
+        kind,
+        arg: args[2].clone(),
+    })
+    .deadline(cmd, now_ms(), false)
+    {
+        Ok(at) => at,
+        Err(e) => return e,
+    };
+    let (key, val) = (&args[1], &args[3]);
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        if at <= now_ms() {
+            ks.remove(h, key);
+        } else {
+            ks.set(h, key, Value::string(val), Ttl::At(at));
+        }
+        Reply::ok()
+    })
+}
+
+fn setex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    setex_generic(ctx, args, "EX", "setex")
+}
+
+fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    setex_generic(ctx, args, "PX", "psetex")
+}
+
+fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (key, val) = (&args[1], &args[2]);
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        if ks.contains(h, key) {
+            return Reply::Int(0);
+        }
+        ks.set(h, key, Value::string(val), Ttl::Clear);
+        Reply::Int(1)
+    })
+}
+
+fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (o, at) = match parse_set_opts(args, 2, true, "getex") {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let v = match ks.get(h, key) {
+            None => return Reply::Nil,
+            Some(e) => match e.value.str_bytes() {
+                None => return wrongtype(),
+                Some(b) => b,
+            },
+        };
+        if let Some(at) = at {
+            // set_deadline deletes the key when the deadline is already past.
+            ks.set_deadline(h, key, Some(at));
+        } else if o.persist {
+            ks.set_deadline(h, key, None);
+        }
+        Reply::Bulk(v)
+    })
+}
+
+fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let v = match ks.get(h, key) {
+            None => return Reply::Nil,
+            Some(e) => match e.value.str_bytes() {
+                None => return wrongtype(),
+                Some(b) => b,
+            },
+        };
+        ks.remove(h, key);
+        Reply::Bulk(v)
+    })
+}
+
+fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (key, val) = (&args[1], &args[2]);
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let old = match ks.get(h, key) {
+            None => Reply::Nil,
+            Some(e) => match e.value.str_bytes() {
+                None => return wrongtype(),
+                Some(b) => Reply::Bulk(b),
+            },
+        };
+        ks.set(h, key, Value::string(val), Ttl::Clear);
+        old
+    })
+}
+
+fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let keys = &args[1..];
+    let db = ctx.client.db;
+    let mut l = ctx.server.store.lock_keys(keys);
+    Reply::Array(
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let h = l.hash(i);
+                match l.ks(i, db).get(h, k) {
+                    Some(e) => e.value.str_bytes().map(Reply::Bulk).unwrap_or(Reply::Nil),
+                    None => Reply::Nil,
+                }
+            })
+            .collect(),
+    )
+}
+
+fn mset_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
+    if args.len().is_multiple_of(2) {
+        return wrong_arity(if nx { "msetnx" } else { "mset" });
+    }
+    let db = ctx.client.db;
+    let keys: Vec<&Bytes> = args[1..].iter().step_by(2).collect();
+    let mut l = ctx.server.store.lock_keys(&keys);
+    if nx {
+        for (i, k) in keys.iter().enumerate() {
+            let h = l.hash(i);
+            if l.ks(i, db).contains(h, k) {
+                return Reply::Int(0);
+            }
+        }
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let h = l.hash(i);
+        l.ks(i, db)
+            .set(h, k, Value::string(&args[2 + 2 * i]), Ttl::Clear);
+    }
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::ok()
+    }
+}
+
+fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    mset_generic(ctx, args, false)
+}
+
+fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    mset_generic(ctx, args, true)
+}
+
+/// INCR family: adds `by` to the integer at `key` (0 when missing), keeping its deadline.
+fn incr_generic(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Reply {
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let cur = match ks.peek(h, key) {
+            None => 0,
+            Some(e) => match &e.value {
+                Value::Int(i) => *i,
+                Value::Str(b) | Value::Raw(b) => match parse_i64(b) {
+                    Some(i) => i,
+                    None => return Reply::error(NOT_AN_INTEGER),
+                },
+                Value::Hash(_) => return wrongtype(),
+            },
+        };
+        let Some(n) = cur.checked_add(by) else {
+            return Reply::error("ERR increment or decrement would overflow");
+        };
+        ks.set(h, key, Value::Int(n), Ttl::Keep);
+        Reply::Int(n)
+    })
+}
+
+fn int_arg(b: &[u8]) -> Result<i64, Reply> {
+    parse_i64(b).ok_or_else(|| Reply::error(NOT_AN_INTEGER))
+}
+
+fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    incr_generic(ctx, &args[1], 1)
+}
+
+fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    incr_generic(ctx, &args[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    match int_arg(&args[2]) {
+        Ok(by) => incr_generic(ctx, &args[1], by),
+        Err(e) => e,
+    }
+}
+
+fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    match int_arg(&args[2]) {
+        Ok(i64::MIN) => Reply::error("ERR decrement would overflow"),
+        Ok(by) => incr_generic(ctx, &args[1], -by),
+        Err(e) => e,
+    }
+}
+
+/// Formats a float result as Redis's `LD_STR_HUMAN`: no exponent, shortest digits.
+pub fn human_float(d: f64) -> String {
+    let s = format!("{d}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(by) = parse_f64(&args[2]) else {
+        return Reply::error("ERR value is not a valid float");
+    };
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let cur = match ks.peek(h, key) {
+            None => 0.0,
+            Some(e) => match &e.value {
+                Value::Int(i) => *i as f64,
+                Value::Str(b) | Value::Raw(b) => match parse_f64(b) {
+                    Some(f) => f,
+                    None => return Reply::error("ERR value is not a valid float"),
+                },
+                Value::Hash(_) => return wrongtype(),
+            },
+        };
+        let n = cur + by;
+        if !n.is_finite() {
+            return Reply::error("ERR increment would produce NaN or Infinity");
+        }
+        let text = human_float(n);
+        ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
+        Reply::bulk(text)
+    })
+}
+
+fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (key, val) = (&args[1], &args[2]);
+    let limit_ctx = &*ctx;
+    limit_ctx
+        .server
+        .store
+        .with_key(limit_ctx.client.db, key, |ks, h| {
+            let cur = match ks.peek(h, key) {
+                None => None,
+                Some(e) => match e.value.str_bytes() {
+                    None => return wrongtype(),
+                    Some(b) => Some(b),
+                },
+            };
+            let new = match cur {
+                None => Value::string(val),
+                Some(b) => {
+                    if let Err(e) = check_len(limit_ctx, (b.len() + val.len()) as u64) {
+                        return e;
+                    }
+                    let mut v = Vec::with_capacity(b.len() + val.len());
+                    v.extend_from_slice(&b);
+                    v.extend_from_slice(val);
+                    Value::Raw(v.into_boxed_slice())
+                }
+            };
+            let len = match &new {
+                Value::Raw(b) => b.len(),
+                _ => val.len(),
+            };
+            ks.set(h, key, new, Ttl::Keep);
+            Reply::Int(len as i64)
+        })
+}
+
+fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let key = &args[1];
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.get(h, key) {
+            None => Reply::Int(0),
+            Some(e) => match e.value.str_bytes() {
+                None => wrongtype(),
+                Some(b) => Reply::Int(b.len() as i64),
+            },
+        })
+}
+
+fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (Some(mut start), Some(mut end)) = (parse_i64(&args[2]), parse_i64(&args[3])) else {
+        return Reply::error(NOT_AN_INTEGER);
+    };
+    let key = &args[1];
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        let b = match ks.get(h, key) {
+            None => return Reply::bulk(Bytes::new()),
+            Some(e) => match e.value.str_bytes() {
+                None => return wrongtype(),
+                Some(b) => b,
+            },
+        };
+        let len = b.len() as i64;
+        // Redis 7's getrangeCommand, step by step.
+        if start < 0 && end < 0 && start > end {
+            return Reply::bulk(Bytes::new());
+        }
+        if start < 0 {
+            start += len;
+        }
+        if end < 0 {
+            end += len;
+        }
+        start = start.max(0);
+        end = end.max(0);
+        if end >= len {
+            end = len - 1;
+        }
+        if start > end || len == 0 {
+            return Reply::bulk(Bytes::new());
+        }
+        Reply::Bulk(b.slice(start as usize..=end as usize))
+    })
+}
+
+fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(offset) = parse_i64(&args[2]) else {
+        return Reply::error(NOT_AN_INTEGER);
+    };
+    if offset < 0 {
+        return Reply::error("ERR offset is out of range");
+    }
+    let (key, val) = (&args[1], &args[3]);
+    let c = &*ctx;
+    c.server.store.with_key(c.client.db, key, |ks, h| {
+        let cur = match ks.peek(h, key) {
+            None => None,
+            Some(e) => match e.value.str_bytes() {
+                None => return wrongtype(),
+                Some(b) => Some(b),
+            },
+        };
+        let cur_len = cur.as_ref().map_or(0, |b| b.len());
+        if val.is_empty() {
+            return Reply::Int(cur_len as i64);
+        }
+        let need = offset as u64 + val.len() as u64;
+        if let Err(e) = check_len(c, need) {
+            return e;
+        }
+        let need = need as usize;
+        let mut v = Vec::with_capacity(need.max(cur_len));
+        if let Some(b) = &cur {
+            v.extend_from_slice(b);
+        }
+        if v.len() < need {
+            v.resize(need, 0);
+        }
+        v[offset as usize..need].copy_from_slice(val);
+        let len = v.len();
+        ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
+        Reply::Int(len as i64)
+    })
+}

@@ -6,7 +6,7 @@
 //! [`CollectionShard::replace`] and [`CollectionShard::remove`]; every read through
 //! [`CollectionShard::scan`].
 
-use crate::documents::{keys, query::Node};
+use crate::documents::{keys, query::Node, ttl::TtlShard};
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 
@@ -26,6 +26,13 @@ impl IndexShard {
 #[derive(Debug, Default, Clone)]
 pub struct CollectionMeta {}
 
+/// What this shard's TTL monitor did to the collection (`DOC.STATS`, `INFO documents`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TtlStats {
+    pub passes: u64,
+    pub deleted_documents: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct CollectionShard {
     slots: Vec<Option<RawDocumentBuf>>,
@@ -33,6 +40,9 @@ pub struct CollectionShard {
     /// KeyString of `_id` → slot.
     ids: HashMap<Vec<u8>, u32>,
     pub indexes: Vec<IndexShard>,
+    /// This shard's wheel of each TTL index, by index name.
+    pub ttl: Vec<(String, TtlShard)>,
+    pub ttl_stats: TtlStats,
     pub meta: CollectionMeta,
     bytes: usize,
 }

@@ -61,6 +61,8 @@ pub struct Server {
     shutting_down: AtomicBool,
     /// `requirepass` is read on every command; cache whether one is set.
     pub auth_required: AtomicBool,
+    /// Resident memory when the server was created (code, runtime, empty tables).
+    pub base_memory: u64,
 }
 
 impl Server {
@@ -77,6 +79,7 @@ impl Server {
         let mut config = config;
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
+        Self::apply_memory_config(&config);
         let (shutdown_tx, _) = watch::channel(false);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -93,6 +96,7 @@ impl Server {
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
+            base_memory: crate::commands::server::rss_bytes(),
         })
     }
 
@@ -109,8 +113,45 @@ impl Server {
         self.shutdown_tx.subscribe()
     }
 
+    /// Starts the key space's background work: active expiry `hz` times a second (one shard
+    /// locked at a time, in bounded batches) and the LRU clock.
+    pub fn start_background(self: &Arc<Server>) {
+        let s = self.clone();
+        tokio::spawn(async move {
+            while !s.is_shutting_down() {
+                let hz = s.config.read().get_u64("hz").max(1);
+                crate::store::eviction::tick();
+                let s2 = s.clone();
+                let now = crate::store::keyspace::now_ms();
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::store::expiry::sweep(&s2.store, now)
+                })
+                .await;
+                tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
+            }
+        });
+    }
+
+    /// Pushes the maxmemory settings to the eviction module's cached copies.
+    fn apply_memory_config(config: &Config) {
+        crate::store::eviction::configure(
+            config.get_u64("maxmemory"),
+            config.get("maxmemory-policy"),
+            config.get_u64("maxmemory-samples") as u32,
+        );
+    }
+
+    /// INFO's `used_memory`: the process's baseline at start plus the key space's estimate
+    /// (per-shard byte counters updated on every write).
+    pub fn used_memory(&self) -> u64 {
+        self.base_memory + self.store.used_bytes() as u64
+    }
+
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if name.starts_with("maxmemory") {
+            Self::apply_memory_config(&self.config.read());
+        }
         if name == "requirepass" {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);

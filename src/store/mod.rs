@@ -5,23 +5,22 @@
 //! never across an `.await`, and multi-shard commands take their locks in ascending shard order
 //! so they cannot deadlock.
 
+pub mod eviction;
+pub mod expiry;
+pub mod keyspace;
+pub mod multi;
+
+pub use keyspace::{Entry, HashValue, Keyspace, ShardCounters, Ttl, Value};
+
 use crate::documents::collection::CollectionShard;
-use bytes::Bytes;
 use hashbrown::HashMap;
 use parking_lot::{Mutex, MutexGuard};
-use std::hash::BuildHasher;
+use std::sync::Arc;
 
-/// A value in the key space. The string and hash families fill this in.
-#[derive(Debug, Clone)]
-pub enum Value {
-    Str(Bytes),
-    Hash(HashMap<Bytes, Bytes>),
-}
-
-/// One database's slice of the key space inside one shard.
-#[derive(Default, Debug)]
+/// One database's slice of the data inside one shard.
+#[derive(Debug)]
 pub struct Db {
-    pub keys: HashMap<Bytes, Value>,
+    pub keys: Keyspace,
     /// This shard's part of each collection, by name.
     pub collections: HashMap<String, CollectionShard>,
 }
@@ -30,18 +29,35 @@ pub struct Db {
 #[derive(Debug)]
 pub struct ShardData {
     pub dbs: Vec<Db>,
+    /// Byte estimate and key-space stats, readable without this shard's lock.
+    pub counters: Arc<ShardCounters>,
+    hasher: hashbrown::DefaultHashBuilder,
 }
 
 impl ShardData {
-    fn new(databases: usize) -> ShardData {
-        ShardData {
-            dbs: (0..databases).map(|_| Db::default()).collect(),
+    fn new(databases: usize, hasher: hashbrown::DefaultHashBuilder) -> ShardData {
+        let counters = Arc::new(ShardCounters::default());
+        let mut s = ShardData {
+            dbs: Vec::with_capacity(databases),
+            counters,
+            hasher,
+        };
+        s.dbs = (0..databases).map(|d| s.fresh_db(d)).collect();
+        s
+    }
+
+    /// An empty database numbered `db` (FLUSHDB/FLUSHALL put these in place of the old ones).
+    pub fn fresh_db(&self, db: usize) -> Db {
+        Db {
+            keys: Keyspace::new(db, self.counters.clone(), self.hasher),
+            collections: HashMap::new(),
         }
     }
 }
 
 pub struct Store {
     shards: Vec<Mutex<ShardData>>,
+    counters: Vec<Arc<ShardCounters>>,
     databases: usize,
     hasher: hashbrown::DefaultHashBuilder,
 }
@@ -49,12 +65,15 @@ pub struct Store {
 impl Store {
     pub fn new(shards: usize, databases: usize) -> Store {
         let shards = shards.max(1);
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let data: Vec<ShardData> = (0..shards)
+            .map(|_| ShardData::new(databases, hasher))
+            .collect();
         Store {
-            shards: (0..shards)
-                .map(|_| Mutex::new(ShardData::new(databases)))
-                .collect(),
+            counters: data.iter().map(|s| s.counters.clone()).collect(),
+            shards: data.into_iter().map(Mutex::new).collect(),
             databases,
-            hasher: hashbrown::DefaultHashBuilder::default(),
+            hasher,
         }
     }
 
@@ -66,9 +85,74 @@ impl Store {
         self.databases
     }
 
+    /// The 64-bit hash of a key (or a document `_id`'s bytes). Its bits 40..56 choose the
+    /// shard, bits 20..30 the key space segment, and hashbrown uses the low and top bits.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        keyspace::hash_key(&self.hasher, key)
+    }
+
+    pub fn shard_of_hash(&self, hash: u64) -> usize {
+        (((hash >> 40) & 0xffff) % self.shards.len() as u64) as usize
+    }
+
     /// The shard that owns `key` (KV keys) or a document `_id`'s hash.
     pub fn shard_of(&self, key: &[u8]) -> usize {
-        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
+        self.shard_of_hash(self.hash(key))
+    }
+
+    /// Per-shard counters (bytes, expired/evicted keys, hits/misses), lock-free.
+    pub fn counters(&self) -> &[Arc<ShardCounters>] {
+        &self.counters
+    }
+
+    /// Estimated bytes held by all key spaces.
+    pub fn used_bytes(&self) -> usize {
+        self.counters
+            .iter()
+            .map(|c| c.used.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Per database: (keys, keys with a deadline, average remaining TTL in ms), as INFO
+    /// keyspace shows them.
+    pub fn keyspace_info(&self) -> Vec<(usize, usize, i64)> {
+        let now = keyspace::now_ms();
+        let mut acc = vec![(0usize, 0usize, 0i128); self.databases];
+        self.for_each_shard(|s| {
+            for (d, db) in s.dbs.iter().enumerate() {
+                acc[d].0 += db.keys.len();
+                acc[d].1 += db.keys.volatile();
+                acc[d].2 += db.keys.ttl_sum(now);
+            }
+        });
+        acc.into_iter()
+            .map(|(k, v, sum)| {
+                let avg = if v == 0 {
+                    0
+                } else {
+                    (sum / v as i128).max(0) as i64
+                };
+                (k, v, avg)
+            })
+            .collect()
+    }
+
+    /// CONFIG RESETSTAT: zeroes expired/evicted keys and hits/misses.
+    pub fn reset_stats(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for c in &self.counters {
+            c.expired.store(0, Relaxed);
+            c.evicted.store(0, Relaxed);
+            c.hits.store(0, Relaxed);
+            c.misses.store(0, Relaxed);
+        }
+    }
+
+    /// Runs `f` on `key`'s key space in database `db`, under its shard's lock.
+    pub fn with_key<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Keyspace, u64) -> R) -> R {
+        let h = self.hash(key);
+        let mut g = self.lock(self.shard_of_hash(h));
+        f(&mut g.dbs[db].keys, h)
     }
 
     pub fn lock(&self, shard: usize) -> MutexGuard<'_, ShardData> {
@@ -100,13 +184,32 @@ impl Store {
     }
 
     /// Empties one database (or all) and returns what it held so the caller can free it
-    /// outside the locks (FLUSHALL ASYNC frees in the background).
+    /// outside the locks (FLUSHALL ASYNC frees in the background). Everything a `Db` holds
+    /// goes with it.
     pub fn flush(&self, db: Option<usize>) -> Vec<Db> {
         let mut old = Vec::new();
-        self.for_each_shard(|s| match db {
-            Some(d) => old.push(std::mem::take(&mut s.dbs[d])),
-            None => old.extend(s.dbs.iter_mut().map(std::mem::take)),
+        self.for_each_shard(|s| {
+            let range = match db {
+                Some(d) => d..d + 1,
+                None => 0..s.dbs.len(),
+            };
+            for d in range {
+                let fresh = s.fresh_db(d);
+                old.push(std::mem::replace(&mut s.dbs[d], fresh));
+            }
         });
         old
+    }
+
+    /// SWAPDB: exchanges two databases in every shard at once (all shards locked, so no
+    /// command sees one swapped and another not). Everything a `Db` holds moves with it.
+    pub fn swap_dbs(&self, a: usize, b: usize) {
+        let all: Vec<usize> = (0..self.shards.len()).collect();
+        let mut guards = self.lock_many(&all);
+        for (_, s) in guards.iter_mut() {
+            s.dbs.swap(a, b);
+            s.dbs[a].keys.set_db(a);
+            s.dbs[b].keys.set_db(b);
+        }
     }
 }

@@ -51,6 +51,24 @@ pub fn parse_memory(s: &str) -> Option<u64> {
     l.parse::<u64>().ok()
 }
 
+/// Parses a float argument as Redis's `string2ld`/`getLongDoubleFromObject`: no surrounding
+/// spaces, no NaN (infinities parse; callers reject them where Redis does).
+pub fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty()
+        || s.len() > 5000
+        || s.starts_with(char::is_whitespace)
+        || s.ends_with(char::is_whitespace)
+    {
+        return None;
+    }
+    let f: f64 = s.parse().ok()?;
+    if f.is_nan() {
+        return None;
+    }
+    Some(f)
+}
+
 pub const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 #[cfg(test)]

@@ -1,0 +1,870 @@
+//! One database's key space inside one shard: the keys, their deadlines (kept in agreement
+//! with the shard's timing wheel), their access clocks for eviction, and a byte estimate.
+//!
+//! The table is split into [`SEGMENTS`] hashbrown tables chosen by fixed bits of the key's
+//! hash. A key never changes segment, so a SCAN cursor that walks segments in order returns
+//! every key present for the whole iteration however the tables grow, and a table resize
+//! moves only 1/SEGMENTS of the shard's keys at once (no long pause at 1M keys).
+//!
+//! Every write goes through a few choke points ([`Keyspace::set`], [`Keyspace::update`],
+//! [`Keyspace::set_deadline`], [`Keyspace::remove`]) and every removal through
+//! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
+
+use crate::store::eviction;
+use crate::wheel::{EntryId, Wheel};
+use bytes::Bytes;
+use hashbrown::{HashMap, HashTable};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Segments per key space (a power of two; taken from bits 20..30 of the key hash, which
+/// neither the shard choice (bits 40..56) nor hashbrown (low bits for the bucket, top 7 for
+/// the tag) depends on, so every segment of a shard is used evenly).
+pub const SEGMENTS: usize = 1024;
+/// Wheel resolution for key deadlines. The lazy check on read is exact to the millisecond;
+/// the tick only decides how soon after its deadline the sweep reclaims a key.
+pub const WHEEL_TICK_MS: u64 = 1;
+
+/// Redis's `hash-max-listpack-entries` / `hash-max-listpack-value`: past these a hash reports
+/// `hashtable` encoding (and keeps it, as Redis never converts back).
+const LISTPACK_ENTRIES: usize = 128;
+const LISTPACK_VALUE: usize = 64;
+/// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
+const EMBSTR_LIMIT: usize = 44;
+
+pub fn segment_of(hash: u64) -> usize {
+    ((hash >> 20) as usize) & (SEGMENTS - 1)
+}
+
+pub fn hash_key(hasher: &hashbrown::DefaultHashBuilder, key: &[u8]) -> u64 {
+    hasher.hash_one(key)
+}
+
+/// Current Unix time in milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A value in the key space.
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A boxed
+    /// slice rather than `Bytes`: 16 bytes instead of 32 in every key's slot, for one copy
+    /// per read that the reply encoding would make anyway.
+    Str(Box<[u8]>),
+    /// A string that is a canonical 64-bit integer, stored as Redis's `int` encoding.
+    Int(i64),
+    /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
+    Raw(Box<[u8]>),
+    Hash(Box<HashValue>),
+}
+
+impl Value {
+    /// A string value in Redis's encoding: integers that round-trip are kept as integers.
+    pub fn string(b: &[u8]) -> Value {
+        if b.len() <= 20 {
+            if let Some(i) = crate::util::num::parse_i64(b) {
+                return Value::Int(i);
+            }
+        }
+        Value::Str(Box::from(b))
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
+            Value::Hash(_) => "hash",
+        }
+    }
+
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "int",
+            Value::Str(b) if b.len() <= EMBSTR_LIMIT => "embstr",
+            Value::Str(_) | Value::Raw(_) => "raw",
+            Value::Hash(h) if h.hashtable => "hashtable",
+            Value::Hash(_) => "listpack",
+        }
+    }
+
+    /// The bytes of a string value (`None` for other types).
+    pub fn str_bytes(&self) -> Option<Bytes> {
+        match self {
+            Value::Str(b) | Value::Raw(b) => Some(Bytes::copy_from_slice(b)),
+            Value::Int(i) => Some(Bytes::copy_from_slice(
+                itoa::Buffer::new().format(*i).as_bytes(),
+            )),
+            Value::Hash(_) => None,
+        }
+    }
+
+    /// Heap bytes owned by the value (estimate).
+    fn heap(&self) -> usize {
+        match self {
+            Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
+            Value::Int(_) => 0,
+            Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
+        }
+    }
+}
+
+/// A hash value with its byte estimate kept up to date by its own methods.
+#[derive(Debug, Clone, Default)]
+pub struct HashValue {
+    map: HashMap<Bytes, Bytes>,
+    bytes: usize,
+    /// True once Redis would have converted it from listpack to hashtable.
+    hashtable: bool,
+}
+
+fn field_cost(f: &[u8], v: &[u8]) -> usize {
+    // Slot (two `Bytes`) over the table's load factor, plus both allocations.
+    (2 * std::mem::size_of::<Bytes>()) * 8 / 7 + 1 + alloc_size(f.len()) + alloc_size(v.len())
+}
+
+impl HashValue {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn get(&self, f: &[u8]) -> Option<&Bytes> {
+        self.map.get(f)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        self.map.iter()
+    }
+    /// Sets a field; true if it is new.
+    pub fn insert(&mut self, f: &[u8], v: &[u8]) -> bool {
+        if f.len() > LISTPACK_VALUE || v.len() > LISTPACK_VALUE {
+            self.hashtable = true;
+        }
+        let new = match self.map.get_mut(f) {
+            Some(old) => {
+                self.bytes -= field_cost(f, old);
+                *old = Bytes::copy_from_slice(v);
+                false
+            }
+            None => {
+                self.map
+                    .insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
+                true
+            }
+        };
+        self.bytes += field_cost(f, v);
+        if self.map.len() > LISTPACK_ENTRIES {
+            self.hashtable = true;
+        }
+        new
+    }
+    pub fn remove(&mut self, f: &[u8]) -> bool {
+        match self.map.remove(f) {
+            Some(v) => {
+                self.bytes -= field_cost(f, &v);
+                true
+            }
+            None => false,
+        }
+    }
+    /// A field chosen at random (for HRANDFIELD).
+    pub fn nth(&self, n: usize) -> Option<(&Bytes, &Bytes)> {
+        self.map.iter().nth(n)
+    }
+}
+
+/// Rounds a heap allocation to the allocator's size classes (roughly), 0 for empty.
+fn alloc_size(n: usize) -> usize {
+    match n {
+        0 => 0,
+        1..=64 => n.div_ceil(8) * 8,
+        65..=512 => n.div_ceil(32) * 32,
+        _ => n.div_ceil(256) * 256,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    at: i64,
+    id: EntryId,
+}
+
+/// One key. Kept small (56 bytes): it is what every key costs in its table slot.
+#[derive(Debug)]
+pub struct Entry {
+    key: Box<[u8]>,
+    pub value: Value,
+    /// The deadline in Unix ms, 0 for none (a deadline is always in the future when set, so
+    /// never 0), and its wheel entry's index.
+    at: i64,
+    wheel_id: u32,
+    /// LRU clock or LFU counter, per the eviction policy (see `eviction`).
+    access: u32,
+}
+
+impl Entry {
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+    pub fn deadline(&self) -> Option<i64> {
+        (self.at != 0).then_some(self.at)
+    }
+    fn get_deadline(&self) -> Option<Deadline> {
+        (self.at != 0).then_some(Deadline {
+            at: self.at,
+            id: EntryId::from_index(self.wheel_id),
+        })
+    }
+    fn put_deadline(&mut self, d: Option<Deadline>) {
+        match d {
+            Some(d) => {
+                self.at = d.at;
+                self.wheel_id = d.id.index();
+            }
+            None => {
+                self.at = 0;
+                self.wheel_id = 0;
+            }
+        }
+    }
+    pub fn access(&self) -> u32 {
+        self.access
+    }
+    /// Heap bytes the entry owns outside its table slot (key and value allocations). The
+    /// tables and the wheel are accounted by their actual allocation sizes.
+    fn heap_mem(&self) -> usize {
+        alloc_size(self.key.len()) + self.value.heap()
+    }
+
+    /// Estimated bytes this key costs, its share of the table and wheel included
+    /// (MEMORY USAGE).
+    pub fn mem(&self) -> usize {
+        ENTRY_SLOT
+            + alloc_size(self.key.len())
+            + self.value.heap()
+            + if self.at != 0 { WHEEL_ENTRY } else { 0 }
+    }
+    fn due(&self, now: i64) -> bool {
+        self.at != 0 && self.at <= now
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() <= 56);
+
+/// A table slot over hashbrown's average load (between 7/16 and 7/8 full).
+const ENTRY_SLOT: usize = std::mem::size_of::<Entry>() * 3 / 2 + 1;
+/// What a deadline costs in the wheel (one slab slot of ~40 bytes over the Vec's growth).
+const WHEEL_ENTRY: usize = 56;
+
+/// Per-shard counters readable without the shard lock (INFO, the maxmemory check).
+#[derive(Default, Debug)]
+pub struct ShardCounters {
+    /// Estimated bytes of every key space of the shard.
+    pub used: AtomicUsize,
+    pub expired: AtomicU64,
+    pub evicted: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+/// Why a key left the key space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// DEL, UNLINK, GETDEL, RENAME's source, an overwrite by a command that replaces the key.
+    Deleted,
+    /// Its deadline passed (lazy check or the wheel sweep).
+    Expired,
+    /// Chosen by the maxmemory policy.
+    Evicted,
+}
+
+/// How a write treats the key's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// No deadline (a plain SET).
+    Clear,
+    /// Keep the deadline the key had (SET KEEPTTL, INCR, APPEND, HSET ...).
+    Keep,
+    /// A new absolute deadline in Unix milliseconds.
+    At(i64),
+}
+
+/// Everything but the tables, so a table entry can be borrowed while the books change.
+struct Books {
+    db: usize,
+    len: usize,
+    volatile: usize,
+    /// Sum of the deadlines of volatile keys, for `avg_ttl`.
+    deadline_sum: i128,
+    wheel: Option<Box<Wheel<u64>>>,
+    mem: usize,
+    /// The wheel's allocation as last counted in `mem`.
+    wheel_bytes: usize,
+    /// The tables' allocations as counted in `mem`.
+    table_bytes: usize,
+    counters: Arc<ShardCounters>,
+}
+
+impl Books {
+    /// Follows the wheel's allocation after it changed.
+    fn sync_wheel_mem(&mut self) {
+        let now = self.wheel.as_ref().map_or(0, |w| w.memory_bytes());
+        if now >= self.wheel_bytes {
+            self.add_mem(now - self.wheel_bytes);
+        } else {
+            self.sub_mem(self.wheel_bytes - now);
+        }
+        self.wheel_bytes = now;
+    }
+
+    fn add_mem(&mut self, n: usize) {
+        self.mem += n;
+        self.counters.used.fetch_add(n, Ordering::Relaxed);
+    }
+    fn sub_mem(&mut self, n: usize) {
+        let n = n.min(self.mem);
+        self.mem -= n;
+        self.counters.used.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    fn wheel(&mut self) -> &mut Wheel<u64> {
+        self.wheel
+            .get_or_insert_with(|| Box::new(Wheel::new(WHEEL_TICK_MS, now_ms())))
+    }
+
+    /// Sets, moves or clears a deadline in the wheel in the same critical section as the
+    /// entry. Returns the entry's new deadline record.
+    fn schedule(&mut self, hash: u64, old: Option<Deadline>, at: Option<i64>) -> Option<Deadline> {
+        let d = self.schedule_inner(hash, old, at);
+        if old.is_none() != at.is_none() {
+            self.sync_wheel_mem();
+        }
+        d
+    }
+
+    fn schedule_inner(
+        &mut self,
+        hash: u64,
+        old: Option<Deadline>,
+        at: Option<i64>,
+    ) -> Option<Deadline> {
+        match (old, at) {
+            (None, None) => None,
+            (None, Some(at)) => {
+                self.volatile += 1;
+                self.deadline_sum += at as i128;
+                let id = self.wheel().insert(at, hash);
+                Some(Deadline { at, id })
+            }
+            (Some(d), Some(at)) => {
+                self.deadline_sum += at as i128 - d.at as i128;
+                self.wheel().reschedule(d.id, at);
+                Some(Deadline { at, id: d.id })
+            }
+            (Some(d), None) => {
+                self.unschedule(d);
+                None
+            }
+        }
+    }
+
+    fn unschedule(&mut self, d: Deadline) {
+        self.volatile -= 1;
+        self.deadline_sum -= d.at as i128;
+        if let Some(w) = self.wheel.as_mut() {
+            w.remove(d.id);
+        }
+        self.sync_wheel_mem();
+    }
+
+    /// A key was written (created, overwritten, changed in place, its deadline set or
+    /// cleared). WATCH and keyspace notifications hook here.
+    fn modified(&mut self, _key: &[u8]) {}
+
+    /// A key left the key space; `entry`'s wheel entry is already gone when `drained`.
+    /// WATCH and keyspace notifications (`del`, `expired`, `evicted`) hook here.
+    fn removed(&mut self, entry: &Entry, why: Removal, drained: bool) {
+        self.len -= 1;
+        self.sub_mem(entry.heap_mem());
+        if let Some(d) = entry.get_deadline() {
+            if drained {
+                self.volatile -= 1;
+                self.deadline_sum -= d.at as i128;
+            } else {
+                self.unschedule(d);
+            }
+        }
+        match why {
+            Removal::Deleted => {}
+            Removal::Expired => {
+                self.counters.expired.fetch_add(1, Ordering::Relaxed);
+            }
+            Removal::Evicted => {
+                self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.modified(&entry.key);
+    }
+}
+
+pub struct Keyspace {
+    /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
+    /// nothing).
+    segs: Vec<HashTable<Entry>>,
+    books: Books,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyspace")
+            .field("db", &self.books.db)
+            .field("len", &self.books.len)
+            .finish()
+    }
+}
+
+impl Drop for Keyspace {
+    /// The shard's byte count drops when the memory is actually freed (after FLUSHALL ASYNC,
+    /// in the background).
+    fn drop(&mut self) {
+        let m = self.books.mem;
+        self.books.sub_mem(m);
+    }
+}
+
+impl Keyspace {
+    pub fn new(
+        db: usize,
+        counters: Arc<ShardCounters>,
+        hasher: hashbrown::DefaultHashBuilder,
+    ) -> Keyspace {
+        Keyspace {
+            segs: Vec::new(),
+            books: Books {
+                db,
+                len: 0,
+                volatile: 0,
+                deadline_sum: 0,
+                wheel: None,
+                mem: 0,
+                wheel_bytes: 0,
+                table_bytes: 0,
+                counters,
+            },
+            hasher,
+        }
+    }
+
+    pub fn db(&self) -> usize {
+        self.books.db
+    }
+    /// SWAPDB moves key spaces between database numbers.
+    pub fn set_db(&mut self, db: usize) {
+        self.books.db = db;
+    }
+    pub fn len(&self) -> usize {
+        self.books.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.books.len == 0
+    }
+    /// Keys with a deadline.
+    pub fn volatile(&self) -> usize {
+        self.books.volatile
+    }
+    /// Estimated bytes held.
+    pub fn mem(&self) -> usize {
+        self.books.mem
+    }
+    /// Sum of (deadline - now) over volatile keys, in ms, for INFO's avg_ttl.
+    pub fn ttl_sum(&self, now: i64) -> i128 {
+        self.books.deadline_sum - self.books.volatile as i128 * now as i128
+    }
+
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        hash_key(&self.hasher, key)
+    }
+
+    fn seg_mut(&mut self, hash: u64) -> &mut HashTable<Entry> {
+        if self.segs.is_empty() {
+            self.segs = (0..SEGMENTS).map(|_| HashTable::new()).collect();
+            let n = SEGMENTS * std::mem::size_of::<HashTable<Entry>>();
+            self.books.add_mem(n);
+            self.books.table_bytes += n;
+        }
+        &mut self.segs[segment_of(hash)]
+    }
+
+    /// Looks a key up for a read: an expired key is deleted and reported missing; a hit
+    /// refreshes the access clock (LRU/LFU) and counts in keyspace_hits/misses.
+    pub fn get(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.lookup(hash, key, true)
+    }
+
+    /// Like [`get`](Self::get) without touching stats or access clocks (EXISTS, TTL, OBJECT,
+    /// and writes that read first).
+    pub fn peek(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.lookup(hash, key, false)
+    }
+
+    fn lookup(&mut self, hash: u64, key: &[u8], touch: bool) -> Option<&mut Entry> {
+        let found = match self.segs.get_mut(segment_of(hash)) {
+            None => None,
+            Some(seg) => match seg.find_entry(hash, |e| *e.key == *key) {
+                Err(_) => None,
+                Ok(occ) if occ.get().at != 0 && occ.get().due(now_ms()) => {
+                    let (e, _) = occ.remove();
+                    self.books.removed(&e, Removal::Expired, false);
+                    None
+                }
+                Ok(occ) => Some(occ.into_mut()),
+            },
+        };
+        if touch {
+            let c = &self.books.counters;
+            match &found {
+                Some(_) => c.hits.fetch_add(1, Ordering::Relaxed),
+                None => c.misses.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+        let e = found?;
+        if touch {
+            e.access = eviction::touched(e.access);
+        }
+        Some(e)
+    }
+
+    /// TOUCH: refreshes the access clock of a live key.
+    pub fn touch(&mut self, hash: u64, key: &[u8]) -> bool {
+        match self.lookup(hash, key, false) {
+            Some(e) => {
+                e.access = eviction::touched(e.access);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn contains(&mut self, hash: u64, key: &[u8]) -> bool {
+        self.lookup(hash, key, false).is_some()
+    }
+
+    /// Creates or replaces a key. Returns the value it replaced, if any.
+    pub fn set(&mut self, hash: u64, key: &[u8], value: Value, ttl: Ttl) -> Option<Value> {
+        let now = now_ms();
+        let hasher = self.hasher;
+        // Split borrows: the table entry and the books.
+        if self.segs.is_empty() {
+            self.seg_mut(hash);
+        }
+        let seg = &mut self.segs[segment_of(hash)];
+        let books = &mut self.books;
+        match seg.find_mut(hash, |e| *e.key == *key) {
+            Some(e) if e.due(now) => {
+                // The old key expired: it leaves through the expiry path (stats, hooks), and
+                // the write creates a new key.
+                books.removed(e, Removal::Expired, false);
+                e.put_deadline(None);
+                e.value = value;
+                e.access = eviction::fresh();
+                let at = match ttl {
+                    Ttl::At(at) => Some(at),
+                    _ => None,
+                };
+                let d = books.schedule(hash, None, at);
+                e.put_deadline(d);
+                books.len += 1;
+                books.add_mem(e.heap_mem());
+                books.modified(key);
+                None
+            }
+            Some(e) => {
+                let before = e.heap_mem();
+                let old = std::mem::replace(&mut e.value, value);
+                let keep = match ttl {
+                    Ttl::Keep => e.deadline(),
+                    Ttl::Clear => None,
+                    Ttl::At(at) => Some(at),
+                };
+                let d = books.schedule(hash, e.get_deadline(), keep);
+                e.put_deadline(d);
+                e.access = eviction::fresh();
+                let after = e.heap_mem();
+                books.sub_mem(before);
+                books.add_mem(after);
+                books.modified(key);
+                Some(old)
+            }
+            None => {
+                let at = match ttl {
+                    Ttl::At(at) => Some(at),
+                    _ => None,
+                };
+                let mut e = Entry {
+                    key: Box::from(key),
+                    value,
+                    at: 0,
+                    wheel_id: 0,
+                    access: eviction::fresh(),
+                };
+                let d = books.schedule(hash, None, at);
+                e.put_deadline(d);
+                books.len += 1;
+                books.add_mem(e.heap_mem());
+                books.modified(key);
+                let table_before = seg.allocation_size();
+                seg.insert_unique(hash, e, |x| hash_key(&hasher, &x.key));
+                // A table that grew: count its new allocation (hashbrown never shrinks on
+                // removal, so this is the only place tables change size), plus half again:
+                // the allocator keeps the freed smaller table for reuse, and with every
+                // segment growing at about the same time that memory stays resident
+                // (measured: 1M keys, RSS growth within 5% of the estimate with this, 19%
+                // under without).
+                let grown = seg.allocation_size().saturating_sub(table_before) * 3 / 2;
+                books.add_mem(grown);
+                books.table_bytes += grown;
+                None
+            }
+        }
+    }
+
+    /// Changes an existing (live) key's value in place; `f` returns whether it changed
+    /// anything. The byte estimate follows. `None` if the key does not exist.
+    pub fn update<R>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        f: impl FnOnce(&mut Value) -> (R, bool),
+    ) -> Option<R> {
+        self.lookup(hash, key, false)?;
+        let seg = &mut self.segs[segment_of(hash)];
+        let e = seg.find_mut(hash, |e| *e.key == *key)?;
+        let before = e.heap_mem();
+        let (r, changed) = f(&mut e.value);
+        let after = e.heap_mem();
+        self.books.sub_mem(before);
+        self.books.add_mem(after);
+        if changed {
+            self.books.modified(key);
+        }
+        Some(r)
+    }
+
+    /// Deletes a key that a hash emptied (HDEL of the last field): Redis deletes empty hashes.
+    pub fn remove_if_empty_hash(&mut self, hash: u64, key: &[u8]) {
+        let empty = matches!(self.peek(hash, key), Some(Entry { value: Value::Hash(h), .. }) if h.is_empty());
+        if empty {
+            self.remove(hash, key);
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) a live key's deadline. False if there is no such key.
+    /// A deadline not in the future deletes the key (as Redis's EXPIRE with a past time).
+    pub fn set_deadline(&mut self, hash: u64, key: &[u8], at: Option<i64>) -> bool {
+        if self.lookup(hash, key, false).is_none() {
+            return false;
+        }
+        if let Some(at) = at {
+            if at <= now_ms() {
+                self.remove(hash, key);
+                return true;
+            }
+        }
+        let seg = &mut self.segs[segment_of(hash)];
+        let books = &mut self.books;
+        if let Some(e) = seg.find_mut(hash, |e| *e.key == *key) {
+            let d = books.schedule(hash, e.get_deadline(), at);
+            e.put_deadline(d);
+            books.modified(key);
+        }
+        true
+    }
+
+    /// DEL: removes a live key, returning its entry.
+    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<Entry> {
+        self.lookup(hash, key, false)?;
+        self.take(hash, key, Removal::Deleted)
+    }
+
+    fn take(&mut self, hash: u64, key: &[u8], why: Removal) -> Option<Entry> {
+        let seg = self.segs.get_mut(segment_of(hash))?;
+        let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
+        self.books.removed(&e, why, false);
+        self.release_if_empty();
+        Some(e)
+    }
+
+    /// Gives the tables back once the key space is empty, and the wheel once no key has a
+    /// deadline (hashbrown tables and the wheel's slab never shrink by themselves).
+    fn release_if_empty(&mut self) {
+        if self.books.len == 0 && !self.segs.is_empty() {
+            self.segs = Vec::new();
+            let n = self.books.table_bytes;
+            self.books.sub_mem(n);
+            self.books.table_bytes = 0;
+        }
+        if self.books.volatile == 0 && self.books.wheel.is_some() {
+            self.books.wheel = None;
+            self.books.sync_wheel_mem();
+        }
+    }
+
+    /// Evicts a key chosen by the maxmemory policy.
+    pub fn evict(&mut self, key: &[u8]) -> bool {
+        let hash = self.hash(key);
+        self.take(hash, key, Removal::Evicted).is_some()
+    }
+
+    /// Active expiry: removes up to `max` keys whose deadline is at or before `now`.
+    /// Returns (removed, more are due).
+    pub fn expire_due(&mut self, now: i64, max: usize, buf: &mut Vec<(u64, i64)>) -> (usize, bool) {
+        // Keys expired lazily since the last sweep may have emptied this key space.
+        self.release_if_empty();
+        let Some(w) = self.books.wheel.as_mut() else {
+            return (0, false);
+        };
+        buf.clear();
+        let more = w.drain_due(now, max, buf);
+        let mut n = 0;
+        for &(hash, at) in buf.iter() {
+            let Some(seg) = self.segs.get_mut(segment_of(hash)) else {
+                continue;
+            };
+            // The drained wheel entry belongs to the key with this hash whose deadline is
+            // exactly this one (a moved deadline moves its wheel entry, so no other key has it).
+            let hasher = &self.hasher;
+            if let Ok(occ) =
+                seg.find_entry(hash, |e| e.at == at && hash_key(hasher, &e.key) == hash)
+            {
+                let (e, _) = occ.remove();
+                self.books.removed(&e, Removal::Expired, true);
+                n += 1;
+            }
+        }
+        self.books.sync_wheel_mem();
+        self.release_if_empty();
+        (n, more)
+    }
+
+    /// Appends the live keys of one segment to `out` (SCAN). Expired keys are skipped.
+    pub fn scan_segment(&self, seg: usize, now: i64, mut f: impl FnMut(&Entry)) {
+        if let Some(t) = self.segs.get(seg) {
+            for e in t.iter() {
+                if !e.due(now) {
+                    f(e);
+                }
+            }
+        }
+    }
+
+    /// Every live entry (KEYS).
+    pub fn for_each(&self, now: i64, mut f: impl FnMut(&Entry)) {
+        for s in 0..self.segs.len() {
+            self.scan_segment(s, now, &mut f);
+        }
+    }
+
+    /// A random entry (RANDOMKEY, eviction sampling): a random non-empty segment, then a
+    /// random slot in it. `volatile` restricts it to keys with a deadline.
+    pub fn random(&self, rnd: u64, volatile: bool) -> Option<&Entry> {
+        if self.books.len == 0 || (volatile && self.books.volatile == 0) {
+            return None;
+        }
+        let start = (rnd as usize) & (SEGMENTS - 1);
+        for i in 0..SEGMENTS {
+            let t = &self.segs[(start + i) & (SEGMENTS - 1)];
+            if t.is_empty() {
+                continue;
+            }
+            let skip = ((rnd >> 20) as usize) % t.len();
+            let found = if volatile {
+                t.iter()
+                    .skip(skip)
+                    .chain(t.iter().take(skip))
+                    .find(|e| e.at != 0)
+            } else {
+                t.iter().nth(skip)
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+
+    /// Moves a key's entry out with its deadline (RENAME, MOVE-like paths): (value, deadline).
+    pub fn take_for_move(&mut self, hash: u64, key: &[u8]) -> Option<(Value, Option<i64>)> {
+        let e = self.remove(hash, key)?;
+        let at = e.deadline();
+        Some((e.value, at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ks() -> Keyspace {
+        Keyspace::new(
+            0,
+            Arc::new(ShardCounters::default()),
+            hashbrown::DefaultHashBuilder::default(),
+        )
+    }
+
+    /// Deadlines set, moved, cleared, deleted and swept: the books, the wheel and the byte
+    /// count always agree, and end at zero.
+    #[test]
+    fn wheel_and_books_agree() {
+        let mut k = ks();
+        let now = now_ms();
+        for i in 0..1000u32 {
+            let key = format!("k{i}");
+            let h = k.hash(key.as_bytes());
+            let ttl = if i % 2 == 0 {
+                Ttl::At(now + 60_000)
+            } else {
+                Ttl::Clear
+            };
+            k.set(h, key.as_bytes(), Value::string(b"v"), ttl);
+        }
+        assert_eq!((k.len(), k.volatile()), (1000, 500));
+        for i in 0..1000u32 {
+            let key = format!("k{i}");
+            let h = k.hash(key.as_bytes());
+            match i % 4 {
+                // Due at once for the sweep below (set directly, bypassing the past check).
+                0 => {
+                    let seg = &mut k.segs[segment_of(h)];
+                    let e = seg.find_mut(h, |e| *e.key == *key.as_bytes()).unwrap();
+                    let d = k.books.schedule(h, e.get_deadline(), Some(now - 1));
+                    e.put_deadline(d);
+                }
+                1 => assert!(k.set_deadline(h, key.as_bytes(), Some(now + 1000))),
+                2 => assert!(k.set_deadline(h, key.as_bytes(), None)),
+                _ => assert!(k.remove(h, key.as_bytes()).is_some()),
+            }
+        }
+        assert_eq!((k.len(), k.volatile()), (750, 500));
+        let mut buf = Vec::new();
+        let (n, more) = k.expire_due(now_ms(), 10_000, &mut buf);
+        assert_eq!((n, more), (250, false));
+        assert_eq!((k.len(), k.volatile()), (500, 250));
+        assert_eq!(k.books.wheel.as_ref().map_or(0, |w| w.len()), 250);
+        let (n, _) = k.expire_due(now + 2000, 10_000, &mut buf);
+        assert_eq!(n, 250);
+        for i in 0..1000u32 {
+            let key = format!("k{i}");
+            let h = k.hash(key.as_bytes());
+            k.remove(h, key.as_bytes());
+        }
+        assert_eq!((k.len(), k.volatile(), k.mem()), (0, 0, 0));
+        assert_eq!(k.books.counters.used.load(Ordering::Relaxed), 0);
+        assert_eq!(k.books.counters.expired.load(Ordering::Relaxed), 500);
+    }
+}

@@ -1,0 +1,466 @@
+//! The key space: expiry (lazy and active), SCAN, eviction, databases, INFO.
+
+mod support;
+
+use redis::{Commands, RedisResult};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::TestServer;
+
+fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
+    let e = r.expect_err("expected an error");
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    }
+}
+
+fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    info.lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn expiry_is_exact_to_the_millisecond() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let start = Instant::now();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("h").arg("x").query(&mut c).unwrap();
+    let _: bool = c.pexpire("h", 100).unwrap();
+    std::thread::sleep(Duration::from_millis(50).saturating_sub(start.elapsed()));
+    let v: Option<String> = c.get("k").unwrap();
+    assert_eq!(v.as_deref(), Some("v"), "alive at 50 ms");
+    std::thread::sleep(Duration::from_millis(150).saturating_sub(start.elapsed()));
+    let v: Option<String> = c.get("k").unwrap();
+    assert_eq!(v, None, "gone at 150 ms");
+    let n: i64 = c.exists("h").unwrap();
+    assert_eq!(n, 0);
+    let ttl: i64 = c.pttl("k").unwrap();
+    assert_eq!(ttl, -2);
+}
+
+#[test]
+fn expired_keys_are_invisible_on_every_path() {
+    let s = TestServer::start(&["--hz", "1"]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("5")
+        .arg("PX")
+        .arg(30)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let _: bool = c.pexpire("h", 30).unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    // The sweep runs once a second here: these must all see the keys as gone anyway.
+    let keys: Vec<String> = c.keys("*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let (cur, found): (String, Vec<String>) = redis::cmd("SCAN").arg(0).query(&mut c).unwrap();
+    assert_eq!((cur.as_str(), found.len()), ("0", 0));
+    let t: String = redis::cmd("TYPE").arg("h").query(&mut c).unwrap();
+    assert_eq!(t, "none");
+    let n: i64 = c.incr("k", 1).unwrap();
+    assert_eq!(n, 1, "INCR of an expired key starts from 0");
+    let ttl: i64 = c.ttl("k").unwrap();
+    assert_eq!(ttl, -1, "and has no deadline");
+    let hl: i64 = c.hlen("h").unwrap();
+    assert_eq!(hl, 0);
+    assert_eq!(info_field(&mut c, "stats", "expired_keys"), "2");
+}
+
+#[test]
+fn active_expiry_reclaims_without_reads() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    const N: usize = 100_000;
+    let start = Instant::now();
+    for chunk in (0..N).collect::<Vec<_>>().chunks(10_000) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg("value")
+                .arg("EX")
+                .arg(1)
+                .ignore();
+        }
+        let _: () = p.query(&mut c).unwrap();
+    }
+    let loaded = Instant::now();
+    let line = info_field(&mut c, "keyspace", "db0");
+    if let Some(rest) = line.strip_prefix("keys=") {
+        let keys = rest.split(',').next().unwrap_or("");
+        assert!(line.contains(&format!(",expires={keys},")), "{line}");
+    }
+    loop {
+        let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(
+            loaded.elapsed() < Duration::from_secs(3),
+            "{n} keys still there 3 s after loading (loading took {:?})",
+            loaded - start
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_field(&mut c, "stats", "expired_keys"), N.to_string());
+    assert_eq!(info_field(&mut c, "keyspace", "db0"), "");
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    assert_eq!(used, 0, "the byte estimate goes back to zero");
+}
+
+#[test]
+fn scan_sees_every_key_while_inserts_grow_the_tables() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    const BASE: usize = 20_000;
+    let mut p = redis::pipe();
+    for i in 0..BASE {
+        p.cmd("SET").arg(format!("base:{i}")).arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let mut w = s.conn();
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let mut p = redis::pipe();
+                for j in 0..500 {
+                    p.cmd("SET").arg(format!("new:{}", i + j)).arg(1).ignore();
+                }
+                let _: () = p.query(&mut w).unwrap();
+                i += 500;
+            }
+            i
+        })
+    };
+    let mut seen = HashSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, keys): (String, Vec<String>) = redis::cmd("SCAN")
+            .arg(&cursor)
+            .arg("MATCH")
+            .arg("base:*")
+            .arg("COUNT")
+            .arg(100)
+            .query(&mut c)
+            .unwrap();
+        seen.extend(keys);
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let inserted = writer.join().unwrap();
+    assert!(inserted > 0);
+    for i in 0..BASE {
+        assert!(seen.contains(&format!("base:{i}")), "base:{i} missed");
+    }
+    assert_eq!(seen.len(), BASE);
+    // TYPE filter.
+    let _: () = redis::cmd("HSET")
+        .arg("ahash")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let (_, keys): (String, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("TYPE")
+        .arg("hash")
+        .arg("COUNT")
+        .arg(1_000_000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(keys, vec!["ahash".to_string()]);
+}
+
+#[test]
+fn allkeys_lru_keeps_the_newest_keys() {
+    let s = TestServer::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let mut c = s.conn();
+    let val = "x".repeat(100);
+    const OLD: usize = 20_000;
+    const NEW: usize = 10_000;
+    let mut p = redis::pipe();
+    for i in 0..OLD {
+        p.cmd("SET").arg(format!("old:{i}")).arg(&val).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used)
+        .query(&mut c)
+        .unwrap();
+    // The LRU clock has a 100 ms resolution: make the new keys clearly younger.
+    std::thread::sleep(Duration::from_millis(300));
+    for chunk in (0..NEW).collect::<Vec<_>>().chunks(1000) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("SET").arg(format!("new:{i}")).arg(&val).ignore();
+        }
+        let _: () = p.query(&mut c).unwrap();
+    }
+    let mut p = redis::pipe();
+    for i in 0..NEW {
+        p.cmd("EXISTS").arg(format!("new:{i}"));
+    }
+    let exists: Vec<i64> = p.query(&mut c).unwrap();
+    let kept_new: i64 = exists.iter().sum();
+    let total: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    let evicted: usize = info_field(&mut c, "stats", "evicted_keys").parse().unwrap();
+    assert!(evicted >= NEW - 10, "evicted {evicted}");
+    assert!(total <= OLD + 10, "dbsize {total}");
+    assert!(
+        kept_new as usize >= NEW * 99 / 100,
+        "only {kept_new} of the {NEW} newest keys kept"
+    );
+    let used_now: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    assert!(used_now <= used + 1000, "{used_now} > {used}");
+}
+
+#[test]
+fn volatile_ttl_and_noeviction() {
+    let s = TestServer::start(&["--maxmemory-policy", "volatile-ttl"]);
+    let mut c = s.conn();
+    for i in 0..100 {
+        let _: () = c.set(format!("keep:{i}"), "v").unwrap();
+        let _: () = c.set_ex(format!("soon:{i}"), "v", 100 + i as u64).unwrap();
+    }
+    let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used)
+        .query(&mut c)
+        .unwrap();
+    for i in 0..50 {
+        let _: () = c.set_ex(format!("late:{i}"), "v", 10_000).unwrap();
+    }
+    for i in 0..100 {
+        let e: bool = c.exists(format!("keep:{i}")).unwrap();
+        assert!(e, "volatile-ttl never evicts keys without a deadline");
+    }
+    // The soonest deadlines went first.
+    let e: bool = c.exists("soon:0").unwrap();
+    assert!(!e);
+    let e: bool = c.exists("late:49").unwrap();
+    assert!(e);
+
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        err_text(c.set::<_, _, ()>("x", "y")),
+        "OOM command not allowed when used memory > 'maxmemory'."
+    );
+    // Reads and deletions still work.
+    let v: Option<String> = c.get("keep:1").unwrap();
+    assert_eq!(v.as_deref(), Some("v"));
+    let n: i64 = c.del("keep:1").unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn object_and_memory_usage() {
+    let s = TestServer::start(&["--maxmemory-policy", "allkeys-lfu"]);
+    let mut c = s.conn();
+    let _: () = c.set("k", "v").unwrap();
+    for _ in 0..100 {
+        let _: String = c.get("k").unwrap();
+    }
+    let f: i64 = redis::cmd("OBJECT")
+        .arg("FREQ")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    assert!(f > 5, "freq {f}");
+    assert!(err_text(
+        redis::cmd("OBJECT")
+            .arg("IDLETIME")
+            .arg("k")
+            .query::<i64>(&mut c)
+    )
+    .starts_with("ERR An LFU maxmemory policy is selected"));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut c)
+        .unwrap();
+    // As in Redis, the access word switches meaning with the policy: the next access sets it.
+    let _: String = c.get("k").unwrap();
+    let idle: i64 = redis::cmd("OBJECT")
+        .arg("IDLETIME")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    assert!((0..5).contains(&idle));
+    let m: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    assert!(m > 0 && m < 500, "{m}");
+    let _: () = c.set("big", "x".repeat(10_000)).unwrap();
+    let m2: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("big")
+        .arg("SAMPLES")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert!(m2 > 10_000, "{m2}");
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(enc, "raw");
+}
+
+#[test]
+fn databases_flush_swap_copy() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let _: () = c.set("a", "0").unwrap();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    let _: () = c.set("b", "3").unwrap();
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(3).query(&mut c).unwrap();
+    let v: Option<String> = c.get("a").unwrap();
+    assert_eq!(v.as_deref(), Some("0"), "db 3 now holds what db 0 held");
+    let n: i64 = redis::cmd("COPY")
+        .arg("a")
+        .arg("a")
+        .arg("DB")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut c).unwrap();
+    let v: Option<String> = c.get("a").unwrap();
+    assert_eq!(v.as_deref(), Some("0"));
+    let r: Option<String> = redis::cmd("RANDOMKEY").query(&mut c).unwrap();
+    assert_eq!(r.as_deref(), Some("a"));
+    let mut p = redis::pipe();
+    for i in 0..10_000 {
+        p.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("x".repeat(50))
+            .ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let before: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+        .parse()
+        .unwrap();
+    assert!(before > 10_000 * 50);
+    let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query(&mut c).unwrap();
+    let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let used: u64 = info_field(&mut c, "memory", "used_memory_dataset")
+            .parse()
+            .unwrap();
+        if used == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "memory not given back: {used}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn multi_key_commands_are_atomic() {
+    let s = TestServer::start(&[]);
+    // One client MSETs pairs with equal values while another MGETs them: it must never see
+    // a half-applied MSET even though the keys live in different shards.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let mut w = s.conn();
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let _: () = redis::cmd("MSET")
+                    .arg("ka")
+                    .arg(i)
+                    .arg("kb")
+                    .arg(i)
+                    .arg("kc")
+                    .arg(i)
+                    .arg("kd")
+                    .arg(i)
+                    .query(&mut w)
+                    .unwrap();
+                i += 1;
+            }
+        })
+    };
+    let mut c = s.conn();
+    for _ in 0..2000 {
+        let v: Vec<Option<u64>> = redis::cmd("MGET")
+            .arg("ka")
+            .arg("kb")
+            .arg("kc")
+            .arg("kd")
+            .query(&mut c)
+            .unwrap();
+        assert!(v.windows(2).all(|w| w[0] == w[1]), "torn MSET: {v:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let n: i64 = redis::cmd("DEL")
+        .arg("ka")
+        .arg("kb")
+        .arg("kc")
+        .arg("kd")
+        .arg("nokey")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 4);
+}
