@@ -1073,7 +1073,7 @@ def publish(md, results):
         "",
     ]
     with open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w") as f:
-        f.write("\n".join(head) + md.rstrip("\n") + "\n")
+        f.write("\n".join(head) + "\n" + md.rstrip("\n") + "\n")
     if "throughput" in results:
         shutil.copyfile(os.path.join(OUT, "throughput.svg"), os.path.join(ROOT, "docs", "compare.svg"))
     log("wrote docs/BENCHMARKS.md and docs/compare.svg")
