@@ -10,6 +10,8 @@ use crate::documents::sort::Sort;
 use crate::documents::update::{self, Update};
 use crate::documents::{codec, keys};
 use crate::protocol::Reply;
+use crate::server::ttl;
+use crate::store::ttl_monitor::Expired;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
 use bytes::Bytes;
@@ -53,7 +55,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.find",
         handler: doc_find,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the documents matching a MongoDB query filter; TOUCH refreshes their TTL-indexed dates in the same step.",
         complexity: "O(log N + M) with an index, O(N) for a collection scan, where M is the number of documents returned",
@@ -64,7 +67,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         name: "doc.findone",
         handler: doc_findone,
         arity: -3,
-        flags: flag::READONLY,
+        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
+        flags: flag::WRITE,
         acl: READ,
         summary: "Returns the first document matching a filter, or null; TOUCH refreshes its TTL-indexed dates.",
         complexity: "O(log N) with an index or by _id, O(N) for a collection scan",
@@ -84,6 +88,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.touch",
+        handler: doc_touch,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -124,6 +129,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.expireindex",
+        handler: doc_expireindex,
         arity: 4,
         flags: flag::WRITE,
         acl: WRITE,
@@ -431,15 +437,23 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         guards = ctx.server.store.lock_many(&shards);
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
+    let mut purged = Expired {
+        db,
+        collection: c.coll.clone(),
+        ids: Vec::new(),
+    };
     for p in &batch {
         let Some(i) = pos(p.shard, &guards) else {
             return Reply::error("ERR internal: shard not locked");
         };
-        let exists = guards[i].1.dbs[db]
-            .collections
-            .get(&c.coll)
-            .is_some_and(|cs| cs.contains_id(&p.key));
-        if exists {
+        let Some(cs) = guards[i].1.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        // An expired document is gone for every read and write, a duplicate check included.
+        purged.ids.extend(cs.expire_if_due(&p.key));
+        if cs.contains_id(&p.key) {
+            drop(guards);
+            ttl::publish(ctx.server, &purged);
             return dup_key(db, &c.coll, &p.id);
         }
     }
@@ -455,6 +469,8 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         cs.insert(p.key, p.raw);
         ids.push(id_reply(&p.id));
     }
+    drop(guards);
+    ttl::publish(ctx.server, &purged);
     Reply::Array(ids)
 }
 
@@ -602,16 +618,16 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: the TTL-index work refreshes the TTL-indexed dates of the returned
-    // documents here, in the same step as the read. Parsed and accepted until then.
-    let _touch = o.touch;
-    let found = run_find(
+    let mut found = run_find(
         ctx,
         ctx.client.db,
         &c.coll,
         &o,
         c.bson && o.projection.is_none(),
     );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
     Reply::Array(
         found
             .into_iter()
@@ -629,18 +645,17 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
-    // TOUCH hook: see doc_find.
-    let _touch = o.touch;
-    match run_find(
+    let mut found = run_find(
         ctx,
         ctx.client.db,
         &c.coll,
         &o,
         c.bson && o.projection.is_none(),
-    )
-    .into_iter()
-    .next()
-    {
+    );
+    if o.touch {
+        found = touch_found(ctx, ctx.client.db, &c, found);
+    }
+    match found.into_iter().next() {
         Some((d, r)) => render(&o, d, r, c.bson),
         None => Reply::Nil,
     }
@@ -845,11 +860,18 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             .collections
             .entry(c.coll.clone())
             .or_default();
+        let purged = Expired {
+            db,
+            collection: c.coll.clone(),
+            ids: cs.expire_if_due(&p.key).into_iter().collect(),
+        };
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
+        drop(guards);
+        ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
     }
     for (gi, slot, raw) in changes {
@@ -858,4 +880,209 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     Reply::Array(vec![Reply::Int(matched), Reply::Int(modified), Reply::Nil])
+}
+
+// ---------------------------------------------------------------------------------------
+// TTL indexes: DOC.EXPIREINDEX, DOC.TOUCH and FIND … TOUCH.
+
+/// `DOC.EXPIREINDEX coll field seconds`: creates the TTL index `field_1` or changes its
+/// `expireAfterSeconds` (MongoDB's `collMod`), under every shard's lock so all parts agree.
+fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let [field, seconds] = c.rest else {
+        return wrong_arity("doc.expireindex");
+    };
+    let field = text(field);
+    if let Err(e) = ttl_field_ok(&field) {
+        return e;
+    }
+    let secs = match crate::documents::ttl::parse_expire_after(seconds) {
+        Ok(s) => s,
+        Err(e) => return Reply::error(e),
+    };
+    let db = ctx.client.db;
+    ensure_collection(ctx, db, &c.coll);
+    let name = format!("{field}_1");
+    let now = crate::util::now_ms();
+    let store = &ctx.server.store;
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    for (_, g) in guards.iter_mut() {
+        if let Some(cs) = g.dbs[db].collections.get_mut(&c.coll) {
+            cs.set_ttl_index(&name, &field, secs, now);
+        }
+    }
+    Reply::bulk(name.into_bytes())
+}
+
+/// MongoDB refuses TTL indexes on `_id` (and on compound keys, which one field cannot be).
+fn ttl_field_ok(field: &str) -> Result<(), Reply> {
+    if field == "_id" {
+        return Err(Reply::error(
+            "ERR the _id field cannot carry a TTL index (expireAfterSeconds is not valid for an _id index)",
+        ));
+    }
+    if field.is_empty() || field.starts_with('$') || field.split('.').any(str::is_empty) {
+        return Err(Reply::error(format!(
+            "ERR invalid TTL index field '{field}'"
+        )));
+    }
+    Ok(())
+}
+
+/// The update that refreshes `fields` to `now`: `{$set: {field: now, ...}}`, the same
+/// mechanism as `DOC.UPDATE` (dotted paths create subdocuments).
+fn touch_update(fields: &[String], now: DateTime) -> Result<Update, Reply> {
+    let mut set = Document::new();
+    for f in fields {
+        set.insert(f.clone(), now);
+    }
+    let mut u = Document::new();
+    u.insert("$set", set);
+    update::parse(&u).map_err(err)
+}
+
+/// The fields a touch refreshes: `FIELD name`, or every TTL index's field.
+fn touch_fields(ctx: &Ctx<'_>, db: usize, coll: &str, field: Option<String>) -> Vec<String> {
+    if let Some(f) = field {
+        return vec![f];
+    }
+    let g = ctx.server.store.lock(0);
+    g.dbs[db]
+        .collections
+        .get(coll)
+        .map(|cs| cs.ttl_fields())
+        .unwrap_or_default()
+}
+
+/// Applies `upd` to the document in `slot` and stores it; returns the new document.
+fn touch_slot(
+    cs: &mut CollectionShard,
+    slot: u32,
+    upd: &Update,
+    now: DateTime,
+    max: usize,
+) -> Result<Document, Reply> {
+    let Some(raw) = cs.get(slot) else {
+        return Err(Reply::error("ERR internal: touched document vanished"));
+    };
+    let mut doc = Document::try_from(raw.as_ref())
+        .map_err(|e| Reply::error(format!("ERR cannot decode stored document: {e}")))?;
+    upd.apply(&mut doc, now, false).map_err(err)?;
+    let raw = codec::to_raw(&doc, max).map_err(err)?;
+    cs.replace(slot, raw);
+    Ok(doc)
+}
+
+/// `DOC.TOUCH coll filter [FIELD name] [J]`: MongoDB's
+/// `update(filter, {$set: {accessTime: new Date()}}, {multi: true})` for every TTL field.
+fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let c = match common(args) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let Some(f) = c.rest.first() else {
+        return wrong_arity("doc.touch");
+    };
+    let mut field = None;
+    let mut i = 1;
+    while i < c.rest.len() {
+        if is(&c.rest[i], "FIELD") && i + 1 < c.rest.len() {
+            let name = text(&c.rest[i + 1]);
+            if name.is_empty() || name.starts_with('$') || name == "_id" {
+                return Reply::error(format!("ERR invalid FIELD '{name}'"));
+            }
+            field = Some(name);
+            i += 2;
+        } else if is(&c.rest[i], "J") {
+            i += 1;
+        } else {
+            return syntax_error();
+        }
+    }
+    let filter = match parse_filter(f, &c) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let fields = touch_fields(ctx, db, &c.coll, field);
+    if fields.is_empty() {
+        return Reply::Int(0);
+    }
+    let upd = match touch_update(&fields, c.now) {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let shards: Vec<usize> = match filter.id_equality() {
+        Some(id) => vec![store.shard_of(&keys::encode(id))],
+        None => (0..store.shard_count()).collect(),
+    };
+    let mut n = 0i64;
+    for s in shards {
+        let mut guard = store.lock(s);
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let mut slots = Vec::new();
+        cs.scan(&filter, &mut |slot, _| {
+            slots.push(slot);
+            true
+        });
+        for slot in slots {
+            match touch_slot(cs, slot, &upd, c.now, max) {
+                Ok(_) => n += 1,
+                Err(e) => return e,
+            }
+        }
+    }
+    Reply::Int(n)
+}
+
+/// `FIND … TOUCH`: refreshes the TTL dates of the documents a find returns and replies with
+/// them as refreshed. Each document is touched under its shard's lock, found again by `_id`;
+/// one removed meanwhile (expired or deleted) is left out of the reply.
+fn touch_found(
+    ctx: &Ctx<'_>,
+    db: usize,
+    c: &Common<'_>,
+    found: Vec<(Document, Option<RawDocumentBuf>)>,
+) -> Vec<(Document, Option<RawDocumentBuf>)> {
+    let fields = touch_fields(ctx, db, &c.coll, None);
+    if fields.is_empty() {
+        return found;
+    }
+    let Ok(upd) = touch_update(&fields, c.now) else {
+        return found;
+    };
+    let max = max_doc_size(ctx);
+    let store = &ctx.server.store;
+    let mut out = Vec::with_capacity(found.len());
+    for (doc, raw) in found {
+        let Some(id) = doc.get("_id") else { continue };
+        let key = keys::encode(id);
+        let mut guard = store.lock(store.shard_of(&key));
+        let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
+            continue;
+        };
+        let Some(slot) = cs.slot_of(&key) else {
+            continue;
+        };
+        if !cs.visible(slot, cs.visibility_clock()) {
+            continue;
+        }
+        match touch_slot(cs, slot, &upd, c.now, max) {
+            // The reply carries the refreshed document (raw bytes only when asked for BSON).
+            Ok(new) => {
+                let raw = raw.and_then(|_| cs.get(slot).cloned());
+                out.push((new, raw));
+            }
+            Err(_) => out.push((doc, raw)),
+        }
+    }
+    out
 }

@@ -6,7 +6,7 @@
 //! [`CollectionShard::replace`] and [`CollectionShard::remove`]; every read through
 //! [`CollectionShard::scan`].
 
-use crate::documents::{keys, query::Node, ttl::TtlShard};
+use crate::documents::{keys, query::Node, ttl, ttl::TtlShard};
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 
@@ -31,6 +31,22 @@ pub struct CollectionMeta {}
 pub struct TtlStats {
     pub passes: u64,
     pub deleted_documents: u64,
+}
+
+impl TtlStats {
+    /// The collection's figures from its shards' parts: every shard's monitor passes over
+    /// its part, so a pass of the collection is one every shard has made (the least count);
+    /// deletions add up.
+    pub fn combine(parts: impl IntoIterator<Item = TtlStats>) -> TtlStats {
+        let mut it = parts.into_iter();
+        let Some(first) = it.next() else {
+            return TtlStats::default();
+        };
+        it.fold(first, |a, p| TtlStats {
+            passes: a.passes.min(p.passes),
+            deleted_documents: a.deleted_documents + p.deleted_documents,
+        })
+    }
 }
 
 #[derive(Debug, Default)]
@@ -98,6 +114,9 @@ impl CollectionShard {
             }
         };
         self.index_insert(slot, &doc);
+        for (_, t) in &mut self.ttl {
+            t.on_insert(slot, &doc);
+        }
         self.bytes += doc.as_bytes().len();
         self.slots[slot as usize] = Some(doc);
         self.ids.insert(key, slot);
@@ -118,6 +137,10 @@ impl CollectionShard {
             for ix in &mut self.indexes {
                 ix.on_insert(slot, new);
             }
+            // A TTL wheel moves its entry in place (a touch is O(1)).
+            for (_, t) in &mut self.ttl {
+                t.on_insert(slot, new);
+            }
         }
         Some(old)
     }
@@ -130,8 +153,116 @@ impl CollectionShard {
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old);
         }
+        for (_, t) in &mut self.ttl {
+            t.on_remove(slot);
+        }
         self.free.push(slot);
         Some(old)
+    }
+
+    /// Removes a document because a TTL index says it is due: the one delete path of expiry
+    /// (the monitor, and writes that meet an expired `_id`), so the journal and `doc.expired`
+    /// events see every expiry the same way. Returns the document's `_id`.
+    pub fn expire(&mut self, slot: u32) -> Option<Bson> {
+        let old = self.remove(slot)?;
+        self.ttl_stats.deleted_documents += 1;
+        let id = old
+            .get("_id")
+            .ok()
+            .flatten()
+            .and_then(|v| Bson::try_from(v).ok());
+        Some(id.unwrap_or(Bson::Null))
+    }
+
+    /// One bounded batch of the TTL monitor: removes up to `max` documents due at `now_ms`
+    /// under any TTL index and appends their `_id`s to `expired`. Returns true while more
+    /// are due (the caller releases the shard's lock before the next batch).
+    pub fn expire_due(&mut self, now_ms: i64, max: usize, expired: &mut Vec<Bson>) -> bool {
+        let mut slots = Vec::new();
+        let mut more = false;
+        for (_, t) in &mut self.ttl {
+            if slots.len() >= max {
+                more = true;
+                break;
+            }
+            more |= t.drain_due(now_ms, max - slots.len(), &mut slots);
+        }
+        for slot in slots {
+            // A document due under two TTL indexes comes out of both wheels; the second
+            // `expire` finds the slot empty.
+            if let Some(id) = self.expire(slot) {
+                expired.push(id);
+            }
+        }
+        more
+    }
+
+    /// Under strict reads, removes (as an expiry) the document with `_id` KeyString `key` if
+    /// it is past its deadline, so an insert or upsert of the same `_id` finds it gone, as a
+    /// read would. Returns its `_id` when it did.
+    pub fn expire_if_due(&mut self, key: &[u8]) -> Option<Bson> {
+        let slot = self.slot_of(key)?;
+        if self.visible(slot, self.visibility_clock()) {
+            return None;
+        }
+        self.expire(slot)
+    }
+
+    /// Every stored document with its slot (index builds).
+    pub fn documents(&self) -> impl Iterator<Item = (u32, &RawDocumentBuf)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|d| (i as u32, d)))
+    }
+
+    /// Creates the TTL index `name` on `field` in this shard's part, indexing every document
+    /// already stored, or changes its `expireAfterSeconds` (O(1): the wheel is keyed by the
+    /// stored date, not by the deadline).
+    pub fn set_ttl_index(&mut self, name: &str, field: &str, expire_after_secs: i64, now_ms: i64) {
+        if let Some((_, t)) = self.ttl.iter_mut().find(|(n, _)| n == name) {
+            t.expire_after_secs = expire_after_secs;
+            return;
+        }
+        let mut t = TtlShard::new(field, expire_after_secs, now_ms);
+        for (slot, doc) in self.documents() {
+            t.on_insert(slot, doc);
+        }
+        self.ttl.push((name.to_string(), t));
+    }
+
+    /// The fields of this collection's TTL indexes (what `DOC.TOUCH` refreshes).
+    pub fn ttl_fields(&self) -> Vec<String> {
+        self.ttl.iter().map(|(_, t)| t.field()).collect()
+    }
+
+    /// Drops the TTL index `name`: expiry through it stops. Returns whether it existed.
+    pub fn drop_ttl_index(&mut self, name: &str) -> bool {
+        let before = self.ttl.len();
+        self.ttl.retain(|(n, _)| n != name);
+        self.ttl.len() != before
+    }
+
+    /// The slot of the document whose `_id` KeyString is `key`.
+    pub fn slot_of(&self, key: &[u8]) -> Option<u32> {
+        self.ids.get(key).copied()
+    }
+
+    /// Whether any TTL index says the document in `slot` is due at `now_ms` (a document goes
+    /// when any of them says so).
+    pub fn is_expired(&self, slot: u32, now_ms: i64) -> bool {
+        self.ttl.iter().any(|(_, t)| t.is_expired(slot, now_ms))
+    }
+
+    /// The clock strict reads compare with, or `None` when expired documents stay visible
+    /// until the monitor removes them (no TTL index, or `ttl-strict-reads no`).
+    pub fn visibility_clock(&self) -> Option<i64> {
+        (!self.ttl.is_empty() && ttl::strict_reads()).then(crate::util::now_ms)
+    }
+
+    /// Whether the document in `slot` is visible to reads and writes at `clock`.
+    pub fn visible(&self, slot: u32, clock: Option<i64>) -> bool {
+        clock.is_none_or(|now| !self.is_expired(slot, now))
     }
 
     // Secondary indexes and TTL wheels are kept exact here: every insert, replace and
@@ -149,10 +280,13 @@ impl CollectionShard {
     /// Matching decodes only what the filter's paths reach in the raw BSON, so a scan costs
     /// in proportion to what the filter looks at, not to the document's size.
     pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
+        // Strict TTL reads: a document past its deadline is invisible to every read and
+        // write at once, before the monitor removes it.
+        let clock = self.visibility_clock();
         if let Some(id) = filter.id_equality() {
             if let Some(&slot) = self.ids.get(&keys::encode(id)) {
                 if let Some(raw) = self.get(slot) {
-                    if matches(filter, &filter.field_paths(), raw) {
+                    if self.visible(slot, clock) && matches(filter, &filter.field_paths(), raw) {
                         visit(slot, raw);
                     }
                 }
@@ -162,6 +296,9 @@ impl CollectionShard {
         let fields = filter.field_paths();
         for (slot, cell) in self.slots.iter().enumerate() {
             let Some(raw) = cell else { continue };
+            if !self.visible(slot as u32, clock) {
+                continue;
+            }
             if matches(filter, &fields, raw) && !visit(slot as u32, raw) {
                 return;
             }

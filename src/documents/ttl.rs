@@ -13,6 +13,37 @@
 
 use crate::wheel::{EntryId, Wheel};
 use bson::{RawBsonRef, RawDocument};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// `ttl-strict-reads`, cached for the read path (every scan asks).
+static STRICT_READS: AtomicBool = AtomicBool::new(true);
+
+pub fn strict_reads() -> bool {
+    STRICT_READS.load(Ordering::Relaxed)
+}
+
+/// Follows `ttl-strict-reads` (at start and on `CONFIG SET`).
+pub fn set_strict_reads(on: bool) {
+    STRICT_READS.store(on, Ordering::Relaxed);
+}
+
+/// The `expireAfterSeconds` MongoDB accepts: an integer from 0 to 2^31-1.
+pub fn parse_expire_after(arg: &[u8]) -> Result<i64, String> {
+    let text = std::str::from_utf8(arg).unwrap_or("").trim();
+    match text.parse::<i64>() {
+        Ok(s) if (0..=i32::MAX as i64).contains(&s) => Ok(s),
+        Ok(s) if s < 0 => Err(format!(
+            "ERR expireAfterSeconds must be a non-negative number, got {s}"
+        )),
+        Ok(s) => Err(format!(
+            "ERR expireAfterSeconds must be at most 2147483647, got {s}"
+        )),
+        Err(_) => Err(format!(
+            "ERR expireAfterSeconds must be an integer from 0 to 2147483647, got '{}'",
+            text.chars().take(64).collect::<String>()
+        )),
+    }
+}
 
 /// The wheel's resolution. The monitor sweeps once a minute by default; a one-second tick
 /// keeps the wheel shallow, and strict reads hide a due document to the millisecond anyway.
@@ -48,6 +79,11 @@ impl TtlShard {
             wheel: Wheel::new(TICK_MS, now_ms.saturating_sub(expire_after_secs * 1000)),
             by_slot: Vec::new(),
         }
+    }
+
+    /// The indexed field (dotted).
+    pub fn field(&self) -> String {
+        self.path.join(".")
     }
 
     /// Documents with a date under this index.

@@ -3,6 +3,7 @@
 pub mod client;
 pub mod connection;
 pub mod listener;
+pub mod ttl;
 
 use crate::config::Config;
 use crate::store::Store;
@@ -63,6 +64,8 @@ pub struct Server {
     pub auth_required: AtomicBool,
     /// Resident memory when the server was created (code, runtime, empty tables).
     pub base_memory: u64,
+    /// The TTL monitors' schedule and counters.
+    pub ttl: ttl::TtlMonitors,
 }
 
 impl Server {
@@ -80,6 +83,7 @@ impl Server {
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
         Self::apply_memory_config(&config);
+        crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -97,6 +101,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
             base_memory: crate::commands::server::rss_bytes(),
+            ttl: ttl::TtlMonitors::new(shards),
         })
     }
 
@@ -130,6 +135,7 @@ impl Server {
                 tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
             }
         });
+        ttl::spawn_monitors(self);
     }
 
     /// Pushes the maxmemory settings to the eviction module's cached copies.
@@ -156,6 +162,13 @@ impl Server {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);
         }
+        if name == "ttl-monitor-period" {
+            self.ttl.period_changed();
+        }
+        if name == "ttl-strict-reads" {
+            let on = self.config.read().get_bool("ttl-strict-reads");
+            crate::documents::ttl::set_strict_reads(on);
+        }
     }
 }
 
@@ -177,8 +190,5 @@ fn run_id(seed: u128) -> String {
 }
 
 pub fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::util::now_ms().max(0) as u64
 }

@@ -42,12 +42,7 @@ pub fn hash_key(hasher: &hashbrown::DefaultHashBuilder, key: &[u8]) -> u64 {
 }
 
 /// Current Unix time in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub use crate::util::now_ms;
 
 /// A value in the key space.
 #[derive(Debug, Clone)]

@@ -2,3 +2,12 @@
 
 pub mod glob;
 pub mod num;
+
+/// Wall-clock milliseconds since the Unix epoch: the one clock behind key deadlines, TTL
+/// indexes, `$$NOW` and `TIME`.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

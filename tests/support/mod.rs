@@ -155,3 +155,48 @@ pub fn resp(args: &[&str]) -> Vec<u8> {
     }
     v
 }
+
+/// An error reply put back together as the server sent it ("CODE detail").
+pub fn err_text<T: std::fmt::Debug>(r: redis::RedisResult<T>) -> String {
+    let e = r.expect_err("expected an error");
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    }
+}
+
+/// Sends one command given as words.
+pub fn q<T: redis::FromRedisValue>(
+    c: &mut redis::Connection,
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+}
+
+/// A command whose reply is an array of strings.
+pub fn strs(c: &mut redis::Connection, args: &[&str]) -> Vec<String> {
+    q::<Vec<String>>(c, args).expect("array of strings")
+}
+
+/// A command whose reply is an integer.
+pub fn int(c: &mut redis::Connection, args: &[&str]) -> i64 {
+    q::<i64>(c, args).expect("integer")
+}
+
+/// Polls `f` every 50 ms until it returns true or `secs` pass; returns whether it did.
+pub fn eventually(secs: f64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

