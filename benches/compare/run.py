@@ -640,24 +640,35 @@ def find_key(obj, key):
 
 
 def doc_stats(c, coll):
-    """(count, deletedDocuments of the TTL monitor) from DOC.STATS; None where unknown."""
+    """(count, documents deleted by the TTL monitor) from DOC.STATS, or else from INFO
+    documents (server-wide figures); None where unknown."""
     r = c.call("DOC.STATS", coll)
-    if isinstance(r, RespError) or not isinstance(r, bytes):
+    if isinstance(r, bytes):
+        try:
+            st = json.loads(r)
+        except ValueError:
+            st = None
+        count, deleted = find_key(st, "count"), find_key(st, "deletedDocuments")
+        if isinstance(count, int) or isinstance(deleted, int):
+            return (count if isinstance(count, int) else None,
+                    deleted if isinstance(deleted, int) else None)
+    r = c.call("INFO", "documents")
+    if not isinstance(r, bytes):
         return None, None
+    info = dict(line.split(":", 1) for line in r.decode(errors="replace").splitlines() if ":" in line)
     try:
-        st = json.loads(r)
+        count = int(info["documents"]) if "documents" in info else None
+        deleted = int(info["ttl_deleted_documents"]) if "ttl_deleted_documents" in info else None
     except ValueError:
         return None, None
-    count, deleted = find_key(st, "count"), find_key(st, "deletedDocuments")
-    return (count if isinstance(count, int) else None,
-            deleted if isinstance(deleted, int) else None)
+    return count, deleted
 
 
 def sweep_window(polls, count, total):
     """(start, end, how) of the sweep from (time, count, deleted) polls: from the last poll
     before the TTL monitor's deletions (or the collection size) moved until the poll that saw
     all `count` documents gone. None where the polls cannot tell."""
-    for idx, how in ((2, "DOC.STATS deletedDocuments"), (1, "DOC.STATS count")):
+    for idx, how in ((2, "the TTL monitor's deleted documents"), (1, "the number of documents")):
         vals = [(p[0], p[idx]) for p in polls if p[idx] is not None]
         if len(vals) < 2:
             continue
@@ -769,7 +780,8 @@ def _mass_expiry(tide, quick):
         result["error"] = short(first_err)
         return result
     # Without DOC.STATS figures: the due second and the next two monitor periods.
-    window = window or sweep_window(polls, count, total) or (0.0, 3.0, "assumed (no DOC.STATS)")
+    window = window or sweep_window(polls, count, total) or \
+        (0.0, 3.0, "assumed: neither DOC.STATS nor INFO documents showed the sweep")
     sweep_start, sweep_end, how = window
     result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
     idle = [lat for t, lat in samples if t < min(-0.2, sweep_start)]
@@ -1038,7 +1050,7 @@ def markdown(results):
                       "",
                       f"p99 during / idle: {e['during_p99'] / e['idle_p99']:.2f}. Sweep window: "
                       f"{e['sweep_start_s']:+.2f} s to {e['sweep_end_s']:+.2f} s from the due second "
-                      f"(from {e['sweep_window_from']}); insert rate while loading "
+                      f"(from {e['sweep_window_from']}, polled every 100 ms); insert rate while loading "
                       f"{e['insert_rate']:,.0f} documents/s."]
         lines.append("")
     if "zipf" in results:
