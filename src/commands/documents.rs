@@ -945,17 +945,10 @@ fn touch_update(fields: &[String], now: DateTime) -> Result<Update, Reply> {
     update::parse(&u).map_err(err)
 }
 
-/// The fields a touch refreshes: `FIELD name`, or every TTL index's field.
-fn touch_fields(ctx: &Ctx<'_>, db: usize, coll: &str, field: Option<String>) -> Vec<String> {
-    if let Some(f) = field {
-        return vec![f];
-    }
-    let g = ctx.server.store.lock(0);
-    g.dbs[db]
-        .collections
-        .get(coll)
-        .map(|cs| cs.ttl_fields())
-        .unwrap_or_default()
+/// The update refreshing every TTL index's field of a collection, or `None` without one.
+fn ttl_touch_update(cs: &CollectionShard, now: DateTime) -> Option<Result<Update, Reply>> {
+    let fields = cs.ttl_fields();
+    (!fields.is_empty()).then(|| touch_update(&fields, now))
 }
 
 /// Applies `upd` to the document in `slot` and stores it; returns the new document.
@@ -1008,11 +1001,9 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     let db = ctx.client.db;
-    let fields = touch_fields(ctx, db, &c.coll, field);
-    if fields.is_empty() {
-        return Reply::Int(0);
-    }
-    let upd = match touch_update(&fields, c.now) {
+    // With FIELD the update is known now; otherwise it comes from the TTL indexes, which
+    // every shard's part of the collection lists alike.
+    let given = match field.map(|f| touch_update(&[f], c.now)).transpose() {
         Ok(u) => u,
         Err(e) => return e,
     };
@@ -1028,13 +1019,25 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
             continue;
         };
+        let from_ttl;
+        let upd = match &given {
+            Some(u) => u,
+            None => match ttl_touch_update(cs, c.now) {
+                Some(Ok(u)) => {
+                    from_ttl = u;
+                    &from_ttl
+                }
+                Some(Err(e)) => return e,
+                None => return Reply::Int(0),
+            },
+        };
         let mut slots = Vec::new();
         cs.scan(&filter, &mut |slot, _| {
             slots.push(slot);
             true
         });
         for slot in slots {
-            match touch_slot(cs, slot, &upd, c.now, max) {
+            match touch_slot(cs, slot, upd, c.now, max) {
                 Ok(_) => n += 1,
                 Err(e) => return e,
             }
@@ -1052,13 +1055,6 @@ fn touch_found(
     c: &Common<'_>,
     found: Vec<(Document, Option<RawDocumentBuf>)>,
 ) -> Vec<(Document, Option<RawDocumentBuf>)> {
-    let fields = touch_fields(ctx, db, &c.coll, None);
-    if fields.is_empty() {
-        return found;
-    }
-    let Ok(upd) = touch_update(&fields, c.now) else {
-        return found;
-    };
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
     let mut out = Vec::with_capacity(found.len());
@@ -1075,6 +1071,11 @@ fn touch_found(
         if !cs.visible(slot, cs.visibility_clock()) {
             continue;
         }
+        let Some(Ok(upd)) = ttl_touch_update(cs, c.now) else {
+            // No TTL index: nothing to refresh.
+            out.push((doc, raw));
+            continue;
+        };
         match touch_slot(cs, slot, &upd, c.now, max) {
             // The reply carries the refreshed document (raw bytes only when asked for BSON).
             Ok(new) => {
