@@ -787,7 +787,9 @@ def _mass_expiry(tide, quick):
         (0.0, 3.0, "assumed: neither DOC.STATS nor INFO documents showed the sweep")
     sweep_start, sweep_end, how = window
     result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
-    idle = [lat for t, lat in samples if t < min(-0.2, sweep_start)]
+    # Idle: the last seconds before the due second (not the moments right after the load).
+    idle_end = min(-0.2, sweep_start)
+    idle = [lat for t, lat in samples if idle_end - idle_window <= t < idle_end]
     during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
     result.update(
         samples=samples, polls=polls,
