@@ -790,6 +790,7 @@ def _mass_expiry(tide, quick):
     # Idle: the last seconds before the due second (not the moments right after the load).
     idle_end = min(-0.2, sweep_start)
     idle = [lat for t, lat in samples if idle_end - idle_window <= t < idle_end]
+    result.update(idle_start_s=idle_end - idle_window, idle_end_s=idle_end)
     during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
     result.update(
         samples=samples, polls=polls,
@@ -964,8 +965,8 @@ def latency_svg(res, title):
         out.append(f'<text x="10" y="60">n/a ({esc(res.get("error") or "no samples")})</text></svg>')
         return "\n".join(out) + "\n"
     out.append(f'<text x="10" y="42">DOC.FIND by _id, one request at a time; per 50 ms: p50 (blue), '
-               f'p99 (green), max (orange), log scale; shaded: the sweep of {res["documents"]:,} '
-               f'documents due at t=0</text>')
+               f'p99 (green), max (orange); log scale; shaded: idle, and sweep of '
+               f'{res["documents"]:,} documents due at t=0</text>')
     t_min, t_max = samples[0][0], samples[-1][0]
     buckets = {}
     for t, lat in samples:
@@ -983,6 +984,10 @@ def latency_svg(res, title):
     def y(v):
         return top + ph - (math.log10(max(v, lo)) - math.log10(lo)) / math.log10(hi / lo) * ph
 
+    if res.get("idle_start_s") is not None:
+        i0, i1 = max(t_min, res["idle_start_s"]), res["idle_end_s"]
+        out.append(f'<rect x="{x(i0):.1f}" y="{top}" width="{max(1, x(i1) - x(i0)):.1f}" '
+                   f'height="{ph}" fill="#eaf2f8"/>')
     s0, s1 = res.get("sweep_start_s") or 0.0, res.get("sweep_end_s") or 0.0
     out.append(f'<rect x="{x(s0):.1f}" y="{top}" width="{max(1, x(s1) - x(s0)):.1f}" height="{ph}" '
                f'fill="#fdebd0"/>')
