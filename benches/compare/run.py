@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side measurement of tidecache against redis-server 7.
 
-    python3 benches/compare/run.py            # full run (about 10 minutes on 2 cores)
+    python3 benches/compare/run.py            # full run (5 to 10 minutes on 2 cores)
     python3 benches/compare/run.py --quick    # smoke-sized run (under 2 minutes), used by CI
 
 Builds the release binary, starts `redis-server` and `target/release/tidecache-server` on free
