@@ -529,7 +529,24 @@ def pipe_into(server, path, count, setup=()):
     try:
         return _pipe_into(server, path, count, setup)
     except OSError as e:  # the server died or stopped answering (ConnectionError, timeouts)
-        return None, short("server exited" if not server.alive() else e)
+        return None, short("server exited" if not server.alive() else e), None
+
+
+def used_memory(server):
+    """INFO memory's used_memory (what the server accounts for its data), or None."""
+    c = server.client()
+    try:
+        r = c.call("INFO", "memory")
+    finally:
+        c.close()
+    if isinstance(r, bytes):
+        for line in r.decode(errors="replace").splitlines():
+            if line.startswith("used_memory:"):
+                try:
+                    return int(line.split(":", 1)[1])
+                except ValueError:
+                    return None
+    return None
 
 
 def _pipe_into(server, path, count, setup):
@@ -538,29 +555,32 @@ def _pipe_into(server, path, count, setup):
         r = c.call(*args)
         if isinstance(r, RespError):
             c.close()
-            return None, short(r)
+            return None, short(r), None
     c.close()
     time.sleep(0.3)
     before = server.rss_kib()
+    used_before = used_memory(server)
     with open(path, "rb") as f:
         rc, out, err = run(["redis-cli", "-p", str(server.port), "--pipe"], 600, stdin=f)
     if not server.alive():
-        return None, "server exited"
+        return None, "server exited", None
     if rc is None:
-        return None, err
+        return None, err, None
     errors = replies = None
     for line in out.splitlines():
         if line.startswith("errors:"):
             parts = line.replace(",", "").split()
             errors, replies = int(parts[1]), int(parts[3])
     if errors is None:
-        return None, short(err or out or f"redis-cli exit {rc}")
+        return None, short(err or out or f"redis-cli exit {rc}"), None
     if errors:
         first = next((ln for ln in err.splitlines() if ln.strip()), f"{errors} errors")
-        return None, short(f"{errors}/{replies} errors: {first}")
+        return None, short(f"{errors}/{replies} errors: {first}"), None
     time.sleep(0.5)
     after = server.rss_kib()
-    return (after - before) * 1024 / count, None
+    used_after = used_memory(server)
+    used = None if used_before is None or used_after is None else (used_after - used_before) / count
+    return (after - before) * 1024 / count, None, used
 
 
 def memory(env, quick):
@@ -593,14 +613,15 @@ def memory(env, quick):
         for kind, fname, setup in (("redis", rfile, ()), ("tidecache", tfile, tsetup)):
             if kind == "redis" and rfile == "hashes" and tfile == "docs" and rows:
                 # Redis keeps hashes where tidecache keeps documents: the same load as above.
-                row["redis"], row["redis_error"] = rows[-1]["redis"], rows[-1]["redis_error"]
+                for k in ("redis", "redis_error", "redis_used"):
+                    row[k] = rows[-1][k]
                 continue
             srv = env.redis("memory") if kind == "redis" else env.tide("memory")
             try:
-                per, err = pipe_into(srv, paths[fname], count, setup)
+                per, err, used = pipe_into(srv, paths[fname], count, setup)
             finally:
                 srv.stop()
-            row[kind], row[kind + "_error"] = per, err
+            row[kind], row[kind + "_error"], row[kind + "_used"] = per, err, used
         rows.append(row)
         log(f"  {name:44} {fmt_bytes(row, 'redis'):>12} {fmt_bytes(row, 'tidecache'):>12}")
     for p in paths.values():
@@ -1041,12 +1062,16 @@ def markdown(results):
         lines.append("")
     if "memory" in results:
         lines += ["### Memory (RSS growth per item, bytes)", "",
-                  "| data | redis-server | tidecache | tidecache / redis |",
-                  "| --- | ---: | ---: | ---: |"]
+                  "| data | redis-server | tidecache | tidecache / redis | used_memory per item |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
         for row in results["memory"]:
             r = ratio(row["tidecache"], row["redis"])
+            used = " / ".join("-" if row.get(k + "_used") is None else f"{row[k + '_used']:.1f}"
+                              for k in ("redis", "tidecache"))
             lines.append(f"| {row['workload']} | {fmt_bytes(row, 'redis')} | {fmt_bytes(row, 'tidecache')} | "
-                         f"{'n/a' if r is None else f'{r:.2f}'} |")
+                         f"{'n/a' if r is None else f'{r:.2f}'} | {used} |")
+        lines += ["", "RSS growth (VmRSS after - before) / items; the last column is the growth of "
+                  "INFO memory's used_memory, redis / tidecache, for reference."]
         lines.append("")
     if "expiry" in results:
         e = results["expiry"]
