@@ -437,3 +437,53 @@ fn touch_sets_every_ttl_field_or_just_field() {
     assert!(v["seen"]["last"]["$date"].is_string(), "{d}");
     assert_eq!(int(&mut c, &["DOC.TOUCH", "nothing", "{}"]), 0);
 }
+
+#[test]
+fn monitor_removals_are_announced_as_doc_expired() {
+    let s = TestServer::start(&[
+        "--ttl-monitor-period",
+        "1",
+        "--notify-keyspace-events",
+        "KEx",
+    ]);
+    let mut c = s.conn();
+    let mut sub = s.conn();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("__keyevent@0__:doc.expired")
+        .expect("subscribe");
+    ps.subscribe("__keyspace@0__:sessions").expect("subscribe");
+    ps.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "sessions", "at", "0"]).expect("index");
+    insert(
+        &mut c,
+        "sessions",
+        &[
+            format!(
+                r#"{{"_id":{{"$oid":"507f1f77bcf86cd799439011"}},"at":{}}}"#,
+                date(now_ms() - 1)
+            ),
+            format!(r#"{{"_id":"later","at":{}}}"#, date(now_ms() + 600_000)),
+        ],
+    );
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let m = ps.get_message().expect("doc.expired in time");
+        let payload: String = m.get_payload().expect("payload");
+        got.push((m.get_channel_name().to_string(), payload));
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "__keyevent@0__:doc.expired".to_string(),
+                "sessions".to_string()
+            ),
+            (
+                "__keyspace@0__:sessions".to_string(),
+                r#"{"$oid":"507f1f77bcf86cd799439011"}"#.to_string()
+            ),
+        ]
+    );
+}

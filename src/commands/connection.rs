@@ -230,8 +230,21 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
                         Arg::integer("client-id").with_token("ID").optional(),
                         Arg::string("addr").with_token("ADDR").optional(),
                         Arg::string("laddr").with_token("LADDR").optional(),
+                        Arg::oneof(
+                            "client-type",
+                            &[
+                                Arg::token("normal", "NORMAL"),
+                                Arg::token("master", "MASTER"),
+                                Arg::token("slave", "SLAVE"),
+                                Arg::token("replica", "REPLICA"),
+                                Arg::token("pubsub", "PUBSUB"),
+                            ],
+                        )
+                        .with_token("TYPE")
+                        .optional(),
                         Arg::string("username").with_token("USER").optional(),
                         Arg::string("skipme").with_token("SKIPME").optional(),
+                        Arg::integer("maxage").with_token("MAXAGE").optional(),
                     ],
                 )
                 .multiple(),
@@ -281,7 +294,14 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     },
 ];
 
-fn ping(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() <= 2 && !ctx.client.resp3 && ctx.client.subscriptions() > 0 {
+        // A subscribed RESP2 client gets an array, so it can tell it from a message.
+        return Reply::Array(vec![
+            Reply::bulk_str("pong"),
+            Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
+        ]);
+    }
     match args.len() {
         1 => Reply::Simple("PONG"),
         2 => Reply::Bulk(args[1].clone()),
@@ -404,6 +424,8 @@ fn quit(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
 }
 
 fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    crate::commands::transactions::reset_state(ctx);
+    crate::commands::pubsub::leave_all(ctx);
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp3 = false;
@@ -482,15 +504,38 @@ fn client_line(server: &crate::server::Server, h: &crate::server::client::Client
     } else {
         m.last_cmd
     };
+    let sub = h.sub_count.load(Ordering::Relaxed);
+    let psub = h.psub_count.load(Ordering::Relaxed);
+    let multi = h.multi_len.load(Ordering::Relaxed);
+    // Redis's flag letters: O monitor, P subscribed, x in MULTI; N when none applies.
+    let mut flags = String::new();
+    if h.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
+    if sub + psub > 0 {
+        flags.push('P');
+    }
+    if multi >= 0 {
+        flags.push('x');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll={} omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         h.id,
         h.addr,
         h.laddr,
         m.name,
         h.created.elapsed().as_secs(),
         idle,
+        flags,
         m.db,
+        sub,
+        psub,
+        multi,
+        h.outbox.queued_len(),
+        h.outbox.pending_bytes(),
         cmd,
         m.resp,
         m.lib_name,
@@ -498,27 +543,46 @@ fn client_line(server: &crate::server::Server, h: &crate::server::client::Client
     )
 }
 
-/// Parses a `TYPE` filter of CLIENT LIST / CLIENT KILL; true when it selects normal clients
-/// (the only kind this server has).
-fn client_type_is_normal(arg: &[u8]) -> Result<bool, Reply> {
-    let t = text(arg).to_ascii_lowercase();
-    if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
-        return Err(Reply::error(format!(
+/// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    PubSub,
+    Master,
+}
+
+fn parse_client_type(arg: &[u8]) -> Result<ClientType, Reply> {
+    match text(arg).to_ascii_lowercase().as_str() {
+        "normal" => Ok(ClientType::Normal),
+        "slave" | "replica" => Ok(ClientType::Replica),
+        "pubsub" => Ok(ClientType::PubSub),
+        "master" => Ok(ClientType::Master),
+        _ => Err(Reply::error(format!(
             "ERR Unknown client type '{}'",
             text(arg)
-        )));
+        ))),
     }
-    Ok(t == "normal")
+}
+
+/// The type of a connected client: pubsub while subscribed, else normal (no replication
+/// links exist, and a MONITOR client counts as normal, as in Redis).
+fn client_type(h: &crate::server::client::ClientHandle) -> ClientType {
+    if h.is_pubsub() {
+        ClientType::PubSub
+    } else {
+        ClientType::Normal
+    }
 }
 
 fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut ids: Option<Vec<u64>> = None;
+    let mut ty = None;
     let mut i = 2;
     while i < args.len() {
         if is(&args[i], "TYPE") && i + 1 < args.len() {
-            match client_type_is_normal(&args[i + 1]) {
-                Ok(true) => {}
-                Ok(false) => ids = Some(vec![]),
+            match parse_client_type(&args[i + 1]) {
+                Ok(t) => ty = Some(t),
                 Err(e) => return e,
             }
             i += 2;
@@ -539,7 +603,8 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let mut out = String::new();
     for h in ctx.server.clients.all() {
-        if ids.as_ref().is_none_or(|l| l.contains(&h.id)) {
+        if ids.as_ref().is_none_or(|l| l.contains(&h.id)) && ty.is_none_or(|t| t == client_type(&h))
+        {
             out.push_str(&client_line(ctx.server, &h));
         }
     }
@@ -565,7 +630,8 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let mut id = None;
     let mut addr = None;
     let mut laddr = None;
-    let mut user = None;
+    let mut ty = None;
+    let mut maxage = None;
     let mut skipme = true;
     let mut i = 2;
     while i + 1 < args.len() {
@@ -580,7 +646,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         } else if is(&args[i], "LADDR") {
             laddr = Some(text(v));
         } else if is(&args[i], "USER") {
-            user = Some(text(v));
+            // Only the default user exists.
+            if &v[..] != b"default" {
+                return Reply::error(format!("ERR No such user '{}'", text(v)));
+            }
         } else if is(&args[i], "SKIPME") {
             if is(v, "yes") {
                 skipme = true;
@@ -590,11 +659,14 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 return syntax_error();
             }
         } else if is(&args[i], "TYPE") {
-            match client_type_is_normal(v) {
-                Ok(true) => {}
-                // No client of another type exists: select none.
-                Ok(false) => id = Some(0),
+            match parse_client_type(v) {
+                Ok(t) => ty = Some(t),
                 Err(e) => return e,
+            }
+        } else if is(&args[i], "MAXAGE") {
+            match parse_i64(v) {
+                Some(n) => maxage = Some(n),
+                None => return Reply::error(NOT_AN_INTEGER),
             }
         } else {
             return syntax_error();
@@ -609,7 +681,9 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if id.is_some_and(|id| id != h.id)
             || addr.as_ref().is_some_and(|a| *a != h.addr.to_string())
             || laddr.as_ref().is_some_and(|a| *a != h.laddr.to_string())
-            || user.as_ref().is_some_and(|u| u != "default")
+            || ty.is_some_and(|t| t != client_type(&h))
+            // MAXAGE kills clients at least that many seconds old.
+            || maxage.is_some_and(|m| (h.created.elapsed().as_secs() as i64) < m)
             || (skipme && h.id == ctx.client.id())
         {
             continue;

@@ -5,6 +5,7 @@ use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
 use crate::commands::strings::human_float;
 use crate::commands::{syntax_error, wrong_arity, wrongtype, Ctx};
 use crate::protocol::Reply;
+use crate::server::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::{HashValue, Ttl, Value};
 use crate::util::glob::glob_match;
@@ -324,8 +325,10 @@ fn read_hash(ctx: &mut Ctx<'_>, key: &Bytes, f: impl FnOnce(Option<&HashValue>) 
 fn write_hash(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
+    event: &'static str,
     f: impl FnOnce(&mut HashValue) -> (Reply, bool),
 ) -> Reply {
+    let mut changed = false;
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         match ks.peek(h, key) {
             Some(e) if !matches!(e.value, Value::Hash(_)) => return wrongtype(),
@@ -336,11 +339,18 @@ fn write_hash(
         }
         let r = ks
             .update(h, key, |v| match v {
-                Value::Hash(hv) => f(hv),
+                Value::Hash(hv) => {
+                    let (r, m) = f(hv);
+                    changed = m;
+                    (r, m)
+                }
                 _ => (wrongtype(), false),
             })
             .unwrap_or(Reply::Nil);
         ks.remove_if_empty_hash(h, key);
+        if changed {
+            ctx.server.notify(ctx.client.db, class::HASH, event, key);
+        }
         r
     })
 }
@@ -349,7 +359,7 @@ fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() % 2 == 1 {
         return wrong_arity("hset");
     }
-    write_hash(ctx, &args[1], |hv| {
+    write_hash(ctx, &args[1], "hset", |hv| {
         let mut added = 0;
         for p in args[2..].chunks(2) {
             if hv.insert(&p[0], &p[1]) {
@@ -361,7 +371,7 @@ fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    write_hash(ctx, &args[1], |hv| {
+    write_hash(ctx, &args[1], "hset", |hv| {
         if hv.get(&args[2]).is_some() {
             (Reply::Int(0), false)
         } else {
@@ -420,6 +430,12 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             })
             .unwrap_or(0);
         ks.remove_if_empty_hash(h, key);
+        if n > 0 {
+            ctx.server.notify(ctx.client.db, class::HASH, "hdel", key);
+            if !ks.contains(h, key) {
+                ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
+            }
+        }
         Reply::Int(n as i64)
     })
 }
@@ -457,7 +473,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::error(NOT_AN_INTEGER);
     };
     let field = &args[2];
-    write_hash(ctx, &args[1], |hv| {
+    write_hash(ctx, &args[1], "hincrby", |hv| {
         let cur = match hv.get(field) {
             None => 0,
             Some(v) => match parse_i64(v) {
@@ -481,7 +497,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::error("ERR value is not a valid float");
     };
     let field = &args[2];
-    write_hash(ctx, &args[1], |hv| {
+    write_hash(ctx, &args[1], "hincrbyfloat", |hv| {
         let cur = match hv.get(field) {
             None => 0.0,
             Some(v) => match parse_f64(v) {

@@ -3,6 +3,7 @@
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
 use crate::commands::{is, syntax_error, text, Ctx};
 use crate::protocol::Reply;
+use crate::server::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::keyspace::{now_ms, SEGMENTS};
 use crate::store::{Entry, Ttl};
@@ -451,6 +452,7 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for (i, k) in keys.iter().enumerate() {
         let h = l.hash(i);
         if l.ks(i, db).remove(h, k).is_some() {
+            ctx.server.notify(db, class::GENERIC, "del", k);
             n += 1;
         }
     }
@@ -468,6 +470,7 @@ fn unlink(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         for (i, k) in keys.iter().enumerate() {
             let h = l.hash(i);
             if let Some(e) = l.ks(i, db).remove(h, k) {
+                ctx.server.notify(db, class::GENERIC, "del", k);
                 freed.push(e);
             }
         }
@@ -519,6 +522,8 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
     // The destination is replaced as a whole: deleted first (its own notification), then set.
     dks.remove(hd, dst);
     dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
+    ctx.server.notify(db, class::GENERIC, "rename_from", src);
+    ctx.server.notify(db, class::GENERIC, "rename_to", dst);
     if nx {
         Reply::Int(1)
     } else {
@@ -738,6 +743,7 @@ fn copy_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         dks.remove(hd, dst);
     }
     dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
+    ctx.server.notify(dst_db, class::GENERIC, "copy_to", dst);
     Reply::Int(1)
 }
 
@@ -796,7 +802,10 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bo
         if refused {
             return Reply::Int(0);
         }
+        // A deadline not in the future deletes the key: Redis reports that as `del`.
+        let event = if at <= now_ms() { "del" } else { "expire" };
         ks.set_deadline(h, key, Some(at));
+        ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
         Reply::Int(1)
     })
 }
@@ -855,6 +864,8 @@ fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         match ks.peek(h, key).map(|e| e.deadline()) {
             Some(Some(_)) => {
                 ks.set_deadline(h, key, None);
+                ctx.server
+                    .notify(ctx.client.db, class::GENERIC, "persist", key);
                 Reply::Int(1)
             }
             _ => Reply::Int(0),

@@ -156,6 +156,10 @@ pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
 }
 
 /// Runs one request. `args` is never empty.
+///
+/// The order of checks is Redis 7's `processCommand`: unknown command and arity, NOAUTH,
+/// `NO_MULTI` inside MULTI, the RESP2 subscribed-mode whitelist, then queueing inside MULTI.
+/// Every refusal inside MULTI marks the transaction so EXEC answers EXECABORT.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.server
         .stats
@@ -163,25 +167,105 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         .fetch_add(1, Ordering::Relaxed);
     let spec = match resolve(args) {
         Ok(s) => s,
-        Err(e) => return e,
+        Err(e) => return transactions::refuse(ctx, e),
     };
     if !ctx.client.authenticated
         && !spec.has(flag::NO_AUTH)
         && ctx.server.auth_required.load(Ordering::Relaxed)
     {
-        return Reply::error("NOAUTH Authentication required.");
+        return transactions::refuse(ctx, Reply::error("NOAUTH Authentication required."));
     }
-    ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    let in_multi = ctx.client.multi.is_some();
+    if in_multi && spec.has(flag::NO_MULTI) {
+        return transactions::refuse(
+            ctx,
+            Reply::error("ERR Command not allowed inside a transaction"),
+        );
+    }
     // maxmemory: before anything that writes, evict per the policy; what may grow memory
-    // (DENYOOM) is refused if that cannot get under the limit.
-    if spec.flags & (flag::WRITE | flag::DENYOOM) != 0
+    // (DENYOOM) is refused if that cannot get under the limit. EXEC is checked with the
+    // flags of everything it queued, as Redis does.
+    let flags = match (&ctx.client.multi, spec.name) {
+        (Some(m), "exec") => m.queued.iter().fold(0, |f, (s, _)| f | s.flags),
+        _ => spec.flags,
+    };
+    if flags & (flag::WRITE | flag::DENYOOM) != 0
         && crate::store::eviction::maxmemory() > 0
         && !crate::store::eviction::make_room(&ctx.server.store)
-        && spec.has(flag::DENYOOM)
+        && flags & flag::DENYOOM != 0
     {
-        return Reply::error("OOM command not allowed when used memory > 'maxmemory'.");
+        const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+        if spec.name == "exec" && in_multi {
+            transactions::reset_state(ctx);
+            return Reply::error(format!("EXECABORT Transaction discarded because of: {OOM}"));
+        }
+        return transactions::refuse(ctx, Reply::error(OOM));
     }
-    (spec.handler)(ctx, args)
+    if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
+    {
+        return transactions::refuse(
+            ctx,
+            Reply::error(format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.name
+            )),
+        );
+    }
+    if in_multi && !transactions::runs_inside_multi(spec) {
+        return transactions::queue(ctx, spec, args);
+    }
+    ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    if spec.name == "exec" {
+        // EXEC takes the gate exclusively itself; MONITOR shows it after its commands.
+        let reply = transactions::exec(ctx);
+        if ctx.server.pubsub.monitoring() {
+            feed_monitors(ctx, spec, args);
+        }
+        return reply;
+    }
+    let _shared = ctx.server.exec_gate.shared(ctx.client.id());
+    execute(ctx, spec, args)
+}
+
+/// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
+pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let reply = (spec.handler)(ctx, args);
+    if ctx.server.pubsub.monitoring() && !spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
+        feed_monitors(ctx, spec, args);
+    }
+    reply
+}
+
+#[cold]
+fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
+    let from = ctx.client.handle.addr.to_string();
+    // AUTH and HELLO's AUTH arguments are not shown, as Redis redacts them.
+    let redacted: Vec<Bytes>;
+    let shown = if spec.name == "auth" || spec.name == "hello" {
+        let mut hide = spec.name == "auth";
+        redacted = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if spec.name == "hello" && is(a, "SETNAME") {
+                    hide = false;
+                }
+                let out = if i > 0 && hide {
+                    Bytes::from_static(b"(redacted)")
+                } else {
+                    a.clone()
+                };
+                if spec.name == "hello" && is(a, "AUTH") {
+                    hide = true;
+                }
+                out
+            })
+            .collect();
+        &redacted[..]
+    } else {
+        args
+    };
+    ctx.server.pubsub.feed_monitors(ctx.client.db, &from, shown);
 }
 
 /// The key arguments of a request, per its table entry (`COMMAND GETKEYS`, shard routing).
@@ -200,7 +284,7 @@ pub fn help_reply(container: &str, lines: &[&str]) -> Reply {
     ))];
     out.extend(lines.iter().map(|l| Reply::Status(l.to_string())));
     out.push(Reply::Status("HELP".into()));
-    out.push(Reply::Status("    Print this help.".into()));
+    out.push(Reply::Status("    Prints this help.".into()));
     Reply::Array(out)
 }
 

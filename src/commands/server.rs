@@ -210,6 +210,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: ADMIN,
         acl: &["admin", "slow", "dangerous"],
         summary: "Listens for all requests received by the server in real-time.",
+        handler: monitor,
         ..SRV
     },
 ];
@@ -646,6 +647,10 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     ctx.server.stats.reset();
     ctx.server.store.reset_stats();
+    ctx.server
+        .pubsub
+        .limit_disconnections
+        .store(0, Ordering::Relaxed);
     Reply::ok()
 }
 
@@ -702,6 +707,8 @@ fn flush(ctx: &mut Ctx<'_>, args: &[Bytes], db: Option<usize>) -> Reply {
         Ok(b) => b,
         Err(e) => return e,
     };
+    // WATCHers of keys that exist now see their EXEC fail (Redis's touchAllWatchedKeysInDb).
+    crate::commands::transactions::touch_watched_in(ctx.server, db, None);
     let old = ctx.server.store.flush(db);
     // The data is already unreachable; ASYNC only moves the freeing off this client's path.
     if background {
@@ -739,6 +746,8 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     if a != b {
+        crate::commands::transactions::touch_watched_in(ctx.server, Some(a), Some(b));
+        crate::commands::transactions::touch_watched_in(ctx.server, Some(b), Some(a));
         ctx.server.store.swap_dbs(a, b);
     }
     Reply::ok()
@@ -857,7 +866,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
             kv("blocked_clients", &0);
-            kv("pubsub_clients", &0);
+            kv(
+                "pubsub_clients",
+                &s.clients.all().iter().filter(|c| c.is_pubsub()).count(),
+            );
         }
         "memory" => {
             let rss = rss_bytes();
@@ -896,8 +908,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 "keyspace_misses",
                 &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
             );
-            kv("pubsub_channels", &0);
-            kv("pubsub_patterns", &0);
+            kv("pubsub_channels", &s.pubsub.channel_count());
+            kv("pubsub_patterns", &s.pubsub.numpat());
+            kv(
+                "client_output_buffer_limit_disconnections",
+                &s.pubsub.limit_disconnections.load(Ordering::Relaxed),
+            );
         }
         "replication" => {
             kv("role", &"master");
@@ -946,4 +962,23 @@ fn human(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
+}
+
+/// MONITOR: from now on every command any client runs is pushed to this client as a status
+/// line (see `server::pubsub::PubSub::feed_monitors`). A second MONITOR is ignored, as in
+/// Redis.
+fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx.client.in_exec {
+        return Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    if ctx
+        .client
+        .handle
+        .monitor
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        return Reply::NoReply;
+    }
+    ctx.server.pubsub.start_monitor(&ctx.client.handle);
+    Reply::ok()
 }

@@ -4,6 +4,7 @@ use crate::commands::keys::{parse_expire_option, ExpireOpt};
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
 use crate::commands::{is, syntax_error, wrong_arity, wrongtype, Ctx};
 use crate::protocol::Reply;
+use crate::server::pubsub::class;
 use crate::store::keyspace::now_ms;
 use crate::store::{Ttl, Value};
 use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
@@ -521,7 +522,9 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         match at {
             // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
             Some(at) if at <= now_ms() => {
-                ks.remove(h, key);
+                if ks.remove(h, key).is_some() {
+                    ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
+                }
             }
             _ => {
                 let ttl = match (at, o.keepttl) {
@@ -530,6 +533,11 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     (None, false) => Ttl::Clear,
                 };
                 ks.set(h, key, Value::string(val), ttl);
+                ctx.server.notify(ctx.client.db, class::STRING, "set", key);
+                if at.is_some() {
+                    ctx.server
+                        .notify(ctx.client.db, class::GENERIC, "expire", key);
+                }
             }
         }
         reply_get.unwrap_or(Reply::ok())
@@ -550,9 +558,14 @@ fn setex_generic(ctx: &mut Ctx<'_>, args: &[Bytes], kind: &'static str, cmd: &st
     let (key, val) = (&args[1], &args[3]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         if at <= now_ms() {
-            ks.remove(h, key);
+            if ks.remove(h, key).is_some() {
+                ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
+            }
         } else {
             ks.set(h, key, Value::string(val), Ttl::At(at));
+            ctx.server.notify(ctx.client.db, class::STRING, "set", key);
+            ctx.server
+                .notify(ctx.client.db, class::GENERIC, "expire", key);
         }
         Reply::ok()
     })
@@ -573,6 +586,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return Reply::Int(0);
         }
         ks.set(h, key, Value::string(val), Ttl::Clear);
+        ctx.server.notify(ctx.client.db, class::STRING, "set", key);
         Reply::Int(1)
     })
 }
@@ -584,18 +598,21 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let key = &args[1];
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let v = match ks.get(h, key) {
+        let (v, had_deadline) = match ks.get(h, key) {
             None => return Reply::Nil,
             Some(e) => match e.value.str_bytes() {
                 None => return wrongtype(),
-                Some(b) => b,
+                Some(b) => (b, e.deadline().is_some()),
             },
         };
         if let Some(at) = at {
             // set_deadline deletes the key when the deadline is already past.
+            let event = if at <= now_ms() { "del" } else { "expire" };
             ks.set_deadline(h, key, Some(at));
-        } else if o.persist {
-            ks.set_deadline(h, key, None);
+            ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
+        } else if o.persist && had_deadline && ks.set_deadline(h, key, None) {
+            ctx.server
+                .notify(ctx.client.db, class::GENERIC, "persist", key);
         }
         Reply::Bulk(v)
     })
@@ -612,6 +629,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             },
         };
         ks.remove(h, key);
+        ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
         Reply::Bulk(v)
     })
 }
@@ -627,6 +645,7 @@ fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             },
         };
         ks.set(h, key, Value::string(val), Ttl::Clear);
+        ctx.server.notify(ctx.client.db, class::STRING, "set", key);
         old
     })
 }
@@ -668,6 +687,7 @@ fn mset_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
         let h = l.hash(i);
         l.ks(i, db)
             .set(h, k, Value::string(&args[2 + 2 * i]), Ttl::Clear);
+        ctx.server.notify(db, class::STRING, "set", k);
     }
     if nx {
         Reply::Int(1)
@@ -702,6 +722,8 @@ fn incr_generic(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> Reply {
             return Reply::error("ERR increment or decrement would overflow");
         };
         ks.set(h, key, Value::Int(n), Ttl::Keep);
+        ctx.server
+            .notify(ctx.client.db, class::STRING, "incrby", key);
         Reply::Int(n)
     })
 }
@@ -766,6 +788,8 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         let text = human_float(n);
         ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
+        ctx.server
+            .notify(ctx.client.db, class::STRING, "incrbyfloat", key);
         Reply::bulk(text)
     })
 }
@@ -801,6 +825,9 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 _ => val.len(),
             };
             ks.set(h, key, new, Ttl::Keep);
+            limit_ctx
+                .server
+                .notify(limit_ctx.client.db, class::STRING, "append", key);
             Reply::Int(len as i64)
         })
 }
@@ -890,6 +917,8 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
         ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
+        ctx.server
+            .notify(ctx.client.db, class::STRING, "setrange", key);
         Reply::Int(len as i64)
     })
 }

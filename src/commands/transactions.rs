@@ -1,6 +1,18 @@
-//! Transactions family: MULTI EXEC DISCARD WATCH UNWATCH.
-//! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers land with their issue.
+//! Transactions family: MULTI EXEC DISCARD WATCH UNWATCH, with Redis 7's semantics.
+//!
+//! Inside MULTI, `dispatch` queues commands (`+QUEUED`); a refused command (unknown, wrong
+//! arity, NOAUTH, NO_MULTI) marks the transaction so EXEC answers EXECABORT. EXEC runs the
+//! queue under the server's exec gate held exclusively, so no other client's command runs in
+//! between; a runtime error of one queued command is just its reply. WATCH registers the
+//! client's dirty flag for each key in `Server::watches`; any write, delete, expiry or
+//! eviction of a watched key raises it and EXEC then answers a null array.
 use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::{execute, Ctx};
+use crate::protocol::Reply;
+use crate::server::client::MultiState;
+use crate::server::Server;
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -16,6 +28,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         complexity: "O(1)",
         args: &[],
+        handler: multi,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -31,6 +44,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         complexity: "Depends on commands in the transaction",
         args: &[],
+        handler: exec_handler,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -46,6 +60,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         complexity: "O(N), when N is the number of queued commands",
         args: &[],
+        handler: discard,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -68,6 +83,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             multiple: true,
             args: &[],
         }],
+        handler: watch,
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
@@ -83,6 +99,149 @@ pub static COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         complexity: "O(1)",
         args: &[],
+        handler: unwatch,
         ..CommandSpec::DEFAULT
     },
 ];
+
+/// Commands that run at once inside MULTI instead of being queued (Redis's list).
+pub fn runs_inside_multi(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// A command refused before it ran: inside MULTI the transaction is marked to abort.
+pub fn refuse(ctx: &mut Ctx<'_>, error: Reply) -> Reply {
+    if let Some(m) = ctx.client.multi.as_mut() {
+        m.aborted = true;
+    }
+    error
+}
+
+pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    if let Some(m) = ctx.client.multi.as_mut() {
+        m.queued.push((spec, args.to_vec()));
+        ctx.client
+            .handle
+            .multi_len
+            .store(m.queued.len() as i64, Ordering::Relaxed);
+    }
+    Reply::Simple("QUEUED")
+}
+
+fn multi(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx.client.multi.is_some() {
+        return Reply::error("ERR MULTI calls can not be nested");
+    }
+    ctx.client.multi = Some(MultiState::default());
+    ctx.client.handle.multi_len.store(0, Ordering::Relaxed);
+    Reply::ok()
+}
+
+/// Only reached through `dispatch`, which sends EXEC to [`exec`] before taking the gate.
+fn exec_handler(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    exec(ctx)
+}
+
+pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
+    let Some(m) = ctx.client.multi.take() else {
+        return Reply::error("ERR EXEC without MULTI");
+    };
+    ctx.client.handle.multi_len.store(-1, Ordering::Relaxed);
+    if m.aborted {
+        unwatch_all(ctx);
+        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    let server = ctx.server.clone();
+    let _exclusive = server.exec_gate.exclusive();
+    let dirty = ctx.client.watch_dirty.load(Ordering::Acquire) || watched_key_expired(ctx);
+    unwatch_all(ctx);
+    if dirty {
+        return Reply::NilArray;
+    }
+    let mut replies = Vec::with_capacity(m.queued.len());
+    ctx.client.in_exec = true;
+    for (spec, args) in &m.queued {
+        replies.push(execute(ctx, spec, args));
+    }
+    ctx.client.in_exec = false;
+    Reply::Array(replies)
+}
+
+/// Redis 7 fails EXEC when a watched key that was live at WATCH time has reached its
+/// deadline since, even if nothing has deleted it yet. Looking each key up removes it if it
+/// is due, and that removal raises the dirty flag like any other; WATCH did the same lookup
+/// before registering, so a key already expired then does not count.
+fn watched_key_expired(ctx: &Ctx<'_>) -> bool {
+    for (db, key) in &ctx.client.watched {
+        lazy_expire(ctx.server, *db, key);
+    }
+    ctx.client.watch_dirty.load(Ordering::Acquire)
+}
+
+fn lazy_expire(server: &Server, db: usize, key: &[u8]) {
+    server.store.with_key(db, key, |ks, h| {
+        ks.peek(h, key);
+    });
+}
+
+/// FLUSHDB / FLUSHALL (`db` None = all) and SWAPDB: marks the WATCHers of every watched key
+/// of `db` that exists in `db` or in `other`.
+pub fn touch_watched_in(server: &Server, db: Option<usize>, other: Option<usize>) {
+    server.watches.touch_db(db, |d, key| {
+        let exists = |d: usize| server.store.with_key(d, key, |ks, h| ks.contains(h, key));
+        exists(d) || other.is_some_and(exists)
+    });
+}
+
+fn discard(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    if ctx.client.multi.take().is_none() {
+        return Reply::error("ERR DISCARD without MULTI");
+    }
+    ctx.client.handle.multi_len.store(-1, Ordering::Relaxed);
+    unwatch_all(ctx);
+    Reply::ok()
+}
+
+fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if ctx.client.multi.is_some() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed");
+    }
+    let db = ctx.client.db;
+    for key in &args[1..] {
+        // A key already past its deadline goes now, so its removal does not count later.
+        lazy_expire(ctx.server, db, key);
+        let id = ctx.client.id();
+        if ctx
+            .server
+            .watches
+            .watch(db, key, id, &ctx.client.watch_dirty)
+        {
+            ctx.client.watched.push((db, key.clone()));
+        }
+    }
+    Reply::ok()
+}
+
+fn unwatch(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    unwatch_all(ctx);
+    Reply::ok()
+}
+
+/// Forgets every watched key and clears the dirty flag (EXEC, DISCARD, UNWATCH, RESET,
+/// disconnect).
+pub fn unwatch_all(ctx: &mut Ctx<'_>) {
+    for (db, key) in ctx.client.watched.drain(..) {
+        ctx.server.watches.unwatch(db, &key, ctx.client.handle.id);
+    }
+    ctx.client.watch_dirty.store(false, Ordering::Release);
+}
+
+/// Leaves MULTI and WATCH state entirely (RESET, disconnect).
+pub fn reset_state(ctx: &mut Ctx<'_>) {
+    ctx.client.multi = None;
+    ctx.client.handle.multi_len.store(-1, Ordering::Relaxed);
+    unwatch_all(ctx);
+}

@@ -61,6 +61,16 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// Push frames (and batches of them, as SUBSCRIBE answers) are written even under
+    /// `CLIENT REPLY OFF|SKIP`, as Redis does for pub/sub.
+    pub fn is_push(&self) -> bool {
+        match self {
+            Reply::Push(_) => true,
+            Reply::Multi(items) => !items.is_empty() && items.iter().all(Reply::is_push),
+            _ => false,
+        }
+    }
+
     /// Appends the encoding of this reply to `out`.
     pub fn encode(&self, out: &mut BytesMut, resp3: bool) {
         match self {

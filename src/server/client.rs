@@ -1,10 +1,13 @@
 //! Per-client state. `ClientState` belongs to the connection task alone; the part other
 //! clients may read (`CLIENT LIST`) or act on (`CLIENT KILL`) lives in a shared `ClientHandle`.
 
+use crate::commands::spec::CommandSpec;
+use crate::server::pubsub::Outbox;
+use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -28,6 +31,14 @@ pub struct ClientHandle {
     pub last_active: AtomicU64,
     pub killed: AtomicBool,
     pub kill_notify: Notify,
+    /// Pushed messages (pub/sub, MONITOR) waiting for this client's connection task.
+    pub outbox: Outbox,
+    /// Channel and pattern subscriptions (CLIENT LIST `sub`/`psub`, TYPE pubsub).
+    pub sub_count: AtomicUsize,
+    pub psub_count: AtomicUsize,
+    pub monitor: AtomicBool,
+    /// Commands queued in MULTI, or -1 outside a transaction (CLIENT LIST `multi`).
+    pub multi_len: AtomicI64,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -46,6 +57,16 @@ impl ClientHandle {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill_notify.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Redis's client type, for CLIENT LIST/KILL `TYPE`: pubsub while subscribed, else normal
+    /// (a MONITOR client counts as normal, as in Redis).
+    pub fn is_pubsub(&self) -> bool {
+        self.sub_count.load(Ordering::Relaxed) + self.psub_count.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -71,6 +92,11 @@ impl ClientRegistry {
             last_active: AtomicU64::new(0),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
+            outbox: Outbox::default(),
+            sub_count: AtomicUsize::new(0),
+            psub_count: AtomicUsize::new(0),
+            monitor: AtomicBool::new(false),
+            multi_len: AtomicI64::new(-1),
         });
         self.clients.lock().insert(id, handle.clone());
         handle
@@ -105,6 +131,25 @@ pub struct ClientState {
     pub reply_mode: ReplyMode,
     /// Close the connection once the replies so far are written (QUIT, protocol error).
     pub close_after_reply: bool,
+    /// Subscribed channels and patterns.
+    pub channels: hashbrown::HashSet<Bytes>,
+    pub patterns: hashbrown::HashSet<Bytes>,
+    /// Inside MULTI: the queued commands.
+    pub multi: Option<MultiState>,
+    /// WATCHed keys, and the flag a write to any of them raises.
+    pub watched: Vec<(usize, Bytes)>,
+    pub watch_dirty: Arc<AtomicBool>,
+    /// True while EXEC runs this client's queue (MONITOR refuses to start then, as Redis's
+    /// DENY_BLOCKING rule).
+    pub in_exec: bool,
+}
+
+/// A transaction being queued.
+#[derive(Default)]
+pub struct MultiState {
+    pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
+    /// A queued command was refused (unknown, arity, ...): EXEC will answer EXECABORT.
+    pub aborted: bool,
 }
 
 impl ClientState {
@@ -116,11 +161,22 @@ impl ClientState {
             authenticated,
             reply_mode: ReplyMode::On,
             close_after_reply: false,
+            channels: Default::default(),
+            patterns: Default::default(),
+            multi: None,
+            watched: Vec::new(),
+            watch_dirty: Arc::new(AtomicBool::new(false)),
+            in_exec: false,
         }
     }
 
     pub fn id(&self) -> u64 {
         self.handle.id
+    }
+
+    /// Subscriptions of both kinds (RESP2 subscribed mode while non-zero).
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
     }
 
     /// Publishes the fields CLIENT LIST shows.

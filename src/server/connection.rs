@@ -1,6 +1,12 @@
 //! One connection: read bytes, execute every complete request in the buffer, write all the
 //! replies of that batch with one write, repeat. No shard lock is held across an `.await`:
 //! commands run synchronously between reads and writes.
+//!
+//! The task also wakes when another client pushes to this one's outbox (pub/sub messages,
+//! MONITOR lines): it drains the outbox after each batch, so a message never lands inside a
+//! reply, and it releases the outbox's accounted bytes once they are on the socket. Every
+//! write also races the kill signal, so a client that stopped reading and went over its
+//! output limit is dropped even while its socket is full.
 
 use crate::commands::{dispatch, Ctx};
 use crate::protocol::{parse_request, ParseLimits, ParseState, Reply};
@@ -63,8 +69,10 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     };
                     if skip_this && client.reply_mode == ReplyMode::Skip {
                         client.reply_mode = ReplyMode::On;
-                    } else if client.reply_mode != ReplyMode::Off || matches!(reply, Reply::Push(_))
-                    {
+                        if reply.is_push() {
+                            reply.encode(&mut out, client.resp3);
+                        }
+                    } else if client.reply_mode != ReplyMode::Off || reply.is_push() {
                         reply.encode(&mut out, client.resp3);
                     }
                     if client.close_after_reply || handle.killed.load(Ordering::Relaxed) {
@@ -72,7 +80,9 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         break;
                     }
                     if out.len() >= FLUSH_AT
-                        && write_out(&server, &mut stream, &mut out).await.is_err()
+                        && write_out(&server, &handle, &mut stream, &mut out)
+                            .await
+                            .is_err()
                     {
                         break 'conn;
                     }
@@ -86,7 +96,17 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 }
             }
         }
-        if !out.is_empty() && write_out(&server, &mut stream, &mut out).await.is_err() {
+        // Messages pushed by other clients go after this batch's replies.
+        let (pushed, cost) = handle.outbox.drain();
+        for m in pushed {
+            m.into_reply().encode(&mut out, client.resp3);
+        }
+        let written = out.is_empty()
+            || write_out(&server, &handle, &mut stream, &mut out)
+                .await
+                .is_ok();
+        handle.outbox.written(cost);
+        if !written || handle.is_killed() {
             break;
         }
         if close || server.is_shutting_down() {
@@ -103,8 +123,11 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
             inbuf.reserve(READ_CHUNK);
         }
+        // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they are
+        // expected to sit idle.
+        let exempt = client.subscriptions() > 0 || handle.monitor.load(Ordering::Relaxed);
         let idle = async {
-            if idle_timeout == 0 {
+            if idle_timeout == 0 || exempt {
                 std::future::pending::<()>().await
             } else {
                 tokio::time::sleep(Duration::from_secs(idle_timeout)).await
@@ -113,6 +136,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         tokio::select! {
             biased;
             _ = handle.kill_notify.notified() => break,
+            // Input before pushes: a flood of messages must not keep a subscriber from
+            // being heard (every iteration drains the outbox anyway).
             r = stream.read_buf(&mut inbuf) => match r {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
@@ -120,16 +145,33 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     handle.last_active.store(server.started.elapsed().as_secs(), Ordering::Relaxed);
                 }
             },
+            _ = handle.outbox.notify.notified() => {}
             _ = shutdown.changed() => break,
             _ = idle => break,
         }
     }
-    let _ = stream.shutdown().await;
+    {
+        // Leave pub/sub, MONITOR and WATCH so no one keeps pushing to a closed client.
+        let mut ctx = Ctx {
+            server: &server,
+            client: &mut client,
+        };
+        crate::commands::pubsub::leave_all(&mut ctx);
+        crate::commands::transactions::reset_state(&mut ctx);
+    }
+    let (_, cost) = handle.outbox.drain();
+    handle.outbox.written(cost);
+    if !handle.is_killed() {
+        let _ = stream.shutdown().await;
+    }
     server.clients.unregister(handle.id);
 }
 
+/// Writes `out` unless the client is killed first (a stalled reader must not keep its task,
+/// and the memory it holds, alive).
 async fn write_out(
     server: &Server,
+    handle: &ClientHandle,
     stream: &mut TcpStream,
     out: &mut BytesMut,
 ) -> std::io::Result<()> {
@@ -137,7 +179,12 @@ async fn write_out(
         .stats
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);
-    stream.write_all(out).await?;
+    tokio::select! {
+        r = stream.write_all(out) => r?,
+        _ = handle.kill_notify.notified() => {
+            return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
+        }
+    }
     out.clear();
     Ok(())
 }

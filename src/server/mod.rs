@@ -2,17 +2,22 @@
 
 pub mod client;
 pub mod connection;
+pub mod gate;
 pub mod listener;
+pub mod pubsub;
 pub mod ttl;
+pub mod watches;
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::store::{KeyHooks, Removal, Store};
 use client::ClientRegistry;
 use parking_lot::RwLock;
+use pubsub::PubSub;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
+use watches::Watches;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What `INFO` and `HELLO` report as `redis_version`: clients gate features on it.
@@ -62,6 +67,13 @@ pub struct Server {
     shutting_down: AtomicBool,
     /// `requirepass` is read on every command; cache whether one is set.
     pub auth_required: AtomicBool,
+    /// Channels, patterns, MONITOR clients, keyspace notifications.
+    pub pubsub: Arc<PubSub>,
+    /// WATCHed keys and the dirty flags writes raise.
+    pub watches: Arc<Watches>,
+    /// Ordinary commands hold it shared while they run; EXEC holds it exclusively, so a
+    /// transaction is atomic with respect to every other client (see ARCHITECTURE.md).
+    pub exec_gate: gate::ExecGate,
     /// Resident memory when the server was created (code, runtime, empty tables).
     pub base_memory: u64,
     /// The TTL monitors' schedule and counters.
@@ -85,11 +97,25 @@ impl Server {
         Self::apply_memory_config(&config);
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
+        let pubsub = Arc::new(PubSub::new());
+        let watches = Arc::new(Watches::default());
+        pubsub.configure(
+            config.get("notify-keyspace-events"),
+            config.get("client-output-buffer-limit"),
+        );
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
+        let store = Store::new(shards, databases);
+        let hooks: Arc<dyn KeyHooks> = Arc::new(KeyEvents {
+            pubsub: pubsub.clone(),
+            watches: watches.clone(),
+        });
+        for c in store.counters() {
+            let _ = c.hooks.set(hooks.clone());
+        }
         Arc::new(Server {
-            store: Store::new(shards, databases),
+            store,
             config: RwLock::new(config),
             clients: ClientRegistry::default(),
             stats: Stats::default(),
@@ -100,6 +126,9 @@ impl Server {
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
             auth_required: AtomicBool::new(auth_required),
+            pubsub,
+            watches,
+            exec_gate: gate::ExecGate::default(),
             base_memory: crate::commands::server::rss_bytes(),
             ttl: ttl::TtlMonitors::new(shards),
         })
@@ -169,6 +198,57 @@ impl Server {
             let on = self.config.read().get_bool("ttl-strict-reads");
             crate::documents::ttl::set_strict_reads(on);
         }
+        if name == "notify-keyspace-events" || name == "client-output-buffer-limit" {
+            let cfg = self.config.read();
+            self.pubsub.configure(
+                cfg.get("notify-keyspace-events"),
+                cfg.get("client-output-buffer-limit"),
+            );
+        }
+    }
+
+    /// Publishes a keyspace notification (`notify-keyspace-events`); one atomic load when
+    /// notifications are off. `class` is one of [`pubsub::class`].
+    #[inline]
+    pub fn notify(&self, db: usize, class: u32, event: &str, key: &[u8]) {
+        self.pubsub.notify(db, class, event, key);
+    }
+}
+
+/// The key space's choke points report here: writes touch WATCHers, expiry and eviction
+/// publish their keyspace notifications.
+struct KeyEvents {
+    pubsub: Arc<PubSub>,
+    watches: Arc<Watches>,
+}
+
+impl KeyHooks for KeyEvents {
+    #[inline]
+    fn modified(&self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+    }
+
+    fn removed(&self, db: usize, key: &[u8], why: Removal) {
+        match why {
+            Removal::Expired => self
+                .pubsub
+                .notify(db, pubsub::class::EXPIRED, "expired", key),
+            Removal::Evicted => self
+                .pubsub
+                .notify(db, pubsub::class::EVICTED, "evicted", key),
+            Removal::Deleted => {}
+        }
+    }
+
+    #[inline]
+    fn created(&self, db: usize, key: &[u8]) {
+        self.pubsub.notify(db, pubsub::class::NEW, "new", key);
+    }
+
+    #[inline]
+    fn missed(&self, db: usize, key: &[u8]) {
+        self.pubsub
+            .notify(db, pubsub::class::KEY_MISS, "keymiss", key);
     }
 }
 

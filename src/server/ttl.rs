@@ -1,6 +1,8 @@
 //! Schedules each shard's TTL monitor (the sweeping itself is `store::ttl_monitor`) and keeps
 //! its counters for `INFO documents`.
 
+use crate::documents::codec;
+use crate::server::pubsub::class;
 use crate::server::Server;
 use crate::store::ttl_monitor::{self, Expired};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,7 +96,23 @@ pub async fn pass(server: &Server, shard: usize) {
     server.ttl.passes[shard].fetch_add(1, Ordering::Relaxed);
 }
 
-/// `doc.expired` keyspace events for what expiry removed.
+/// `doc.expired` keyspace events for what expiry removed, one per document: the keyevent
+/// channel `__keyevent@<db>__:doc.expired` carries the collection, the keyspace channel
+/// `__keyspace@<db>__:<collection>` the document's `_id` as Extended JSON. Both are class `x`.
 pub fn publish(server: &Server, expired: &Expired) {
-    let _ = (server, expired);
+    if expired.ids.is_empty() || !server.pubsub.notifies(class::EXPIRED) {
+        return;
+    }
+    let coll = expired.collection.as_bytes();
+    for id in &expired.ids {
+        let id = codec::value_json(id);
+        server.pubsub.notify_with(
+            expired.db,
+            class::EXPIRED,
+            "doc.expired",
+            coll,
+            id.as_bytes(),
+            coll,
+        );
+    }
 }

@@ -264,6 +264,28 @@ pub struct ShardCounters {
     pub evicted: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// WATCH and keyspace notifications, installed once by the server.
+    pub hooks: std::sync::OnceLock<Arc<dyn KeyHooks>>,
+}
+
+/// What the server wants to hear from the key space's choke points: WATCH's dirty flags and
+/// the `expired` / `evicted` keyspace notifications. Called under the shard lock; the
+/// implementation takes only its own leaf locks.
+pub trait KeyHooks: Send + Sync {
+    /// A key was written, deleted, expired or evicted.
+    fn modified(&self, db: usize, key: &[u8]);
+    /// A key left by expiry (lazy or sweep) or eviction.
+    fn removed(&self, db: usize, key: &[u8], why: Removal);
+    /// A key was added.
+    fn created(&self, db: usize, key: &[u8]);
+    /// A read found no key (where `keyspace_misses` counts).
+    fn missed(&self, db: usize, key: &[u8]);
+}
+
+impl std::fmt::Debug for dyn KeyHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyHooks")
+    }
 }
 
 /// Why a key left the key space.
@@ -378,7 +400,18 @@ impl Books {
 
     /// A key was written (created, overwritten, changed in place, its deadline set or
     /// cleared). WATCH and keyspace notifications hook here.
-    fn modified(&mut self, _key: &[u8]) {}
+    /// A key was added to the key space (Redis's `new` keyspace event hooks here).
+    fn created(&mut self, key: &[u8]) {
+        if let Some(h) = self.counters.hooks.get() {
+            h.created(self.db, key);
+        }
+    }
+
+    fn modified(&mut self, key: &[u8]) {
+        if let Some(h) = self.counters.hooks.get() {
+            h.modified(self.db, key);
+        }
+    }
 
     /// A key left the key space; `entry`'s wheel entry is already gone when `drained`.
     /// WATCH and keyspace notifications (`del`, `expired`, `evicted`) hook here.
@@ -400,6 +433,11 @@ impl Books {
             }
             Removal::Evicted => {
                 self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if why != Removal::Deleted {
+            if let Some(h) = self.counters.hooks.get() {
+                h.removed(self.db, &entry.key, why);
             }
         }
         self.modified(&entry.key);
@@ -524,7 +562,12 @@ impl Keyspace {
             let c = &self.books.counters;
             match &found {
                 Some(_) => c.hits.fetch_add(1, Ordering::Relaxed),
-                None => c.misses.fetch_add(1, Ordering::Relaxed),
+                None => {
+                    if let Some(h) = c.hooks.get() {
+                        h.missed(self.books.db, key);
+                    }
+                    c.misses.fetch_add(1, Ordering::Relaxed)
+                }
             };
         }
         let e = found?;
@@ -575,6 +618,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.heap_mem());
+                books.created(key);
                 books.modified(key);
                 None
             }
@@ -611,6 +655,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.heap_mem());
+                books.created(key);
                 books.modified(key);
                 let table_before = seg.allocation_size();
                 seg.insert_unique(hash, e, |x| hash_key(&hasher, &x.key));

@@ -11,7 +11,7 @@ pub mod keyspace;
 pub mod multi;
 pub mod ttl_monitor;
 
-pub use keyspace::{Entry, HashValue, Keyspace, ShardCounters, Ttl, Value};
+pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
 
 use crate::documents::collection::CollectionShard;
 use hashbrown::HashMap;
