@@ -2,8 +2,9 @@
 //! in the key position so cluster-aware clients and `COMMAND GETKEYS` find it.
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
-use crate::commands::{is, syntax_error, text, wrong_arity, Ctx};
+use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
 use crate::documents::collection::{CollectionMeta, CollectionShard};
+use crate::documents::index::ScanStats;
 use crate::documents::projection::Projection;
 use crate::documents::query::{self, Node};
 use crate::documents::sort::Sort;
@@ -152,6 +153,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             Arg::string("name").with_token("NAME").optional(),
             Arg::integer("seconds").with_token("EXPIREAFTER").optional(),
         ],
+        handler: doc_query::doc_createindex,
         ..DOC
     },
     CommandSpec {
@@ -162,6 +164,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Drops an index by name; dropping a TTL index stops expiry through it.",
         complexity: "O(N) where N is the number of entries in the index",
         args: &[COLL, Arg::string("name")],
+        handler: doc_query::doc_dropindex,
         ..DOC
     },
     CommandSpec {
@@ -172,6 +175,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Lists the indexes of a collection as JSON specs (name, key, unique, expireAfterSeconds).",
         complexity: "O(I) where I is the number of indexes",
         args: &[COLL],
+        handler: doc_query::doc_indexes,
         ..DOC
     },
     CommandSpec {
@@ -182,6 +186,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs a query and returns its plan as JSON: plan, index, keysExamined, docsExamined, nReturned, executionTimeMicros, shards.",
         complexity: "The cost of the query it explains",
         args: &[COLL, BSON, FILTER, SORT, SKIP, LIMIT],
+        handler: doc_query::doc_explain,
         ..DOC
     },
     CommandSpec {
@@ -192,6 +197,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         summary: "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.",
         complexity: "O(N) in the documents entering the pipeline",
         args: &[COLL, BSON, Arg::string("pipeline")],
+        handler: doc_query::doc_aggregate,
         ..DOC
     },
     CommandSpec {
@@ -266,15 +272,15 @@ pub static COMMANDS: &[CommandSpec] = &[
 // Handlers. Parsing lives here and stays thin; the semantics live in `crate::documents`.
 
 /// Options shared by the commands: the collection, the BSON flag and the current time.
-struct Common<'a> {
-    coll: String,
-    bson: bool,
+pub(crate) struct Common<'a> {
+    pub(crate) coll: String,
+    pub(crate) bson: bool,
     /// The arguments after the collection and the optional `BSON` flag.
-    rest: &'a [Bytes],
-    now: DateTime,
+    pub(crate) rest: &'a [Bytes],
+    pub(crate) now: DateTime,
 }
 
-fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
+pub(crate) fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     let coll = text(&args[1]);
     // MongoDB's collection name rules: not empty, no `$`, no NUL.
     if coll.is_empty() || coll.contains(['$', '\0']) {
@@ -291,14 +297,14 @@ fn common(args: &[Bytes]) -> Result<Common<'_>, Reply> {
     })
 }
 
-fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
+pub(crate) fn parse_doc(arg: &[u8], c: &Common<'_>) -> Result<Document, Reply> {
     let mut d = codec::parse(arg, c.bson).map_err(err)?;
     codec::replace_now(&mut d, c.now);
     Ok(d)
 }
 
 /// Codec errors come without a prefix; everything from `crate::documents` else has one.
-fn err(e: String) -> Reply {
+pub(crate) fn err(e: String) -> Reply {
     if e.starts_with("ERR ") || e.starts_with("DUPKEY ") {
         Reply::error(e)
     } else {
@@ -306,15 +312,15 @@ fn err(e: String) -> Reply {
     }
 }
 
-fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
+pub(crate) fn parse_filter(arg: &[u8], c: &Common<'_>) -> Result<Node, Reply> {
     query::parse(&parse_doc(arg, c)?).map_err(err)
 }
 
-fn max_doc_size(ctx: &Ctx<'_>) -> usize {
+pub(crate) fn max_doc_size(ctx: &Ctx<'_>) -> usize {
     ctx.server.config.read().get_u64("max-document-size") as usize
 }
 
-fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
+pub(crate) fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
     if bson {
         match raw {
             Some(r) => Reply::bulk(r.into_bytes()),
@@ -375,7 +381,7 @@ fn prepare(ctx: &Ctx<'_>, doc: Document, max: usize) -> Result<Prepared, Reply> 
 
 /// Makes sure every shard has its part of `coll` in `db`, creating the collection (under
 /// all shards' locks, so the metadata is the same everywhere) on first use.
-fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
+pub(crate) fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
     let store = &ctx.server.store;
     if store.lock(0).dbs[db].collections.contains_key(coll) {
         return;
@@ -428,13 +434,40 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         }
     }
-    let shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
-    let mut guards = ctx.server.store.lock_many(&shards);
-    if !guards[0].1.dbs[db].collections.contains_key(&c.coll) {
-        // First insert: create the collection under all shards' locks, then lock again.
-        drop(guards);
-        ensure_collection(ctx, db, &c.coll);
-        guards = ctx.server.store.lock_many(&shards);
+    let store = &ctx.server.store;
+    // A unique secondary index makes an insert hold every shard (a key may collide with a
+    // document anywhere): the catalog is read under the locks, which widen when it has one.
+    let mut all = false;
+    let mut guards = loop {
+        let shards: Vec<usize> = if all {
+            (0..store.shard_count()).collect()
+        } else {
+            batch.iter().map(|p| p.shard).collect()
+        };
+        let guards = store.lock_many(&shards);
+        let unique = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .map(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        match unique {
+            None => {
+                // First insert: create the collection under all shards' locks, then lock again.
+                drop(guards);
+                ensure_collection(ctx, db, &c.coll);
+            }
+            Some(true) if !all => {
+                drop(guards);
+                all = true;
+            }
+            _ => break guards,
+        }
+    };
+    {
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> =
+            batch.iter().map(|p| (&p.raw, None)).collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
     let mut purged = Expired {
@@ -561,7 +594,10 @@ fn run_find(
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
-        cs.scan(&o.filter, &mut |_slot, raw| {
+        // With the sort, an index that provides it lets the shard stop at `skip + limit`.
+        let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
+        let mut stats = ScanStats::default();
+        cs.scan_planned(&o.filter, sort_keys, keep, &mut stats, &mut |_slot, raw| {
             let Ok(doc) = Document::try_from(raw.as_ref()) else {
                 return true;
             };
@@ -787,11 +823,24 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
-    let shards: Vec<usize> = match filter.id_equality() {
-        Some(id) => vec![store.shard_of(&keys::encode(id))],
-        None => (0..store.shard_count()).collect(),
+    // A unique secondary index makes the update hold every shard (see doc_insert).
+    let mut all = doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    let mut guards = loop {
+        let shards: Vec<usize> = match filter.id_equality() {
+            Some(id) if !all => vec![store.shard_of(&keys::encode(id))],
+            _ => (0..store.shard_count()).collect(),
+        };
+        let guards = store.lock_many(&shards);
+        let unique = guards[0].1.dbs[db]
+            .collections
+            .get(&c.coll)
+            .is_some_and(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        if all || !unique || guards.len() == store.shard_count() {
+            break guards;
+        }
+        drop(guards);
+        all = true;
     };
-    let mut guards = store.lock_many(&shards);
     let mut changes: Vec<(usize, u32, Option<RawDocumentBuf>)> = Vec::new();
     let mut matched = 0i64;
     'shards: for (gi, (_, g)) in guards.iter().enumerate() {
@@ -868,11 +917,26 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&p.raw, None)]) {
+            return e;
+        }
+        let Some(cs) = guards[gi].1.dbs[db].collections.get_mut(&c.coll) else {
+            return Reply::error("ERR internal: collection vanished");
+        };
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
         drop(guards);
         ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
+    }
+    {
+        let writes: Vec<(&RawDocumentBuf, Option<(usize, u32)>)> = changes
+            .iter()
+            .filter_map(|(gi, slot, raw)| Some((raw.as_ref()?, Some((guards[*gi].0, *slot)))))
+            .collect();
+        if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
+            return e;
+        }
     }
     for (gi, slot, raw) in changes {
         if let (Some(cs), Some(raw)) = (guards[gi].1.dbs[db].collections.get_mut(&c.coll), raw) {
@@ -906,6 +970,28 @@ fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     ensure_collection(ctx, db, &c.coll);
     let name = format!("{field}_1");
+    // A new TTL index is an ordered index too (it serves queries on its field): created
+    // through the one index path, which also sets up the wheels.
+    let exists = ctx.server.store.lock(0).dbs[db]
+        .collections
+        .get(&c.coll)
+        .is_some_and(|cs| {
+            cs.ordered_index(&name).is_some() || cs.ttl.iter().any(|(n, _)| *n == name)
+        });
+    if !exists {
+        let fields =
+            match crate::documents::index::IndexSpec::parse_keys(&bson::doc! {field.clone(): 1}) {
+                Ok(f) => f,
+                Err(e) => return err(e),
+            };
+        let spec = crate::documents::index::IndexSpec {
+            name,
+            fields,
+            unique: false,
+            expire_after: Some(secs),
+        };
+        return doc_query::create_index(ctx, db, &c.coll, spec);
+    }
     let now = crate::util::now_ms();
     let store = &ctx.server.store;
     let all: Vec<usize> = (0..store.shard_count()).collect();

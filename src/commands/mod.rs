@@ -6,6 +6,7 @@
 //! `COMMAND` and key extraction.
 
 pub mod connection;
+pub mod doc_query;
 pub mod docs;
 pub mod documents;
 pub mod hashes;

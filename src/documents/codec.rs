@@ -79,7 +79,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// serde_json reports line and column; the spec wants a byte offset.
-fn json_error(text: &[u8], e: &serde_json::Error) -> String {
+pub fn json_error(text: &[u8], e: &serde_json::Error) -> String {
     let (line, col) = (e.line(), e.column());
     let mut offset = 0usize;
     let mut cur = 1usize;

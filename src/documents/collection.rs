@@ -6,6 +6,8 @@
 //! [`CollectionShard::replace`] and [`CollectionShard::remove`]; every read through
 //! [`CollectionShard::scan`].
 
+use crate::documents::index::{OrderedIndex, ScanStats};
+use crate::documents::planner::{self, Plan};
 use crate::documents::{keys, query::Node, ttl, ttl::TtlShard};
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
@@ -13,13 +15,39 @@ use hashbrown::HashMap;
 /// A per-shard index structure. Secondary indexes and TTL wheels are added here.
 #[derive(Debug)]
 pub enum IndexShard {
-    /// Keeps the enum inhabited until the first real index kind lands.
-    Placeholder,
+    /// A secondary index (ordered, unique or TTL-serving): see `documents::index`.
+    Ordered(OrderedIndex),
 }
 
 impl IndexShard {
-    fn on_insert(&mut self, _slot: u32, _doc: &RawDocumentBuf) {}
-    fn on_remove(&mut self, _slot: u32, _doc: &RawDocumentBuf) {}
+    fn on_insert(&mut self, slot: u32, doc: &RawDocumentBuf) {
+        match self {
+            IndexShard::Ordered(ix) => {
+                let d = ix.spec.project(doc);
+                ix.insert_doc(slot, &d);
+            }
+        }
+    }
+    fn on_remove(&mut self, slot: u32, doc: &RawDocumentBuf) {
+        match self {
+            IndexShard::Ordered(ix) => {
+                let d = ix.spec.project(doc);
+                ix.remove_doc(slot, &d);
+            }
+        }
+    }
+
+    pub fn as_ordered(&self) -> Option<&OrderedIndex> {
+        match self {
+            IndexShard::Ordered(ix) => Some(ix),
+        }
+    }
+
+    pub fn as_ordered_mut(&mut self) -> Option<&mut OrderedIndex> {
+        match self {
+            IndexShard::Ordered(ix) => Some(ix),
+        }
+    }
 }
 
 /// Collection metadata, identical in every shard's part.
@@ -274,35 +302,94 @@ impl CollectionShard {
     }
 
     /// The one read path: calls `visit(slot, raw)` for each visible document matching
-    /// `filter`, in slot order, until it returns false. An `_id` equality reads the `_id`
-    /// map; everything else scans. (Strict TTL reads and index scans plug in here.)
+    /// `filter` until it returns false. The planner picks how: an `_id` equality reads the
+    /// `_id` map, an indexable filter scans an index, anything else scans the slots in slot
+    /// order. (Strict TTL reads plug in here.)
     ///
     /// Matching decodes only what the filter's paths reach in the raw BSON, so a scan costs
     /// in proportion to what the filter looks at, not to the document's size.
     pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
+        self.scan_planned(filter, &[], None, &mut ScanStats::default(), visit);
+    }
+
+    /// [`CollectionShard::scan`] with the requested sort (which an index may provide), the
+    /// number of matches wanted (`keep`: honoured when there is no sort or the index provides
+    /// it) and the counters `DOC.EXPLAIN` reports. Returns the plan's name, the index used,
+    /// and whether documents came in sort order.
+    pub fn scan_planned(
+        &self,
+        filter: &Node,
+        sort: &[(Vec<String>, bool)],
+        keep: Option<usize>,
+        stats: &mut ScanStats,
+        visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool,
+    ) -> (&'static str, Option<String>, bool) {
+        let ready: Vec<&OrderedIndex> = self
+            .indexes
+            .iter()
+            .filter_map(IndexShard::as_ordered)
+            .filter(|ix| ix.ready)
+            .collect();
         // Strict TTL reads: a document past its deadline is invisible to every read and
         // write at once, before the monitor removes it.
         let clock = self.visibility_clock();
-        if let Some(id) = filter.id_equality() {
-            if let Some(&slot) = self.ids.get(&keys::encode(id)) {
-                if let Some(raw) = self.get(slot) {
-                    if self.visible(slot, clock) && matches(filter, &filter.field_paths(), raw) {
-                        visit(slot, raw);
+        let (plan, sorted) = planner::plan(filter, &ready, sort);
+        let name = plan.name();
+        let keep = keep.filter(|_| sort.is_empty() || sorted);
+        let mut kept = 0usize;
+        let fields = filter.field_paths();
+        let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
+            let Some(raw) = self.get(slot) else {
+                return true;
+            };
+            if !self.visible(slot, clock) {
+                return true;
+            }
+            stats.docs_examined += 1;
+            if !matches(filter, &fields, raw) {
+                return true;
+            }
+            stats.n_returned += 1;
+            kept += 1;
+            visit(slot, raw) && keep.is_none_or(|k| kept < k)
+        };
+        match plan {
+            Plan::IdHack(id) => {
+                if let Some(&slot) = self.ids.get(&keys::encode(id)) {
+                    stats.keys_examined += 1;
+                    fetch(slot, stats);
+                }
+                (name, None, false)
+            }
+            Plan::IxScan { index, bounds } => {
+                let ix = ready[index];
+                let mut st = ScanStats::default();
+                ix.scan(&bounds, &mut st, &mut |slot| fetch(slot, stats));
+                stats.keys_examined += st.keys_examined;
+                (name, Some(ix.spec.name.clone()), sorted)
+            }
+            Plan::CollScan => {
+                for slot in 0..self.slots.len() as u32 {
+                    if self.slots[slot as usize].is_some() && !fetch(slot, stats) {
+                        break;
                     }
                 }
-            }
-            return;
-        }
-        let fields = filter.field_paths();
-        for (slot, cell) in self.slots.iter().enumerate() {
-            let Some(raw) = cell else { continue };
-            if !self.visible(slot as u32, clock) {
-                continue;
-            }
-            if matches(filter, &fields, raw) && !visit(slot as u32, raw) {
-                return;
+                (name, None, false)
             }
         }
+    }
+
+    /// The ordered index named `name`, if any.
+    pub fn ordered_index(&self, name: &str) -> Option<&OrderedIndex> {
+        self.indexes
+            .iter()
+            .filter_map(IndexShard::as_ordered)
+            .find(|ix| ix.spec.name == name)
+    }
+
+    /// Every live slot, for index builds.
+    pub fn slot_count(&self) -> u32 {
+        self.slots.len() as u32
     }
 }
 

@@ -1,11 +1,14 @@
 //! Document collections: BSON documents in collections partitioned across the shards by hash
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
+pub mod aggregate;
 pub mod codec;
 pub mod collection;
+pub mod index;
 pub mod keys;
 pub mod order;
 pub mod path;
+pub mod planner;
 pub mod projection;
 pub mod query;
 pub mod sort;

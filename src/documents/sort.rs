@@ -31,6 +31,11 @@ impl Sort {
         Ok(Sort { keys })
     }
 
+    /// The sort fields and their directions (`true`: ascending), for the planner.
+    pub fn keys(&self) -> &[(Vec<String>, bool)] {
+        &self.keys
+    }
+
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }

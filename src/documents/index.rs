@@ -1,0 +1,977 @@
+//! Secondary indexes: the spec (one struct for ordered, unique and TTL indexes), key
+//! generation with MongoDB's multikey rules, and the per-shard ordered structure.
+//!
+//! An entry is the KeyString of the key fields (a descending field's bytes inverted, which
+//! reverses its order because every KeyString is prefix-free) followed by the document's
+//! slot as 4 big-endian bytes, in a `BTreeSet`: memcmp order is the index order, equal keys
+//! sit together ordered by slot, and a range of the set is a range of the index.
+//!
+//! Missing fields index as null (so `{a: null}` can use the index); an array indexes each of
+//! its elements (multikey) and an empty array as `undefined` (which sorts with null); a
+//! compound key may hold arrays in several fields only when they come from the same array
+//! (`a.b` and `a.c`), otherwise the document is refused with "cannot index parallel arrays".
+
+use crate::documents::keys;
+use crate::documents::path::{self, Leaf};
+use bson::{Bson, Document};
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// The most keys one document may generate in one index (MongoDB has no fixed cap, but a
+/// product of two large arrays is what its parallel-array rule exists to prevent).
+const MAX_KEYS_PER_DOC: usize = 100_000;
+
+/// Entries of bounded size are counted with this overhead on top of their bytes (B-tree
+/// node share and the boxed slice header), for `DOC.STATS`.
+const ENTRY_OVERHEAD: usize = 24;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyField {
+    /// The dotted path as written (`host`, `a.b`).
+    pub name: String,
+    pub path: Vec<String>,
+    pub descending: bool,
+    /// The number as written in the spec (`1`, `-1`), for `DOC.INDEXES` and default names.
+    pub written: Bson,
+}
+
+/// An index as the catalog knows it; identical in every shard. TTL indexes are ordered
+/// indexes with `expire_after` set, so they serve queries on their field too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSpec {
+    pub name: String,
+    pub fields: Vec<KeyField>,
+    pub unique: bool,
+    /// `expireAfterSeconds` of a TTL index.
+    pub expire_after: Option<i64>,
+}
+
+impl IndexSpec {
+    /// Parses a key document (`{"host": 1, "time": -1}`).
+    pub fn parse_keys(keys: &Document) -> Result<Vec<KeyField>, String> {
+        if keys.is_empty() {
+            return Err("ERR Index keys cannot be empty.".into());
+        }
+        if keys.len() > 32 {
+            return Err("ERR Index key pattern has too many fields (the maximum is 32)".into());
+        }
+        let mut fields = Vec::with_capacity(keys.len());
+        for (k, v) in keys {
+            if k.is_empty() || k.starts_with('$') || k.split('.').any(str::is_empty) {
+                return Err(format!(
+                    "ERR Index key contains an illegal field name: '{k}'"
+                ));
+            }
+            let descending = match v {
+                Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => {
+                    match crate::documents::order::as_f64(v) {
+                        Some(f) if f > 0.0 => false,
+                        Some(f) if f < 0.0 => true,
+                        _ => {
+                            return Err(format!(
+                                "ERR Values in the index key pattern can't be 0 or NaN: {k}"
+                            ))
+                        }
+                    }
+                }
+                Bson::String(s) => {
+                    return Err(format!("ERR Unknown index plugin '{s}' (only 1 and -1 key directions are supported)"))
+                }
+                _ => {
+                    return Err(format!(
+                        "ERR Values in v:2 index key pattern cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                        crate::documents::aggregate::expr::type_name(Some(v))
+                    ))
+                }
+            };
+            fields.push(KeyField {
+                name: k.clone(),
+                path: path::split(k),
+                descending,
+                written: v.clone(),
+            });
+        }
+        Ok(fields)
+    }
+
+    /// MongoDB's generated name: `host_1_time_-1`.
+    pub fn default_name(fields: &[KeyField]) -> String {
+        let mut parts = Vec::with_capacity(fields.len() * 2);
+        for f in fields {
+            parts.push(f.name.clone());
+            parts.push(match &f.written {
+                Bson::Int32(i) => i.to_string(),
+                Bson::Int64(i) => i.to_string(),
+                Bson::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => (*d as i64).to_string(),
+                other => crate::documents::codec::value_json(other),
+            });
+        }
+        parts.join("_")
+    }
+
+    /// The part of a stored document the index reads: its key fields' top-level fields,
+    /// decoded from the raw BSON (the rest is never decoded).
+    pub fn project(&self, raw: &bson::RawDocument) -> Document {
+        let mut d = Document::new();
+        for f in &self.fields {
+            let top = &f.path[0];
+            if d.contains_key(top) {
+                continue;
+            }
+            if let Ok(Some(v)) = raw.get(top) {
+                if let Ok(b) = Bson::try_from(v) {
+                    d.insert(top.clone(), b);
+                }
+            }
+        }
+        d
+    }
+
+    /// The key document as written.
+    pub fn key_doc(&self) -> Document {
+        let mut d = Document::new();
+        for f in &self.fields {
+            d.insert(f.name.clone(), f.written.clone());
+        }
+        d
+    }
+
+    /// The spec as `DOC.INDEXES` shows it.
+    pub fn to_doc(&self) -> Document {
+        let mut d = Document::new();
+        d.insert("name", self.name.clone());
+        d.insert("key", self.key_doc());
+        d.insert("unique", self.unique);
+        if let Some(s) = self.expire_after {
+            d.insert("expireAfterSeconds", s);
+        }
+        d
+    }
+
+    /// The same key pattern (names aside).
+    pub fn same_key(&self, fields: &[KeyField]) -> bool {
+        self.fields.len() == fields.len()
+            && self
+                .fields
+                .iter()
+                .zip(fields)
+                .all(|(a, b)| a.name == b.name && a.descending == b.descending)
+    }
+
+    /// The keys of one document: the KeyStrings of every combination of the fields' values,
+    /// sorted and without duplicates, plus each key's values for duplicate-key errors.
+    pub fn keys_of(&self, doc: &Document) -> Result<Vec<Vec<u8>>, String> {
+        self.keys_and_arrays(doc).map(|(k, _)| k)
+    }
+
+    /// [`IndexSpec::keys_of`], and whether some key field held an array.
+    pub fn keys_and_arrays(&self, doc: &Document) -> Result<(Vec<Vec<u8>>, bool), String> {
+        let (per_field, arrays) = self.field_values(doc)?;
+        let mut out: Vec<Vec<u8>> = vec![Vec::new()];
+        for (f, vals) in self.fields.iter().zip(&per_field) {
+            let mut next = Vec::with_capacity(out.len() * vals.len());
+            for prefix in &out {
+                for v in vals {
+                    let mut k = prefix.clone();
+                    let start = k.len();
+                    k.extend_from_slice(v);
+                    if f.descending {
+                        for b in &mut k[start..] {
+                            *b = !*b;
+                        }
+                    }
+                    next.push(k);
+                }
+            }
+            if next.len() > MAX_KEYS_PER_DOC {
+                return Err(format!(
+                    "ERR cannot index parallel arrays: too many index keys for one document in index {}",
+                    self.name
+                ));
+            }
+            out = next;
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok((out, arrays))
+    }
+
+    /// The distinct KeyStrings of each field's values in `doc` (not inverted).
+    fn field_values(&self, doc: &Document) -> Result<(Vec<FieldKeys>, bool), String> {
+        let mut per_field = Vec::with_capacity(self.fields.len());
+        // Where the first array on each multikey field's path sits: arrays from two
+        // different places are parallel arrays.
+        let mut array_at: Option<(&str, Vec<String>)> = None;
+        for f in &self.fields {
+            let mut vals: Vec<Vec<u8>> = Vec::new();
+            let mut multikey = false;
+            path::any_in_doc(doc, &f.path, &mut |leaf| {
+                match leaf {
+                    Leaf::Missing => vals.push(keys::encode(&Bson::Null)),
+                    Leaf::Value(Bson::Array(a)) => {
+                        multikey = true;
+                        if a.is_empty() {
+                            vals.push(keys::encode(&Bson::Undefined));
+                        }
+                    }
+                    Leaf::Value(v) => vals.push(keys::encode(v)),
+                    Leaf::Element(e) => {
+                        multikey = true;
+                        vals.push(keys::encode(e));
+                    }
+                }
+                false
+            });
+            vals.sort_unstable();
+            vals.dedup();
+            if vals.len() > 1 {
+                multikey = true;
+            }
+            if multikey {
+                let at = first_array(doc, &f.path);
+                match &array_at {
+                    Some((other, p)) if *p != at => {
+                        return Err(format!(
+                            "ERR cannot index parallel arrays [{}] [{}]",
+                            other.rsplit('.').next().unwrap_or(other),
+                            f.name.rsplit('.').next().unwrap_or(&f.name)
+                        ))
+                    }
+                    Some(_) => {}
+                    None => array_at = Some((&f.name, at)),
+                }
+            }
+            per_field.push(vals);
+        }
+        Ok((per_field, array_at.is_some()))
+    }
+
+    /// The field values of `doc` for a duplicate-key error: `{ host: "a", time: ... }`.
+    pub fn dup_key_text(&self, doc: &Document) -> String {
+        let parts: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let v = path::get(doc, &f.path).cloned().unwrap_or(Bson::Null);
+                let shown = match &v {
+                    Bson::String(s) => format!("\"{s}\""),
+                    Bson::Int32(i) => i.to_string(),
+                    Bson::Int64(i) => i.to_string(),
+                    Bson::Double(d) => format!("{d}"),
+                    Bson::Null => "null".to_string(),
+                    other => crate::documents::codec::value_json(other),
+                };
+                format!("{}: {shown}", f.name)
+            })
+            .collect();
+        format!("{{ {} }}", parts.join(", "))
+    }
+}
+
+/// The distinct KeyStrings of one key field's values in a document.
+type FieldKeys = Vec<Vec<u8>>;
+
+/// The path prefix down to the first array met along `path` in `doc` (following
+/// subdocuments only), or the whole path.
+fn first_array(doc: &Document, path: &[String]) -> Vec<String> {
+    let mut cur = doc;
+    for (i, p) in path.iter().enumerate() {
+        match cur.get(p) {
+            Some(Bson::Document(d)) => cur = d,
+            Some(Bson::Array(_)) => return path[..=i].to_vec(),
+            _ => break,
+        }
+    }
+    path.to_vec()
+}
+
+/// The end of the range of byte strings that start with `p` (exclusive), or `None` when
+/// every string from `p` on starts with it (all `0xFF`).
+pub fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
+    let mut e = p.to_vec();
+    while let Some(last) = e.pop() {
+        if last != 0xFF {
+            e.push(last + 1);
+            return Some(e);
+        }
+    }
+    None
+}
+
+/// The length of the KeyString value at the start of `b` (`inv`: its bytes are inverted),
+/// following the layout of [`keys::encode_into`].
+pub fn value_len(b: &[u8], inv: bool) -> Option<usize> {
+    let m = if inv { 0xFF } else { 0 };
+    let at = |i: usize| b.get(i).map(|x| x ^ m);
+    let string_end = |from: usize| -> Option<usize> {
+        let mut i = from;
+        loop {
+            match at(i)? {
+                0 => match at(i + 1)? {
+                    0 => return Some(i + 2),
+                    _ => i += 2,
+                },
+                _ => i += 1,
+            }
+        }
+    };
+    let ty = at(0)?.checked_sub(1)?;
+    let body = 1;
+    Some(match ty {
+        0 | 5 | 55 | 127 => body,
+        10 => match at(body)? {
+            0 => body + 1,
+            1 | 3 => body + 9,
+            _ => body + 17,
+        },
+        15 | 60 | 65 => string_end(body)?,
+        20 => {
+            let mut i = body;
+            while at(i)? != 0 {
+                i = string_end(i + 1)?;
+                i += value_len(b.get(i..)?, inv)?;
+            }
+            i + 1
+        }
+        25 => {
+            let mut i = body;
+            while at(i)? != 0 {
+                i += 1;
+                i += value_len(b.get(i..)?, inv)?;
+            }
+            i + 1
+        }
+        30 => {
+            let mut n = [0u8; 4];
+            for (j, x) in n.iter_mut().enumerate() {
+                *x = at(body + j)?;
+            }
+            body + 5 + u32::from_be_bytes(n) as usize
+        }
+        35 => body + 12,
+        40 => body + 1,
+        45 | 47 => body + 8,
+        50 => string_end(string_end(body)?)?,
+        _ => return None,
+    })
+}
+
+/// One interval of one field's values, as KeyStrings (not inverted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interval {
+    pub lo: Vec<u8>,
+    pub lo_incl: bool,
+    pub hi: Vec<u8>,
+    pub hi_incl: bool,
+}
+
+impl Interval {
+    pub fn point(v: &Bson) -> Interval {
+        let k = keys::encode(v);
+        Interval {
+            lo: k.clone(),
+            lo_incl: true,
+            hi: k,
+            hi_incl: true,
+        }
+    }
+
+    /// Every value: MinKey to MaxKey.
+    pub fn all() -> Interval {
+        Interval {
+            lo: keys::encode(&Bson::MinKey),
+            lo_incl: true,
+            hi: keys::encode(&Bson::MaxKey),
+            hi_incl: true,
+        }
+    }
+
+    pub fn is_point(&self) -> bool {
+        self.lo_incl && self.hi_incl && self.lo == self.hi
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self.lo.cmp(&self.hi) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => !(self.lo_incl && self.hi_incl),
+            std::cmp::Ordering::Less => false,
+        }
+    }
+
+    fn contains(&self, k: &[u8]) -> bool {
+        let above = if self.lo_incl {
+            k >= self.lo.as_slice()
+        } else {
+            k > self.lo.as_slice()
+        };
+        let below = if self.hi_incl {
+            k <= self.hi.as_slice()
+        } else {
+            k < self.hi.as_slice()
+        };
+        above && below
+    }
+
+    pub fn intersect(&self, o: &Interval) -> Interval {
+        let (lo, lo_incl) = match self.lo.cmp(&o.lo) {
+            std::cmp::Ordering::Greater => (self.lo.clone(), self.lo_incl),
+            std::cmp::Ordering::Less => (o.lo.clone(), o.lo_incl),
+            std::cmp::Ordering::Equal => (self.lo.clone(), self.lo_incl && o.lo_incl),
+        };
+        let (hi, hi_incl) = match self.hi.cmp(&o.hi) {
+            std::cmp::Ordering::Less => (self.hi.clone(), self.hi_incl),
+            std::cmp::Ordering::Greater => (o.hi.clone(), o.hi_incl),
+            std::cmp::Ordering::Equal => (self.hi.clone(), self.hi_incl && o.hi_incl),
+        };
+        Interval {
+            lo,
+            lo_incl,
+            hi,
+            hi_incl,
+        }
+    }
+
+    /// The interval in a descending field's inverted byte space.
+    fn inverted(&self) -> Interval {
+        let inv = |v: &[u8]| v.iter().map(|b| !b).collect::<Vec<u8>>();
+        Interval {
+            lo: inv(&self.hi),
+            lo_incl: self.hi_incl,
+            hi: inv(&self.lo),
+            hi_incl: self.lo_incl,
+        }
+    }
+}
+
+/// Sorts and merges overlapping intervals; drops empty ones.
+pub fn normalize(mut v: Vec<Interval>) -> Vec<Interval> {
+    v.retain(|i| !i.is_empty());
+    v.sort_by(|a, b| a.lo.cmp(&b.lo).then(b.lo_incl.cmp(&a.lo_incl)));
+    let mut out: Vec<Interval> = Vec::with_capacity(v.len());
+    for i in v {
+        if let Some(last) = out.last_mut() {
+            let touches = match last.hi.cmp(&i.lo) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Equal => last.hi_incl || i.lo_incl,
+                std::cmp::Ordering::Less => false,
+            };
+            if touches {
+                match last.hi.cmp(&i.hi) {
+                    std::cmp::Ordering::Less => {
+                        last.hi = i.hi;
+                        last.hi_incl = i.hi_incl;
+                    }
+                    std::cmp::Ordering::Equal => last.hi_incl |= i.hi_incl,
+                    std::cmp::Ordering::Greater => {}
+                }
+                continue;
+            }
+        }
+        out.push(i);
+    }
+    out
+}
+
+/// Intersects two normalized interval lists.
+pub fn intersect_lists(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let i = x.intersect(y);
+            if !i.is_empty() {
+                out.push(i);
+            }
+        }
+    }
+    normalize(out)
+}
+
+/// What one scan did, for `DOC.EXPLAIN`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    pub n_returned: u64,
+}
+
+impl ScanStats {
+    pub fn add(&mut self, o: &ScanStats) {
+        self.keys_examined += o.keys_examined;
+        self.docs_examined += o.docs_examined;
+        self.n_returned += o.n_returned;
+    }
+}
+
+/// The most byte ranges one scan is split into; beyond, later point fields are checked on
+/// the keys instead of narrowing the ranges.
+const MAX_RANGES: usize = 4096;
+
+/// One shard's part of an ordered index.
+#[derive(Debug)]
+pub struct OrderedIndex {
+    pub spec: Arc<IndexSpec>,
+    entries: BTreeSet<Box<[u8]>>,
+    bytes: usize,
+    /// Whether some document ever held an array in a key field (bounds on one field from two
+    /// predicates cannot then be intersected, nor does index order give sort order).
+    multikey: bool,
+    /// Whether the build has covered every document of the shard; only ready indexes serve
+    /// queries (writes maintain an index from the moment it is attached).
+    pub ready: bool,
+}
+
+fn entry(key: &[u8], slot: u32) -> Box<[u8]> {
+    let mut e = Vec::with_capacity(key.len() + 4);
+    e.extend_from_slice(key);
+    e.extend_from_slice(&slot.to_be_bytes());
+    e.into_boxed_slice()
+}
+
+impl OrderedIndex {
+    pub fn new(spec: Arc<IndexSpec>) -> OrderedIndex {
+        OrderedIndex {
+            spec,
+            entries: BTreeSet::new(),
+            bytes: 0,
+            multikey: false,
+            ready: false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn is_multikey(&self) -> bool {
+        self.multikey
+    }
+
+    /// Approximate memory held, for `DOC.STATS`.
+    pub fn bytes(&self) -> usize {
+        self.bytes + self.entries.len() * ENTRY_OVERHEAD
+    }
+
+    /// Adds a document's keys. Inserting an entry already present is a no-op, which is what
+    /// lets a build run in batches while writes keep the index current.
+    pub fn insert_doc(&mut self, slot: u32, doc: &Document) {
+        // A document the write path accepted always has keys; one that errs (parallel
+        // arrays, checked before the write) is skipped rather than half-indexed.
+        let Ok((keys, arrays)) = self.spec.keys_and_arrays(doc) else {
+            return;
+        };
+        if arrays {
+            self.multikey = true;
+        }
+        for k in keys {
+            let e = entry(&k, slot);
+            let n = e.len();
+            if self.entries.insert(e) {
+                self.bytes += n;
+            }
+        }
+    }
+
+    pub fn remove_doc(&mut self, slot: u32, doc: &Document) {
+        let Ok(keys) = self.spec.keys_of(doc) else {
+            return;
+        };
+        for k in keys {
+            let e = entry(&k, slot);
+            if self.entries.remove(&e) {
+                self.bytes -= e.len();
+            }
+        }
+    }
+
+    /// Whether any of `keys` is held for a slot other than `except`.
+    pub fn has_other(&self, keys: &[Vec<u8>], except: Option<u32>) -> bool {
+        keys.iter().any(|k| {
+            let lo = entry(k, 0);
+            let hi = entry(k, u32::MAX);
+            self.entries
+                .range::<[u8], _>((Bound::Included(&*lo), Bound::Included(&*hi)))
+                .any(|e| {
+                    let slot = u32::from_be_bytes([
+                        e[e.len() - 4],
+                        e[e.len() - 3],
+                        e[e.len() - 2],
+                        e[e.len() - 1],
+                    ]);
+                    Some(slot) != except
+                })
+        })
+    }
+
+    /// Whether any key is held twice (a unique index build's check within one shard).
+    pub fn first_duplicate(&self) -> Option<Vec<u8>> {
+        let mut prev: Option<&[u8]> = None;
+        for e in &self.entries {
+            let k = &e[..e.len() - 4];
+            if prev == Some(k) {
+                return Some(k.to_vec());
+            }
+            prev = Some(k);
+        }
+        None
+    }
+
+    /// Every entry as (key, slot), in order: for cross-shard unique checks.
+    pub fn entries_with_slots(&self) -> impl Iterator<Item = (&[u8], u32)> {
+        self.entries.iter().map(|e| {
+            let n = e.len() - 4;
+            (
+                &e[..n],
+                u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]]),
+            )
+        })
+    }
+
+    /// Scans the index within `bounds` (one normalized interval list per key field, in value
+    /// space) and calls `visit(slot)` for each distinct document whose key lies within every
+    /// field's bounds, in index order, until it returns false. Keys in the scanned ranges
+    /// that fail a later field's bounds are counted as examined but not visited.
+    pub fn scan(
+        &self,
+        bounds: &[Vec<Interval>],
+        stats: &mut ScanStats,
+        visit: &mut dyn FnMut(u32) -> bool,
+    ) {
+        // Oriented bounds: a descending field's intervals inverted and reversed.
+        let oriented: Vec<Vec<Interval>> = self
+            .spec
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let b = bounds
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| vec![Interval::all()]);
+                if f.descending {
+                    b.iter().rev().map(Interval::inverted).collect()
+                } else {
+                    b
+                }
+            })
+            .collect();
+        if oriented.iter().any(Vec::is_empty) {
+            return;
+        }
+        // Leading point fields become key prefixes; the next field's intervals bound them.
+        let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut depth = 0;
+        while depth < oriented.len()
+            && oriented[depth].iter().all(Interval::is_point)
+            && prefixes.len() * oriented[depth].len() <= MAX_RANGES
+        {
+            prefixes = prefixes
+                .iter()
+                .flat_map(|p| {
+                    oriented[depth].iter().map(move |i| {
+                        let mut k = p.clone();
+                        k.extend_from_slice(&i.lo);
+                        k
+                    })
+                })
+                .collect();
+            depth += 1;
+        }
+        type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+        let mut ranges: Vec<Range> = Vec::new();
+        let range_field = (depth < oriented.len()
+            && prefixes.len() * oriented[depth].len() <= MAX_RANGES)
+            .then_some(depth);
+        for p in &prefixes {
+            match range_field {
+                Some(d) => {
+                    for i in &oriented[d] {
+                        let mut lo = p.clone();
+                        lo.extend_from_slice(&i.lo);
+                        let lo = if i.lo_incl {
+                            Bound::Included(lo)
+                        } else {
+                            match prefix_end(&lo) {
+                                Some(e) => Bound::Included(e),
+                                None => continue,
+                            }
+                        };
+                        let mut hi = p.clone();
+                        hi.extend_from_slice(&i.hi);
+                        let hi = if i.hi_incl {
+                            match prefix_end(&hi) {
+                                Some(e) => Bound::Excluded(e),
+                                None => Bound::Unbounded,
+                            }
+                        } else {
+                            Bound::Excluded(hi)
+                        };
+                        ranges.push((lo, hi));
+                    }
+                }
+                None => {
+                    let hi = match prefix_end(p) {
+                        Some(e) => Bound::Excluded(e),
+                        None => Bound::Unbounded,
+                    };
+                    ranges.push((Bound::Included(p.clone()), hi));
+                }
+            }
+        }
+        let checked_from = range_field.map_or(depth, |d| d + 1);
+        let mut seen = hashbrown::HashSet::new();
+        for (lo, hi) in ranges {
+            let lo_ref = match &lo {
+                Bound::Included(v) => Bound::Included(v.as_slice()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let hi_ref = match &hi {
+                Bound::Included(v) => Bound::Included(v.as_slice()),
+                Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            if let (
+                Bound::Included(a) | Bound::Excluded(a),
+                Bound::Included(b) | Bound::Excluded(b),
+            ) = (&lo_ref, &hi_ref)
+            {
+                if a > b {
+                    continue;
+                }
+            }
+            for e in self.entries.range::<[u8], _>((lo_ref, hi_ref)) {
+                stats.keys_examined += 1;
+                let key = &e[..e.len() - 4];
+                if checked_from < oriented.len() && !self.key_within(key, &oriented, checked_from) {
+                    continue;
+                }
+                let slot = u32::from_be_bytes([
+                    e[e.len() - 4],
+                    e[e.len() - 3],
+                    e[e.len() - 2],
+                    e[e.len() - 1],
+                ]);
+                if self.multikey && !seen.insert(slot) {
+                    continue;
+                }
+                if !visit(slot) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether the key's fields from `from` on lie within their oriented bounds.
+    fn key_within(&self, key: &[u8], oriented: &[Vec<Interval>], from: usize) -> bool {
+        let mut at = 0;
+        for (i, f) in self.spec.fields.iter().enumerate() {
+            let Some(len) = key.get(at..).and_then(|rest| value_len(rest, f.descending)) else {
+                return true;
+            };
+            let seg = &key[at..at + len];
+            if i >= from && !oriented[i].iter().any(|iv| iv.contains(seg)) {
+                return false;
+            }
+            at += len;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, oid::ObjectId, DateTime};
+
+    fn spec(keys: Document) -> Arc<IndexSpec> {
+        let fields = IndexSpec::parse_keys(&keys).expect("keys");
+        Arc::new(IndexSpec {
+            name: IndexSpec::default_name(&fields),
+            fields,
+            unique: false,
+            expire_after: None,
+        })
+    }
+
+    fn all_slots(ix: &OrderedIndex, bounds: &[Vec<Interval>]) -> (Vec<u32>, ScanStats) {
+        let mut out = Vec::new();
+        let mut st = ScanStats::default();
+        ix.scan(bounds, &mut st, &mut |s| {
+            out.push(s);
+            true
+        });
+        (out, st)
+    }
+
+    #[test]
+    fn value_len_matches_the_encoding() {
+        let vals = [
+            Bson::MinKey,
+            Bson::MaxKey,
+            Bson::Null,
+            Bson::Int32(5),
+            Bson::Double(f64::NAN),
+            Bson::Double(1e300),
+            Bson::Double(-2.5),
+            Bson::String("a\0b".into()),
+            Bson::String(String::new()),
+            Bson::Document(doc! {"a": 1, "b": {"c": [1, "x", null]}}),
+            Bson::Array(vec![
+                Bson::Int32(1),
+                Bson::Document(doc! {}),
+                Bson::Array(vec![]),
+            ]),
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![0, 255, 7],
+            }),
+            Bson::ObjectId(ObjectId::new()),
+            Bson::Boolean(true),
+            Bson::DateTime(DateTime::from_millis(-5)),
+            Bson::Timestamp(bson::Timestamp {
+                time: 1,
+                increment: 2,
+            }),
+            Bson::RegularExpression(bson::Regex {
+                pattern: "a.*".to_string().try_into().expect("cstr"),
+                options: "i".to_string().try_into().expect("cstr"),
+            }),
+        ];
+        for v in &vals {
+            let mut e = keys::encode(v);
+            let n = e.len();
+            e.extend_from_slice(&[9, 9, 9]);
+            assert_eq!(value_len(&e, false), Some(n), "{v:?}");
+            let inv: Vec<u8> = e.iter().map(|b| !b).collect();
+            assert_eq!(value_len(&inv, true), Some(n), "{v:?} inverted");
+        }
+    }
+
+    #[test]
+    fn names_and_specs() {
+        let f = IndexSpec::parse_keys(&doc! {"host": 1, "time": -1}).expect("keys");
+        assert_eq!(IndexSpec::default_name(&f), "host_1_time_-1");
+        assert!(IndexSpec::parse_keys(&doc! {}).is_err());
+        assert!(IndexSpec::parse_keys(&doc! {"a": 0}).is_err());
+        assert!(IndexSpec::parse_keys(&doc! {"a": "text"}).is_err());
+        assert!(IndexSpec::parse_keys(&doc! {"$a": 1}).is_err());
+        assert!(IndexSpec::parse_keys(&doc! {"a..b": 1}).is_err());
+    }
+
+    #[test]
+    fn multikey_and_parallel_arrays() {
+        let s = spec(doc! {"a": 1, "b": 1});
+        assert_eq!(
+            s.keys_of(&doc! {"a": [1, 2, 2], "b": 3})
+                .expect("keys")
+                .len(),
+            2
+        );
+        assert!(s
+            .keys_of(&doc! {"a": [1, 2], "b": [3, 4]})
+            .expect_err("parallel")
+            .contains("cannot index parallel arrays [a] [b]"));
+        let s = spec(doc! {"x.b": 1, "x.c": 1});
+        assert_eq!(
+            s.keys_of(&doc! {"x": [{"b": 1, "c": 2}, {"b": 3, "c": 4}]})
+                .expect("keys")
+                .len(),
+            4
+        );
+        // Missing is null, an empty array is undefined (which sorts with null).
+        let s = spec(doc! {"a": 1});
+        assert_eq!(
+            s.keys_of(&doc! {}).expect("keys"),
+            vec![keys::encode(&Bson::Null)]
+        );
+        assert_eq!(
+            s.keys_of(&doc! {"a": []}).expect("keys"),
+            vec![keys::encode(&Bson::Null)]
+        );
+    }
+
+    #[test]
+    fn compound_scan_examines_only_the_bounded_keys() {
+        let mut by_host_time = OrderedIndex::new(spec(doc! {"host": 1, "time": 1}));
+        let mut by_time_host = OrderedIndex::new(spec(doc! {"time": 1, "host": 1}));
+        let hosts = ["a", "b", "c", "d"];
+        for i in 0..400u32 {
+            let d = doc! {"host": hosts[(i % 4) as usize], "time": DateTime::from_millis(i as i64 * 1000)};
+            by_host_time.insert_doc(i, &d);
+            by_time_host.insert_doc(i, &d);
+        }
+        let host = vec![Interval::point(&Bson::String("b".into()))];
+        let time = vec![Interval {
+            lo: keys::encode(&Bson::DateTime(DateTime::from_millis(100_000))),
+            lo_incl: true,
+            hi: keys::encode(&Bson::DateTime(DateTime::from_millis(200_000))),
+            hi_incl: false,
+        }];
+        let (a, sa) = all_slots(&by_host_time, &[host.clone(), time.clone()]);
+        let (b, sb) = all_slots(&by_time_host, &[time, host]);
+        let expected: Vec<u32> = (100..200).filter(|i| i % 4 == 1).collect();
+        assert_eq!(a, expected);
+        let mut b_sorted = b.clone();
+        b_sorted.sort_unstable();
+        assert_eq!(b_sorted, expected);
+        assert_eq!(sa.keys_examined, 25);
+        assert_eq!(sb.keys_examined, 100);
+    }
+
+    #[test]
+    fn descending_fields_and_exclusive_bounds() {
+        let mut ix = OrderedIndex::new(spec(doc! {"v": -1}));
+        for i in 0..10u32 {
+            ix.insert_doc(i, &doc! {"v": i as i32});
+        }
+        ix.insert_doc(10, &doc! {"v": "str"});
+        ix.insert_doc(11, &doc! {});
+        let gt3_lte7 = vec![Interval {
+            lo: keys::encode(&Bson::Int32(3)),
+            lo_incl: false,
+            hi: keys::encode(&Bson::Int32(7)),
+            hi_incl: true,
+        }];
+        let (slots, st) = all_slots(&ix, &[gt3_lte7]);
+        assert_eq!(slots, vec![7, 6, 5, 4]);
+        assert_eq!(st.keys_examined, 4);
+        let (slots, _) = all_slots(&ix, &[vec![Interval::point(&Bson::Null)]]);
+        assert_eq!(slots, vec![11]);
+        let (slots, _) = all_slots(&ix, &[vec![Interval::all()]]);
+        assert_eq!(slots.len(), 12);
+        ix.remove_doc(5, &doc! {"v": 5});
+        let (slots, _) = all_slots(&ix, &[vec![Interval::point(&Bson::Int32(5))]]);
+        assert!(slots.is_empty());
+    }
+
+    #[test]
+    fn multikey_scans_visit_each_document_once() {
+        let mut ix = OrderedIndex::new(spec(doc! {"tags": 1}));
+        ix.insert_doc(1, &doc! {"tags": [1, 2, 3]});
+        ix.insert_doc(2, &doc! {"tags": [2]});
+        let (slots, st) = all_slots(&ix, &[vec![Interval::all()]]);
+        assert_eq!(slots, vec![1, 2]);
+        assert_eq!(st.keys_examined, 4);
+        assert!(ix.has_other(&ix.spec.keys_of(&doc! {"tags": 2}).expect("keys"), Some(1)));
+        assert!(!ix.has_other(&ix.spec.keys_of(&doc! {"tags": 3}).expect("keys"), Some(1)));
+    }
+
+    #[test]
+    fn interval_lists_normalize_and_intersect() {
+        let p = |i: i32| Interval::point(&Bson::Int32(i));
+        let l = normalize(vec![p(3), p(1), p(3), p(2)]);
+        assert_eq!(l, vec![p(1), p(2), p(3)]);
+        let r = Interval {
+            lo: keys::encode(&Bson::Int32(2)),
+            lo_incl: true,
+            hi: keys::encode(&Bson::Int32(10)),
+            hi_incl: false,
+        };
+        assert_eq!(intersect_lists(&l, &[r]), vec![p(2), p(3)]);
+    }
+}
