@@ -487,3 +487,71 @@ fn monitor_removals_are_announced_as_doc_expired() {
         ]
     );
 }
+
+#[test]
+fn createindex_expireafter_and_dropping_the_index_stops_expiry() {
+    let s = TestServer::start(&["--ttl-monitor-period", "1"]);
+    let mut c = s.conn();
+    let name: String = q(
+        &mut c,
+        &[
+            "DOC.CREATEINDEX",
+            "ev",
+            r#"{"at":1}"#,
+            "EXPIREAFTER",
+            "3600",
+        ],
+    )
+    .expect("ttl index");
+    assert_eq!(name, "at_1");
+    let specs = strs(&mut c, &["DOC.INDEXES", "ev"]);
+    assert!(
+        specs
+            .iter()
+            .any(|s| s.contains(r#""expireAfterSeconds":3600"#)),
+        "{specs:?}"
+    );
+    for (args, want) in [
+        (vec![r#"{"a":1,"b":1}"#, "EXPIREAFTER", "10"], "compound"),
+        (vec![r#"{"_id":1}"#, "EXPIREAFTER", "10"], "_id"),
+        (
+            vec![r#"{"a":1}"#, "EXPIREAFTER", "-5"],
+            "expireAfterSeconds",
+        ),
+    ] {
+        let mut all = vec!["DOC.CREATEINDEX", "ev"];
+        all.extend(args);
+        let e = err_text(q::<String>(&mut c, &all));
+        assert!(e.contains(want), "{e}");
+    }
+    let now = now_ms();
+    insert(
+        &mut c,
+        "ev",
+        &[
+            format!(r#"{{"_id":1,"at":{}}}"#, date(now - 2 * HOUR)),
+            format!(r#"{{"_id":2,"at":{}}}"#, date(now)),
+        ],
+    );
+    // The TTL index serves queries on its field too.
+    let plan: String = q(
+        &mut c,
+        &[
+            "DOC.EXPLAIN",
+            "ev",
+            &format!(r#"{{"at":{{"$lt":{}}}}}"#, date(now)),
+        ],
+    )
+    .expect("explain");
+    assert!(plan.contains("IXSCAN"), "{plan}");
+    assert!(eventually(5.0, || stored(&mut c, "ev", "{}") == 1));
+    // Dropped: expiry through it stops, strict reads stop hiding.
+    let _: () = q(&mut c, &["DOC.DROPINDEX", "ev", "at_1"]).expect("drop");
+    insert(
+        &mut c,
+        "ev",
+        &[format!(r#"{{"_id":3,"at":{}}}"#, date(now - 2 * HOUR))],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    assert_eq!(count(&mut c, "ev", "{}"), 2);
+}

@@ -132,19 +132,9 @@ fn parse_createindex(args: &[Bytes]) -> Result<IndexSpec, Reply> {
             name = Some(n);
             i += 2;
         } else if is(&args[i], "EXPIREAFTER") && i + 1 < args.len() {
-            match parse_i64(&args[i + 1]) {
-                Some(s) if (0..=i32::MAX as i64).contains(&s) => expire = Some(s),
-                Some(_) => {
-                    return Err(Reply::error(
-                        "ERR expireAfterSeconds must be an integer between 0 and 2147483647",
-                    ))
-                }
-                None => {
-                    return Err(Reply::error(
-                        "ERR expireAfterSeconds must be an integer between 0 and 2147483647",
-                    ))
-                }
-            }
+            expire = Some(
+                crate::documents::ttl::parse_expire_after(&args[i + 1]).map_err(Reply::error)?,
+            );
             i += 2;
         } else {
             return Err(syntax_error());
