@@ -1001,8 +1001,8 @@ def latency_svg(res, title):
     if not samples:
         out.append(f'<text x="10" y="60">n/a ({esc(res.get("error") or "no samples")})</text></svg>')
         return "\n".join(out) + "\n"
-    out.append(f'<text x="10" y="42">DOC.FIND by _id, one request at a time; per 50 ms: p50 (blue), '
-               f'p99 (green), max (orange); log scale; shaded: idle, and sweep of '
+    out.append(f'<text x="10" y="42">DOC.FIND by _id, one at a time; per 50 ms: p50 (blue), '
+               f'p99 (green), max (orange); log scale; shaded: idle, sweep of '
                f'{res["documents"]:,} documents due at t=0</text>')
     t_min, t_max = samples[0][0], samples[-1][0]
     buckets = {}
