@@ -705,7 +705,8 @@ def sweep_window(polls, count, total):
     """(start, end, how) of the sweep from (time, count, deleted) polls: from the last poll
     before the TTL monitor's deletions (or the collection size) moved until the poll that saw
     all `count` documents gone. None where the polls cannot tell."""
-    for idx, how in ((2, "the TTL monitor's deleted documents"), (1, "the number of documents")):
+    for idx, how in ((2, "from the TTL monitor's deleted documents, polled every 100 ms"),
+                     (1, "from the number of documents, polled every 100 ms")):
         vals = [(p[0], p[idx]) for p in polls if p[idx] is not None]
         if len(vals) < 2:
             continue
@@ -821,7 +822,7 @@ def _mass_expiry(tide, quick):
         return result
     # Without DOC.STATS figures: the due second and the next two monitor periods.
     window = window or sweep_window(polls, count, total) or \
-        (0.0, 3.0, "assumed: neither DOC.STATS nor INFO documents showed the sweep")
+        (0.0, 3.0, "assumed: the server's DOC.STATS and INFO documents did not show the sweep")
     sweep_start, sweep_end, how = window
     result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
     # Idle: the last seconds before the due second (not the moments right after the load).
@@ -1103,7 +1104,7 @@ def markdown(results):
                       "",
                       f"p99 during / idle: {e['during_p99'] / e['idle_p99']:.2f}. Sweep window: "
                       f"{e['sweep_start_s']:+.2f} s to {e['sweep_end_s']:+.2f} s from the due second "
-                      f"(from {e['sweep_window_from']}, polled every 100 ms); insert rate while loading "
+                      f"({e['sweep_window_from']}); insert rate while loading "
                       f"{e['insert_rate']:,.0f} documents/s."]
         lines.append("")
     if "zipf" in results:
