@@ -219,14 +219,17 @@ class Server:
         # An empty working directory of its own: a redis-server would load a dump.rdb it
         # found in the current directory and skew every figure.
         self.workdir = tempfile.mkdtemp(prefix=f"{self.kind}-{self.tag}-", dir=OUT)
-        self.proc = subprocess.Popen(
-            self.argv,
-            cwd=self.workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=self.logfile,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=self.logfile,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise HarnessError(f"cannot start {self.kind}: {e}") from e
         SERVERS.append(self)
         deadline = time.time() + 20
         while time.time() < deadline:
