@@ -6,52 +6,9 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use support::TestServer;
+use std::time::Duration;
+use support::{ReferenceRedis, TestServer};
 use tidecache::protocol::request::split_args;
-
-struct Redis(Child);
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn start_redis() -> Option<(Redis, u16)> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let r = Redis(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some((r, port));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
 
 /// Reads one complete RESP reply and returns its bytes.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
@@ -107,10 +64,10 @@ fn run(port: u16, cmds: &[Vec<Vec<u8>>]) -> Vec<Vec<u8>> {
 
 #[test]
 fn same_replies_as_redis() {
-    let Some((_redis, rport)) = start_redis() else {
-        eprintln!("NOTICE: redis-server not on PATH; comparison with Redis skipped");
+    let Some(redis) = ReferenceRedis::start() else {
         return;
     };
+    let rport = redis.port;
     let ours = TestServer::start(&[]);
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/compare");
     let mut files: Vec<_> = std::fs::read_dir(dir)

@@ -3,32 +3,8 @@
 
 mod support;
 
-use redis::{Connection, RedisResult, Value};
-use support::TestServer;
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
-
-fn q<T: redis::FromRedisValue>(c: &mut Connection, args: &[&str]) -> RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(c)
-}
-
-fn strs(c: &mut Connection, args: &[&str]) -> Vec<String> {
-    q::<Vec<String>>(c, args).expect("array of strings")
-}
-
-fn int(c: &mut Connection, args: &[&str]) -> i64 {
-    q::<i64>(c, args).expect("integer")
-}
+use redis::Value;
+use support::{err_text, int, q, strs, TestServer};
 
 #[test]
 fn insert_find_roundtrip_and_ids() {

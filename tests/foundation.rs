@@ -2,17 +2,8 @@
 
 mod support;
 
-use redis::{RedisResult, Value};
-use support::{resp, TestServer};
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    // The redis crate splits "CODE detail"; put it back together.
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
+use redis::Value;
+use support::{err_text, resp, TestServer};
 
 #[test]
 fn ping_echo_and_errors() {

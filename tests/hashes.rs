@@ -2,17 +2,9 @@
 
 mod support;
 
-use redis::{Commands, RedisResult};
+use redis::Commands;
 use std::collections::{HashMap, HashSet};
-use support::TestServer;
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
+use support::{err_text, TestServer};
 
 #[test]
 fn hash_commands() {

@@ -2,20 +2,12 @@
 
 mod support;
 
-use redis::{Commands, RedisResult};
+use redis::Commands;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::TestServer;
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
+use support::{err_text, TestServer};
 
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();

@@ -7,54 +7,8 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{resp, TestServer};
-
-struct Reference {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Reference {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_reference() -> Option<Reference> {
-    let bin = "/usr/bin/redis-server";
-    if !std::path::Path::new(bin).exists() {
-        eprintln!("redis-server not installed: comparison skipped");
-        return None;
-    }
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
-        l.local_addr().ok()?.port()
-    };
-    let child = Command::new(bin)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(Reference { child, port });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
+use std::time::Duration;
+use support::{resp, ReferenceRedis, TestServer};
 
 fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -102,7 +56,7 @@ fn run(port: u16, steps: &[Step<'_>]) -> Vec<Vec<u8>> {
 }
 
 fn compare(name: &str, steps: &[Step<'_>]) {
-    let Some(reference) = start_reference() else {
+    let Some(reference) = ReferenceRedis::start() else {
         return;
     };
     let ours = TestServer::start(&[]);

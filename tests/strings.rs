@@ -3,16 +3,8 @@
 
 mod support;
 
-use redis::{Commands, RedisResult};
-use support::TestServer;
-
-fn err_text<T: std::fmt::Debug>(r: RedisResult<T>) -> String {
-    let e = r.expect_err("expected an error");
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => e.to_string(),
-    }
-}
+use redis::Commands;
+use support::{err_text, TestServer};
 
 #[test]
 fn set_options() {

@@ -171,6 +171,8 @@ pub fn doc_createindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::error(format!("ERR Invalid collection name: '{coll}'"));
     }
     let db = ctx.client.db;
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     create_index(ctx, db, &coll, spec)
 }
 
@@ -223,6 +225,13 @@ pub fn create_index(ctx: &Ctx<'_>, db: usize, coll: &str, spec: IndexSpec) -> Re
         }
         if existing.len() >= 63 {
             return Reply::error("ERR add index fails, too many indexes (the limit is 64)");
+        }
+        let capped = guards[0].1.dbs[db]
+            .collections
+            .get(&coll)
+            .is_some_and(CollectionShard::is_capped);
+        if capped && spec.expire_after.is_some() {
+            return Reply::error(crate::documents::capped::TTL_ON_CAPPED);
         }
         let now = crate::util::now_ms();
         for (_, g) in guards.iter_mut() {
@@ -317,6 +326,10 @@ fn build(ctx: &Ctx<'_>, db: usize, coll: &str, spec: &Arc<IndexSpec>) -> Result<
             Some(ix) => ix.ready = true,
             None => return Err(aborted()),
         }
+        // The built index counts in `used_memory` from now on.
+        if let Some(cs) = g.dbs[db].collections.get_mut(coll) {
+            cs.sync_memory();
+        }
     }
     Ok(())
 }
@@ -379,6 +392,7 @@ fn drop_by_spec(ctx: &Ctx<'_>, db: usize, coll: &str, spec: &Arc<IndexSpec>) {
                     if spec.expire_after.is_some() {
                         cs.drop_ttl_index(&spec.name);
                     }
+                    cs.sync_memory();
                 }
             }
         }
@@ -398,6 +412,7 @@ pub fn doc_dropindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return Reply::error("ERR cannot drop _id index");
     }
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let all: Vec<usize> = (0..store.shard_count()).collect();
     let mut dropped = Vec::new();
     {
@@ -426,6 +441,7 @@ pub fn doc_dropindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     // Dropping a TTL index stops expiry through it.
                     cs.drop_ttl_index(&ix.spec.name);
                 }
+                cs.sync_memory();
                 dropped.extend(gone);
             }
         }
@@ -466,36 +482,6 @@ pub fn doc_indexes(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ))];
     out.extend(specs.iter().map(|d| Reply::bulk(codec::doc_json(d))));
     Reply::Array(out)
-}
-
-/// Index sizes for `DOC.STATS` (which lands with the collection statistics): (name, bytes)
-/// summed over shards, `_id_` first.
-pub fn index_sizes(ctx: &Ctx<'_>, db: usize, coll: &str) -> Vec<(String, usize)> {
-    let mut sizes: Vec<(String, usize)> = Vec::new();
-    ctx.server.store.for_each_shard(|g| {
-        if let Some(cs) = g.dbs[db].collections.get(coll) {
-            // The `_id` map: the KeyString plus the slot and the table's overhead per entry.
-            let id_bytes = cs.len() * 32;
-            match sizes.first_mut() {
-                Some(first) => first.1 += id_bytes,
-                None => sizes.push(("_id_".into(), id_bytes)),
-            }
-            let ordered = cs
-                .indexes
-                .iter()
-                .filter_map(IndexShard::as_ordered)
-                .map(|ix| (&ix.spec.name, ix.bytes()));
-            // A TTL index's wheel counts with its ordered part.
-            let wheels = cs.ttl.iter().map(|(n, t)| (n, t.memory_bytes()));
-            for (name, bytes) in ordered.chain(wheels) {
-                match sizes.iter_mut().find(|(n, _)| n == name) {
-                    Some(e) => e.1 += bytes,
-                    None => sizes.push((name.clone(), bytes)),
-                }
-            }
-        }
-    });
-    sizes
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,6 +549,7 @@ pub fn doc_explain(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let started = Instant::now();
     let shards: Vec<usize> = match o.filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
@@ -709,6 +696,7 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let needed = pipeline.needed_fields();
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),

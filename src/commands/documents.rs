@@ -3,6 +3,8 @@
 
 use crate::commands::spec::{flag, Arg, CommandSpec};
 use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
+use crate::documents::capped::{self, CappedSpec};
+use crate::documents::catalog::Totals;
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use crate::documents::index::ScanStats;
 use crate::documents::projection::Projection;
@@ -202,6 +204,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.create",
+        handler: doc_create,
         arity: -2,
         flags: flag::WRITE | flag::DENYOOM,
         acl: WRITE,
@@ -222,6 +225,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.drop",
+        handler: doc_drop,
         arity: 2,
         flags: flag::WRITE,
         acl: WRITE,
@@ -232,6 +236,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.rename",
+        handler: doc_rename,
         arity: -3,
         flags: flag::WRITE,
         acl: WRITE,
@@ -246,6 +251,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.collections",
+        handler: doc_collections,
         arity: 1,
         flags: flag::READONLY,
         acl: READ,
@@ -258,6 +264,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "doc.stats",
+        handler: doc_stats,
         arity: 2,
         flags: flag::READONLY,
         acl: READ,
@@ -393,10 +400,11 @@ pub(crate) fn ensure_collection(ctx: &Ctx<'_>, db: usize, coll: &str) {
     }
     let meta = CollectionMeta::default();
     for (_, g) in guards.iter_mut() {
+        let part = g.new_collection(meta.clone());
         g.dbs[db]
             .collections
             .entry(coll.to_string())
-            .or_insert_with(|| CollectionShard::new(meta.clone()));
+            .or_insert(part);
     }
 }
 
@@ -435,8 +443,11 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     // A unique secondary index makes an insert hold every shard (a key may collide with a
     // document anywhere): the catalog is read under the locks, which widen when it has one.
+    // So does a capped collection (its bound and insertion order are collection-wide); the
+    // catalog lock keeps the collection as it is meanwhile.
     let mut all = false;
     let mut guards = loop {
         let shards: Vec<usize> = if all {
@@ -445,11 +456,11 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             batch.iter().map(|p| p.shard).collect()
         };
         let guards = store.lock_many(&shards);
-        let unique = guards[0].1.dbs[db]
+        let wide = guards[0].1.dbs[db]
             .collections
             .get(&c.coll)
-            .map(|cs| doc_query::needs_all_shards(&doc_query::specs_of(cs)));
-        match unique {
+            .map(|cs| cs.is_capped() || doc_query::needs_all_shards(&doc_query::specs_of(cs)));
+        match wide {
             None => {
                 // First insert: create the collection under all shards' locks, then lock again.
                 drop(guards);
@@ -467,6 +478,14 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             batch.iter().map(|p| (&p.raw, None)).collect();
         if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &writes) {
             return e;
+        }
+    }
+    let capped = capped_of(&guards, db, &c.coll);
+    if let Some(spec) = &capped {
+        for p in &batch {
+            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
+                return err(e);
+            }
         }
     }
     let pos = |s: usize, g: &[(usize, _)]| g.iter().position(|(i, _)| *i == s);
@@ -502,6 +521,9 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         cs.insert(p.key, p.raw);
         ids.push(id_reply(&p.id));
     }
+    if capped.is_some() {
+        enforce_capped(&mut guards, db, &c.coll);
+    }
     drop(guards);
     ttl::publish(ctx.server, &purged);
     Reply::Array(ids)
@@ -515,6 +537,8 @@ struct FindOpts {
     skip: usize,
     limit: Option<usize>,
     touch: bool,
+    /// `SORT {"$natural": -1}`: newest first (see `run_find`).
+    reverse: bool,
 }
 
 fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
@@ -529,6 +553,7 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
         skip: 0,
         limit: None,
         touch: false,
+        reverse: false,
     };
     let mut i = 1;
     let rest = c.rest;
@@ -541,7 +566,10 @@ fn parse_find(c: &Common<'_>, one: bool) -> Result<FindOpts, Reply> {
             i += 2;
         } else if is(a, "SORT") && has_val {
             let d = parse_doc(&rest[i + 1], c)?;
-            o.sort = Some(Sort::parse(&d).map_err(err)?);
+            match capped::natural_sort(&d).map_err(err)? {
+                Some(reverse) => o.reverse = reverse,
+                None => o.sort = Some(Sort::parse(&d).map_err(err)?),
+            }
             i += 2;
         } else if !one && is(a, "SKIP") && has_val {
             match parse_i64(&rest[i + 1]) {
@@ -586,6 +614,7 @@ fn run_find(
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
     };
+    let mut natural = false;
     // (sort key, shard, slot order) keeps the merge stable and deterministic.
     let mut found: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
     for s in shards {
@@ -594,41 +623,68 @@ fn run_find(
             continue;
         };
         let mut mine: Vec<(Vec<Bson>, Document, Option<RawDocumentBuf>)> = Vec::new();
+        // An unsorted find of a capped collection returns insertion order: the key is the
+        // document's sequence, and every shard's matches are merged by it (so no shard may
+        // stop at its first `skip + limit` matches in storage order; nor for `$natural: -1`).
+        natural = o.sort.is_none() && cs.is_capped();
+        let scan_keep = keep.filter(|_| !natural && !o.reverse);
         // With the sort, an index that provides it lets the shard stop at `skip + limit`.
         let sort_keys = o.sort.as_ref().map(|s| s.keys()).unwrap_or_default();
         let mut stats = ScanStats::default();
-        cs.scan_planned(&o.filter, sort_keys, keep, &mut stats, &mut |_slot, raw| {
-            let Ok(doc) = Document::try_from(raw.as_ref()) else {
-                return true;
-            };
-            let key = o.sort.as_ref().map(|s| s.key(&doc)).unwrap_or_default();
-            // The stored bytes are only copied when they are the reply (BSON, no projection).
-            mine.push((key, doc, keep_raw.then(|| raw.clone())));
-            match (&o.sort, keep) {
-                // Unsorted: the first `skip + limit` matches of the shard are enough.
-                (None, Some(k)) => mine.len() < k,
-                (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
-                    mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
-                    mine.truncate(k);
-                    true
+        cs.scan_planned(
+            &o.filter,
+            sort_keys,
+            scan_keep,
+            &mut stats,
+            &mut |slot, raw| {
+                let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                    return true;
+                };
+                let key = match &o.sort {
+                    Some(s) => s.key(&doc),
+                    None if natural => vec![Bson::Int64(cs.order.seq_of(slot) as i64)],
+                    None => Vec::new(),
+                };
+                // The stored bytes are only copied when they are the reply (BSON, no projection).
+                mine.push((key, doc, keep_raw.then(|| raw.clone())));
+                match (&o.sort, keep) {
+                    // Unsorted: the first `skip + limit` matches of the shard are enough.
+                    (None, Some(k)) if !natural && !o.reverse => mine.len() < k,
+                    (None, Some(k)) if natural && mine.len() >= 2 * k.max(16) => {
+                        natural_order(&mut mine, o.reverse);
+                        mine.truncate(k);
+                        true
+                    }
+                    (Some(sort), Some(k)) if mine.len() >= 2 * k.max(16) => {
+                        mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+                        mine.truncate(k);
+                        true
+                    }
+                    _ => true,
                 }
-                _ => true,
-            }
-        });
+            },
+        );
         drop(guard);
         if let Some(sort) = &o.sort {
             mine.sort_by(|a, b| sort.compare(&a.0, &b.0));
+        } else if natural {
+            natural_order(&mut mine, o.reverse);
         }
-        if let Some(k) = keep {
+        if let Some(k) = keep.filter(|_| natural || !o.reverse) {
             mine.truncate(k);
         }
         found.extend(mine);
-        if o.sort.is_none() && keep.is_some_and(|k| found.len() >= k) {
+        if o.sort.is_none() && !natural && !o.reverse && keep.is_some_and(|k| found.len() >= k) {
             break;
         }
     }
     if let Some(sort) = &o.sort {
         found.sort_by(|a, b| sort.compare(&a.0, &b.0));
+    } else if natural {
+        natural_order(&mut found, o.reverse);
+    } else if o.reverse {
+        // Natural order of an uncapped collection is storage order (shard, then slot).
+        found.reverse();
     }
     let it = found.into_iter().skip(o.skip);
     let it: Box<dyn Iterator<Item = _>> = match o.limit {
@@ -654,6 +710,8 @@ fn doc_find(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     let mut found = run_find(
         ctx,
         ctx.client.db,
@@ -681,6 +739,8 @@ fn doc_findone(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(o) => o,
         Err(e) => return e,
     };
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     let mut found = run_find(
         ctx,
         ctx.client.db,
@@ -711,6 +771,7 @@ fn doc_count(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
@@ -759,6 +820,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let db = ctx.client.db;
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),
@@ -818,13 +880,22 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let db = ctx.client.db;
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     if upsert {
         ensure_collection(ctx, db, &c.coll);
     }
+    // An upsert into a capped collection may evict: it holds every shard (see doc_insert).
+    let capped = if upsert {
+        capped_of(&store.lock_many(&[0]), db, &c.coll)
+    } else {
+        None
+    };
     // Updates lock every shard they may touch at once (one shard for an `_id` equality), so
     // a MULTI update is all or nothing and an upsert's "no match, insert" is atomic.
-    // A unique secondary index makes the update hold every shard (see doc_insert).
-    let mut all = doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
+    // A unique secondary index makes the update hold every shard (see doc_insert), and so
+    // does an upsert into a capped collection (it may evict).
+    let mut all =
+        capped.is_some() || doc_query::needs_all_shards(&doc_query::peek_specs(ctx, db, &c.coll));
     let mut guards = loop {
         let shards: Vec<usize> = match filter.id_equality() {
             Some(id) if !all => vec![store.shard_of(&keys::encode(id))],
@@ -869,6 +940,11 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             };
             // Modified means the stored bytes change (a new field order or type counts,
             // as in MongoDB; `bson::Document` equality ignores order).
+            if let Some(old) = cs.get(slot) {
+                if let Err(e) = capped_same_size(cs, old.as_bytes().len(), raw.as_bytes().len()) {
+                    return e;
+                }
+            }
             if cs.get(slot).map(|old| old.as_bytes()) != Some(raw.as_bytes()) {
                 changes.push((gi, slot, Some(raw)));
             }
@@ -917,6 +993,11 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if cs.contains_id(&p.key) {
             return dup_key(db, &c.coll, &p.id);
         }
+        if let Some(spec) = &capped {
+            if let Err(e) = capped::check_fits(spec, p.raw.as_bytes().len()) {
+                return err(e);
+            }
+        }
         if let Err(e) = doc_query::check_writes(&guards, db, &c.coll, &[(&p.raw, None)]) {
             return e;
         }
@@ -925,6 +1006,9 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         };
         let id = std::mem::replace(&mut p.id, Bson::Null);
         cs.insert(p.key, p.raw);
+        if capped.is_some() {
+            enforce_capped(&mut guards, db, &c.coll);
+        }
         drop(guards);
         ttl::publish(ctx.server, &purged);
         return Reply::Array(vec![Reply::Int(0), Reply::Int(0), id_reply(&id)]);
@@ -944,6 +1028,242 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     Reply::Array(vec![Reply::Int(matched), Reply::Int(modified), Reply::Nil])
+}
+
+// ---------------------------------------------------------------------------------------
+// Collection lifecycle (DOC.CREATE / DROP / RENAME / COLLECTIONS / STATS) and capped
+// collections. Catalog changes hold the catalog exclusively and every shard's lock, so each
+// is one step for every other command.
+
+/// The capped bounds of `coll` in `db` as the locked shards hold them (the caller holds the
+/// catalog, so the answer stays true for the rest of its command).
+fn capped_of(
+    guards: &[(usize, parking_lot::MutexGuard<'_, crate::store::ShardData>)],
+    db: usize,
+    coll: &str,
+) -> Option<CappedSpec> {
+    guards
+        .first()
+        .and_then(|(_, g)| g.dbs[db].collections.get(coll))
+        .and_then(|cs| cs.meta.capped.clone())
+}
+
+/// Evicts the oldest documents of a capped collection past its bounds; `guards` hold every
+/// shard.
+fn enforce_capped(
+    guards: &mut [(usize, parking_lot::MutexGuard<'_, crate::store::ShardData>)],
+    db: usize,
+    coll: &str,
+) {
+    let mut parts: Vec<&mut CollectionShard> = guards
+        .iter_mut()
+        .filter_map(|(_, g)| g.dbs[db].collections.get_mut(coll))
+        .collect();
+    capped::enforce(&mut parts);
+}
+
+/// Documents of a capped collection keep their size, so the bound stays exact without
+/// evicting on update (MongoDB's rule and error).
+fn capped_same_size(cs: &CollectionShard, old: usize, new: usize) -> Result<(), Reply> {
+    if cs.is_capped() && old != new {
+        return Err(Reply::error(format!(
+            "ERR Cannot change the size of a document in a capped collection: {old} != {new}"
+        )));
+    }
+    Ok(())
+}
+
+/// Merges matches of a capped collection by insertion sequence (their key), newest first
+/// when `reverse`.
+fn natural_order(found: &mut [(Vec<Bson>, Document, Option<RawDocumentBuf>)], reverse: bool) {
+    let seq = |k: &[Bson]| match k.first() {
+        Some(Bson::Int64(s)) => *s,
+        _ => 0,
+    };
+    if reverse {
+        found.sort_by_key(|(k, _, _)| std::cmp::Reverse(seq(k)));
+    } else {
+        found.sort_by_key(|(k, _, _)| seq(k));
+    }
+}
+
+/// A collection name argument, checked as every DOC command checks it.
+fn coll_name(arg: &[u8]) -> Result<String, Reply> {
+    let name = text(arg);
+    if name.is_empty() || name.contains(['$', '\0']) {
+        return Err(Reply::error(format!(
+            "ERR Invalid collection name: '{name}'"
+        )));
+    }
+    Ok(name)
+}
+
+fn positive(arg: &[u8], what: &str) -> Result<u64, Reply> {
+    match parse_i64(arg) {
+        Some(n) if n > 0 => Ok(n as u64),
+        Some(_) => Err(Reply::error(format!(
+            "ERR {what} must be a positive integer"
+        ))),
+        None => Err(Reply::error(NOT_AN_INTEGER)),
+    }
+}
+
+fn doc_create(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let mut meta = CollectionMeta::default();
+    match &args[2..] {
+        [] => {}
+        [capped, size_kw, size, rest @ ..] if is(capped, "CAPPED") && is(size_kw, "SIZE") => {
+            let size = match positive(size, "SIZE") {
+                Ok(n) => n,
+                Err(e) => return e,
+            };
+            let max = match rest {
+                [] => None,
+                [max_kw, max] if is(max_kw, "MAX") => match parse_i64(max) {
+                    // MongoDB: MAX 0 means no document bound.
+                    Some(n) if n >= 0 => Some(n as u64),
+                    Some(_) => return Reply::error("ERR MAX must not be negative"),
+                    None => return Reply::error(NOT_AN_INTEGER),
+                },
+                _ => return syntax_error(),
+            };
+            meta.capped = Some(CappedSpec::new(size, max));
+        }
+        _ => return syntax_error(),
+    }
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_write();
+    let all: Vec<usize> = (0..store.shard_count()).collect();
+    let mut guards = store.lock_many(&all);
+    if guards[0].1.dbs[db].collections.contains_key(&coll) {
+        return Reply::error(format!("ERR Collection {db}.{coll} already exists."));
+    }
+    for (_, g) in guards.iter_mut() {
+        let part = g.new_collection(meta.clone());
+        g.dbs[db].collections.insert(coll.clone(), part);
+    }
+    Reply::ok()
+}
+
+fn doc_drop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let old: Vec<CollectionShard> = {
+        let _catalog = store.catalog_write();
+        let all: Vec<usize> = (0..store.shard_count()).collect();
+        let mut guards = store.lock_many(&all);
+        guards
+            .iter_mut()
+            .filter_map(|(_, g)| g.dbs[db].collections.remove(&coll))
+            .collect()
+    };
+    // Freed after the locks are released; each part takes its bytes out of its shard's
+    // counter as it goes.
+    let existed = !old.is_empty();
+    drop(old);
+    Reply::Int(existed as i64)
+}
+
+fn doc_rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let (from, to) = match (coll_name(&args[1]), coll_name(&args[2])) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let drop_target = match &args[3..] {
+        [] => false,
+        [a] if is(a, "DROPTARGET") => true,
+        _ => return syntax_error(),
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let dropped: Vec<CollectionShard> = {
+        let _catalog = store.catalog_write();
+        let all: Vec<usize> = (0..store.shard_count()).collect();
+        let mut guards = store.lock_many(&all);
+        let cols = &guards[0].1.dbs[db].collections;
+        if !cols.contains_key(&from) {
+            return Reply::error("ERR source namespace does not exist");
+        }
+        if from == to {
+            return Reply::error("ERR Can't rename a collection to itself");
+        }
+        if cols.contains_key(&to) && !drop_target {
+            return Reply::error("ERR target namespace exists");
+        }
+        // Every shard's part moves in the same critical section: indexes, TTL wheels,
+        // counters and capped state live in the part and move with it.
+        let mut dropped = Vec::new();
+        for (_, g) in guards.iter_mut() {
+            let cols = &mut g.dbs[db].collections;
+            if let Some(part) = cols.remove(&from) {
+                if let Some(old) = cols.insert(to.clone(), part) {
+                    dropped.push(old);
+                }
+            }
+        }
+        dropped
+    };
+    drop(dropped);
+    Reply::ok()
+}
+
+fn doc_collections(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    let mut names: Vec<String> = store.lock(0).dbs[db].collections.keys().cloned().collect();
+    names.sort_unstable();
+    Reply::Array(names.into_iter().map(Reply::bulk).collect())
+}
+
+fn doc_stats(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let coll = match coll_name(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let db = ctx.client.db;
+    let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
+    let mut totals = Totals::default();
+    let mut stats = None;
+    for s in 0..store.shard_count() {
+        let g = store.lock(s);
+        let Some(cs) = g.dbs[db].collections.get(&coll) else {
+            break;
+        };
+        totals.add(cs);
+        if s + 1 == store.shard_count() {
+            stats = Some(totals.stats(&format!("{db}.{coll}"), cs));
+        }
+    }
+    match stats {
+        Some(d) => Reply::bulk(codec::doc_json_owned(d)),
+        None => Reply::error(format!("ERR ns not found {db}.{coll}")),
+    }
+}
+
+/// `INFO documents`: totals over every collection of every database.
+pub fn info_totals(store: &crate::store::Store) -> Totals {
+    let _catalog = store.catalog_read();
+    let mut t = Totals::default();
+    store.for_each_shard(|s| {
+        for db in &s.dbs {
+            for cs in db.collections.values() {
+                t.add(cs);
+            }
+        }
+    });
+    t.collections = store.lock(0).dbs.iter().map(|d| d.collections.len()).sum();
+    t
 }
 
 // ---------------------------------------------------------------------------------------
@@ -968,6 +1288,8 @@ fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let db = ctx.client.db;
+    let server = ctx.server;
+    let _catalog = server.store.catalog_read();
     ensure_collection(ctx, db, &c.coll);
     let name = format!("{field}_1");
     // A new TTL index is an ordered index too (it serves queries on its field): created
@@ -996,9 +1318,13 @@ fn doc_expireindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let store = &ctx.server.store;
     let all: Vec<usize> = (0..store.shard_count()).collect();
     let mut guards = store.lock_many(&all);
+    if capped_of(&guards, db, &c.coll).is_some() {
+        return Reply::error(capped::TTL_ON_CAPPED);
+    }
     for (_, g) in guards.iter_mut() {
         if let Some(cs) = g.dbs[db].collections.get_mut(&c.coll) {
             cs.set_ttl_index(&name, &field, secs, now);
+            cs.sync_memory();
         }
     }
     Reply::bulk(name.into_bytes())
@@ -1051,8 +1377,9 @@ fn touch_slot(
     let mut doc = Document::try_from(raw.as_ref())
         .map_err(|e| Reply::error(format!("ERR cannot decode stored document: {e}")))?;
     upd.apply(&mut doc, now, false).map_err(err)?;
-    let raw = codec::to_raw(&doc, max).map_err(err)?;
-    cs.replace(slot, raw);
+    let new = codec::to_raw(&doc, max).map_err(err)?;
+    capped_same_size(cs, raw.as_bytes().len(), new.as_bytes().len())?;
+    cs.replace(slot, new);
     Ok(doc)
 }
 
@@ -1095,6 +1422,7 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     };
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
+    let _catalog = store.catalog_read();
     let shards: Vec<usize> = match filter.id_equality() {
         Some(id) => vec![store.shard_of(&keys::encode(id))],
         None => (0..store.shard_count()).collect(),

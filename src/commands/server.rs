@@ -931,10 +931,16 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             }
         }
         "documents" => {
-            kv("collections", &0);
-            kv("documents", &0);
-            kv("ttl_passes", &0);
-            kv("ttl_deleted_documents", &0);
+            let t = crate::commands::documents::info_totals(&s.store);
+            kv("collections", &t.collections);
+            kv("documents", &t.documents);
+            kv("document_bytes", &t.document_bytes);
+            kv("index_bytes", &t.index_bytes);
+            kv("documents_memory", &s.store.document_bytes());
+            // The monitors' own counters: a pass is one every shard's monitor has made, and
+            // deletions stay counted after their collection is gone.
+            kv("ttl_passes", &s.ttl.passes());
+            kv("ttl_deleted_documents", &s.ttl.deleted_documents());
         }
         _ => {}
     }

@@ -186,7 +186,15 @@ pub fn to_raw(doc: &Document, max_size: usize) -> Result<RawDocumentBuf, String>
             raw.as_bytes().len()
         ));
     }
-    Ok(raw)
+    // The encoder grows its buffer by doubling; a stored document keeps exactly its bytes
+    // (otherwise up to twice its size stays allocated for as long as it is stored). A copy,
+    // not `shrink_to_fit`: mimalloc keeps a block that shrinks by less than half in place.
+    let mut bytes = raw.into_bytes();
+    if bytes.capacity() > bytes.len() {
+        bytes = bytes.as_slice().to_vec();
+    }
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))
 }
 
 /// Relaxed Extended JSON text of a value.
@@ -220,6 +228,16 @@ pub fn dup_key_text(id: &Bson) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_documents_hold_exactly_their_bytes() {
+        let mut d = Document::new();
+        d.insert("_id", 1);
+        d.insert("pad", "p".repeat(1000));
+        let raw = to_raw(&d, 1 << 24).unwrap();
+        let bytes = raw.into_bytes();
+        assert_eq!(bytes.capacity(), bytes.len());
+    }
 
     #[test]
     fn byte_offsets_in_errors() {

@@ -6,11 +6,16 @@
 //! [`CollectionShard::replace`] and [`CollectionShard::remove`]; every read through
 //! [`CollectionShard::scan`].
 
+use crate::documents::capped::{CappedSpec, InsertionOrder};
+use crate::documents::catalog::MemoryBooks;
 use crate::documents::index::{OrderedIndex, ScanStats};
 use crate::documents::planner::{self, Plan};
 use crate::documents::{keys, query::Node, ttl, ttl::TtlShard};
+use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 
 /// A per-shard index structure. Secondary indexes and TTL wheels are added here.
 #[derive(Debug)]
@@ -52,7 +57,10 @@ impl IndexShard {
 
 /// Collection metadata, identical in every shard's part.
 #[derive(Debug, Default, Clone)]
-pub struct CollectionMeta {}
+pub struct CollectionMeta {
+    /// Set for a capped collection (`DOC.CREATE ... CAPPED`; see `documents::capped`).
+    pub capped: Option<CappedSpec>,
+}
 
 /// What this shard's TTL monitor did to the collection (`DOC.STATS`, `INFO documents`).
 #[derive(Debug, Default, Clone, Copy)]
@@ -89,6 +97,13 @@ pub struct CollectionShard {
     pub ttl_stats: TtlStats,
     pub meta: CollectionMeta,
     bytes: usize,
+    /// Capped collections: this shard's documents in insertion order.
+    pub order: InsertionOrder,
+    /// Allocator-rounded bytes of the stored documents and of the `_id` KeyStrings.
+    doc_heap: usize,
+    id_heap: usize,
+    /// What this part counts into its shard's document byte counter.
+    mem: MemoryBooks,
 }
 
 /// The KeyString of a raw document's `_id` (every stored document has one).
@@ -108,6 +123,56 @@ impl CollectionShard {
             meta,
             ..CollectionShard::default()
         }
+    }
+
+    /// Counts this part's bytes into `counter` (its shard's document counter) from now on.
+    pub fn counted_in(mut self, counter: Arc<AtomicUsize>) -> CollectionShard {
+        self.mem = MemoryBooks::new(counter);
+        self.sync_memory();
+        self
+    }
+
+    pub fn is_capped(&self) -> bool {
+        self.meta.capped.is_some()
+    }
+
+    /// Estimated bytes of the `_id` map (the `_id_` index): its table and its KeyStrings.
+    pub fn id_index_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<(Vec<u8>, u32)>() + 1;
+        let buckets = match self.ids.capacity() {
+            0 => 0,
+            c => (c * 8 / 7).next_power_of_two(),
+        };
+        buckets * slot + self.id_heap
+    }
+
+    /// Estimated bytes of this part: documents, slab, `_id` map, indexes, TTL wheels,
+    /// insertion order.
+    pub fn memory_bytes(&self) -> usize {
+        let indexes: usize = self.id_index_bytes()
+            + self
+                .indexes
+                .iter()
+                .map(crate::documents::catalog::index_shard_bytes)
+                .sum::<usize>()
+            + self
+                .ttl
+                .iter()
+                .map(|(_, t)| t.memory_bytes())
+                .sum::<usize>();
+        std::mem::size_of::<CollectionShard>()
+            + self.doc_heap
+            + self.slots.capacity() * std::mem::size_of::<Option<RawDocumentBuf>>()
+            + self.free.capacity() * 4
+            + indexes
+            + self.order.memory_bytes()
+    }
+
+    /// Brings the shard's byte counter up to date with this part (after every mutation;
+    /// index builds and drops call it too).
+    pub fn sync_memory(&mut self) {
+        let now = self.memory_bytes();
+        self.mem.set(now);
     }
 
     pub fn len(&self) -> usize {
@@ -146,8 +211,14 @@ impl CollectionShard {
             t.on_insert(slot, &doc);
         }
         self.bytes += doc.as_bytes().len();
+        self.doc_heap += alloc_size(doc.as_bytes().len());
+        self.id_heap += alloc_size(key.len());
+        if let Some(c) = &self.meta.capped {
+            self.order.push(slot, c.next_seq());
+        }
         self.slots[slot as usize] = Some(doc);
         self.ids.insert(key, slot);
+        self.sync_memory();
         slot
     }
 
@@ -157,6 +228,10 @@ impl CollectionShard {
         let old = cell.take()?;
         self.bytes -= old.as_bytes().len();
         self.bytes += doc.as_bytes().len();
+        self.doc_heap = self
+            .doc_heap
+            .saturating_sub(alloc_size(old.as_bytes().len()));
+        self.doc_heap += alloc_size(doc.as_bytes().len());
         *cell = Some(doc);
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old);
@@ -170,6 +245,7 @@ impl CollectionShard {
                 t.on_insert(slot, new);
             }
         }
+        self.sync_memory();
         Some(old)
     }
 
@@ -177,14 +253,21 @@ impl CollectionShard {
     pub fn remove(&mut self, slot: u32) -> Option<RawDocumentBuf> {
         let old = self.slots.get_mut(slot as usize)?.take()?;
         self.bytes -= old.as_bytes().len();
-        self.ids.remove(&id_key(&old));
+        self.doc_heap = self
+            .doc_heap
+            .saturating_sub(alloc_size(old.as_bytes().len()));
+        let key = id_key(&old);
+        self.id_heap = self.id_heap.saturating_sub(alloc_size(key.len()));
+        self.ids.remove(&key);
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old);
         }
         for (_, t) in &mut self.ttl {
             t.on_remove(slot);
         }
+        self.order.forget(slot);
         self.free.push(slot);
+        self.sync_memory();
         Some(old)
     }
 

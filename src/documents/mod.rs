@@ -2,6 +2,8 @@
 //! of `_id`, MongoDB's query language, updates, projections, sorts, indexes and aggregation.
 
 pub mod aggregate;
+pub mod capped;
+pub mod catalog;
 pub mod codec;
 pub mod collection;
 pub mod index;

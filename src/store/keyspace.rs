@@ -11,6 +11,7 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
+use crate::util::mem::alloc_size;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
 use hashbrown::{HashMap, HashTable};
@@ -172,16 +173,6 @@ impl HashValue {
     }
 }
 
-/// Rounds a heap allocation to the allocator's size classes (roughly), 0 for empty.
-fn alloc_size(n: usize) -> usize {
-    match n {
-        0 => 0,
-        1..=64 => n.div_ceil(8) * 8,
-        65..=512 => n.div_ceil(32) * 32,
-        _ => n.div_ceil(256) * 256,
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Deadline {
     at: i64,
@@ -260,6 +251,9 @@ const WHEEL_ENTRY: usize = 56;
 pub struct ShardCounters {
     /// Estimated bytes of every key space of the shard.
     pub used: AtomicUsize,
+    /// Estimated bytes of the shard's parts of every collection (documents, `_id` map,
+    /// indexes), kept by each part itself (`CollectionShard::sync_memory`).
+    pub documents: Arc<AtomicUsize>,
     pub expired: AtomicU64,
     pub evicted: AtomicU64,
     pub hits: AtomicU64,

@@ -13,9 +13,9 @@ pub mod ttl_monitor;
 
 pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
 
-use crate::documents::collection::CollectionShard;
+use crate::documents::collection::{CollectionMeta, CollectionShard};
 use hashbrown::HashMap;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::Arc;
 
 /// One database's slice of the data inside one shard.
@@ -47,6 +47,11 @@ impl ShardData {
         s
     }
 
+    /// A new, empty part of a collection that counts its bytes into this shard's counters.
+    pub fn new_collection(&self, meta: CollectionMeta) -> CollectionShard {
+        CollectionShard::new(meta).counted_in(self.counters.documents.clone())
+    }
+
     /// An empty database numbered `db` (FLUSHDB/FLUSHALL put these in place of the old ones).
     pub fn fresh_db(&self, db: usize) -> Db {
         Db {
@@ -61,6 +66,8 @@ pub struct Store {
     counters: Vec<Arc<ShardCounters>>,
     databases: usize,
     hasher: hashbrown::DefaultHashBuilder,
+    /// Which collections exist under which names (see [`Store::catalog_read`]).
+    catalog: RwLock<()>,
 }
 
 impl Store {
@@ -75,6 +82,7 @@ impl Store {
             shards: data.into_iter().map(Mutex::new).collect(),
             databases,
             hasher,
+            catalog: RwLock::new(()),
         }
     }
 
@@ -106,12 +114,34 @@ impl Store {
         &self.counters
     }
 
-    /// Estimated bytes held by all key spaces.
+    /// Estimated bytes held by all key spaces and collections.
     pub fn used_bytes(&self) -> usize {
+        use std::sync::atomic::Ordering::Relaxed;
         self.counters
             .iter()
-            .map(|c| c.used.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|c| c.used.load(Relaxed) + c.documents.load(Relaxed))
             .sum()
+    }
+
+    /// Estimated bytes held by collections alone.
+    pub fn document_bytes(&self) -> usize {
+        self.counters
+            .iter()
+            .map(|c| c.documents.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The collection catalog, shared: every `DOC.*` command that reaches a collection by
+    /// name holds it for its whole run, so it sees each collection under one name in every
+    /// shard even though it locks the shards one at a time. Taken before any shard lock.
+    pub fn catalog_read(&self) -> RwLockReadGuard<'_, ()> {
+        self.catalog.read()
+    }
+
+    /// The collection catalog, exclusive: creating, dropping and renaming collections,
+    /// FLUSHDB/FLUSHALL and SWAPDB. Taken before any shard lock.
+    pub fn catalog_write(&self) -> RwLockWriteGuard<'_, ()> {
+        self.catalog.write()
     }
 
     /// Per database: (keys, keys with a deadline, average remaining TTL in ms), as INFO
@@ -188,6 +218,8 @@ impl Store {
     /// outside the locks (FLUSHALL ASYNC frees in the background). Everything a `Db` holds
     /// goes with it.
     pub fn flush(&self, db: Option<usize>) -> Vec<Db> {
+        // Collections disappear from every shard at once for DOC readers.
+        let _catalog = self.catalog_write();
         let mut old = Vec::new();
         self.for_each_shard(|s| {
             let range = match db {
@@ -205,6 +237,7 @@ impl Store {
     /// SWAPDB: exchanges two databases in every shard at once (all shards locked, so no
     /// command sees one swapped and another not). Everything a `Db` holds moves with it.
     pub fn swap_dbs(&self, a: usize, b: usize) {
+        let _catalog = self.catalog_write();
         let all: Vec<usize> = (0..self.shards.len()).collect();
         let mut guards = self.lock_many(&all);
         for (_, s) in guards.iter_mut() {

@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers.
 
 pub mod glob;
+pub mod mem;
 pub mod num;
 
 /// Wall-clock milliseconds since the Unix epoch: the one clock behind key deadlines, TTL

@@ -200,3 +200,61 @@ pub fn eventually(secs: f64, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A real `redis-server` 7 on a free port, the reference the comparison tests hold
+/// tidecache's replies to. Killed on drop.
+pub struct ReferenceRedis {
+    child: Child,
+    pub port: u16,
+}
+
+impl ReferenceRedis {
+    /// Starts one, or says why not and returns `None` when `redis-server` is not installed.
+    /// Under CI (`CI` set) a missing reference fails the test instead: CI installs it, and a
+    /// comparison that silently skips there would prove nothing.
+    pub fn start() -> Option<ReferenceRedis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "redis-server is needed for the comparison under CI: {e}"
+                );
+                eprintln!("NOTICE: redis-server not on PATH ({e}); comparison with Redis skipped");
+                return None;
+            }
+        };
+        let r = ReferenceRedis { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(r);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+}
+
+impl Drop for ReferenceRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
