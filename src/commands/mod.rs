@@ -47,7 +47,8 @@ fn families() -> [&'static [CommandSpec]; 8] {
 }
 
 pub struct Table {
-    by_name: hashbrown::HashMap<&'static str, &'static CommandSpec>,
+    /// Keyed by the name's bytes, so a lookup needs no UTF-8 check.
+    by_name: hashbrown::HashMap<&'static [u8], &'static CommandSpec>,
     all: Vec<&'static CommandSpec>,
 }
 
@@ -57,7 +58,7 @@ impl Table {
         let mut all = Vec::new();
         for fam in families() {
             for spec in fam {
-                let dup = by_name.insert(spec.name, spec);
+                let dup = by_name.insert(spec.name.as_bytes(), spec);
                 debug_assert!(dup.is_none(), "command {} registered twice", spec.name);
                 all.push(spec);
             }
@@ -74,8 +75,7 @@ impl Table {
         for (d, s) in buf.iter_mut().zip(name) {
             *d = s.to_ascii_lowercase();
         }
-        let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
-        self.by_name.get(lower).copied()
+        self.by_name.get(&buf[..name.len()]).copied()
     }
 
     pub fn all(&self) -> &[&'static CommandSpec] {
@@ -215,7 +215,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if in_multi && !transactions::runs_inside_multi(spec) {
         return transactions::queue(ctx, spec, args);
     }
-    ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    if !std::ptr::eq(ctx.client.last_cmd, spec.name) {
+        ctx.client.last_cmd = spec.name;
+        ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    }
     if spec.name == "exec" {
         // EXEC takes the gate exclusively itself; MONITOR shows it after its commands.
         let reply = transactions::exec(ctx);

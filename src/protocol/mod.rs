@@ -7,4 +7,4 @@ mod reply;
 pub mod request;
 
 pub use reply::Reply;
-pub use request::{parse_request, ParseError, ParseLimits, ParseState};
+pub use request::{next_request, parse_request, ParseError, ParseLimits, ParseState};

@@ -142,6 +142,9 @@ pub struct ClientState {
     /// True while EXEC runs this client's queue (MONITOR refuses to start then, as Redis's
     /// DENY_BLOCKING rule).
     pub in_exec: bool,
+    /// The name last stored in `ClientMeta::last_cmd`: the shared copy (CLIENT LIST) is
+    /// locked only when the command changes, not for every command.
+    pub last_cmd: &'static str,
 }
 
 /// A transaction being queued.
@@ -167,6 +170,7 @@ impl ClientState {
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
             in_exec: false,
+            last_cmd: "",
         }
     }
 

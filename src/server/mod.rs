@@ -78,6 +78,28 @@ pub struct Server {
     pub base_memory: u64,
     /// The TTL monitors' schedule and counters.
     pub ttl: ttl::TtlMonitors,
+    /// Settings every connection reads before each batch, cached so that the loop takes no
+    /// lock and parses no string (kept in step by `config_changed`).
+    pub conn_settings: ConnSettings,
+}
+
+/// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
+#[derive(Debug, Default)]
+pub struct ConnSettings {
+    pub max_bulk_len: AtomicU64,
+    pub qbuf_limit: AtomicU64,
+    pub timeout: AtomicU64,
+}
+
+impl ConnSettings {
+    fn load_from(&self, cfg: &Config) {
+        self.max_bulk_len
+            .store(cfg.get_u64("proto-max-bulk-len"), Ordering::Relaxed);
+        self.qbuf_limit
+            .store(cfg.get_u64("client-query-buffer-limit"), Ordering::Relaxed);
+        self.timeout
+            .store(cfg.get_u64("timeout"), Ordering::Relaxed);
+    }
 }
 
 impl Server {
@@ -114,8 +136,11 @@ impl Server {
         for c in store.counters() {
             let _ = c.hooks.set(hooks.clone());
         }
+        let conn_settings = ConnSettings::default();
+        conn_settings.load_from(&config);
         Arc::new(Server {
             store,
+            conn_settings,
             config: RwLock::new(config),
             clients: ClientRegistry::default(),
             stats: Stats::default(),
@@ -184,6 +209,12 @@ impl Server {
 
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if matches!(
+            name,
+            "proto-max-bulk-len" | "client-query-buffer-limit" | "timeout"
+        ) {
+            self.conn_settings.load_from(&self.config.read());
+        }
         if name.starts_with("maxmemory") {
             Self::apply_memory_config(&self.config.read());
         }

@@ -146,6 +146,12 @@ impl Outbox {
     /// Takes everything queued; the caller calls [`Outbox::written`] with the returned cost
     /// once the bytes are on the socket.
     pub fn drain(&self) -> (Vec<Outgoing>, usize) {
+        // Every connection calls this after every batch: skip the lock when nothing is
+        // queued or in flight. A message pushed right after this load is followed by a
+        // `notify_one`, which wakes the connection to drain it.
+        if self.bytes.load(Ordering::Acquire) == 0 {
+            return (Vec::new(), 0);
+        }
         let items: Vec<Outgoing> = self.queue.lock().drain(..).collect();
         let cost = items.iter().map(Outgoing::cost).sum();
         (items, cost)

@@ -179,10 +179,57 @@ struct Deadline {
     id: EntryId,
 }
 
-/// One key. Kept small (56 bytes): it is what every key costs in its table slot.
+/// A key's bytes: up to [`INLINE_KEY`] bytes inside the entry (no allocation of its own, the
+/// common case), longer ones boxed.
+#[derive(Debug)]
+enum KeyBytes {
+    Inline { len: u8, buf: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+const INLINE_KEY: usize = 22;
+const _: () = assert!(std::mem::size_of::<KeyBytes>() == 24);
+
+impl KeyBytes {
+    fn new(key: &[u8]) -> KeyBytes {
+        if key.len() <= INLINE_KEY {
+            let mut buf = [0u8; INLINE_KEY];
+            buf[..key.len()].copy_from_slice(key);
+            KeyBytes::Inline {
+                len: key.len() as u8,
+                buf,
+            }
+        } else {
+            KeyBytes::Heap(Box::from(key))
+        }
+    }
+    /// Bytes allocated outside the entry.
+    fn heap(&self) -> usize {
+        match self {
+            KeyBytes::Inline { .. } => 0,
+            KeyBytes::Heap(b) => alloc_size(b.len()),
+        }
+    }
+}
+
+impl std::ops::Deref for KeyBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline { len, buf } => &buf[..*len as usize],
+            KeyBytes::Heap(b) => b,
+        }
+    }
+}
+
+/// One key, boxed: a table slot holds only the pointer (8 bytes), so the slack of a
+/// hashbrown table (between 7/16 and 7/8 full) costs 8-18 bytes per key rather than a whole
+/// entry's size. Lookups cost the same one pointer chase as a boxed key did (the key is
+/// compared through the pointer either way), and a SET makes one allocation for the entry
+/// and its key instead of one for the key alone. 64 bytes, one allocator size class.
 #[derive(Debug)]
 pub struct Entry {
-    key: Box<[u8]>,
+    key: KeyBytes,
     pub value: Value,
     /// The deadline in Unix ms, 0 for none (a deadline is always in the future when set, so
     /// never 0), and its wheel entry's index.
@@ -223,28 +270,26 @@ impl Entry {
     /// Heap bytes the entry owns outside its table slot (key and value allocations). The
     /// tables and the wheel are accounted by their actual allocation sizes.
     fn heap_mem(&self) -> usize {
-        alloc_size(self.key.len()) + self.value.heap()
+        std::mem::size_of::<Entry>() + self.key.heap() + self.value.heap()
     }
 
     /// Estimated bytes this key costs, its share of the table and wheel included
     /// (MEMORY USAGE).
     pub fn mem(&self) -> usize {
-        ENTRY_SLOT
-            + alloc_size(self.key.len())
-            + self.value.heap()
-            + if self.at != 0 { WHEEL_ENTRY } else { 0 }
+        ENTRY_SLOT + self.heap_mem() + if self.at != 0 { WHEEL_ENTRY } else { 0 }
     }
     fn due(&self, now: i64) -> bool {
         self.at != 0 && self.at <= now
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() <= 56);
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
-/// A table slot over hashbrown's average load (between 7/16 and 7/8 full).
-const ENTRY_SLOT: usize = std::mem::size_of::<Entry>() * 3 / 2 + 1;
-/// What a deadline costs in the wheel (one slab slot of ~40 bytes over the Vec's growth).
-const WHEEL_ENTRY: usize = 56;
+/// A table slot (the entry's pointer and its control byte) over hashbrown's average load
+/// (between 7/16 and 7/8 full).
+const ENTRY_SLOT: usize = (std::mem::size_of::<Box<Entry>>() + 1) * 3 / 2;
+/// What a deadline costs in the wheel (one slab slot of 32 bytes over the Vec's growth).
+const WHEEL_ENTRY: usize = 40;
 
 /// Per-shard counters readable without the shard lock (INFO, the maxmemory check).
 #[derive(Default, Debug)]
@@ -441,7 +486,7 @@ impl Books {
 pub struct Keyspace {
     /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
     /// nothing).
-    segs: Vec<HashTable<Entry>>,
+    segs: Vec<HashTable<Box<Entry>>>,
     books: Books,
     hasher: hashbrown::DefaultHashBuilder,
 }
@@ -517,10 +562,10 @@ impl Keyspace {
         hash_key(&self.hasher, key)
     }
 
-    fn seg_mut(&mut self, hash: u64) -> &mut HashTable<Entry> {
+    fn seg_mut(&mut self, hash: u64) -> &mut HashTable<Box<Entry>> {
         if self.segs.is_empty() {
             self.segs = (0..SEGMENTS).map(|_| HashTable::new()).collect();
-            let n = SEGMENTS * std::mem::size_of::<HashTable<Entry>>();
+            let n = SEGMENTS * std::mem::size_of::<HashTable<Box<Entry>>>();
             self.books.add_mem(n);
             self.books.table_bytes += n;
         }
@@ -549,7 +594,7 @@ impl Keyspace {
                     self.books.removed(&e, Removal::Expired, false);
                     None
                 }
-                Ok(occ) => Some(occ.into_mut()),
+                Ok(occ) => Some(&mut **occ.into_mut()),
             },
         };
         if touch {
@@ -638,13 +683,13 @@ impl Keyspace {
                     Ttl::At(at) => Some(at),
                     _ => None,
                 };
-                let mut e = Entry {
-                    key: Box::from(key),
+                let mut e = Box::new(Entry {
+                    key: KeyBytes::new(key),
                     value,
                     at: 0,
                     wheel_id: 0,
                     access: eviction::fresh(),
-                };
+                });
                 let d = books.schedule(hash, None, at);
                 e.put_deadline(d);
                 books.len += 1;
@@ -730,7 +775,7 @@ impl Keyspace {
         let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
         self.books.removed(&e, why, false);
         self.release_if_empty();
-        Some(e)
+        Some(*e)
     }
 
     /// Gives the tables back once the key space is empty, and the wheel once no key has a
@@ -825,7 +870,7 @@ impl Keyspace {
                 t.iter().nth(skip)
             };
             if found.is_some() {
-                return found;
+                return found.map(|e| &**e);
             }
         }
         None

@@ -41,22 +41,27 @@ impl EntryId {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    Free,
-    Slot { level: u8, slot: u8 },
-    Past,
-    Far,
-}
+/// Where an entry is linked, packed in 16 bits (the entry is what every key with a deadline
+/// costs, so it is kept at 32 bytes for a `u64` item): `FREE`, `PAST`, `FAR`, or
+/// `SLOT_BASE + level * SLOTS + slot`.
+type Place = u16;
+const FREE: Place = 0;
+const PAST: Place = 1;
+const FAR: Place = 2;
+const SLOT_BASE: Place = 3;
 
+/// One slab slot. A free slot holds `T::default()` (no `Option`: its tag would cost 8 bytes
+/// per entry); `place == FREE` is what marks it free.
 struct Entry<T> {
-    item: Option<T>,
+    item: T,
     at: i64,
     prev: u32,
     /// Next in the slot's list, or next free slab slot when free.
     next: u32,
     place: Place,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry<u64>>() == 32);
 
 pub struct Wheel<T> {
     tick_ms: i64,
@@ -73,7 +78,7 @@ pub struct Wheel<T> {
     far: BTreeSet<(u64, u32)>,
 }
 
-impl<T> Wheel<T> {
+impl<T: Default> Wheel<T> {
     /// A wheel with `tick_ms` resolution whose position starts at `start_ms`: entries before
     /// it are due at once.
     pub fn new(tick_ms: u64, start_ms: i64) -> Wheel<T> {
@@ -108,11 +113,11 @@ impl<T> Wheel<T> {
 
     pub fn insert(&mut self, at_ms: i64, item: T) -> EntryId {
         let entry = Entry {
-            item: Some(item),
+            item,
             at: at_ms,
             prev: NIL,
             next: NIL,
-            place: Place::Free,
+            place: FREE,
         };
         let idx = if self.free != NIL {
             let idx = self.free;
@@ -147,16 +152,18 @@ impl<T> Wheel<T> {
     }
 
     pub fn get(&self, id: EntryId) -> Option<&T> {
-        self.entries.get(id.0 as usize)?.item.as_ref()
+        let e = self.entries.get(id.0 as usize)?;
+        (e.place != FREE).then_some(&e.item)
     }
 
     pub fn get_mut(&mut self, id: EntryId) -> Option<&mut T> {
-        self.entries.get_mut(id.0 as usize)?.item.as_mut()
+        let e = self.entries.get_mut(id.0 as usize)?;
+        (e.place != FREE).then_some(&mut e.item)
     }
 
     pub fn time_of(&self, id: EntryId) -> Option<i64> {
         let e = self.entries.get(id.0 as usize)?;
-        e.item.as_ref().map(|_| e.at)
+        (e.place != FREE).then_some(e.at)
     }
 
     /// Heap bytes held by the wheel (for memory accounting).
@@ -174,7 +181,6 @@ impl<T> Wheel<T> {
             match self.past.first() {
                 Some(&(at, idx)) if at <= upto_ms => {
                     self.past.pop_first();
-                    self.entries[idx as usize].place = Place::Free;
                     out.push((self.release(idx), at));
                     n += 1;
                 }
@@ -258,17 +264,17 @@ impl<T> Wheel<T> {
     fn live(&self, id: EntryId) -> bool {
         self.entries
             .get(id.0 as usize)
-            .is_some_and(|e| e.item.is_some())
+            .is_some_and(|e| e.place != FREE)
     }
 
     fn release(&mut self, idx: u32) -> T {
         let e = &mut self.entries[idx as usize];
-        e.place = Place::Free;
+        e.place = FREE;
         e.prev = NIL;
         e.next = self.free;
         self.free = idx;
         self.len -= 1;
-        e.item.take().expect("released entry is live")
+        std::mem::take(&mut e.item)
     }
 
     /// Puts a linked-out entry where its time belongs relative to the wheel's position.
@@ -277,7 +283,7 @@ impl<T> Wheel<T> {
         let tick = self.tick(at);
         if tick < self.elapsed {
             self.past.insert((at, idx));
-            self.entries[idx as usize].place = Place::Past;
+            self.entries[idx as usize].place = PAST;
             return;
         }
         let masked = (self.elapsed ^ tick) | (SLOTS as u64 - 1);
@@ -285,7 +291,7 @@ impl<T> Wheel<T> {
         let level = (significant / SLOT_BITS) as usize;
         if level >= LEVELS {
             self.far.insert((tick, idx));
-            self.entries[idx as usize].place = Place::Far;
+            self.entries[idx as usize].place = FAR;
             return;
         }
         let slot = ((tick >> (SLOT_BITS * level as u32)) & (SLOTS as u64 - 1)) as usize;
@@ -294,10 +300,7 @@ impl<T> Wheel<T> {
             let e = &mut self.entries[idx as usize];
             e.prev = NIL;
             e.next = head;
-            e.place = Place::Slot {
-                level: level as u8,
-                slot: slot as u8,
-            };
+            e.place = SLOT_BASE + (level * SLOTS + slot) as Place;
         }
         if head != NIL {
             self.entries[head as usize].prev = idx;
@@ -312,16 +315,17 @@ impl<T> Wheel<T> {
             (e.place, e.prev, e.next, e.at)
         };
         match place {
-            Place::Free => {}
-            Place::Past => {
+            FREE => {}
+            PAST => {
                 self.past.remove(&(at, idx));
             }
-            Place::Far => {
+            FAR => {
                 let tick = self.tick(at);
                 self.far.remove(&(tick, idx));
             }
-            Place::Slot { level, slot } => {
-                let (level, slot) = (level as usize, slot as usize);
+            _ => {
+                let packed = (place - SLOT_BASE) as usize;
+                let (level, slot) = (packed / SLOTS, packed % SLOTS);
                 if prev != NIL {
                     self.entries[prev as usize].next = next;
                 } else {
@@ -338,7 +342,7 @@ impl<T> Wheel<T> {
         let e = &mut self.entries[idx as usize];
         e.prev = NIL;
         e.next = NIL;
-        e.place = Place::Free;
+        e.place = FREE;
     }
 
     /// Brings overflow entries that now fall within the wheel's reach into it.
