@@ -1,0 +1,1227 @@
+#!/usr/bin/env python3
+"""Side-by-side measurement of tidecache against redis-server 7.
+
+    python3 benches/compare/run.py            # full run (5 to 10 minutes on 2 cores)
+    python3 benches/compare/run.py --quick    # smoke-sized run (under 2 minutes), used by CI
+
+Builds the release binary, starts `redis-server` and `target/release/tidecache-server` on free
+ports (never 6379) and measures, always on both servers unless said otherwise:
+
+1. throughput with `redis-benchmark -c 50`, alternating redis / tidecache per workload so that
+   machine noise hits both (median of the rounds);
+2. RSS per key for keys of 32 B with `EX`, per hash of 2 fields with `EXPIRE`, and (tidecache
+   only) per session document under a TTL index, loaded with `redis-cli --pipe`;
+3. `DOC.FIND` by `_id` latency while a TTL index sweeps documents all due in the same second
+   (tidecache only; idle vs during);
+4. the hit ratio of a Zipf(0.99) GET / SET-on-miss trace under the same `maxmemory` with
+   `allkeys-lru`.
+
+Prints the tables, writes them to `target/compare/results.md` and `results.json`, and draws
+`target/compare/throughput.svg` and `target/compare/expiry-latency.svg`.
+
+A command a server does not implement (or that fails) makes its row "n/a (error: ...)"; the
+run goes on and exits 0. The exit code is non-zero only when the harness itself breaks (the
+build fails, a server does not start, an exception). Every subprocess has a timeout and every
+server started here is killed on every exit path.
+
+Python 3.11 standard library only, so it runs on a fresh machine.
+"""
+
+import argparse
+import atexit
+import datetime
+import itertools
+import json
+import math
+import os
+import platform
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import shutil
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "target", "compare")
+
+
+class HarnessError(Exception):
+    """The harness itself cannot go on (as opposed to a command a server lacks)."""
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def short(text, limit=70):
+    # No "|": the text ends up in Markdown table cells.
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# RESP over a raw socket
+
+
+class RespError(str):
+    """An error reply (`-ERR ...`), kept apart from simple strings."""
+
+
+def encode(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class Client:
+    """A minimal RESP2 client: one socket, explicit pipelining, timeouts on every read."""
+
+    def __init__(self, port, timeout=30.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.pos = 0
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _fill(self):
+        if self.pos > (1 << 20):
+            del self.buf[: self.pos]
+            self.pos = 0
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = bytes(self.buf[self.pos : i])
+                self.pos = i + 2
+                return line
+            self._fill()
+
+    def _bytes(self, n):
+        while len(self.buf) - self.pos < n + 2:
+            self._fill()
+        data = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n + 2
+        return data
+
+    def read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode(errors="replace")
+        if t == b"-":
+            return RespError(rest.decode(errors="replace"))
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._bytes(n)
+        if t in (b"*", b"~", b">"):
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        if t == b"%":
+            return {self.read(): self.read() for _ in range(int(rest))}
+        if t == b"_":
+            return None
+        if t == b",":
+            return float(rest)
+        if t == b"#":
+            return rest == b"t"
+        raise ConnectionError(f"unexpected reply line {line[:60]!r}")
+
+    def call(self, *args):
+        self.sock.sendall(encode(*args))
+        return self.read()
+
+    def pipeline(self, payloads):
+        """Sends already encoded commands in one write and reads one reply per command."""
+        self.sock.sendall(b"".join(payloads))
+        return [self.read() for _ in payloads]
+
+
+def first_error(replies):
+    for r in replies:
+        if isinstance(r, RespError):
+            return r
+    return None
+
+
+def load(client, payloads, batch=1000):
+    """Pipelines `payloads` in batches; returns (errors, first error text)."""
+    errors, first = 0, None
+    for i in range(0, len(payloads), batch):
+        for r in client.pipeline(payloads[i : i + batch]):
+            if isinstance(r, RespError):
+                errors += 1
+                first = first or r
+    return errors, first
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def free_port():
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port != 6379:
+            return port
+
+
+def run(cmd, timeout, stdin=None):
+    """Runs `cmd`; returns (exit code or None on timeout, stdout, stderr). Never raises on
+    failure of the command itself."""
+    try:
+        p = subprocess.run(
+            cmd,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            text=True,
+            errors="replace",
+        )
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, f"timeout after {timeout}s"
+
+
+SERVERS = []
+
+
+class Server:
+    def __init__(self, kind, argv, port, tag):
+        self.kind, self.argv, self.port, self.tag = kind, argv, port, tag
+        self.proc = None
+        self.logpath = os.path.join(OUT, f"{kind}-{tag}.log")
+
+    def start(self):
+        self.logfile = open(self.logpath, "w")
+        # An empty working directory of its own: a redis-server would load a dump.rdb it
+        # found in the current directory and skew every figure.
+        self.workdir = tempfile.mkdtemp(prefix=f"{self.kind}-{self.tag}-", dir=OUT)
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=self.logfile,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise HarnessError(f"cannot start {self.kind}: {e}") from e
+        SERVERS.append(self)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                c = Client(self.port, timeout=2)
+                r = c.call("PING")
+                c.close()
+                if r == "PONG":
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        with open(self.logpath, errors="replace") as f:
+            tail = f.read()[-800:]
+        raise HarnessError(f"{self.kind} did not start on port {self.port}: {tail}")
+
+    def client(self, timeout=30.0):
+        return Client(self.port, timeout)
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise HarnessError("no VmRSS")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        try:
+            self.logfile.close()
+        except Exception:
+            pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self in SERVERS:
+            SERVERS.remove(self)
+
+
+def stop_all():
+    for s in list(SERVERS):
+        try:
+            s.stop()
+        except Exception:
+            pass
+
+
+def on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+class Env:
+    def __init__(self, args):
+        self.args = args
+        # Servers run in directories of their own: paths must not depend on the current one.
+        self.redis_bin = os.path.abspath(args.redis_server) if os.sep in args.redis_server \
+            else args.redis_server
+        self.tide_bin = os.path.abspath(args.tidecache)
+
+    def redis(self, tag, *extra):
+        port = free_port()
+        argv = [self.redis_bin, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--logfile", "", *extra]
+        return Server("redis", argv, port, tag).start()
+
+    def tide(self, tag, *extra):
+        port = free_port()
+        argv = [self.tide_bin, "--port", str(port), "--loglevel", "warning", *extra]
+        return Server("tidecache", argv, port, tag).start()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. throughput
+
+VALUE32 = "v" * 32
+DOC_FIELDS = '"a":1,"b":"x","c":2.5,"d":true'
+
+
+def workloads():
+    """(name, redis command, tidecache command, pipeline, preload groups each side needs).
+
+    `__rand_int__` becomes a 12-digit zero-padded number, which JSON refuses as a bare number
+    (leading zeros), so documents carry it inside strings. DOC.INSERT leaves `_id` out (an
+    ObjectId is generated): redis-benchmark stops at the first error reply, and random `_id`s
+    would collide as duplicate keys."""
+    set_ = ["SET", "key:__rand_int__", VALUE32]
+    get = ["GET", "key:__rand_int__"]
+    mset = ["MSET"] + ["key:__rand_int__", VALUE32] * 10
+    hset4 = ["HSET", "h:__rand_int__", "a", "1", "b", "x", "c", "2.5", "d", "true"]
+    hgetall = ["HGETALL", "h:__rand_int__"]
+    return [
+        ("SET", set_, set_, 1, [], []),
+        ("GET", get, get, 1, ["kv"], ["kv"]),
+        ("SET -P 16", set_, set_, 16, [], []),
+        ("GET -P 16", get, get, 16, ["kv"], ["kv"]),
+        ("MSET (10 keys)", mset, mset, 1, [], []),
+        ("INCR", ["INCR", "counter:__rand_int__"], ["INCR", "counter:__rand_int__"], 1, [], []),
+        ("HSET", ["HSET", "myhash", "element:__rand_int__", VALUE32],
+         ["HSET", "myhash", "element:__rand_int__", VALUE32], 1, [], []),
+        ("HGETALL (4 fields)", hgetall, hgetall, 1, ["hash"], ["hash"]),
+        ("DOC.INSERT 4 fields vs HSET 4 fields", hset4,
+         ["DOC.INSERT", "inserts", '{"s":"__rand_int__",' + DOC_FIELDS + "}"], 1, [], []),
+        ("DOC.FIND indexed vs HGETALL", hgetall,
+         ["DOC.FIND", "users", '{"u":"__rand_int__"}'], 1, ["hash"], ["users_index", "users"]),
+        ("DOC.FIND _id vs GET same JSON", ["GET", "j:__rand_int__"],
+         ["DOC.FIND", "users", '{"_id":"__rand_int__"}'], 1, ["json"], ["users"]),
+        ("DOC.TOUCH vs HSET 1 field", ["HSET", "h:__rand_int__", "accessTime", "1700000000000"],
+         ["DOC.TOUCH", "sessions", '{"_id":"__rand_int__"}'], 1, ["hash"], ["sessions"]),
+    ]
+
+
+def user_doc(i):
+    return '{"_id":"%012d","u":"%012d",%s}' % (i, i, DOC_FIELDS)
+
+
+def iso_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def preload(server, keys):
+    """Loads the data the read workloads need. Returns {group: None or error text}."""
+    c = server.client(timeout=60)
+    status = {}
+    groups = {
+        "kv": [encode("SET", "key:%012d" % i, VALUE32) for i in range(keys)],
+        "hash": [encode("HSET", "h:%012d" % i, "a", 1, "b", "x", "c", 2.5, "d", "true")
+                 for i in range(keys)],
+        "json": [encode("SET", "j:%012d" % i, user_doc(i)) for i in range(keys)],
+    }
+    if server.kind == "tidecache":
+        now = iso_now()
+        # The index first, so that inserts maintain it; FIND by _id needs only the documents.
+        groups["users_index"] = [encode("DOC.CREATEINDEX", "users", '{"u":1}')]
+        groups["users"] = [encode("DOC.INSERT", "users", user_doc(i)) for i in range(keys)]
+        groups["sessions"] = [encode("DOC.EXPIREINDEX", "sessions", "accessTime", 3600)] + [
+            encode("DOC.INSERT", "sessions",
+                   '{"_id":"%012d","userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, now))
+            for i in range(keys)]
+    for name, payloads in groups.items():
+        try:
+            errors, first = load(c, payloads)
+            status[name] = None if errors == 0 else f"preload: {first}"
+        except (OSError, ConnectionError) as e:
+            status[name] = f"preload: {e}"
+            c.close()
+            c = server.client(timeout=60)
+    c.close()
+    return status
+
+
+def explain_plan(server, coll, query):
+    """The plan DOC.EXPLAIN names for `query` (IXSCAN, COLLSCAN...), or None."""
+    try:
+        c = server.client(timeout=10)
+        try:
+            r = c.call("DOC.EXPLAIN", coll, query)
+        finally:
+            c.close()
+        return json.loads(r).get("plan") if isinstance(r, bytes) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def probe(server, cmd):
+    """Runs `cmd` once on a preloaded key. A read that finds nothing would be measured as a
+    fast miss, not as the work the row names: that is an error too."""
+    args = [a.replace("__rand_int__", "%012d" % 1) for a in cmd]
+    try:
+        c = server.client(timeout=10)
+        try:
+            r = c.call(*args)
+        finally:
+            c.close()
+    except OSError as e:
+        return short("server exited" if not server.alive() else e)
+    if isinstance(r, RespError):
+        return short(r)
+    if r is None or r == [] or r == 0:
+        return short(f"{args[0]} found nothing for a preloaded key (reply {r!r})")
+    return None
+
+
+def bench(server, cmd, n, pipeline, keyspace, timeout):
+    """One redis-benchmark run: (rps, None) or (None, error text)."""
+    argv = ["redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
+            str(pipeline), "-r", str(keyspace), "--csv", *cmd]
+    rc, out, err = run(argv, timeout)
+    if not server.alive():
+        return None, "server exited"
+    if rc is None:
+        return None, err
+    for line in (err + "\n" + out).splitlines():
+        if "Error from server" in line or line.startswith("ERR") or "rror:" in line:
+            return None, short(line.replace("Error from server: ", ""))
+    rps = None
+    for line in out.splitlines():
+        fields = line.strip().split('","')
+        if len(fields) >= 8 and not line.startswith('"test"'):
+            try:
+                rps = float(fields[-7])
+            except ValueError:
+                pass
+    if rc != 0 or rps is None:
+        return None, short(err or out or f"redis-benchmark exit {rc}")
+    if rps <= 0:
+        return None, "zero rps"
+    return rps, None
+
+
+def throughput(env, quick):
+    keys = 10_000 if quick else 100_000
+    n_max = 20_000 if quick else 200_000
+    rounds = 1 if quick else 5
+    seconds = 0.5 if quick else 2.0  # target length of one run
+    cal_n = 1000 if quick else 2000  # requests of the calibration run
+    redis = env.redis("throughput")
+    tide = env.tide("throughput")
+    rows = []
+    try:
+        log(f"throughput: preloading {keys} keys, hashes, JSON strings and documents")
+        pre = {"redis": preload(redis, keys), "tidecache": preload(tide, keys)}
+        plan = explain_plan(tide, "users", '{"u":"%012d"}' % 1)
+        for name, rcmd, tcmd, pipeline, rneeds, tneeds in workloads():
+            row = {"workload": name, "pipeline": pipeline, "redis": None, "tidecache": None,
+                   "redis_error": None, "tidecache_error": None}
+            cmds = {"redis": rcmd, "tidecache": tcmd}
+            servers = {"redis": redis, "tidecache": tide}
+            if tcmd[:2] == ["DOC.FIND", "users"] and "_id" not in tcmd[2] and plan:
+                row["note"] = f"plan {plan}"  # an "indexed" row that scans would say so
+            for kind in ("redis", "tidecache"):
+                for g in rneeds if kind == "redis" else tneeds:
+                    if pre[kind].get(g, None) and not row[f"{kind}_error"]:
+                        row[f"{kind}_error"] = pre[kind][g]
+            # A short calibration run per server catches errors and sizes n so that a slow
+            # command does not run for minutes; both servers then get the same n.
+            cal = {}
+            for kind in ("redis", "tidecache"):
+                if row[f"{kind}_error"] or not servers[kind].alive():
+                    row[f"{kind}_error"] = row[f"{kind}_error"] or "server exited"
+                    continue
+                needs = rneeds if kind == "redis" else tneeds
+                err = probe(servers[kind], cmds[kind]) if needs else None
+                if err:
+                    row[f"{kind}_error"] = err
+                    continue
+                rps, err = bench(servers[kind], cmds[kind], cal_n * pipeline, pipeline, keys, 60)
+                if err:
+                    row[f"{kind}_error"] = err
+                else:
+                    cal[kind] = rps
+            if cal:
+                n = int(min(n_max * pipeline, max(cal_n, min(cal.values()) * seconds)))
+                samples = {k: [] for k in cal}
+                for _ in range(rounds):
+                    for kind in ("redis", "tidecache"):  # alternate, so noise hits both
+                        if kind not in samples or row[f"{kind}_error"]:
+                            continue
+                        timeout = max(60, 20 * n / cal[kind])
+                        rps, err = bench(servers[kind], cmds[kind], n, pipeline, keys, timeout)
+                        if err:
+                            row[f"{kind}_error"] = err
+                        else:
+                            samples[kind].append(rps)
+                for kind, vals in samples.items():
+                    if vals and not row[f"{kind}_error"]:
+                        row[kind] = statistics.median(vals)
+                        row[kind + "_rounds"] = vals
+                row["n"] = n
+            rows.append(row)
+            log(f"  {name:36} {fmt_rps(row, 'redis'):>24} {fmt_rps(row, 'tidecache'):>24}")
+    finally:
+        redis.stop()
+        tide.stop()
+    return rows
+
+
+def fmt_rps(row, kind):
+    if row[kind] is not None:
+        return f"{row[kind]:,.0f}"
+    return f"n/a (error: {short(row[kind + '_error'] or 'unknown', 60)})"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. memory
+
+
+def write_resp(path, gen):
+    with open(path, "wb") as f:
+        batch = []
+        for payload in gen:
+            batch.append(payload)
+            if len(batch) >= 10000:
+                f.write(b"".join(batch))
+                batch.clear()
+        f.write(b"".join(batch))
+
+
+def pipe_into(server, path, count, setup=()):
+    """Loads `path` with redis-cli --pipe; returns (bytes of RSS per item, None) or (None, error)."""
+    try:
+        return _pipe_into(server, path, count, setup)
+    except OSError as e:  # the server died or stopped answering (ConnectionError, timeouts)
+        return None, short("server exited" if not server.alive() else e), None
+
+
+def used_memory(server):
+    """INFO memory's used_memory (what the server accounts for its data), or None."""
+    c = server.client()
+    try:
+        r = c.call("INFO", "memory")
+    finally:
+        c.close()
+    if isinstance(r, bytes):
+        for line in r.decode(errors="replace").splitlines():
+            if line.startswith("used_memory:"):
+                try:
+                    return int(line.split(":", 1)[1])
+                except ValueError:
+                    return None
+    return None
+
+
+def _pipe_into(server, path, count, setup):
+    c = server.client()
+    for args in setup:
+        r = c.call(*args)
+        if isinstance(r, RespError):
+            c.close()
+            return None, short(r), None
+    c.close()
+    time.sleep(0.3)
+    before = server.rss_kib()
+    used_before = used_memory(server)
+    with open(path, "rb") as f:
+        rc, out, err = run(["redis-cli", "-p", str(server.port), "--pipe"], 600, stdin=f)
+    if not server.alive():
+        return None, "server exited", None
+    if rc is None:
+        return None, err, None
+    errors = replies = None
+    for line in out.splitlines():
+        if line.startswith("errors:"):
+            parts = line.replace(",", "").split()
+            errors, replies = int(parts[1]), int(parts[3])
+    if errors is None:
+        return None, short(err or out or f"redis-cli exit {rc}"), None
+    if errors:
+        first = next((ln for ln in err.splitlines() if ln.strip()), f"{errors} errors")
+        return None, short(f"{errors}/{replies} errors: {first}"), None
+    time.sleep(0.5)
+    after = server.rss_kib()
+    used_after = used_memory(server)
+    used = None if used_before is None or used_after is None else (used_after - used_before) / count
+    return (after - before) * 1024 / count, None, used
+
+
+def memory(env, quick):
+    count = 50_000 if quick else 1_000_000
+    label = f"{count // 1000}k" if count < 1_000_000 else f"{count // 1_000_000}M"
+    log(f"memory: generating {count} keys, hashes and documents")
+    now_ms = int(time.time() * 1000)
+    base = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    files = {
+        "keys": lambda: (encode("SET", "k:%d" % i, VALUE32, "EX", 3600) for i in range(count)),
+        "hashes": lambda: (encode("HSET", "s:%d" % i, "userID", i, "accessTime", now_ms + i % 1000)
+                           + encode("EXPIRE", "s:%d" % i, 3600) for i in range(count)),
+        "docs": lambda: (encode("DOC.INSERT", "sessions",
+                                '{"userID":%d,"accessTime":{"$date":"%s.%03dZ"}}' % (i, base, i % 1000))
+                         for i in range(count)),
+    }
+    paths = {}
+    for name, gen in files.items():
+        paths[name] = os.path.join(OUT, f"load-{name}.resp")
+        write_resp(paths[name], gen())
+    rows = []
+    specs = [
+        (f"{label} keys, 32 B values, EX", "keys", "keys", ()),
+        (f"{label} hashes (userID, accessTime) + EXPIRE", "hashes", "hashes", ()),
+        (f"{label} session documents, TTL index vs hashes", "hashes", "docs",
+         (("DOC.EXPIREINDEX", "sessions", "accessTime", 3600),)),
+    ]
+    for name, rfile, tfile, tsetup in specs:
+        row = {"workload": name}
+        for kind, fname, setup in (("redis", rfile, ()), ("tidecache", tfile, tsetup)):
+            if kind == "redis" and rfile == "hashes" and tfile == "docs" and rows:
+                # Redis keeps hashes where tidecache keeps documents: the same load as above.
+                for k in ("redis", "redis_error", "redis_used"):
+                    row[k] = rows[-1][k]
+                continue
+            srv = env.redis("memory") if kind == "redis" else env.tide("memory")
+            try:
+                per, err, used = pipe_into(srv, paths[fname], count, setup)
+            finally:
+                srv.stop()
+            row[kind], row[kind + "_error"], row[kind + "_used"] = per, err, used
+        rows.append(row)
+        log(f"  {name:44} {fmt_bytes(row, 'redis'):>12} {fmt_bytes(row, 'tidecache'):>12}")
+    for p in paths.values():
+        os.unlink(p)
+    return rows
+
+
+def fmt_bytes(row, kind):
+    if row[kind] is not None:
+        return f"{row[kind]:.1f}"
+    return f"n/a (error: {short(row[kind + '_error'] or 'unknown', 60)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. mass expiry
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+
+def find_key(obj, key):
+    """The first value of `key` anywhere in a parsed JSON object."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for v in obj:
+            found = find_key(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def doc_stats(c, coll):
+    """(count, documents deleted by the TTL monitor) from DOC.STATS, or else from INFO
+    documents (server-wide figures); None where unknown."""
+    r = c.call("DOC.STATS", coll)
+    if isinstance(r, bytes):
+        try:
+            st = json.loads(r)
+        except ValueError:
+            st = None
+        count, deleted = find_key(st, "count"), find_key(st, "deletedDocuments")
+        if isinstance(count, int) or isinstance(deleted, int):
+            return (count if isinstance(count, int) else None,
+                    deleted if isinstance(deleted, int) else None)
+    r = c.call("INFO", "documents")
+    if not isinstance(r, bytes):
+        return None, None
+    info = dict(line.split(":", 1) for line in r.decode(errors="replace").splitlines() if ":" in line)
+    try:
+        count = int(info["documents"]) if "documents" in info else None
+        deleted = int(info["ttl_deleted_documents"]) if "ttl_deleted_documents" in info else None
+    except ValueError:
+        return None, None
+    return count, deleted
+
+
+def sweep_window(polls, count, total):
+    """(start, end, how) of the sweep from (time, count, deleted) polls: from the last poll
+    before the TTL monitor's deletions (or the collection size) moved until the poll that saw
+    all `count` documents gone. None where the polls cannot tell."""
+    for idx, how in ((2, "from the TTL monitor's deleted documents, polled every 100 ms"),
+                     (1, "from the number of documents, polled every 100 ms")):
+        vals = [(p[0], p[idx]) for p in polls if p[idx] is not None]
+        if len(vals) < 2:
+            continue
+        base = vals[0][1]
+        if idx == 2:
+            done = [t for t, v in vals if v - base >= count]
+            moved = [i for i, (t, v) in enumerate(vals) if v != base]
+        else:
+            if total is None:
+                continue
+            done = [t for t, v in vals if v <= total - count]
+            moved = [i for i, (t, v) in enumerate(vals) if v != base]
+        if done and moved:
+            return vals[max(0, moved[0] - 1)][0], done[0], how
+    return None
+
+
+def mass_expiry(env, quick):
+    tide = env.tide("expiry", "--ttl-monitor-period", "1")
+    try:
+        return _mass_expiry(tide, quick)
+    except OSError as e:  # the server died or stopped answering (ConnectionError, timeouts)
+        count = 50_000 if quick else 1_000_000
+        return {"documents": count, "samples": [],
+                "error": short("server exited" if not tide.alive() else e)}
+    finally:
+        tide.stop()
+
+
+def _mass_expiry(tide, quick):
+    count = 50_000 if quick else 1_000_000
+    keep = 1000
+    idle_window = 3.0 if quick else 5.0
+    result = {"documents": count, "error": None, "samples": []}
+    c = tide.client(timeout=30)
+    r = c.call("DOC.EXPIREINDEX", "exp", "accessTime", 0)
+    if isinstance(r, RespError):
+        result["error"] = short(r)
+        return result
+    # Documents without the date field never expire: they are what DOC.FIND looks up.
+    errors, first = load(c, [encode("DOC.INSERT", "exp", '{"_id":"keep-%d","userID":%d}' % (i, i))
+                             for i in range(keep)])
+    if errors:
+        result["error"] = short(first)
+        return result
+    # Calibrate the insert rate so that every document can be in before the due second.
+    t0 = time.time()
+    calib = min(20_000, count // 5)
+    errors, first = load(c, [encode("DOC.INSERT", "calib", '{"_id":%d,"accessTime":{"$date":"%s"}}'
+                                    % (i, iso_now())) for i in range(calib)])
+    if errors:
+        result["error"] = short(first)
+        return result
+    rate = calib / max(time.time() - t0, 1e-3)
+    c.call("DOC.DROP", "calib")
+    due = int(time.time() + count / rate * 1.5 + idle_window + 2) + 1
+    due_iso = datetime.datetime.fromtimestamp(due, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.000Z")
+    log(f"expiry: inserting {count} documents due at {due_iso} (insert rate ~{rate:,.0f}/s)")
+    load_start = time.time()
+    for start in range(0, count, 50_000):
+        payloads = [encode("DOC.INSERT", "exp",
+                           '{"_id":%d,"userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, due_iso))
+                    for i in range(start, min(count, start + 50_000))]
+        errors, first = load(c, payloads)
+        if errors:
+            result["error"] = short(first)
+            return result
+    loaded = time.time()
+    result["insert_rate"] = count / max(loaded - load_start, 1e-3)
+    result["load_margin_s"] = due - loaded
+    if due - loaded < 1.0:
+        log("expiry: warning: loading ran up to the due second; the idle window is short")
+    total, _ = doc_stats(c, "exp")
+    result["count_before"] = total
+    # DOC.STATS on a second connection, every 100 ms and between two timed requests (so it
+    # delays the next one but is never inside a measured latency), tells when the sweep
+    # starts and ends. One thread, so no interpreter lock skews the timings.
+    pc = tide.client(timeout=30)
+    polls = []
+    rng = random.Random(7)
+    samples = []
+    end_by = due + (15 if quick else 30)
+    next_poll = 0.0
+    first_err = None
+    window = None
+    while time.time() < end_by:
+        now = time.time()
+        if now >= next_poll:
+            polls.append((now - due, *doc_stats(pc, "exp")))
+            next_poll = now + 0.1
+            if window is None and now > due:
+                window = sweep_window(polls, count, total)
+            if window is not None and now - due > window[1] + 1.0:
+                break
+            # Figures that never move cannot show the sweep: stop after the fallback window.
+            if window is None and now - due > 4.0 and all(p[1:] == polls[0][1:] for p in polls):
+                break
+        payload = encode("DOC.FIND", "exp", '{"_id":"keep-%d"}' % rng.randrange(keep))
+        t = time.time()
+        t1 = time.perf_counter()
+        c.sock.sendall(payload)
+        r = c.read()
+        lat = (time.perf_counter() - t1) * 1e6
+        if isinstance(r, RespError):
+            first_err = first_err or r
+            break
+        samples.append((t - due, lat))
+    pc.close()
+    c.close()
+    if first_err:
+        result["error"] = short(first_err)
+        return result
+    # Without DOC.STATS figures: the due second and the next two monitor periods.
+    window = window or sweep_window(polls, count, total) or \
+        (0.0, 3.0, "assumed: the server's DOC.STATS and INFO documents did not show the sweep")
+    sweep_start, sweep_end, how = window
+    result.update(sweep_start_s=sweep_start, sweep_end_s=sweep_end, sweep_window_from=how)
+    # Idle: the last seconds before the due second (not the moments right after the load).
+    idle_end = min(-0.2, sweep_start)
+    idle = [lat for t, lat in samples if idle_end - idle_window <= t < idle_end]
+    result.update(idle_start_s=idle_end - idle_window, idle_end_s=idle_end)
+    during = [lat for t, lat in samples if sweep_start <= t <= sweep_end]
+    result.update(
+        samples=samples, polls=polls,
+        idle_n=len(idle), during_n=len(during),
+        idle_p50=percentile(idle, 50), idle_p99=percentile(idle, 99),
+        during_p50=percentile(during, 50), during_p99=percentile(during, 99),
+        during_max=max(during) if during else None,
+    )
+    if not idle or not during:
+        result["error"] = "no samples in the idle or the sweep window"
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Zipf trace under LRU
+
+
+def zipf_trace(keys, requests, s=0.99, seed=42):
+    cum = list(itertools.accumulate(1.0 / (k ** s) for k in range(1, keys + 1)))
+    return random.Random(seed).choices(range(keys), cum_weights=cum, k=requests)
+
+
+def replay(server, trace, value):
+    c = server.client(timeout=60)
+    gets = [encode("GET", "z:%d" % k) for k in range(max(trace) + 1)]
+    hits = misses = 0
+    first = None
+    t0 = time.time()
+    try:
+        for i in range(0, len(trace), 256):
+            chunk = trace[i : i + 256]
+            replies = c.pipeline([gets[k] for k in chunk])
+            missed = []
+            for k, r in zip(chunk, replies):
+                if isinstance(r, RespError):
+                    first = first or r
+                elif r is None:
+                    misses += 1
+                    missed.append(k)
+                else:
+                    hits += 1
+            if first:
+                break
+            if missed:
+                first = first_error(c.pipeline([encode("SET", "z:%d" % k, value) for k in missed]))
+                if first:
+                    break
+        dbsize = c.call("DBSIZE")
+    except (OSError, ConnectionError) as e:
+        return {"error": short(e)}
+    finally:
+        c.close()
+    if first:
+        return {"error": short(first)}
+    return {"hit_ratio": hits / max(1, hits + misses), "hits": hits, "misses": misses,
+            "resident_keys": dbsize if isinstance(dbsize, int) else None,
+            "seconds": time.time() - t0, "error": None}
+
+
+def zipf(env, quick):
+    keys = 100_000 if quick else 1_000_000
+    requests = 200_000 if quick else 2_000_000
+    maxmemory = (8 if quick else 64) * 1024 * 1024
+    value = "z" * 100
+    log(f"zipf: {requests} requests over {keys} keys, s=0.99, maxmemory {maxmemory >> 20}mb")
+    trace = zipf_trace(keys, requests)
+    out = {"keys": keys, "requests": requests, "maxmemory_mb": maxmemory >> 20, "value_bytes": 100}
+    for kind in ("redis", "tidecache"):
+        extra = ("--maxmemory", str(maxmemory), "--maxmemory-policy", "allkeys-lru")
+        srv = env.redis("zipf", *extra) if kind == "redis" else env.tide("zipf", *extra)
+        try:
+            out[kind] = replay(srv, trace, value)
+        finally:
+            srv.stop()
+        r = out[kind]
+        log(f"  {kind:10} " + (f"hit ratio {r['hit_ratio']:.4f}" if not r["error"] else f"n/a (error: {r['error']})"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# reports
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Linux {platform.release()}"
+
+
+def esc(text):
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def footer_lines(results):
+    """One line per memory row and one for the hit ratios, under the throughput bars."""
+    lines = []
+    for row in results.get("memory", []):
+        r = ratio(row["tidecache"], row["redis"])
+        lines.append(f"RSS per item, {row['workload']}: redis {fmt_bytes(row, 'redis')} B, tidecache "
+                     f"{fmt_bytes(row, 'tidecache')} B" + (f" ({r:.2f}×)" if r is not None else ""))
+    z = results.get("zipf")
+    if z:
+        parts = []
+        for kind in ("redis", "tidecache"):
+            rr = z.get(kind) or {}
+            parts.append(f"{kind} {rr['hit_ratio']:.4f}" if rr.get("hit_ratio") is not None
+                         else f"{kind} n/a")
+        lines.append(f"LRU hit ratio, Zipf 0.99 over {z['keys']:,} keys, maxmemory "
+                     f"{z['maxmemory_mb']}mb: " + ", ".join(parts))
+    e = results.get("expiry")
+    if e and not e.get("error"):
+        lines.append(f"DOC.FIND by _id p99 during the sweep of {e['documents']:,} documents: "
+                     f"{e['during_p99']:.0f} µs vs {e['idle_p99']:.0f} µs idle "
+                     f"({e['during_p99'] / e['idle_p99']:.2f}×)")
+    return [short(line, 150) for line in lines]
+
+
+def throughput_svg(rows, title, footer=()):
+    width, left, bar_w, row_h = 980, 300, 470, 46
+    height = 90 + row_h * len(rows) + 20 + 18 * len(footer)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="10" y="22" font-size="15" font-weight="bold">{esc(title)}</text>',
+           '<text x="10" y="42">requests per second, redis-benchmark -c 50 (median of the rounds); '
+           'each row scaled to its larger bar; ratio = tidecache / redis</text>',
+           '<rect x="10" y="54" width="12" height="12" fill="#c0392b"/>'
+           '<text x="27" y="65">redis-server</text>',
+           '<rect x="130" y="54" width="12" height="12" fill="#2471a3"/>'
+           '<text x="147" y="65">tidecache</text>']
+    for i, row in enumerate(rows):
+        y = 80 + i * row_h
+        vals = [v for v in (row["redis"], row["tidecache"]) if v]
+        top = max(vals) if vals else 1
+        out.append(f'<text x="10" y="{y + 22}">{esc(row["workload"])}</text>')
+        for j, (kind, color) in enumerate((("redis", "#c0392b"), ("tidecache", "#2471a3"))):
+            by = y + 4 + j * 18
+            v = row[kind]
+            if v:
+                w = max(1, bar_w * v / top)
+                out.append(f'<rect x="{left}" y="{by}" width="{w:.1f}" height="15" fill="{color}"/>')
+                out.append(f'<text x="{left + w + 5:.1f}" y="{by + 12}">{v:,.0f}</text>')
+            else:
+                out.append(f'<text x="{left}" y="{by + 12}" fill="#888">'
+                           f'n/a ({esc(short(row[kind + "_error"] or "", 60))})</text>')
+        r = ratio(row["tidecache"], row["redis"])
+        label = f"{r:.2f}×" if r is not None else "n/a"
+        color = "#1e8449" if r is not None and r >= 1 else ("#b9770e" if r is not None else "#888")
+        out.append(f'<text x="{width - 15}" y="{y + 22}" text-anchor="end" font-weight="bold" '
+                   f'fill="{color}">{label}</text>')
+    for k, line in enumerate(footer):
+        out.append(f'<text x="10" y="{90 + row_h * len(rows) + 10 + 18 * k}">{esc(line)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def latency_svg(res, title):
+    width, height, left, right, top, bottom = 980, 420, 90, 20, 60, 50
+    samples = res.get("samples") or []
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="10" y="22" font-size="15" font-weight="bold">{esc(title)}</text>']
+    if not samples:
+        out.append(f'<text x="10" y="60">n/a ({esc(res.get("error") or "no samples")})</text></svg>')
+        return "\n".join(out) + "\n"
+    out.append(f'<text x="10" y="42">DOC.FIND by _id, one at a time; per 50 ms: p50 (blue), '
+               f'p99 (green), max (orange); log scale; shaded: idle, sweep of '
+               f'{res["documents"]:,} documents due at t=0</text>')
+    t_min, t_max = samples[0][0], samples[-1][0]
+    buckets = {}
+    for t, lat in samples:
+        buckets.setdefault(int((t - t_min) / 0.05), []).append(lat)
+    series = sorted((t_min + b * 0.05 + 0.025, statistics.median(v), percentile(v, 99), max(v))
+                    for b, v in buckets.items())
+    # Log scale: the median and a stall of 100 ms must both be readable.
+    lo = 10 ** math.floor(math.log10(max(1.0, min(p[1] for p in series))))
+    hi = 10 ** math.ceil(math.log10(max(p[3] for p in series) * 1.01))
+    pw, ph = width - left - right, height - top - bottom
+
+    def x(t):
+        return left + (t - t_min) / max(t_max - t_min, 1e-9) * pw
+
+    def y(v):
+        return top + ph - (math.log10(max(v, lo)) - math.log10(lo)) / math.log10(hi / lo) * ph
+
+    if res.get("idle_start_s") is not None:
+        i0, i1 = max(t_min, res["idle_start_s"]), res["idle_end_s"]
+        out.append(f'<rect x="{x(i0):.1f}" y="{top}" width="{max(1, x(i1) - x(i0)):.1f}" '
+                   f'height="{ph}" fill="#eaf2f8"/>')
+    s0, s1 = res.get("sweep_start_s") or 0.0, res.get("sweep_end_s") or 0.0
+    out.append(f'<rect x="{x(s0):.1f}" y="{top}" width="{max(1, x(s1) - x(s0)):.1f}" height="{ph}" '
+               f'fill="#fdebd0"/>')
+    out.append(f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="black"/>')
+    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="black"/>')
+    v = lo
+    while v <= hi:
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{v:,.0f} µs</text>')
+        v *= 10
+    out.append(f'<line x1="{x(0):.1f}" y1="{top}" x2="{x(0):.1f}" y2="{top + ph}" stroke="#888" '
+               f'stroke-dasharray="4 3"/>')
+    step = 1 if t_max - t_min < 20 else 5
+    t = math.ceil(t_min / step) * step
+    while t <= t_max:
+        out.append(f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{t}s</text>')
+        t += step
+    for idx, color in ((3, "#e67e22"), (2, "#1e8449"), (1, "#2471a3")):
+        pts = " ".join(f"{x(p[0]):.1f},{y(p[idx]):.1f}" for p in series)
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.2"/>')
+    summary = (f'idle p50 {res["idle_p50"]:.0f} µs, p99 {res["idle_p99"]:.0f} µs — during the sweep '
+               f'p50 {res["during_p50"]:.0f} µs, p99 {res["during_p99"]:.0f} µs '
+               f'({res["during_p99"] / res["idle_p99"]:.2f}× idle p99)') if not res.get("error") else \
+        f'n/a ({res["error"]})'
+    out.append(f'<text x="{left}" y="{height - 12}">{esc(summary)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def spread(row):
+    parts = []
+    for kind in ("redis", "tidecache"):
+        vals = row.get(kind + "_rounds") or []
+        parts.append(f"{(max(vals) - min(vals)) / statistics.median(vals) * 100:.0f}%"
+                     if len(vals) > 1 else "-")
+    return " / ".join(parts)
+
+
+def markdown(results):
+    lines = [f"Run of {results['date']} on {results['machine']}; mode: {results['mode']}.", ""]
+    if "throughput" in results:
+        lines += ["### Throughput (requests/s, redis-benchmark -c 50)", "",
+                  "| workload | redis-server | tidecache | tidecache / redis | spread of the rounds |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for row in results["throughput"]:
+            r = ratio(row["tidecache"], row["redis"])
+            name = row["workload"] + (f" ({row['note']})" if row.get("note") else "")
+            lines.append(f"| {name} | {fmt_rps(row, 'redis')} | {fmt_rps(row, 'tidecache')} | "
+                         f"{'n/a' if r is None else f'{r:.2f}'} | {spread(row)} |")
+        lines += ["", "Median of the rounds; the spread is (max - min) / median of each server's "
+                  "rounds, redis / tidecache: ratios inside it are noise."]
+        lines.append("")
+    if "memory" in results:
+        lines += ["### Memory (RSS growth per item, bytes)", "",
+                  "| data | redis-server | tidecache | tidecache / redis | used_memory per item |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for row in results["memory"]:
+            r = ratio(row["tidecache"], row["redis"])
+            used = " / ".join("-" if row.get(k + "_used") is None else f"{row[k + '_used']:.1f}"
+                              for k in ("redis", "tidecache"))
+            lines.append(f"| {row['workload']} | {fmt_bytes(row, 'redis')} | {fmt_bytes(row, 'tidecache')} | "
+                         f"{'n/a' if r is None else f'{r:.2f}'} | {used} |")
+        lines += ["", "RSS growth (VmRSS after - before) / items; the last column is the growth of "
+                  "INFO memory's used_memory, redis / tidecache, for reference."]
+        lines.append("")
+    if "expiry" in results:
+        e = results["expiry"]
+        lines += [f"### Mass expiry ({e['documents']:,} documents due in the same second, "
+                  "ttl-monitor-period 1, tidecache)", ""]
+        if e.get("error"):
+            lines.append(f"n/a (error: {e['error']})")
+        else:
+            lines += ["| DOC.FIND by _id | samples | p50 µs | p99 µs |", "| --- | ---: | ---: | ---: |",
+                      f"| idle | {e['idle_n']} | {e['idle_p50']:.0f} | {e['idle_p99']:.0f} |",
+                      f"| during the sweep | {e['during_n']} | {e['during_p50']:.0f} | {e['during_p99']:.0f} |",
+                      "",
+                      f"p99 during / idle: {e['during_p99'] / e['idle_p99']:.2f}. Sweep window: "
+                      f"{e['sweep_start_s']:+.2f} s to {e['sweep_end_s']:+.2f} s from the due second "
+                      f"({e['sweep_window_from']}); insert rate while loading "
+                      f"{e['insert_rate']:,.0f} documents/s."]
+        lines.append("")
+    if "zipf" in results:
+        z = results["zipf"]
+        lines += [f"### LRU hit ratio (Zipf s=0.99, {z['requests']:,} GETs over {z['keys']:,} keys, "
+                  f"SET of {z['value_bytes']} B on miss, maxmemory {z['maxmemory_mb']}mb, allkeys-lru)", "",
+                  "| server | hit ratio | keys resident at the end |", "| --- | ---: | ---: |"]
+        for kind in ("redis", "tidecache"):
+            r = z.get(kind) or {"error": "not run"}
+            if r.get("error"):
+                lines.append(f"| {kind} | n/a (error: {r['error']}) | |")
+            else:
+                lines.append(f"| {kind} | {r['hit_ratio']:.4f} | {r['resident_keys']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def publish(md, results):
+    """docs/BENCHMARKS.md (the tables of this run) and docs/compare.svg (its chart)."""
+    head = [
+        "# Benchmarks: tidecache next to redis-server",
+        "",
+        "Generated by `python3 benches/compare/run.py --publish` (see README, \"Measuring against",
+        "Redis\"); every figure below comes from that one run. Ratios are tidecache / redis: above",
+        "1 is better for throughput and hit ratio, below 1 is better for memory. Where a DOC.*",
+        "command is compared with a Redis command, the Redis column runs what a Redis user would",
+        "run instead (named after \"vs\"). Machines are noisy: compare ratios within one run.",
+        "",
+        f"redis-server: `{results.get('redis_version', '')}`",
+        "",
+        "![throughput](compare.svg)",
+        "",
+    ]
+    with open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w") as f:
+        f.write("\n".join(head) + "\n" + md.rstrip("\n") + "\n")
+    if "throughput" in results:
+        shutil.copyfile(os.path.join(OUT, "throughput.svg"), os.path.join(ROOT, "docs", "compare.svg"))
+    log("wrote docs/BENCHMARKS.md and docs/compare.svg")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small n and datasets (CI smoke test)")
+    ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
+    ap.add_argument("--only", default="throughput,memory,expiry,zipf",
+                    help="comma-separated parts to run (default: all)")
+    ap.add_argument("--publish", action="store_true",
+                    help="also write docs/BENCHMARKS.md and docs/compare.svg (after a full run)")
+    ap.add_argument("--redis-server", default="redis-server")
+    ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
+    args = ap.parse_args()
+    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf"}
+    if unknown:
+        ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    atexit.register(stop_all)
+    os.makedirs(OUT, exist_ok=True)
+    started = time.time()
+    try:
+        for tool in ("redis-benchmark", "redis-cli"):
+            if run([tool, "--version"], 10)[0] != 0:
+                raise HarnessError(f"{tool} not found (apt-get install redis-tools)")
+        if run([args.redis_server, "--version"], 10)[0] != 0:
+            raise HarnessError(f"{args.redis_server} not found (apt-get install redis-server)")
+        if not args.no_build:
+            log("cargo build --release")
+            rc, _, err = run(["cargo", "build", "--release", "--manifest-path",
+                              os.path.join(ROOT, "Cargo.toml")], 1800)
+            if rc != 0:
+                raise HarnessError(f"cargo build --release failed: {err[-2000:]}")
+        env = Env(args)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        results = {"date": stamp, "machine": machine(), "mode": "quick" if args.quick else "full",
+                   "redis_version": run([args.redis_server, "--version"], 10)[1].strip()}
+        if "throughput" in parts:
+            results["throughput"] = throughput(env, args.quick)
+        if "memory" in parts:
+            results["memory"] = memory(env, args.quick)
+        if "expiry" in parts:
+            results["expiry"] = mass_expiry(env, args.quick)
+        if "zipf" in parts:
+            results["zipf"] = zipf(env, args.quick)
+
+        title = f"tidecache vs redis-server 7 — {stamp} — {results['machine']}"
+        if "throughput" in results:
+            with open(os.path.join(OUT, "throughput.svg"), "w") as f:
+                f.write(throughput_svg(results["throughput"], title, footer_lines(results)))
+        if "expiry" in results:
+            with open(os.path.join(OUT, "expiry-latency.svg"), "w") as f:
+                f.write(latency_svg(results["expiry"], "Mass expiry: " + title))
+        md = markdown(results)
+        with open(os.path.join(OUT, "results.md"), "w") as f:
+            f.write(md)
+        if "expiry" in results:
+            results["expiry"].pop("samples", None)
+        with open(os.path.join(OUT, "results.json"), "w") as f:
+            json.dump(results, f, indent=2, default=str)
+        print(md)
+        if args.publish:
+            publish(md, results)
+        log(f"done in {time.time() - started:.0f}s; charts and tables in {os.path.relpath(OUT, ROOT)}/")
+        return 0
+    except HarnessError as e:
+        log(f"harness error: {e}")
+        return 2
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
