@@ -17,6 +17,8 @@ pub struct TtlMonitors {
     /// Passes completed by each shard's monitor.
     passes: Box<[AtomicU64]>,
     deleted: AtomicU64,
+    /// Held by the one pass that is sweeping (see [`pass`]).
+    sweeping: parking_lot::Mutex<()>,
 }
 
 impl TtlMonitors {
@@ -25,6 +27,7 @@ impl TtlMonitors {
             wake: Notify::new(),
             passes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             deleted: AtomicU64::new(0),
+            sweeping: parking_lot::Mutex::new(()),
         }
     }
 
@@ -69,28 +72,39 @@ pub fn spawn_monitors(server: &Arc<Server>) {
                     }
                 }
                 last = Instant::now();
-                pass(&s, shard).await;
+                // The sweep runs on a blocking-pool thread, not on the runtime's workers, so
+                // connections are never queued behind it.
+                let s2 = s.clone();
+                let _ = tokio::task::spawn_blocking(move || pass(&s2, shard)).await;
             }
         });
     }
 }
 
 /// One pass of one shard's monitor over its TTL indexes, in bounded batches.
-pub async fn pass(server: &Server, shard: usize) {
+///
+/// The monitor is background work and must not make clients wait (a mass expiry of a
+/// million documents would otherwise stall every reader for seconds): one shard's pass runs
+/// at a time, each batch holds the shard's lock for [`ttl_monitor::BATCH`] removals, and
+/// after each batch the pass sleeps as long as the batch took, leaving at least half of a
+/// core to clients. Strict reads hide due documents meanwhile, so a slower sweep only
+/// delays reclaiming their memory.
+pub fn pass(server: &Server, shard: usize) {
+    let _one_at_a_time = server.ttl.sweeping.lock();
     let now = crate::util::now_ms();
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
         loop {
+            let started = Instant::now();
             let (expired, more) = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
             server
                 .ttl
                 .deleted
                 .fetch_add(expired.ids.len() as u64, Ordering::Relaxed);
             publish(server, &expired);
-            if !more {
+            if !more || server.is_shutting_down() {
                 break;
             }
-            // Let clients waiting for this shard in before the next batch.
-            tokio::task::yield_now().await;
+            std::thread::sleep(started.elapsed());
         }
     }
     server.ttl.passes[shard].fetch_add(1, Ordering::Relaxed);
