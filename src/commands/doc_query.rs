@@ -8,11 +8,11 @@ use crate::commands::documents::{
 };
 use crate::commands::{is, syntax_error, text, Ctx};
 use crate::documents::aggregate::{self, Partial, Pipeline};
+use crate::documents::codec;
 use crate::documents::collection::{CollectionShard, IndexShard};
 use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
-use crate::documents::codec;
 use crate::protocol::Reply;
 use crate::store::ShardData;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
