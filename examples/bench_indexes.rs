@@ -8,15 +8,7 @@
 
 use std::time::Instant;
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use tidecache::util::rng::XorShift as Rng;
 
 const BATCH: usize = 1000;
 

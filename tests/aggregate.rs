@@ -34,18 +34,7 @@ fn ms(s: &str) -> i64 {
         .timestamp_millis()
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use tidecache::util::rng::XorShift as Rng;
 
 const PATHS: [&str; 6] = [
     "/",

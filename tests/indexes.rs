@@ -29,18 +29,7 @@ fn int(d: &Document, k: &str) -> i64 {
     }
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use tidecache::util::rng::XorShift as Rng;
 
 fn create(
     con: &mut redis::Connection,

@@ -553,19 +553,7 @@ mod tests {
         v.clone().into_relaxed_extjson().to_string()
     }
 
-    /// A small deterministic generator (xorshift) so failures reproduce.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::util::rng::XorShift as Rng;
 
     fn string(r: &mut Rng) -> String {
         let pool = [
@@ -586,7 +574,7 @@ mod tests {
             4 => -0.0,
             5 => 0.0,
             6 => (r.below(2_000_000) as f64) - 1_000_000.0,
-            7 => f64::from_bits(r.next()),
+            7 => f64::from_bits(r.next_u64()),
             8 => 1e21 * (r.below(100) as f64),
             9 => (r.below(1000) as f64) / 1000.0,
             10 => f64::MAX,
@@ -608,7 +596,7 @@ mod tests {
                 r.below(YEAR_10000_MS as u64) as i64 / 1000 * 1000
                     + [0, 100, 120, 7][r.below(4) as usize]
             }
-            _ => r.next() as i64 % YEAR_10000_MS,
+            _ => r.next_u64() as i64 % YEAR_10000_MS,
         };
         DateTime::from_millis(ms)
     }
@@ -629,15 +617,15 @@ mod tests {
                     .expect("no NUL"),
             }),
             5 => Bson::JavaScriptCode(string(r)),
-            6 => Bson::Int32(r.next() as i32),
-            7 => Bson::Int64(r.next() as i64),
+            6 => Bson::Int32(r.next_u64() as i32),
+            7 => Bson::Int64(r.next_u64() as i64),
             8 => Bson::Timestamp(Timestamp {
-                time: r.next() as u32,
-                increment: r.next() as u32,
+                time: r.next_u64() as u32,
+                increment: r.next_u64() as u32,
             }),
             9 => {
                 let len = r.below(10) as usize;
-                let bytes = (0..len).map(|_| r.next() as u8).collect();
+                let bytes = (0..len).map(|_| r.next_u64() as u8).collect();
                 let subtype = match r.below(4) {
                     0 => BinarySubtype::Generic,
                     1 => BinarySubtype::Uuid,
@@ -648,7 +636,7 @@ mod tests {
             }
             10 => {
                 let mut b = [0u8; 12];
-                b.iter_mut().for_each(|x| *x = r.next() as u8);
+                b.iter_mut().for_each(|x| *x = r.next_u64() as u8);
                 Bson::ObjectId(ObjectId::from_bytes(b))
             }
             11 => Bson::DateTime(date(r)),

@@ -456,13 +456,8 @@ mod tests {
             b"*0\r\n*-1\r\n",
             b"*1\r\n$0\r\n\r\n",
         ];
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::util::rng::XorShift::new(0x9e3779b97f4a7c15);
+        let mut next = move || rng.next_u64();
         for round in 0..20_000 {
             let mut input: Vec<u8> = seeds[round % seeds.len()].to_vec();
             for _ in 0..(next() % 4) {

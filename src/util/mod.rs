@@ -3,6 +3,7 @@
 pub mod glob;
 pub mod mem;
 pub mod num;
+pub mod rng;
 
 /// Wall-clock milliseconds since the Unix epoch: the one clock behind key deadlines, TTL
 /// indexes, `$$NOW` and `TIME`.

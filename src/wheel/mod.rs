@@ -397,16 +397,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// xorshift for a deterministic random walk.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::util::rng::XorShift as Rng;
 
     const YEAR_MS: i64 = 365 * 24 * 3600 * 1000;
 
@@ -514,16 +505,18 @@ mod tests {
             let mut ids: Vec<EntryId> = Vec::new();
             let mut serial = 0u64;
             let pick_time = |rng: &mut Rng, now: i64| -> i64 {
-                match rng.next() % 10 {
-                    0 => now - (rng.next() % (100 * YEAR_MS as u64)) as i64,
-                    1 if rng.next().is_multiple_of(4) => i64::MAX - (rng.next() % 1000) as i64,
-                    1 => 253_402_300_799_000 - (rng.next() % 1000) as i64,
-                    2 => now.saturating_add((rng.next() % (3 * YEAR_MS as u64)) as i64),
-                    _ => now.saturating_add((rng.next() % 200_000) as i64 - 1000),
+                match rng.next_u64() % 10 {
+                    0 => now - (rng.next_u64() % (100 * YEAR_MS as u64)) as i64,
+                    1 if rng.next_u64().is_multiple_of(4) => {
+                        i64::MAX - (rng.next_u64() % 1000) as i64
+                    }
+                    1 => 253_402_300_799_000 - (rng.next_u64() % 1000) as i64,
+                    2 => now.saturating_add((rng.next_u64() % (3 * YEAR_MS as u64)) as i64),
+                    _ => now.saturating_add((rng.next_u64() % 200_000) as i64 - 1000),
                 }
             };
             for _ in 0..6_000 {
-                match rng.next() % 10 {
+                match rng.next_u64() % 10 {
                     0..=3 => {
                         let at = pick_time(&mut rng, now);
                         serial += 1;
@@ -532,7 +525,7 @@ mod tests {
                         ids.push(id);
                     }
                     4 | 5 if !ids.is_empty() => {
-                        let id = ids[(rng.next() % ids.len() as u64) as usize];
+                        let id = ids[(rng.next_u64() % ids.len() as u64) as usize];
                         if let Some(m) = model.get_mut(&id.0) {
                             let at = pick_time(&mut rng, now);
                             w.reschedule(id, at);
@@ -540,19 +533,19 @@ mod tests {
                         }
                     }
                     6 if !ids.is_empty() => {
-                        let i = (rng.next() % ids.len() as u64) as usize;
+                        let i = (rng.next_u64() % ids.len() as u64) as usize;
                         let id = ids.swap_remove(i);
                         let got = w.remove(id);
                         assert_eq!(got, model.remove(&id.0).map(|m| m.1));
                     }
                     _ => {
-                        now = now.saturating_add((rng.next() % 50_000) as i64);
-                        match rng.next() % 400 {
+                        now = now.saturating_add((rng.next_u64() % 50_000) as i64);
+                        match rng.next_u64() % 400 {
                             0 => now = now.max(253_402_300_799_000 + 10),
                             1 => now = i64::MAX - 400,
                             _ => {}
                         }
-                        let upto = now - (rng.next() % 3) as i64 * 20_000;
+                        let upto = now - (rng.next_u64() % 3) as i64 * 20_000;
                         let mut out = Vec::new();
                         while w.drain_due(upto, 100, &mut out) {}
                         let drained: std::collections::HashSet<u64> =
