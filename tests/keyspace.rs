@@ -10,13 +10,7 @@ use std::time::{Duration, Instant};
 use support::{err_text, TestServer};
 
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    info.lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{field}:"))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_default()
+    support::info_value(c, section, field).unwrap_or_default()
 }
 
 #[test]

@@ -22,10 +22,8 @@ fn stats(c: &mut Connection, coll: &str) -> Json {
 }
 
 fn info_field(c: &mut Connection, section: &str, field: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg(section).query(c).expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
+    support::info_value(c, section, field)
+        .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("INFO {section} has no numeric {field}"))
 }
 

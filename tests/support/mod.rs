@@ -258,3 +258,11 @@ impl Drop for ReferenceRedis {
         let _ = self.child.wait();
     }
 }
+
+/// The value of `field` in `INFO section`, if the section has it.
+pub fn info_value(c: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(c).expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
