@@ -580,3 +580,59 @@ fn far_dates_round_trip_and_never_expire_early() {
         ]
     );
 }
+
+/// A touch rewrites a date in place when it can; every index on the field (the TTL index
+/// itself, a descending one, a compound one that forces the general path) must then find
+/// the document under its new date and no longer under its old one, and the wheel must
+/// expire it by the new date.
+#[test]
+fn touched_dates_move_in_every_index_and_the_wheel() {
+    let s = TestServer::start(&["--ttl-monitor-period", "1"]);
+    let mut c = s.conn();
+    let old = now_ms() - HOUR / 2;
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "s", "at", "3600"]).expect("index");
+    let _: String = q(&mut c, &["DOC.CREATEINDEX", "s", r#"{"at":-1}"#]).expect("index");
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "t", "at", "3600"]).expect("index");
+    let _: String = q(&mut c, &["DOC.CREATEINDEX", "t", r#"{"u":1,"at":1}"#]).expect("index");
+    for coll in ["s", "t"] {
+        let docs: Vec<String> = (0..20)
+            .map(|i| {
+                format!(
+                    r#"{{"_id":{i},"u":{i},"at":{},"x":"{}"}}"#,
+                    date(old),
+                    "y".repeat(i)
+                )
+            })
+            .collect();
+        insert(&mut c, coll, &docs);
+        let evens = r#"{"_id":{"$in":[0,2,4,6,8,10,12,14,16,18]}}"#;
+        assert_eq!(int(&mut c, &["DOC.TOUCH", coll, evens]), 10, "{coll}");
+        let recent = format!(r#"{{"at":{{"$gt":{}}}}}"#, date(now_ms() - 60_000));
+        let stale = format!(r#"{{"at":{{"$lte":{}}}}}"#, date(old));
+        assert_eq!(count(&mut c, coll, &recent), 10, "{coll}");
+        assert_eq!(count(&mut c, coll, &stale), 10, "{coll}");
+        let u4 = format!(r#"{{"u":4,"at":{{"$gt":{}}}}}"#, date(old));
+        assert_eq!(count(&mut c, coll, &u4), 1, "{coll}");
+        let u5 = format!(r#"{{"u":5,"at":{{"$gt":{}}}}}"#, date(old));
+        assert_eq!(count(&mut c, coll, &u5), 0, "{coll}");
+        // The documents kept their other fields and their order.
+        let d: String = q(&mut c, &["DOC.FINDONE", coll, r#"{"_id":4}"#]).expect("doc");
+        assert!(
+            d.starts_with(r#"{"_id":4,"u":4,"at":{"$date":"#) && d.ends_with(r#""x":"yyyy"}"#),
+            "{d}"
+        );
+        let e: String = q(&mut c, &["DOC.EXPLAIN", coll, &recent]).expect("explain");
+        assert!(e.contains("IXSCAN"), "{e}");
+        // Ten minutes of idleness allowed: the monitor removes the untouched half only.
+        let _: String = q(&mut c, &["DOC.EXPIREINDEX", coll, "at", "600"]).expect("collMod");
+        assert!(
+            eventually(10.0, || stored(&mut c, coll, "{}") == 10),
+            "{coll}"
+        );
+        assert_eq!(
+            count(&mut c, coll, r#"{"_id":{"$mod":[2,0]}}"#),
+            10,
+            "{coll}"
+        );
+    }
+}

@@ -1348,12 +1348,6 @@ fn touch_update(fields: &[String], now: DateTime) -> Result<Update, Reply> {
     update::parse(&u).map_err(err)
 }
 
-/// The update refreshing every TTL index's field of a collection, or `None` without one.
-fn ttl_touch_update(cs: &CollectionShard, now: DateTime) -> Option<Result<Update, Reply>> {
-    let fields = cs.ttl_fields();
-    (!fields.is_empty()).then(|| touch_update(&fields, now))
-}
-
 /// Applies `upd` to the document in `slot` and stores it; returns the new document.
 fn touch_slot(
     cs: &mut CollectionShard,
@@ -1405,41 +1399,44 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     let db = ctx.client.db;
-    // With FIELD the update is known now; otherwise it comes from the TTL indexes, which
-    // every shard's part of the collection lists alike.
-    let given = match field.map(|f| touch_update(&[f], c.now)).transpose() {
-        Ok(u) => u,
-        Err(e) => return e,
-    };
     let max = max_doc_size(ctx);
     let store = &ctx.server.store;
     let _catalog = store.catalog_read();
     let shards = shards_for(store, &filter);
+    // With FIELD the fields are known now; otherwise they are the TTL indexes' fields, which
+    // every shard's part of the collection lists alike. The general update is built only
+    // for a document the in-place path cannot touch, and then once.
+    let mut fields: Option<Vec<String>> = field.map(|f| vec![f]);
+    let mut upd: Option<Update> = None;
+    let now_ms = c.now.timestamp_millis();
     let mut n = 0i64;
     for s in shards {
         let mut guard = store.lock(s);
         let Some(cs) = guard.dbs[db].collections.get_mut(&c.coll) else {
             continue;
         };
-        let from_ttl;
-        let upd = match &given {
-            Some(u) => u,
-            None => match ttl_touch_update(cs, c.now) {
-                Some(Ok(u)) => {
-                    from_ttl = u;
-                    &from_ttl
-                }
-                Some(Err(e)) => return e,
-                None => return Reply::Int(0),
-            },
-        };
+        let fields = fields.get_or_insert_with(|| cs.ttl_fields());
+        if fields.is_empty() {
+            return Reply::Int(0);
+        }
         let mut slots = Vec::new();
         cs.scan(&filter, &mut |slot, _| {
             slots.push(slot);
             true
         });
         for slot in slots {
-            match touch_slot(cs, slot, upd, c.now, max) {
+            if cs.touch_dates(slot, fields, now_ms) {
+                n += 1;
+                continue;
+            }
+            let u = match &upd {
+                Some(u) => u,
+                None => match touch_update(fields, c.now) {
+                    Ok(u) => upd.insert(u),
+                    Err(e) => return e,
+                },
+            };
+            match touch_slot(cs, slot, u, c.now, max) {
                 Ok(_) => n += 1,
                 Err(e) => return e,
             }
@@ -1473,10 +1470,31 @@ fn touch_found(
         if !cs.visible(slot, cs.visibility_clock()) {
             continue;
         }
-        let Some(Ok(upd)) = ttl_touch_update(cs, c.now) else {
+        let fields = cs.ttl_fields();
+        if fields.is_empty() {
             // No TTL index: nothing to refresh.
             out.push((doc, raw));
             continue;
+        }
+        if cs.touch_dates(slot, &fields, c.now.timestamp_millis()) {
+            let new = cs
+                .get(slot)
+                .and_then(|r| Document::try_from(r.as_ref()).ok());
+            match new {
+                Some(new) => {
+                    let raw = raw.and_then(|_| cs.get(slot).cloned());
+                    out.push((new, raw));
+                }
+                None => out.push((doc, raw)),
+            }
+            continue;
+        }
+        let upd = match touch_update(&fields, c.now) {
+            Ok(u) => u,
+            Err(_) => {
+                out.push((doc, raw));
+                continue;
+            }
         };
         match touch_slot(cs, slot, &upd, c.now, max) {
             // The reply carries the refreshed document (raw bytes only when asked for BSON).

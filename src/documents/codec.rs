@@ -309,3 +309,79 @@ mod tests {
         assert!(validate_stored(&d).is_err());
     }
 }
+
+/// Where a top-level field of a stored (valid) BSON document sits: its element type and the
+/// offset of its value in `doc`. A walk over the element headers that decodes nothing,
+/// for the paths that rewrite a fixed-size value in place (a touch). `None` when the field
+/// is absent or the bytes do not walk cleanly.
+pub fn top_level_value(doc: &[u8], name: &str) -> Option<(u8, usize)> {
+    let len_at = |at: usize| -> Option<usize> {
+        let b = doc.get(at..at + 4)?;
+        usize::try_from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok()
+    };
+    let end = doc.len().checked_sub(1)?;
+    let mut at = 4;
+    while at < end {
+        let kind = doc[at];
+        let key_start = at + 1;
+        let key_len = doc.get(key_start..end)?.iter().position(|&b| b == 0)?;
+        let value = key_start + key_len + 1;
+        if &doc[key_start..key_start + key_len] == name.as_bytes() {
+            return Some((kind, value));
+        }
+        let size = match kind {
+            0x01 | 0x09 | 0x11 | 0x12 => 8,
+            0x02 | 0x0D | 0x0E => 4 + len_at(value)?,
+            0x03 | 0x04 | 0x0F => len_at(value)?,
+            0x05 => 5 + len_at(value)?,
+            0x06 | 0x0A | 0x7F | 0xFF => 0,
+            0x07 => 12,
+            0x08 => 1,
+            0x0B => {
+                let p1 = doc.get(value..end)?.iter().position(|&b| b == 0)?;
+                let p2 = doc.get(value + p1 + 1..end)?.iter().position(|&b| b == 0)?;
+                p1 + p2 + 2
+            }
+            0x0C => 4 + len_at(value)? + 12,
+            0x10 => 4,
+            0x13 => 16,
+            _ => return None,
+        };
+        at = value.checked_add(size)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::top_level_value;
+    use bson::{doc, spec::ElementType, Binary, DateTime, Regex, Timestamp};
+
+    #[test]
+    fn finds_every_field_after_every_type() {
+        let d = doc! {
+            "d": 1.5, "s": "str", "o": {"x": 1}, "a": [1, 2], "b": Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+            "id": bson::oid::ObjectId::new(), "t": true, "n": null,
+            "r": Regex { pattern: "a.b".to_string().try_into().expect("cstr"), options: "i".to_string().try_into().expect("cstr") },
+            "i": 7i32, "ts": Timestamp { time: 1, increment: 2 }, "l": 9i64,
+            "when": DateTime::from_millis(1234),
+        };
+        let raw = bson::RawDocumentBuf::try_from(&d).expect("raw");
+        let bytes = raw.as_bytes();
+        let (kind, at) = top_level_value(bytes, "when").expect("found");
+        assert_eq!(kind, ElementType::DateTime as u8);
+        assert_eq!(
+            i64::from_le_bytes(bytes[at..at + 8].try_into().expect("8")),
+            1234
+        );
+        for (k, _) in &d {
+            assert!(top_level_value(bytes, k).is_some(), "{k}");
+        }
+        assert_eq!(top_level_value(bytes, "missing"), None);
+        assert_eq!(top_level_value(&[5, 0, 0, 0, 0], "when"), None);
+        assert_eq!(
+            top_level_value(&[9, 0, 0, 0, 0x42, b'x', 0, 0, 0], "y"),
+            None
+        );
+    }
+}

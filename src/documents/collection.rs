@@ -11,7 +11,10 @@ use crate::documents::catalog::MemoryBooks;
 use crate::documents::index::{OrderedIndex, ScanStats};
 use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
-use crate::documents::{keys, ttl, ttl::TtlShard};
+use crate::documents::{codec, keys, ttl, ttl::TtlShard};
+
+/// BSON's element type byte for a UTC datetime.
+const DATE: u8 = 0x09;
 use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
@@ -28,18 +31,12 @@ pub enum IndexShard {
 impl IndexShard {
     fn on_insert(&mut self, slot: u32, doc: &RawDocumentBuf) {
         match self {
-            IndexShard::Ordered(ix) => {
-                let d = ix.spec.project(doc);
-                ix.insert_doc(slot, &d);
-            }
+            IndexShard::Ordered(ix) => ix.insert_raw(slot, doc),
         }
     }
     fn on_remove(&mut self, slot: u32, doc: &RawDocumentBuf) {
         match self {
-            IndexShard::Ordered(ix) => {
-                let d = ix.spec.project(doc);
-                ix.remove_doc(slot, &d);
-            }
+            IndexShard::Ordered(ix) => ix.remove_raw(slot, doc),
         }
     }
 
@@ -272,6 +269,81 @@ impl CollectionShard {
         Some(old)
     }
 
+    /// A touch's fast path: sets each of `fields` of the document in `slot` to the date
+    /// `now_ms` by rewriting the 8 bytes of its value in place, and moves its index entries
+    /// and TTL wheel entries. Taken only when every field is a top-level name whose value is
+    /// already a date and every index reading one of them is a single-field index on it (a
+    /// date's key is a scalar's); otherwise returns false having changed nothing, and the
+    /// caller applies the general `$set`. The result is the same document `$set` makes.
+    pub fn touch_dates(&mut self, slot: u32, fields: &[String], now_ms: i64) -> bool {
+        const MAX_FIELDS: usize = 4;
+        let Some(Some(doc)) = self.slots.get(slot as usize) else {
+            return false;
+        };
+        if fields.is_empty() || fields.len() > MAX_FIELDS {
+            return false;
+        }
+        let bytes = doc.as_bytes();
+        // (offset of the date's 8 bytes, its old value) per field.
+        let mut found = [(0usize, 0i64); MAX_FIELDS];
+        for (f, at) in fields.iter().zip(found.iter_mut()) {
+            match codec::top_level_value(bytes, f) {
+                Some((DATE, o)) if o + 8 < bytes.len() => {
+                    let mut v = [0u8; 8];
+                    v.copy_from_slice(&bytes[o..o + 8]);
+                    *at = (o, i64::from_le_bytes(v));
+                }
+                _ => return false,
+            }
+        }
+        let found = &found[..fields.len()];
+        // An index with a key field that is one of the fields: only a single-field index is
+        // moved here (a dotted path below a date resolves to nothing before and after).
+        let on = |ix: &IndexShard| -> Option<usize> {
+            let o = ix.as_ordered()?;
+            fields.iter().position(|f| {
+                o.spec
+                    .fields
+                    .iter()
+                    .any(|k| matches!(k.path.as_slice(), [p] if p == f))
+            })
+        };
+        if self
+            .indexes
+            .iter()
+            .any(|ix| on(ix).is_some() && ix.as_ordered().is_some_and(|o| o.spec.fields.len() != 1))
+        {
+            return false;
+        }
+        let Some(cell) = self.slots.get_mut(slot as usize) else {
+            return false;
+        };
+        let Some(old) = cell.take() else {
+            return false;
+        };
+        let mut bytes = old.into_bytes();
+        for &(at, _) in found {
+            bytes[at..at + 8].copy_from_slice(&now_ms.to_le_bytes());
+        }
+        // Same length, header and terminator as a stored document: the check cannot fail.
+        *cell = RawDocumentBuf::from_bytes(bytes).ok();
+        let now = Bson::DateTime(bson::DateTime::from_millis(now_ms));
+        for ix in &mut self.indexes {
+            if let Some(i) = on(ix) {
+                let old = Bson::DateTime(bson::DateTime::from_millis(found[i].1));
+                if let Some(o) = ix.as_ordered_mut() {
+                    o.move_scalar(slot, &old, &now);
+                }
+            }
+        }
+        for (_, t) in &mut self.ttl {
+            if fields.iter().any(|f| t.is_on(f)) {
+                t.set_date(slot, Some(now_ms));
+            }
+        }
+        true
+    }
+
     /// Removes a document and returns it.
     pub fn remove(&mut self, slot: u32) -> Option<RawDocumentBuf> {
         let old = self.slots.get_mut(slot as usize)?.take()?;
@@ -443,10 +515,16 @@ impl CollectionShard {
         let name = plan.name();
         let keep = keep.filter(|_| sort.is_empty() || sorted);
         let mut kept = 0usize;
-        let fields = filter.field_paths();
+        // Decoded only when some document needs matching.
+        let mut fields: Option<Vec<Vec<String>>> = None;
         // A filter that is only `{_id: v}`, for a `v` whose KeyString equality is exactly
-        // query equality, is matched by the `_id` map hit itself.
+        // query equality, is matched by the `_id` map hit itself; likewise `{f: v}` by a hit
+        // in a single-field index on `f` that never held an array.
         let id_only = matches!(plan, Plan::IdHack(_)) && id_hit_is_match(filter);
+        let exact_field = match &plan {
+            Plan::IxScan { index, .. } => index_hit_is_match(filter, ready[*index]),
+            _ => None,
+        };
         let mut fetch = |slot: u32, stats: &mut ScanStats| -> bool {
             let Some(raw) = self.get(slot) else {
                 return true;
@@ -455,7 +533,17 @@ impl CollectionShard {
                 return true;
             }
             stats.docs_examined += 1;
-            let matched = id_only && stored_id_exact(raw) || matches(filter, &fields, raw);
+            let exact = if id_only {
+                stored_exact(raw, "_id")
+            } else {
+                exact_field.is_some_and(|f| stored_exact(raw, f))
+            };
+            let matched = exact
+                || matches(
+                    filter,
+                    fields.get_or_insert_with(|| filter.field_paths()),
+                    raw,
+                );
             if !matched {
                 return true;
             }
@@ -523,11 +611,34 @@ fn id_hit_is_match(filter: &Node) -> bool {
     }
 }
 
-/// The stored `_id` is of a type the KeyString encodes exactly (Decimal128 goes through
-/// its f64 value, so a hit on a decimal `_id` is matched).
-fn stored_id_exact(raw: &RawDocument) -> bool {
+/// For `{f: v}` alone (a top-level `f`, `v` as in [`id_hit_is_match`]) planned on a
+/// single-field index on `f` that has never held an array, the field whose stored type
+/// then decides whether a hit is a match ([`stored_exact`]).
+fn index_hit_is_match<'a>(filter: &'a Node, ix: &OrderedIndex) -> Option<&'a str> {
+    let Node::Field {
+        path,
+        pred: Pred::Eq(v),
+    } = filter
+    else {
+        return None;
+    };
+    let exact_type = matches!(
+        v,
+        Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)
+    );
+    (exact_type
+        && path.len() == 1
+        && !ix.is_multikey()
+        && ix.spec.fields.len() == 1
+        && ix.spec.fields[0].path == *path)
+        .then(|| path[0].as_str())
+}
+
+/// The stored `field` is of a type the KeyString encodes exactly (Decimal128 goes through
+/// its f64 value, so a hit on a decimal is matched; an array is matched element-wise).
+fn stored_exact(raw: &RawDocument, field: &str) -> bool {
     matches!(
-        raw.get("_id"),
+        raw.get(field),
         Ok(Some(
             RawBsonRef::Int32(_)
                 | RawBsonRef::Int64(_)

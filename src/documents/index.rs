@@ -556,6 +556,85 @@ impl OrderedIndex {
         self.bytes + self.entries.len() * ENTRY_OVERHEAD
     }
 
+    /// The one key of a stored document for an index on one top-level field that holds no
+    /// array there (the commonest index: `{accessTime: 1}`, `{user: 1}`), read straight from
+    /// the raw BSON; `None` when the general path ([`IndexSpec::keys_and_arrays`]) is needed.
+    fn single_key(&self, raw: &bson::RawDocument) -> Option<Vec<u8>> {
+        let [f] = self.spec.fields.as_slice() else {
+            return None;
+        };
+        let [top] = f.path.as_slice() else {
+            return None;
+        };
+        let mut k = match raw.get(top) {
+            Ok(None) => keys::encode(&Bson::Null),
+            Ok(Some(bson::RawBsonRef::Array(_))) | Err(_) => return None,
+            Ok(Some(v)) => keys::encode(&Bson::try_from(v).ok()?),
+        };
+        if f.descending {
+            for b in &mut k {
+                *b = !*b;
+            }
+        }
+        Some(k)
+    }
+
+    /// Moves a document's entry from the scalar `old` to the scalar `new`, for an index on
+    /// one top-level field whose value changed between two non-array values (a touch).
+    pub fn move_scalar(&mut self, slot: u32, old: &Bson, new: &Bson) {
+        let descending = self.spec.fields.first().is_some_and(|f| f.descending);
+        for (v, add) in [(old, false), (new, true)] {
+            let mut k = keys::encode(v);
+            if descending {
+                for b in &mut k {
+                    *b = !*b;
+                }
+            }
+            let e = entry(&k, slot);
+            let n = e.len();
+            if add {
+                if self.entries.insert(e) {
+                    self.bytes += n;
+                }
+            } else if self.entries.remove(&e) {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    /// Adds a stored document's keys ([`OrderedIndex::insert_doc`] on the fields it reads).
+    pub fn insert_raw(&mut self, slot: u32, raw: &bson::RawDocument) {
+        match self.single_key(raw) {
+            Some(k) => {
+                let e = entry(&k, slot);
+                let n = e.len();
+                if self.entries.insert(e) {
+                    self.bytes += n;
+                }
+            }
+            None => {
+                let d = self.spec.project(raw);
+                self.insert_doc(slot, &d);
+            }
+        }
+    }
+
+    /// Removes a stored document's keys ([`OrderedIndex::remove_doc`] on the fields it reads).
+    pub fn remove_raw(&mut self, slot: u32, raw: &bson::RawDocument) {
+        match self.single_key(raw) {
+            Some(k) => {
+                let e = entry(&k, slot);
+                if self.entries.remove(&e) {
+                    self.bytes -= e.len();
+                }
+            }
+            None => {
+                let d = self.spec.project(raw);
+                self.remove_doc(slot, &d);
+            }
+        }
+    }
+
     /// Adds a document's keys. Inserting an entry already present is a no-op, which is what
     /// lets a build run in batches while writes keep the index current.
     pub fn insert_doc(&mut self, slot: u32, doc: &Document) {
@@ -641,6 +720,9 @@ impl OrderedIndex {
         stats: &mut ScanStats,
         visit: &mut dyn FnMut(u32) -> bool,
     ) {
+        if self.scan_point(bounds, stats, visit) {
+            return;
+        }
         // Oriented bounds: a descending field's intervals inverted and reversed.
         let oriented: Vec<Vec<Interval>> = self
             .spec
@@ -764,6 +846,50 @@ impl OrderedIndex {
                 }
             }
         }
+    }
+
+    /// [`OrderedIndex::scan`] for the commonest lookup, an equality on every key field: the
+    /// matching entries are one contiguous run of the set (the key, then every slot), so
+    /// there is no range list to build and no key to check. Returns false (having done
+    /// nothing) when `bounds` are not one point per field.
+    fn scan_point(
+        &self,
+        bounds: &[Vec<Interval>],
+        stats: &mut ScanStats,
+        visit: &mut dyn FnMut(u32) -> bool,
+    ) -> bool {
+        let fields = &self.spec.fields;
+        if bounds.len() != fields.len() || !bounds.iter().all(|b| b.len() == 1 && b[0].is_point()) {
+            return false;
+        }
+        let mut lo = Vec::with_capacity(bounds.iter().map(|b| b[0].lo.len()).sum::<usize>());
+        for (f, b) in fields.iter().zip(bounds) {
+            let start = lo.len();
+            lo.extend_from_slice(&b[0].lo);
+            // A point inverted is the point's bytes inverted.
+            if f.descending {
+                for x in &mut lo[start..] {
+                    *x = !*x;
+                }
+            }
+        }
+        let hi = prefix_end(&lo);
+        let hi = match &hi {
+            Some(e) => Bound::Excluded(e.as_slice()),
+            None => Bound::Unbounded,
+        };
+        // Entries are unique per (key, slot), so one key never yields a slot twice.
+        for e in self
+            .entries
+            .range::<[u8], _>((Bound::Included(lo.as_slice()), hi))
+        {
+            stats.keys_examined += 1;
+            let n = e.len() - 4;
+            if !visit(u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]])) {
+                break;
+            }
+        }
+        true
     }
 
     /// Whether the key's fields from `from` on lie within their oriented bounds.

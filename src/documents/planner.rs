@@ -183,6 +183,27 @@ pub fn plan<'a>(
     if let Some(id) = filter.id_equality() {
         return (Plan::IdHack(id), false);
     }
+    // `{field: value}` alone, unsorted: the best-scoring index is the first single-field
+    // index on that field (one equality, shortest key), which is what the loop below would
+    // pick, without building bounds for every index.
+    if let (
+        Node::Field {
+            path,
+            pred: Pred::Eq(v),
+        },
+        true,
+    ) = (filter, sort.is_empty())
+    {
+        if !matches!(v, Bson::Array(_)) {
+            if let Some(index) = indexes
+                .iter()
+                .position(|ix| ix.spec.fields.len() == 1 && ix.spec.fields[0].path == *path)
+            {
+                let bounds = vec![vec![Interval::point(v)]];
+                return (Plan::IxScan { index, bounds }, false);
+            }
+        }
+    }
     let mut preds = Vec::new();
     conjuncts(filter, &mut preds);
     type Candidate = (Score, usize, Vec<Option<Vec<Interval>>>, bool);

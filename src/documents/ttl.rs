@@ -114,9 +114,18 @@ impl TtlShard {
             .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
     }
 
+    /// Whether the index is on the top-level field `name`.
+    pub fn is_on(&self, name: &str) -> bool {
+        matches!(self.path.as_slice(), [p] if p == name)
+    }
+
     /// Indexes a document stored in `slot` (a new document, or the new version of one).
     pub fn on_insert(&mut self, slot: u32, doc: &RawDocument) {
-        let date = earliest_date(doc, &self.path);
+        self.set_date(slot, earliest_date(doc, &self.path));
+    }
+
+    /// Files the document in `slot` under `date` (`None`: it has none, so never expires).
+    pub fn set_date(&mut self, slot: u32, date: Option<i64>) {
         let i = slot as usize;
         if self.by_slot.len() <= i {
             self.by_slot.resize(i + 1, NO_ENTRY);
