@@ -11,6 +11,7 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
+use crate::store::thin::ThinBytes;
 use crate::util::mem::alloc_size;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
@@ -48,14 +49,14 @@ pub use crate::util::now_ms;
 /// A value in the key space.
 #[derive(Debug, Clone)]
 pub enum Value {
-    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A boxed
-    /// slice rather than `Bytes`: 16 bytes instead of 32 in every key's slot, for one copy
-    /// per read that the reply encoding would make anyway.
-    Str(Box<[u8]>),
+    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A thin
+    /// pointer rather than `Bytes` (32 bytes) or a boxed slice (16): 8 bytes in every key's
+    /// entry, for one copy per read that the reply encoding would make anyway.
+    Str(ThinBytes),
     /// A string that is a canonical 64-bit integer, stored as Redis's `int` encoding.
     Int(i64),
     /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
-    Raw(Box<[u8]>),
+    Raw(ThinBytes),
     Hash(Box<HashValue>),
 }
 
@@ -67,7 +68,7 @@ impl Value {
                 return Value::Int(i);
             }
         }
-        Value::Str(Box::from(b))
+        Value::Str(ThinBytes::new(b))
     }
 
     pub fn type_name(&self) -> &'static str {
@@ -101,7 +102,7 @@ impl Value {
     /// Heap bytes owned by the value (estimate).
     fn heap(&self) -> usize {
         match self {
-            Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
+            Value::Str(b) | Value::Raw(b) => alloc_size(b.allocation_len()),
             Value::Int(_) => 0,
             Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
         }
@@ -226,7 +227,8 @@ impl std::ops::Deref for KeyBytes {
 /// hashbrown table (between 7/16 and 7/8 full) costs 8-18 bytes per key rather than a whole
 /// entry's size. Lookups cost the same one pointer chase as a boxed key did (the key is
 /// compared through the pointer either way), and a SET makes one allocation for the entry
-/// and its key instead of one for the key alone. 64 bytes, one allocator size class.
+/// and its key instead of one for the key alone. 56 bytes (a string value is a thin pointer,
+/// `store::thin`), one allocator size class.
 #[derive(Debug)]
 pub struct Entry {
     key: KeyBytes,
@@ -283,7 +285,8 @@ impl Entry {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 64);
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
+const _: () = assert!(std::mem::size_of::<Entry>() == 56);
 
 /// A table slot (the entry's pointer and its control byte) over hashbrown's average load
 /// (between 7/16 and 7/8 full).
@@ -696,15 +699,13 @@ impl Keyspace {
                 books.add_mem(e.heap_mem());
                 books.created(key);
                 books.modified(key);
-                let table_before = seg.allocation_size();
+                let table_before = alloc_size(seg.allocation_size());
                 seg.insert_unique(hash, e, |x| hash_key(&hasher, &x.key));
                 // A table that grew: count its new allocation (hashbrown never shrinks on
-                // removal, so this is the only place tables change size), plus half again:
-                // the allocator keeps the freed smaller table for reuse, and with every
-                // segment growing at about the same time that memory stays resident
-                // (measured: 1M keys, RSS growth within 5% of the estimate with this, 19%
-                // under without).
-                let grown = seg.allocation_size().saturating_sub(table_before) * 3 / 2;
+                // removal, so this is the only place tables change size). The old table is
+                // freed, so, as Redis's `used_memory` counts what the allocator has handed
+                // out, it no longer counts (RSS may keep it for a while).
+                let grown = alloc_size(seg.allocation_size()).saturating_sub(table_before);
                 books.add_mem(grown);
                 books.table_bytes += grown;
                 None
