@@ -58,6 +58,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Number of databases (SELECT 0 .. databases-1). Each holds a key space and document collections." },
     Setting { name: "shards", default: "0", live: false, kind: Kind::Int(0, 1024),
         doc: "Number of in-process shards the data is split over. 0: twice the number of cores." },
+    Setting { name: "io-threads", default: "0", live: false, kind: Kind::Int(0, 128),
+        doc: "Threads that run connections and commands (Redis's name; here every thread also executes commands, each locking only the shards it touches). 0: half the cores, at least one, leaving the rest to the kernel's network stack and to clients on the same machine." },
     Setting { name: "hz", default: "10", live: true, kind: Kind::Int(1, 500),
         doc: "How many times a second each shard sweeps expired keys from its timing wheel." },
     Setting { name: "ttl-monitor-period", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),
@@ -345,6 +347,17 @@ impl Config {
 
     pub fn get_bool(&self, name: &str) -> bool {
         self.get(name) == "yes"
+    }
+
+    /// The number of runtime threads `io-threads` asks for (0 resolved against the cores).
+    pub fn io_threads(&self) -> usize {
+        match self.get_i64("io-threads") {
+            n if n > 0 => n as usize,
+            _ => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (cores / 2).max(1)
+            }
+        }
     }
 
     /// Sets an already validated, normalized value.
