@@ -11,6 +11,7 @@
 //! compound key may hold arrays in several fields only when they come from the same array
 //! (`a.b` and `a.c`), otherwise the document is refused with "cannot index parallel arrays".
 
+use crate::documents::keyfilter::KeyFilter;
 use crate::documents::keys;
 use crate::documents::path::{self, Leaf};
 use bson::{Bson, Document};
@@ -513,6 +514,8 @@ const MAX_RANGES: usize = 4096;
 pub struct OrderedIndex {
     pub spec: Arc<IndexSpec>,
     entries: BTreeSet<IxKey>,
+    /// Which keys may be held, so an equality lookup skips a shard without the B-tree.
+    filter: KeyFilter,
     bytes: usize,
     /// Whether some document ever held an array in a key field (bounds on one field from two
     /// predicates cannot then be intersected, nor does index order give sort order).
@@ -625,6 +628,11 @@ fn bound_key(bytes: &[u8]) -> IxKey {
     IxKey::Heap(Box::from(bytes))
 }
 
+/// The key of an entry (its bytes without the slot).
+fn key_of(e: &[u8]) -> &[u8] {
+    &e[..e.len() - 4]
+}
+
 fn entry(key: &[u8], slot: u32) -> IxKey {
     let n = key.len() + 4;
     if n <= INLINE_ENTRY {
@@ -644,6 +652,7 @@ impl OrderedIndex {
         OrderedIndex {
             spec,
             entries: BTreeSet::new(),
+            filter: KeyFilter::default(),
             bytes: 0,
             multikey: false,
             ready: false,
@@ -662,24 +671,33 @@ impl OrderedIndex {
         self.multikey
     }
 
-    /// Adds an entry (a no-op when present), counting its heap bytes.
+    /// Adds an entry (a no-op when present), counting its heap bytes and its key in the
+    /// shard-skipping filter.
     fn put(&mut self, e: IxKey) {
         let n = e.heap();
+        let h = self.filter.hash(key_of(&e));
         if self.entries.insert(e) {
             self.bytes += n;
+            if self.filter.full() {
+                let keys = self.entries.iter().map(|e| key_of(e));
+                self.filter.rebuild(self.entries.len(), keys);
+            } else {
+                self.filter.add_hashed(h);
+            }
         }
     }
 
-    /// Removes an entry if present, uncounting its heap bytes.
+    /// Removes an entry if present, uncounting its heap bytes and its key.
     fn take(&mut self, e: &IxKey) {
         if self.entries.remove(e) {
             self.bytes -= e.heap();
+            self.filter.remove(key_of(e));
         }
     }
 
     /// Approximate memory held, for `DOC.STATS`.
     pub fn bytes(&self) -> usize {
-        self.bytes + self.entries.len() * ENTRY_OVERHEAD
+        self.bytes + self.entries.len() * ENTRY_OVERHEAD + self.filter.memory_bytes()
     }
 
     /// The one key of a stored document for an index on one top-level field that holds no
@@ -775,6 +793,9 @@ impl OrderedIndex {
     /// Whether any of `keys` is held for a slot other than `except`.
     pub fn has_other(&self, keys: &[Vec<u8>], except: Option<u32>) -> bool {
         keys.iter().any(|k| {
+            if !self.filter.may_contain(k) {
+                return false;
+            }
             let lo = entry(k, 0);
             let hi = entry(k, u32::MAX);
             self.entries
@@ -977,6 +998,9 @@ impl OrderedIndex {
                     *x = !*x;
                 }
             }
+        }
+        if !self.filter.may_contain(&lo) {
+            return true;
         }
         // One descent (to the first entry at or after the key), then forward while entries
         // start with it: half the comparisons of a two-ended range.

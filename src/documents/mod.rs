@@ -8,6 +8,7 @@ pub mod codec;
 pub mod collection;
 pub mod index;
 pub mod json;
+pub mod keyfilter;
 pub mod keys;
 pub mod order;
 pub mod path;
