@@ -6,7 +6,6 @@ use crate::commands::{is, syntax_error, wrong_arity, wrongtype, Ctx};
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
 use crate::store::keyspace::now_ms;
-use crate::store::thin::ThinBytes;
 use crate::store::{Ttl, Value};
 use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
@@ -788,12 +787,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return Reply::error("ERR increment would produce NaN or Infinity");
         }
         let text = human_float(n);
-        ks.set(
-            h,
-            key,
-            Value::Str(ThinBytes::new(text.as_bytes())),
-            Ttl::Keep,
-        );
+        ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "incrbyfloat", key);
         Reply::bulk(text)
@@ -823,7 +817,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     let mut v = Vec::with_capacity(b.len() + val.len());
                     v.extend_from_slice(&b);
                     v.extend_from_slice(val);
-                    Value::Raw(ThinBytes::new(&v))
+                    Value::Raw(v.into_boxed_slice())
                 }
             };
             let len = match &new {
@@ -922,7 +916,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
-        ks.set(h, key, Value::Raw(ThinBytes::new(&v)), Ttl::Keep);
+        ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "setrange", key);
         Reply::Int(len as i64)

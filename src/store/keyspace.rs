@@ -11,7 +11,6 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
-use crate::store::thin::ThinBytes;
 use crate::util::mem::alloc_size;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
@@ -49,14 +48,17 @@ pub use crate::util::now_ms;
 /// A value in the key space.
 #[derive(Debug, Clone)]
 pub enum Value {
-    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A thin
-    /// pointer rather than `Bytes` (32 bytes) or a boxed slice (16): 8 bytes in every key's
-    /// entry, for one copy per read that the reply encoding would make anyway.
-    Str(ThinBytes),
+    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A boxed
+    /// slice rather than `Bytes`: 16 bytes instead of 32 in every key's slot, for one copy
+    /// per read that the reply encoding would make anyway. (A thin pointer with the length
+    /// in the allocation was tried: mimalloc rounds blocks up to 64 bytes to 16-byte
+    /// multiples, so the 56-byte entry still took 64 and the 4-byte header cost a 32-byte
+    /// value 16 more.)
+    Str(Box<[u8]>),
     /// A string that is a canonical 64-bit integer, stored as Redis's `int` encoding.
     Int(i64),
     /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
-    Raw(ThinBytes),
+    Raw(Box<[u8]>),
     Hash(Box<HashValue>),
 }
 
@@ -68,7 +70,7 @@ impl Value {
                 return Value::Int(i);
             }
         }
-        Value::Str(ThinBytes::new(b))
+        Value::Str(Box::from(b))
     }
 
     pub fn type_name(&self) -> &'static str {
@@ -102,7 +104,7 @@ impl Value {
     /// Heap bytes owned by the value (estimate).
     fn heap(&self) -> usize {
         match self {
-            Value::Str(b) | Value::Raw(b) => alloc_size(b.allocation_len()),
+            Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
             Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
         }
@@ -227,8 +229,7 @@ impl std::ops::Deref for KeyBytes {
 /// hashbrown table (between 7/16 and 7/8 full) costs 8-18 bytes per key rather than a whole
 /// entry's size. Lookups cost the same one pointer chase as a boxed key did (the key is
 /// compared through the pointer either way), and a SET makes one allocation for the entry
-/// and its key instead of one for the key alone. 56 bytes (a string value is a thin pointer,
-/// `store::thin`), one allocator size class.
+/// and its key instead of one for the key alone. 64 bytes, one allocator size class.
 #[derive(Debug)]
 pub struct Entry {
     key: KeyBytes,
@@ -285,8 +286,7 @@ impl Entry {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Value>() == 16);
-const _: () = assert!(std::mem::size_of::<Entry>() == 56);
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
 /// A table slot (the entry's pointer and its control byte) over hashbrown's average load
 /// (between 7/16 and 7/8 full).

@@ -9,7 +9,6 @@ pub mod eviction;
 pub mod expiry;
 pub mod keyspace;
 pub mod multi;
-pub mod thin;
 pub mod ttl_monitor;
 
 pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
