@@ -9,7 +9,7 @@
 //! Counters are 4 bits, 128 to a block, three per key. Removal decrements them; a counter
 //! that reached 15 stays there (it can then only cause false positives, never a missed
 //! key). The filter doubles, rebuilt from the index's keys, when it holds more than 12
-//! keys a block: about 5-11 bytes a key, a false-positive rate of 0.3-2%.
+//! keys a block: 6 to 12 keys a block (5-11 bytes a key), a false-positive rate of 0.3-2%.
 
 use std::hash::BuildHasher;
 
@@ -77,9 +77,10 @@ impl KeyFilter {
         self.keys += 1;
     }
 
-    /// Starts over at twice the size `n` keys need, counting `keys` (every key held).
+    /// Starts over at the power of two of blocks that `n` keys (and one more) need,
+    /// counting `keys` (every key held): the filter doubles as the index grows.
     pub fn rebuild<'a>(&mut self, n: usize, keys: impl Iterator<Item = &'a [u8]>) {
-        let blocks = (n * 2).div_ceil(KEYS_PER_BLOCK).max(1).next_power_of_two();
+        let blocks = (n + 1).div_ceil(KEYS_PER_BLOCK).max(1).next_power_of_two();
         self.words = vec![0; blocks * WORDS_PER_BLOCK];
         self.keys = 0;
         for k in keys {
