@@ -3,17 +3,19 @@
 /// The bytes the allocator (mimalloc, the binary's global allocator) really hands out for
 /// a request of `n` bytes: 8, then 16-byte steps up to 64 (mimalloc keeps 16-byte
 /// alignment, so a 56-byte request takes 64), then four size classes per doubling (80, 96,
-/// 112, 128, 160, ...), page multiples for huge blocks; 0 for empty. Counting the class
+/// 112, 128, 160, ...) up to 512 KiB, 64 KiB slices beyond; 0 for empty. Counting the class
 /// rather than a rougher rounding keeps `used_memory`, and so what `maxmemory` admits, to
 /// what is really allocated (a 100-byte value is 112 bytes, not 128). A unit test holds
 /// this to mimalloc's own `mi_usable_size`.
 pub fn alloc_size(n: usize) -> usize {
-    const HUGE: usize = 32 << 20;
+    // Beyond mimalloc's large-object limit a block is its own run of 64 KiB slices.
+    const HUGE: usize = 512 << 10;
+    const SLICE: usize = 64 << 10;
     if n == 0 {
         return 0;
     }
     if n > HUGE {
-        return n.div_ceil(4096) * 4096;
+        return n.div_ceil(SLICE) * SLICE;
     }
     let words = n.div_ceil(8);
     if words == 1 {
@@ -77,7 +79,9 @@ mod tests {
     fn matches_mimallocs_usable_size() {
         use std::alloc::{GlobalAlloc, Layout};
         let m = mimalloc::MiMalloc;
-        for n in (1..=4096).chain([10_000, 65_536, 100_000]) {
+        for n in (1..=4096).chain([
+            10_000, 65_536, 100_000, 300_000, 524_288, 589_840, 4_718_608,
+        ]) {
             let layout = Layout::from_size_align(n, 1).expect("layout");
             // SAFETY: non-zero layouts; every block is freed once with its own layout.
             unsafe {
@@ -87,7 +91,13 @@ mod tests {
                 for p in blocks {
                     m.dealloc(p, layout);
                 }
-                assert_eq!(alloc_size(n), usable, "request of {n} bytes");
+                if n <= 512 << 10 {
+                    assert_eq!(alloc_size(n), usable, "request of {n} bytes");
+                } else {
+                    // Huge blocks also carry their page's header slices: within 5%.
+                    let (a, u) = (alloc_size(n) as f64, usable as f64);
+                    assert!((a - u).abs() <= 0.05 * u, "request of {n}: {a} vs {u}");
+                }
             }
         }
     }
