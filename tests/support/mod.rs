@@ -213,43 +213,76 @@ impl ReferenceRedis {
     /// Under CI (`CI` set) a missing reference fails the test instead: CI installs it, and a
     /// comparison that silently skips there would prove nothing.
     pub fn start() -> Option<ReferenceRedis> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "redis-server is needed for the comparison under CI: {e}"
-                );
-                eprintln!("NOTICE: redis-server not on PATH ({e}); comparison with Redis skipped");
-                return None;
+        // A port found free can be taken by another test's reference before ours binds it:
+        // ours then exits, and the readiness check would reach the other one (which goes
+        // away when its test ends). So the server that answers must be our child.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("free port");
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match child {
+                Ok(c) => c,
+                Err(e) => {
+                    assert!(
+                        std::env::var_os("CI").is_none(),
+                        "redis-server is needed for the comparison under CI: {e}"
+                    );
+                    eprintln!(
+                        "NOTICE: redis-server not on PATH ({e}); comparison with Redis skipped"
+                    );
+                    return None;
+                }
+            };
+            let mut r = ReferenceRedis { child, port };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Some(pid) = server_pid(port) {
+                    if pid == r.child.id() {
+                        return Some(r);
+                    }
+                    break;
+                }
+                if matches!(r.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-        };
-        let r = ReferenceRedis { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(r);
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            let _ = r.child.kill();
         }
-        panic!("redis-server did not start on port {port}");
+        panic!("redis-server did not start on a port of its own");
     }
+}
+
+/// The `process_id` of the Redis-protocol server answering on `port`, if one answers.
+fn server_pid(port: u16) -> Option<u32> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("process_id:") || !got.ends_with(b"\r\n") {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    let line = text.lines().find(|l| l.starts_with("process_id:"))?;
+    line["process_id:".len()..].trim().parse().ok()
 }
 
 impl Drop for ReferenceRedis {
