@@ -14,6 +14,7 @@
 use crate::documents::keyfilter::KeyFilter;
 use crate::documents::keys;
 use crate::documents::path::{self, Leaf};
+use crate::util::inline::InlineBytes;
 use bson::{Bson, Document};
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -529,35 +530,25 @@ pub struct OrderedIndex {
 /// B-tree's node when short. Why: with boxed entries every comparison of a lookup chased a
 /// pointer to a cold allocation, and at 100 000 documents an indexed find spent most of
 /// its time in those cache misses on each of the shards; inline, a node's keys are read
-/// from the node itself. Ordered as its bytes, so ranges of `[u8]` select it.
+/// from the node itself. Entries up to 30 bytes (a date, number, ObjectId or short string
+/// key, or a short compound key, with its slot) stay in the node: 32 bytes an entry.
+/// Ordered as its bytes, so ranges of `[u8]` select it.
 #[derive(Clone)]
-enum IxKey {
-    Inline { len: u8, buf: [u8; INLINE_ENTRY] },
-    Heap(Box<[u8]>),
-}
+struct IxKey(InlineBytes<30>);
 
-/// Entries up to this length (a date, number, ObjectId or short string key, or a short
-/// compound key, with its slot) stay in the node: 32 bytes an entry.
-const INLINE_ENTRY: usize = 30;
 const _: () = assert!(std::mem::size_of::<IxKey>() == 32);
 
 impl IxKey {
     /// Heap bytes outside the node.
     fn heap(&self) -> usize {
-        match self {
-            IxKey::Inline { .. } => 0,
-            IxKey::Heap(b) => crate::util::mem::alloc_size(b.len()),
-        }
+        self.0.heap()
     }
 }
 
 impl std::ops::Deref for IxKey {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match self {
-            IxKey::Inline { len, buf } => &buf[..*len as usize],
-            IxKey::Heap(b) => b,
-        }
+        &self.0
     }
 }
 
@@ -617,15 +608,7 @@ impl std::fmt::Debug for IxKey {
 
 /// A bound made of bytes alone (a key prefix), to search the set with [`IxKey`]'s order.
 fn bound_key(bytes: &[u8]) -> IxKey {
-    if bytes.len() <= INLINE_ENTRY {
-        let mut buf = [0u8; INLINE_ENTRY];
-        buf[..bytes.len()].copy_from_slice(bytes);
-        return IxKey::Inline {
-            len: bytes.len() as u8,
-            buf,
-        };
-    }
-    IxKey::Heap(Box::from(bytes))
+    IxKey(InlineBytes::new(bytes))
 }
 
 /// The key of an entry (its bytes without the slot).
@@ -634,17 +617,7 @@ fn key_of(e: &[u8]) -> &[u8] {
 }
 
 fn entry(key: &[u8], slot: u32) -> IxKey {
-    let n = key.len() + 4;
-    if n <= INLINE_ENTRY {
-        let mut buf = [0u8; INLINE_ENTRY];
-        buf[..key.len()].copy_from_slice(key);
-        buf[key.len()..n].copy_from_slice(&slot.to_be_bytes());
-        return IxKey::Inline { len: n as u8, buf };
-    }
-    let mut e = Vec::with_capacity(n);
-    e.extend_from_slice(key);
-    e.extend_from_slice(&slot.to_be_bytes());
-    IxKey::Heap(e.into_boxed_slice())
+    IxKey(InlineBytes::concat(key, &slot.to_be_bytes()))
 }
 
 impl OrderedIndex {

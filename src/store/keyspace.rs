@@ -11,6 +11,7 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
+use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
@@ -182,48 +183,10 @@ struct Deadline {
     id: EntryId,
 }
 
-/// A key's bytes: up to [`INLINE_KEY`] bytes inside the entry (no allocation of its own, the
-/// common case), longer ones boxed.
-#[derive(Debug)]
-enum KeyBytes {
-    Inline { len: u8, buf: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
-}
-
-const INLINE_KEY: usize = 22;
+/// A key's bytes: up to 22 bytes inside the entry (no allocation of its own, the common
+/// case), longer ones boxed.
+type KeyBytes = InlineBytes<22>;
 const _: () = assert!(std::mem::size_of::<KeyBytes>() == 24);
-
-impl KeyBytes {
-    fn new(key: &[u8]) -> KeyBytes {
-        if key.len() <= INLINE_KEY {
-            let mut buf = [0u8; INLINE_KEY];
-            buf[..key.len()].copy_from_slice(key);
-            KeyBytes::Inline {
-                len: key.len() as u8,
-                buf,
-            }
-        } else {
-            KeyBytes::Heap(Box::from(key))
-        }
-    }
-    /// Bytes allocated outside the entry.
-    fn heap(&self) -> usize {
-        match self {
-            KeyBytes::Inline { .. } => 0,
-            KeyBytes::Heap(b) => alloc_size(b.len()),
-        }
-    }
-}
-
-impl std::ops::Deref for KeyBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            KeyBytes::Inline { len, buf } => &buf[..*len as usize],
-            KeyBytes::Heap(b) => b,
-        }
-    }
-}
 
 /// One key, boxed: a table slot holds only the pointer (8 bytes), so the slack of a
 /// hashbrown table (between 7/16 and 7/8 full) costs 8-18 bytes per key rather than a whole

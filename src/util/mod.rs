@@ -1,6 +1,7 @@
 //! Small helpers shared by several layers.
 
 pub mod glob;
+pub mod inline;
 pub mod mem;
 pub mod num;
 pub mod rng;
