@@ -27,11 +27,16 @@ fn main() {
     // the client for a core); see docs/BENCHMARKS.md.
     let threads = config.io_threads();
     config.set_normalized("io-threads", threads.to_string());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-    {
+    // One thread: the current-thread scheduler (a local run queue, no work-stealing
+    // bookkeeping); more: the multi-thread one.
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("could not start the runtime: {e}");
