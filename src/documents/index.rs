@@ -179,11 +179,7 @@ impl IndexSpec {
                     let mut k = prefix.clone();
                     let start = k.len();
                     k.extend_from_slice(v);
-                    if f.descending {
-                        for b in &mut k[start..] {
-                            *b = !*b;
-                        }
-                    }
+                    orient(&mut k[start..], f.descending);
                     next.push(k);
                 }
             }
@@ -611,6 +607,16 @@ fn bound_key(bytes: &[u8]) -> IxKey {
     IxKey(InlineBytes::new(bytes))
 }
 
+/// A field's KeyString as the index stores it: inverted for a descending field (which
+/// reverses its order, every KeyString being prefix-free).
+fn orient(key: &mut [u8], descending: bool) {
+    if descending {
+        for b in key {
+            *b = !*b;
+        }
+    }
+}
+
 /// The key of an entry (its bytes without the slot).
 fn key_of(e: &[u8]) -> &[u8] {
     &e[..e.len() - 4]
@@ -688,11 +694,7 @@ impl OrderedIndex {
             Ok(Some(bson::RawBsonRef::Array(_))) | Err(_) => return None,
             Ok(Some(v)) => keys::encode(&Bson::try_from(v).ok()?),
         };
-        if f.descending {
-            for b in &mut k {
-                *b = !*b;
-            }
-        }
+        orient(&mut k, f.descending);
         Some(k)
     }
 
@@ -702,11 +704,7 @@ impl OrderedIndex {
         let descending = self.spec.fields.first().is_some_and(|f| f.descending);
         for (v, add) in [(old, false), (new, true)] {
             let mut k = keys::encode(v);
-            if descending {
-                for b in &mut k {
-                    *b = !*b;
-                }
-            }
+            orient(&mut k, descending);
             let e = entry(&k, slot);
             if add {
                 self.put(e);
@@ -966,11 +964,7 @@ impl OrderedIndex {
             let start = lo.len();
             lo.extend_from_slice(&b[0].lo);
             // A point inverted is the point's bytes inverted.
-            if f.descending {
-                for x in &mut lo[start..] {
-                    *x = !*x;
-                }
-            }
+            orient(&mut lo[start..], f.descending);
         }
         if !self.filter.may_contain(&lo) {
             return true;
