@@ -12,10 +12,8 @@ use crate::documents::index::{OrderedIndex, ScanStats};
 use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
-
-/// BSON's element type byte for a UTC datetime.
-const DATE: u8 = 0x09;
 use crate::util::mem::alloc_size;
+use bson::spec::ElementType;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 use std::sync::atomic::AtomicUsize;
@@ -288,7 +286,7 @@ impl CollectionShard {
         let mut found = [(0usize, 0i64); MAX_FIELDS];
         for (f, at) in fields.iter().zip(found.iter_mut()) {
             match codec::top_level_value(bytes, f) {
-                Some((DATE, o)) if o + 8 < bytes.len() => {
+                Some((kind, o)) if kind == ElementType::DateTime as u8 && o + 8 < bytes.len() => {
                     let mut v = [0u8; 8];
                     v.copy_from_slice(&bytes[o..o + 8]);
                     *at = (o, i64::from_le_bytes(v));
@@ -591,47 +589,34 @@ impl CollectionShard {
     }
 }
 
-/// True for `{_id: v}` (alone) with `v` an integer, string or ObjectId: the only types for
-/// which "same KeyString" and "equal under the query's comparison" are the same thing
+/// The path of `{f: v}` (alone) when `v` is an integer, string or ObjectId: the only types
+/// for which "same KeyString" and "equal under the query's comparison" are the same thing
 /// without a second look (doubles, documents, regexes and the rest are matched).
-fn id_hit_is_match(filter: &Node) -> bool {
+fn exact_equality(filter: &Node) -> Option<&[String]> {
     match filter {
         Node::Field {
             path,
-            pred: Pred::Eq(v),
-        } => {
-            path.len() == 1
-                && path[0] == "_id"
-                && matches!(
-                    v,
-                    Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)
-                )
-        }
-        _ => false,
+            pred: Pred::Eq(Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)),
+        } => Some(path),
+        _ => None,
     }
 }
 
-/// For `{f: v}` alone (a top-level `f`, `v` as in [`id_hit_is_match`]) planned on a
-/// single-field index on `f` that has never held an array, the field whose stored type
-/// then decides whether a hit is a match ([`stored_exact`]).
+/// True for `{_id: v}` with `v` as in [`exact_equality`]: the `_id` map hit is the match.
+fn id_hit_is_match(filter: &Node) -> bool {
+    matches!(exact_equality(filter), Some([p]) if p == "_id")
+}
+
+/// For `{f: v}` as in [`exact_equality`] with a top-level `f`, planned on a single-field
+/// index on `f` that has never held an array, the field whose stored type then decides
+/// whether a hit is a match ([`stored_exact`]).
 fn index_hit_is_match<'a>(filter: &'a Node, ix: &OrderedIndex) -> Option<&'a str> {
-    let Node::Field {
-        path,
-        pred: Pred::Eq(v),
-    } = filter
-    else {
+    let [f] = exact_equality(filter)? else {
         return None;
     };
-    let exact_type = matches!(
-        v,
-        Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)
-    );
-    (exact_type
-        && path.len() == 1
-        && !ix.is_multikey()
-        && ix.spec.fields.len() == 1
-        && ix.spec.fields[0].path == *path)
-        .then(|| path[0].as_str())
+    let on_f =
+        matches!(ix.spec.fields.as_slice(), [k] if matches!(k.path.as_slice(), [p] if p == f));
+    (on_f && !ix.is_multikey()).then_some(f.as_str())
 }
 
 /// The stored `field` is of a type the KeyString encodes exactly (Decimal128 goes through

@@ -622,6 +622,12 @@ fn key_of(e: &[u8]) -> &[u8] {
     &e[..e.len() - 4]
 }
 
+/// The slot of an entry (its last 4 bytes, big-endian).
+fn slot_of(e: &[u8]) -> u32 {
+    let n = e.len() - 4;
+    u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]])
+}
+
 fn entry(key: &[u8], slot: u32) -> IxKey {
     IxKey(InlineBytes::concat(key, &slot.to_be_bytes()))
 }
@@ -771,15 +777,7 @@ impl OrderedIndex {
             let hi = entry(k, u32::MAX);
             self.entries
                 .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Included(&hi[..])))
-                .any(|e| {
-                    let slot = u32::from_be_bytes([
-                        e[e.len() - 4],
-                        e[e.len() - 3],
-                        e[e.len() - 2],
-                        e[e.len() - 1],
-                    ]);
-                    Some(slot) != except
-                })
+                .any(|e| Some(slot_of(e)) != except)
         })
     }
 
@@ -787,7 +785,7 @@ impl OrderedIndex {
     pub fn first_duplicate(&self) -> Option<Vec<u8>> {
         let mut prev: Option<&[u8]> = None;
         for e in &self.entries {
-            let k = &e[..e.len() - 4];
+            let k = key_of(e);
             if prev == Some(k) {
                 return Some(k.to_vec());
             }
@@ -798,13 +796,7 @@ impl OrderedIndex {
 
     /// Every entry as (key, slot), in order: for cross-shard unique checks.
     pub fn entries_with_slots(&self) -> impl Iterator<Item = (&[u8], u32)> {
-        self.entries.iter().map(|e| {
-            let n = e.len() - 4;
-            (
-                &e[..n],
-                u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]]),
-            )
-        })
+        self.entries.iter().map(|e| (key_of(e), slot_of(e)))
     }
 
     /// Scans the index within `bounds` (one normalized interval list per key field, in value
@@ -925,16 +917,12 @@ impl OrderedIndex {
             }
             for e in self.entries.range::<[u8], _>((lo_ref, hi_ref)) {
                 stats.keys_examined += 1;
-                let key = &e[..e.len() - 4];
-                if checked_from < oriented.len() && !self.key_within(key, &oriented, checked_from) {
+                if checked_from < oriented.len()
+                    && !self.key_within(key_of(e), &oriented, checked_from)
+                {
                     continue;
                 }
-                let slot = u32::from_be_bytes([
-                    e[e.len() - 4],
-                    e[e.len() - 3],
-                    e[e.len() - 2],
-                    e[e.len() - 1],
-                ]);
+                let slot = slot_of(e);
                 if self.multikey && !seen.insert(slot) {
                     continue;
                 }
@@ -980,8 +968,7 @@ impl OrderedIndex {
                 break;
             }
             stats.keys_examined += 1;
-            let n = e.len() - 4;
-            if !visit(u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]])) {
+            if !visit(slot_of(e)) {
                 break;
             }
         }
