@@ -731,9 +731,10 @@ fn copy_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let mut l = ctx.server.store.lock_keys(&[src, dst]);
     let (hs, hd) = (l.hash(0), l.hash(1));
-    let (value, at) = match l.ks(0, src_db).peek(hs, src) {
+    let sks = l.ks(0, src_db);
+    let (value, at) = match sks.peek(hs, src) {
         None => return Reply::Int(0),
-        Some(e) => (e.value.clone(), e.deadline()),
+        Some(e) => (e.value.clone(), sks.deadline(hs, src).flatten()),
     };
     let dks = l.ks(1, dst_db);
     if dks.contains(hd, dst) {
@@ -791,9 +792,9 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bo
     };
     let key = &args[1];
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let cur = match ks.peek(h, key) {
+        let cur = match ks.deadline(h, key) {
             None => return Reply::Int(0),
-            Some(e) => e.deadline(),
+            Some(at) => at,
         };
         let refused = (nx && cur.is_some())
             || (xx && cur.is_none())
@@ -831,9 +832,9 @@ fn ttl_generic(ctx: &mut Ctx<'_>, args: &[Bytes], f: fn(i64, i64) -> i64) -> Rep
     let key = &args[1];
     ctx.server
         .store
-        .with_key(ctx.client.db, key, |ks, h| match ks.peek(h, key) {
+        .with_key(ctx.client.db, key, |ks, h| match ks.deadline(h, key) {
             None => Reply::Int(-2),
-            Some(e) => match e.deadline() {
+            Some(at) => match at {
                 None => Reply::Int(-1),
                 Some(at) => Reply::Int(f(at, now_ms())),
             },
@@ -860,8 +861,9 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let key = &args[1];
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        match ks.peek(h, key).map(|e| e.deadline()) {
+    ctx.server
+        .store
+        .with_key(ctx.client.db, key, |ks, h| match ks.deadline(h, key) {
             Some(Some(_)) => {
                 ks.set_deadline(h, key, None);
                 ctx.server
@@ -869,6 +871,5 @@ fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 Reply::Int(1)
             }
             _ => Reply::Int(0),
-        }
-    })
+        })
 }

@@ -602,7 +602,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             None => return Reply::Nil,
             Some(e) => match e.value.str_bytes() {
                 None => return wrongtype(),
-                Some(b) => (b, e.deadline().is_some()),
+                Some(b) => (b, e.has_deadline()),
             },
         };
         if let Some(at) = at {
@@ -787,7 +787,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return Reply::error("ERR increment would produce NaN or Infinity");
         }
         let text = human_float(n);
-        ks.set(h, key, Value::Str(text.as_bytes().into()), Ttl::Keep);
+        ks.set(h, key, Value::text(text.as_bytes()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "incrbyfloat", key);
         Reply::bulk(text)
@@ -817,7 +817,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     let mut v = Vec::with_capacity(b.len() + val.len());
                     v.extend_from_slice(&b);
                     v.extend_from_slice(val);
-                    Value::Raw(v.into_boxed_slice())
+                    Value::raw(v)
                 }
             };
             let len = match &new {
@@ -916,7 +916,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         v[offset as usize..need].copy_from_slice(val);
         let len = v.len();
-        ks.set(h, key, Value::Raw(v.into_boxed_slice()), Ttl::Keep);
+        ks.set(h, key, Value::raw(v), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "setrange", key);
         Reply::Int(len as i64)

@@ -72,8 +72,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "What happens past maxmemory: noeviction (writes fail with -OOM), allkeys-lru, volatile-lru, allkeys-lfu, volatile-lfu, allkeys-random, volatile-random, volatile-ttl." },
     Setting { name: "maxmemory-samples", default: "5", live: true, kind: Kind::Int(1, 64),
         doc: "Keys sampled per eviction; more is more exact and slower." },
-    Setting { name: "proto-max-bulk-len", default: "536870912", live: true, kind: Kind::Memory,
-        doc: "Largest bulk string a client may send (512mb). Longer ones are a protocol error." },
+    Setting { name: "proto-max-bulk-len", default: "536870912", live: true, kind: Kind::Special(parse_bulk_len),
+        doc: "Largest bulk string a client may send (512mb; between 1mb and 4gb - 1, the longest string a key holds). Longer ones are a protocol error." },
     Setting { name: "client-query-buffer-limit", default: "1073741824", live: true, kind: Kind::Memory,
         doc: "Largest unparsed input kept for one client (1gb); past it the client is closed." },
     Setting { name: "max-document-size", default: "16777216", live: true, kind: Kind::Memory,
@@ -108,6 +108,20 @@ pub static SETTINGS: &[Setting] = &[
 
 pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// `proto-max-bulk-len`: Redis's lower bound (1mb), and an upper bound of `u32::MAX`, the
+/// longest string value the key space stores (`util::packed`).
+fn parse_bulk_len(value: &str) -> Result<String, String> {
+    const MIN: u64 = 1 << 20;
+    const MAX: u64 = crate::util::packed::MAX_LEN as u64;
+    match parse_memory(value) {
+        Some(n) if (MIN..=MAX).contains(&n) => Ok(n.to_string()),
+        Some(_) => Err(format!(
+            "argument must be between {MIN} and {MAX} inclusive"
+        )),
+        None => Err("argument must be a memory value".into()),
+    }
 }
 
 fn parse_output_limits(v: &str) -> Result<String, String> {
@@ -446,6 +460,17 @@ mod tests {
     fn every_default_is_valid() {
         for s in SETTINGS {
             assert!(normalize(s, s.default).is_ok(), "{}", s.name);
+        }
+    }
+
+    /// A string's length is kept in 32 bits, so no client may send a longer one.
+    #[test]
+    fn bulk_len_stays_within_what_a_string_holds() {
+        let s = setting("proto-max-bulk-len").unwrap();
+        assert_eq!(normalize(s, "4294967295").as_deref(), Ok("4294967295"));
+        assert_eq!(normalize(s, "1mb").as_deref(), Ok("1048576"));
+        for bad in ["4gb", "5gb", "1000", "x"] {
+            assert!(normalize(s, bad).is_err(), "{bad}");
         }
     }
 

@@ -240,7 +240,7 @@ fn evict_one(store: &Store, policy: Policy) -> bool {
                         255 - lfu_counter(e.access()) as u64
                     }
                     Policy::VolatileTtl => {
-                        u64::MAX - (e.deadline().unwrap_or(i64::MAX).max(now) - now) as u64
+                        u64::MAX - (ks.deadline_of(e).unwrap_or(i64::MAX).max(now) - now) as u64
                     }
                     _ => 0,
                 };

@@ -13,6 +13,7 @@
 use crate::store::eviction;
 use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
+use crate::util::packed::PackedBytes;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
 use hashbrown::{HashMap, HashTable};
@@ -49,17 +50,15 @@ pub use crate::util::now_ms;
 /// A value in the key space.
 #[derive(Debug, Clone)]
 pub enum Value {
-    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). A boxed
-    /// slice rather than `Bytes`: 16 bytes instead of 32 in every key's slot, for one copy
-    /// per read that the reply encoding would make anyway. (A thin pointer with the length
-    /// in the allocation was tried: mimalloc rounds blocks up to 64 bytes to 16-byte
-    /// multiples, so the 56-byte entry still took 64 and the 4-byte header cost a 32-byte
-    /// value 16 more.)
-    Str(Box<[u8]>),
+    /// A string (`embstr` up to 44 bytes, `raw` beyond, as Redis reports them). Packed
+    /// (pointer and `u32` length, 12 bytes) so the whole `Value` is 16 bytes and an entry
+    /// 48: see `util::packed`. (A thin pointer with the length in the allocation was tried:
+    /// the 4-byte header cost a 32-byte value a 48-byte block.)
+    Str(PackedBytes),
     /// A string that is a canonical 64-bit integer, stored as Redis's `int` encoding.
     Int(i64),
     /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
-    Raw(Box<[u8]>),
+    Raw(PackedBytes),
     Hash(Box<HashValue>),
 }
 
@@ -71,7 +70,17 @@ impl Value {
                 return Value::Int(i);
             }
         }
-        Value::Str(Box::from(b))
+        Value::Str(PackedBytes::from(b))
+    }
+
+    /// A string built by APPEND or SETRANGE (Redis's `raw`).
+    pub fn raw(v: Vec<u8>) -> Value {
+        Value::Raw(PackedBytes::from(v))
+    }
+
+    /// A string kept as given, even if it reads as an integer (INCRBYFLOAT's result).
+    pub fn text(b: &[u8]) -> Value {
+        Value::Str(PackedBytes::from(b))
     }
 
     pub fn type_name(&self) -> &'static str {
@@ -192,43 +201,37 @@ const _: () = assert!(std::mem::size_of::<KeyBytes>() == 24);
 /// hashbrown table (between 7/16 and 7/8 full) costs 8-18 bytes per key rather than a whole
 /// entry's size. Lookups cost the same one pointer chase as a boxed key did (the key is
 /// compared through the pointer either way), and a SET makes one allocation for the entry
-/// and its key instead of one for the key alone. 64 bytes, one allocator size class.
+/// and its key instead of one for the key alone.
+///
+/// 48 bytes, a mimalloc size class (64 is the next): the deadline itself lives only in the
+/// wheel entry the key points to, so a lookup of a key with a deadline reads the wheel's slab
+/// for the lazy expiry check (as Redis reads its `expires` dict), and a key without one
+/// pays nothing.
 #[derive(Debug)]
 pub struct Entry {
     key: KeyBytes,
     pub value: Value,
-    /// The deadline in Unix ms, 0 for none (a deadline is always in the future when set, so
-    /// never 0), and its wheel entry's index.
-    at: i64,
-    wheel_id: u32,
+    /// The index of the key's wheel entry, [`NO_DEADLINE`] for none.
+    wheel: u32,
     /// LRU clock or LFU counter, per the eviction policy (see `eviction`).
     access: u32,
 }
+
+/// `Entry::wheel` of a key without a deadline (the wheel never hands out this index).
+const NO_DEADLINE: u32 = u32::MAX;
 
 impl Entry {
     pub fn key(&self) -> &[u8] {
         &self.key
     }
-    pub fn deadline(&self) -> Option<i64> {
-        (self.at != 0).then_some(self.at)
+    pub fn has_deadline(&self) -> bool {
+        self.wheel != NO_DEADLINE
     }
-    fn get_deadline(&self) -> Option<Deadline> {
-        (self.at != 0).then_some(Deadline {
-            at: self.at,
-            id: EntryId::from_index(self.wheel_id),
-        })
+    fn wheel_id(&self) -> Option<EntryId> {
+        self.has_deadline().then(|| EntryId::from_index(self.wheel))
     }
     fn put_deadline(&mut self, d: Option<Deadline>) {
-        match d {
-            Some(d) => {
-                self.at = d.at;
-                self.wheel_id = d.id.index();
-            }
-            None => {
-                self.at = 0;
-                self.wheel_id = 0;
-            }
-        }
+        self.wheel = d.map_or(NO_DEADLINE, |d| d.id.index());
     }
     pub fn access(&self) -> u32 {
         self.access
@@ -242,14 +245,11 @@ impl Entry {
     /// Estimated bytes this key costs, its share of the table and wheel included
     /// (MEMORY USAGE).
     pub fn mem(&self) -> usize {
-        ENTRY_SLOT + self.heap_mem() + if self.at != 0 { WHEEL_ENTRY } else { 0 }
-    }
-    fn due(&self, now: i64) -> bool {
-        self.at != 0 && self.at <= now
+        ENTRY_SLOT + self.heap_mem() + if self.has_deadline() { WHEEL_ENTRY } else { 0 }
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 64);
+const _: () = assert!(std::mem::size_of::<Entry>() == 48);
 
 /// A table slot (the entry's pointer and its control byte) over hashbrown's average load
 /// (between 7/16 and 7/8 full).
@@ -353,6 +353,18 @@ impl Books {
         self.counters.used.fetch_sub(n, Ordering::Relaxed);
     }
 
+    /// A key's deadline and wheel entry (`None` without one).
+    fn deadline(&self, e: &Entry) -> Option<Deadline> {
+        let id = e.wheel_id()?;
+        let at = self.wheel.as_ref()?.time_of(id)?;
+        Some(Deadline { at, id })
+    }
+
+    /// Is the key's deadline at or before `now`?
+    fn due(&self, e: &Entry, now: i64) -> bool {
+        self.deadline(e).is_some_and(|d| d.at <= now)
+    }
+
     fn wheel(&mut self) -> &mut Wheel<u64> {
         self.wheel
             .get_or_insert_with(|| Box::new(Wheel::new(WHEEL_TICK_MS, now_ms())))
@@ -418,18 +430,17 @@ impl Books {
         }
     }
 
-    /// A key left the key space; `entry`'s wheel entry is already gone when `drained`.
-    /// WATCH and keyspace notifications (`del`, `expired`, `evicted`) hook here.
-    fn removed(&mut self, entry: &Entry, why: Removal, drained: bool) {
+    /// A key left the key space. `drained` is the deadline of a key whose wheel entry the
+    /// sweep already took out. WATCH and keyspace notifications (`del`, `expired`, `evicted`)
+    /// hook here.
+    fn removed(&mut self, entry: &Entry, why: Removal, drained: Option<i64>) {
         self.len -= 1;
         self.sub_mem(entry.heap_mem());
-        if let Some(d) = entry.get_deadline() {
-            if drained {
-                self.volatile -= 1;
-                self.deadline_sum -= d.at as i128;
-            } else {
-                self.unschedule(d);
-            }
+        if let Some(at) = drained {
+            self.volatile -= 1;
+            self.deadline_sum -= at as i128;
+        } else if let Some(d) = self.deadline(entry) {
+            self.unschedule(d);
         }
         match why {
             Removal::Deleted => {}
@@ -555,9 +566,9 @@ impl Keyspace {
             None => None,
             Some(seg) => match seg.find_entry(hash, |e| *e.key == *key) {
                 Err(_) => None,
-                Ok(occ) if occ.get().at != 0 && occ.get().due(now_ms()) => {
+                Ok(occ) if self.books.due(occ.get(), now_ms()) => {
                     let (e, _) = occ.remove();
-                    self.books.removed(&e, Removal::Expired, false);
+                    self.books.removed(&e, Removal::Expired, None);
                     None
                 }
                 Ok(occ) => Some(&mut **occ.into_mut()),
@@ -608,10 +619,10 @@ impl Keyspace {
         let seg = &mut self.segs[segment_of(hash)];
         let books = &mut self.books;
         match seg.find_mut(hash, |e| *e.key == *key) {
-            Some(e) if e.due(now) => {
+            Some(e) if books.due(e, now) => {
                 // The old key expired: it leaves through the expiry path (stats, hooks), and
                 // the write creates a new key.
-                books.removed(e, Removal::Expired, false);
+                books.removed(e, Removal::Expired, None);
                 e.put_deadline(None);
                 e.value = value;
                 e.access = eviction::fresh();
@@ -630,12 +641,13 @@ impl Keyspace {
             Some(e) => {
                 let before = e.heap_mem();
                 let old = std::mem::replace(&mut e.value, value);
+                let old_deadline = books.deadline(e);
                 let keep = match ttl {
-                    Ttl::Keep => e.deadline(),
+                    Ttl::Keep => old_deadline.map(|d| d.at),
                     Ttl::Clear => None,
                     Ttl::At(at) => Some(at),
                 };
-                let d = books.schedule(hash, e.get_deadline(), keep);
+                let d = books.schedule(hash, old_deadline, keep);
                 e.put_deadline(d);
                 e.access = eviction::fresh();
                 let after = e.heap_mem();
@@ -652,8 +664,7 @@ impl Keyspace {
                 let mut e = Box::new(Entry {
                     key: KeyBytes::new(key),
                     value,
-                    at: 0,
-                    wheel_id: 0,
+                    wheel: NO_DEADLINE,
                     access: eviction::fresh(),
                 });
                 let d = books.schedule(hash, None, at);
@@ -721,7 +732,7 @@ impl Keyspace {
         let seg = &mut self.segs[segment_of(hash)];
         let books = &mut self.books;
         if let Some(e) = seg.find_mut(hash, |e| *e.key == *key) {
-            let d = books.schedule(hash, e.get_deadline(), at);
+            let d = books.schedule(hash, books.deadline(e), at);
             e.put_deadline(d);
             books.modified(key);
         }
@@ -737,7 +748,7 @@ impl Keyspace {
     fn take(&mut self, hash: u64, key: &[u8], why: Removal) -> Option<Entry> {
         let seg = self.segs.get_mut(segment_of(hash))?;
         let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
-        self.books.removed(&e, why, false);
+        self.books.removed(&e, why, None);
         self.release_if_empty();
         Some(*e)
     }
@@ -778,14 +789,19 @@ impl Keyspace {
             let Some(seg) = self.segs.get_mut(segment_of(hash)) else {
                 continue;
             };
-            // The drained wheel entry belongs to the key with this hash whose deadline is
-            // exactly this one (a moved deadline moves its wheel entry, so no other key has it).
+            // The drained wheel entry belongs to the key with this hash whose wheel entry is
+            // now free: a key's wheel entry is only freed by this drain (every other removal
+            // of a deadline clears the key's index first), and nothing is inserted into the
+            // wheel until the batch is done.
             let hasher = &self.hasher;
-            if let Ok(occ) =
-                seg.find_entry(hash, |e| e.at == at && hash_key(hasher, &e.key) == hash)
-            {
+            let w = self.books.wheel.as_deref();
+            if let Ok(occ) = seg.find_entry(hash, |e| {
+                e.wheel_id()
+                    .is_some_and(|id| w.is_some_and(|w| w.time_of(id).is_none()))
+                    && hash_key(hasher, &e.key) == hash
+            }) {
                 let (e, _) = occ.remove();
-                self.books.removed(&e, Removal::Expired, true);
+                self.books.removed(&e, Removal::Expired, Some(at));
                 n += 1;
             }
         }
@@ -798,7 +814,7 @@ impl Keyspace {
     pub fn scan_segment(&self, seg: usize, now: i64, mut f: impl FnMut(&Entry)) {
         if let Some(t) = self.segs.get(seg) {
             for e in t.iter() {
-                if !e.due(now) {
+                if !self.books.due(e, now) {
                     f(e);
                 }
             }
@@ -829,7 +845,7 @@ impl Keyspace {
                 t.iter()
                     .skip(skip)
                     .chain(t.iter().take(skip))
-                    .find(|e| e.at != 0)
+                    .find(|e| e.has_deadline())
             } else {
                 t.iter().nth(skip)
             };
@@ -842,9 +858,26 @@ impl Keyspace {
 
     /// Moves a key's entry out with its deadline (RENAME, MOVE-like paths): (value, deadline).
     pub fn take_for_move(&mut self, hash: u64, key: &[u8]) -> Option<(Value, Option<i64>)> {
+        let at = self.deadline(hash, key)?;
         let e = self.remove(hash, key)?;
-        let at = e.deadline();
         Some((e.value, at))
+    }
+
+    /// A live key's deadline in Unix ms: `None` if there is no such key, `Some(None)` if it
+    /// has no deadline (TTL, PTTL, EXPIRETIME).
+    pub fn deadline(&mut self, hash: u64, key: &[u8]) -> Option<Option<i64>> {
+        self.lookup(hash, key, false)?;
+        let e = self
+            .segs
+            .get(segment_of(hash))?
+            .find(hash, |e| *e.key == *key)?;
+        Some(self.books.deadline(e).map(|d| d.at))
+    }
+
+    /// An entry's deadline (for an entry borrowed from [`random`](Self::random) or
+    /// [`scan_segment`](Self::scan_segment)).
+    pub fn deadline_of(&self, e: &Entry) -> Option<i64> {
+        self.books.deadline(e).map(|d| d.at)
     }
 }
 
@@ -885,7 +918,7 @@ mod tests {
                 0 => {
                     let seg = &mut k.segs[segment_of(h)];
                     let e = seg.find_mut(h, |e| *e.key == *key.as_bytes()).unwrap();
-                    let d = k.books.schedule(h, e.get_deadline(), Some(now - 1));
+                    let d = k.books.schedule(h, k.books.deadline(e), Some(now - 1));
                     e.put_deadline(d);
                 }
                 1 => assert!(k.set_deadline(h, key.as_bytes(), Some(now + 1000))),

@@ -4,6 +4,7 @@ pub mod glob;
 pub mod inline;
 pub mod mem;
 pub mod num;
+pub mod packed;
 pub mod rng;
 
 /// Wall-clock milliseconds since the Unix epoch: the one clock behind key deadlines, TTL
