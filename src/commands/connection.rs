@@ -495,10 +495,11 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 /// One `CLIENT LIST` line, with Redis's field names.
-fn client_line(server: &crate::server::Server, h: &crate::server::client::ClientHandle) -> String {
+fn client_line(h: &crate::server::client::ClientHandle) -> String {
     let m = h.meta.lock().clone();
-    let now = server.started.elapsed().as_secs();
-    let idle = now.saturating_sub(h.last_active.load(Ordering::Relaxed));
+    crate::store::eviction::tick();
+    let idle =
+        crate::store::eviction::clock().saturating_sub(h.last_active.load(Ordering::Relaxed)) / 10;
     let cmd = if m.last_cmd.is_empty() {
         "NULL"
     } else {
@@ -605,14 +606,14 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for h in ctx.server.clients.all() {
         if ids.as_ref().is_none_or(|l| l.contains(&h.id)) && ty.is_none_or(|t| t == client_type(&h))
         {
-            out.push_str(&client_line(ctx.server, &h));
+            out.push_str(&client_line(&h));
         }
     }
     Reply::Verbatim(Bytes::from(out))
 }
 
 fn client_info(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Verbatim(Bytes::from(client_line(ctx.server, &ctx.client.handle)))
+    Reply::Verbatim(Bytes::from(client_line(&ctx.client.handle)))
 }
 
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

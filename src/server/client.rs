@@ -7,7 +7,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -27,8 +27,9 @@ pub struct ClientHandle {
     pub laddr: SocketAddr,
     pub created: Instant,
     pub meta: Mutex<ClientMeta>,
-    /// Seconds since the server started at the last command (for `idle`).
-    pub last_active: AtomicU64,
+    /// The coarse process clock (`eviction::clock`, tenths of a second) at the last input,
+    /// or at connection (for `idle`).
+    pub last_active: AtomicU32,
     pub killed: AtomicBool,
     pub kill_notify: Notify,
     /// Pushed messages (pub/sub, MONITOR) waiting for this client's connection task.
@@ -89,7 +90,7 @@ impl ClientRegistry {
                 resp: 2,
                 ..Default::default()
             }),
-            last_active: AtomicU64::new(0),
+            last_active: AtomicU32::new(crate::store::eviction::clock()),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
             outbox: Outbox::default(),

@@ -156,7 +156,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    handle.last_active.store(server.started.elapsed().as_secs(), Ordering::Relaxed);
+                    handle.last_active.store(crate::store::eviction::clock(), Ordering::Relaxed);
                 }
             },
             _ = kill.as_mut() => break,

@@ -106,7 +106,9 @@ pub fn tick() {
     CLOCK.fetch_max(t, Ordering::Relaxed);
 }
 
-fn clock() -> u32 {
+/// The coarse process clock, tenths of a second since start: what keys are stamped with, and
+/// a client's last activity (read per request, so it is a load rather than a clock call).
+pub fn clock() -> u32 {
     CLOCK.load(Ordering::Relaxed)
 }
 

@@ -566,7 +566,7 @@ impl Keyspace {
             None => None,
             Some(seg) => match seg.find_entry(hash, |e| *e.key == *key) {
                 Err(_) => None,
-                Ok(occ) if self.books.due(occ.get(), now_ms()) => {
+                Ok(occ) if occ.get().has_deadline() && self.books.due(occ.get(), now_ms()) => {
                     let (e, _) = occ.remove();
                     self.books.removed(&e, Removal::Expired, None);
                     None
@@ -610,7 +610,6 @@ impl Keyspace {
 
     /// Creates or replaces a key. Returns the value it replaced, if any.
     pub fn set(&mut self, hash: u64, key: &[u8], value: Value, ttl: Ttl) -> Option<Value> {
-        let now = now_ms();
         let hasher = self.hasher;
         // Split borrows: the table entry and the books.
         if self.segs.is_empty() {
@@ -619,7 +618,8 @@ impl Keyspace {
         let seg = &mut self.segs[segment_of(hash)];
         let books = &mut self.books;
         match seg.find_mut(hash, |e| *e.key == *key) {
-            Some(e) if books.due(e, now) => {
+            // (The clock is read only for a key that has a deadline.)
+            Some(e) if e.has_deadline() && books.due(e, now_ms()) => {
                 // The old key expired: it leaves through the expiry path (stats, hooks), and
                 // the write creates a new key.
                 books.removed(e, Removal::Expired, None);
