@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Instant;
 use tokio::sync::Notify;
 
@@ -31,7 +32,14 @@ pub struct ClientHandle {
     /// or at connection (for `idle`).
     pub last_active: AtomicU32,
     pub killed: AtomicBool,
+    /// Wakes a write blocked on a client that stopped reading, when it is killed.
     pub kill_notify: Notify,
+    /// The connection task's waker while it waits for input, for what other clients and the
+    /// server do to it: a kill, a pushed message, the shutdown. Registering is one
+    /// uncontended lock and a waker comparison per wait; polling a `Notify` per event instead
+    /// took each one's waiter-list lock every time (about 240 instructions per request at
+    /// pipeline 1, measured with callgrind).
+    waker: Mutex<Option<Waker>>,
     /// Pushed messages (pub/sub, MONITOR) waiting for this client's connection task.
     pub outbox: Outbox,
     /// Channel and pattern subscriptions (CLIENT LIST `sub`/`psub`, TYPE pubsub).
@@ -58,6 +66,38 @@ impl ClientHandle {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.kill_notify.notify_one();
+        self.wake();
+    }
+
+    /// Wakes the connection task if it waits for input, after the caller changed what
+    /// [`attention`](Self::attention) looks at.
+    pub fn wake(&self) {
+        let w = self.waker.lock().take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    /// Resolves once the client is killed, has pushed messages waiting, or the server shuts
+    /// down. The waker is registered before the checks, and every event changes its state
+    /// before it wakes, so none is missed.
+    pub fn attention<'a>(
+        &'a self,
+        server: &'a crate::server::Server,
+    ) -> impl std::future::Future<Output = ()> + 'a {
+        std::future::poll_fn(move |cx| {
+            {
+                let mut w = self.waker.lock();
+                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *w = Some(cx.waker().clone());
+                }
+            }
+            if self.is_killed() || self.outbox.has_pending() || server.is_shutting_down() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
     }
 
     pub fn is_killed(&self) -> bool {
@@ -93,6 +133,7 @@ impl ClientRegistry {
             last_active: AtomicU32::new(crate::store::eviction::clock()),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
+            waker: Mutex::new(None),
             outbox: Outbox::default(),
             sub_count: AtomicUsize::new(0),
             psub_count: AtomicUsize::new(0),

@@ -31,18 +31,12 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     let mut parse_state = ParseState::default();
-    let mut shutdown = server.shutdown_signal();
-    // The wake-up futures live as long as the connection: a `Notified` registers itself in
-    // its `Notify`'s waiter list (a lock) when first polled and leaves it (the lock again)
-    // when dropped, so making them anew for every read cost about 1,300 instructions per
-    // request at pipeline 1. The kill future is shared with `write_out`: `kill` wakes one
-    // waiter (`notify_one`), so there must be only one.
+    // The kill future lives as long as the connection: a `Notified` registers itself in its
+    // `Notify`'s waiter list (a lock) when first polled and leaves it (the lock again) when
+    // dropped. `write_out` races it (`kill` wakes one waiter, `notify_one`, so there must be
+    // only one). Waiting for input races `ClientHandle::attention` instead.
     let kill = handle.kill_notify.notified();
     tokio::pin!(kill);
-    let pushed_wake = handle.outbox.notify.notified();
-    tokio::pin!(pushed_wake);
-    let stop = shutdown.changed();
-    tokio::pin!(stop);
 
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
@@ -147,10 +141,9 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         tokio::select! {
             biased;
             // Input first: when the socket is readable the other futures are not polled at
-            // all (each poll of a waiting `Notified` takes its lock). A kill or a shutdown
-            // that arrives with input is still seen before the next command runs: the
-            // request loop checks the kill flag before each command, and the shutdown flag
-            // after each batch. Input before pushes also means a flood of messages cannot
+            // all. A kill or a shutdown that arrives with input is still seen before the next
+            // command runs: the request loop checks the kill flag before each command, and
+            // the shutdown flag after each batch. Input before pushes also means a flood of messages cannot
             // keep a subscriber from being heard (every iteration drains the outbox anyway).
             r = stream.read_buf(&mut inbuf) => match r {
                 Ok(0) | Err(_) => break,
@@ -159,11 +152,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     handle.last_active.store(crate::store::eviction::clock(), Ordering::Relaxed);
                 }
             },
-            _ = kill.as_mut() => break,
-            _ = pushed_wake.as_mut() => {
-                pushed_wake.set(handle.outbox.notify.notified());
-            }
-            _ = stop.as_mut() => break,
+            // Killed, pushed to, or shutting down: the loop's own checks tell which.
+            _ = handle.attention(&server) => {}
             _ = idle => break,
         }
     }

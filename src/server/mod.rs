@@ -162,6 +162,9 @@ impl Server {
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
         let _ = self.shutdown_tx.send(true);
+        for c in self.clients.all() {
+            c.wake();
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {

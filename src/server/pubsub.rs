@@ -17,7 +17,6 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 /// Keyspace notification classes (`notify-keyspace-events` letters), as Redis's `NOTIFY_*`.
 pub mod class {
@@ -139,7 +138,6 @@ pub struct Outbox {
     bytes: AtomicUsize,
     /// Milliseconds (server clock) since when the soft limit has been exceeded; 0 = not over.
     soft_since: AtomicU64,
-    pub notify: Notify,
 }
 
 impl Outbox {
@@ -148,13 +146,18 @@ impl Outbox {
     pub fn drain(&self) -> (Vec<Outgoing>, usize) {
         // Every connection calls this after every batch: skip the lock when nothing is
         // queued or in flight. A message pushed right after this load is followed by a
-        // `notify_one`, which wakes the connection to drain it.
+        // `ClientHandle::wake`, which wakes the connection to drain it.
         if self.bytes.load(Ordering::Acquire) == 0 {
             return (Vec::new(), 0);
         }
         let items: Vec<Outgoing> = self.queue.lock().drain(..).collect();
         let cost = items.iter().map(Outgoing::cost).sum();
         (items, cost)
+    }
+
+    /// Messages queued since the last drain (or still being written).
+    pub fn has_pending(&self) -> bool {
+        self.bytes.load(Ordering::Acquire) > 0
     }
 
     pub fn written(&self, cost: usize) {
@@ -379,7 +382,7 @@ impl PubSub {
             client.kill();
             ob.clear();
         } else {
-            ob.notify.notify_one();
+            client.wake();
         }
         true
     }
