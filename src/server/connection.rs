@@ -31,13 +31,6 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     let mut parse_state = ParseState::default();
-    // The kill future lives as long as the connection: a `Notified` registers itself in its
-    // `Notify`'s waiter list (a lock) when first polled and leaves it (the lock again) when
-    // dropped. `write_out` races it (`kill` wakes one waiter, `notify_one`, so there must be
-    // only one). Waiting for input races `ClientHandle::attention` instead.
-    let kill = handle.kill_notify.notified();
-    tokio::pin!(kill);
-
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
             let cs = &server.conn_settings;
@@ -85,7 +78,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         break;
                     }
                     if out.len() >= FLUSH_AT
-                        && write_out(&server, kill.as_mut(), &mut stream, &mut out)
+                        && write_out(&server, &handle, &mut stream, &mut out)
                             .await
                             .is_err()
                     {
@@ -107,7 +100,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             m.into_reply().encode(&mut out, client.resp3);
         }
         let written = out.is_empty()
-            || write_out(&server, kill.as_mut(), &mut stream, &mut out)
+            || write_out(&server, &handle, &mut stream, &mut out)
                 .await
                 .is_ok();
         handle.outbox.written(cost);
@@ -178,7 +171,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
 /// and the memory it holds, alive).
 async fn write_out(
     server: &Server,
-    kill: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    handle: &ClientHandle,
     stream: &mut TcpStream,
     out: &mut BytesMut,
 ) -> std::io::Result<()> {
@@ -187,11 +180,11 @@ async fn write_out(
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);
     tokio::select! {
-        // The write first: it usually completes at once, and then the kill future is not
-        // polled (no lock taken).
+        // The write first: it usually completes at once, and then the kill signal is not
+        // polled.
         biased;
         r = stream.write_all(out) => r?,
-        _ = kill => {
+        _ = handle.killed_signal() => {
             return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
         }
     }

@@ -360,9 +360,10 @@ impl Books {
         Some(Deadline { at, id })
     }
 
-    /// Is the key's deadline at or before `now`?
-    fn due(&self, e: &Entry, now: i64) -> bool {
-        self.deadline(e).is_some_and(|d| d.at <= now)
+    /// Is the key's deadline at or before `now`? The clock is read only for a key that has
+    /// a deadline.
+    fn due(&self, e: &Entry, now: impl FnOnce() -> i64) -> bool {
+        self.deadline(e).is_some_and(|d| d.at <= now())
     }
 
     fn wheel(&mut self) -> &mut Wheel<u64> {
@@ -566,7 +567,7 @@ impl Keyspace {
             None => None,
             Some(seg) => match seg.find_entry(hash, |e| *e.key == *key) {
                 Err(_) => None,
-                Ok(occ) if occ.get().has_deadline() && self.books.due(occ.get(), now_ms()) => {
+                Ok(occ) if self.books.due(occ.get(), now_ms) => {
                     let (e, _) = occ.remove();
                     self.books.removed(&e, Removal::Expired, None);
                     None
@@ -618,8 +619,7 @@ impl Keyspace {
         let seg = &mut self.segs[segment_of(hash)];
         let books = &mut self.books;
         match seg.find_mut(hash, |e| *e.key == *key) {
-            // (The clock is read only for a key that has a deadline.)
-            Some(e) if e.has_deadline() && books.due(e, now_ms()) => {
+            Some(e) if books.due(e, now_ms) => {
                 // The old key expired: it leaves through the expiry path (stats, hooks), and
                 // the write creates a new key.
                 books.removed(e, Removal::Expired, None);
@@ -814,7 +814,7 @@ impl Keyspace {
     pub fn scan_segment(&self, seg: usize, now: i64, mut f: impl FnMut(&Entry)) {
         if let Some(t) = self.segs.get(seg) {
             for e in t.iter() {
-                if !self.books.due(e, now) {
+                if !self.books.due(e, || now) {
                     f(e);
                 }
             }

@@ -44,9 +44,18 @@ impl PackedBytes {
 
     pub fn into_box(self) -> Box<[u8]> {
         let me = std::mem::ManuallyDrop::new(self);
-        let (ptr, len) = (me.ptr, me.len);
-        // SAFETY: `ptr`/`len` came from a `Box<[u8]>` in `from_box`, and `me` is never
-        // dropped, so the box is rebuilt exactly once.
+        // SAFETY: `me` is never dropped, so the box is rebuilt exactly once.
+        unsafe { me.rebuild() }
+    }
+
+    /// The `Box<[u8]>` that `from_box` took apart.
+    ///
+    /// # Safety
+    /// Called once per value: from `drop`, or from `into_box` (which skips `drop`).
+    unsafe fn rebuild(&self) -> Box<[u8]> {
+        // Copies out of the packed struct (no reference to an unaligned field is formed).
+        let (ptr, len) = (self.ptr, self.len);
+        // SAFETY: `ptr`/`len` came from a `Box<[u8]>` in `from_box`; the caller rebuilds once.
         unsafe {
             Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                 ptr.as_ptr(),
@@ -80,14 +89,8 @@ impl std::ops::Deref for PackedBytes {
 
 impl Drop for PackedBytes {
     fn drop(&mut self) {
-        let (ptr, len) = (self.ptr, self.len);
-        // SAFETY: as in `into_box`; `drop` runs once and `into_box` skips it.
-        drop(unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                ptr.as_ptr(),
-                len as usize,
-            ))
-        });
+        // SAFETY: `drop` runs once, and `into_box` skips it.
+        drop(unsafe { self.rebuild() });
     }
 }
 
