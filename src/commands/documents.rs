@@ -287,6 +287,10 @@ pub(crate) fn shards_for(store: &Store, filter: &Node) -> Vec<usize> {
     }
 }
 
+/// The `J` write concern promises the write is on disk; until the journal exists it is
+/// refused rather than accepted and ignored.
+pub(crate) const NO_JOURNAL: &str = "ERR J (journaled write concern) is not available: this version of tidecache has no journal, so no write can be acknowledged as on disk";
+
 /// Options shared by the commands: the collection, the BSON flag and the current time.
 pub(crate) struct Common<'a> {
     pub(crate) coll: String,
@@ -426,9 +430,9 @@ fn doc_insert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let mut docs = c.rest;
+    let docs = c.rest;
     if docs.len() > 1 && is(&docs[docs.len() - 1], "J") {
-        docs = &docs[..docs.len() - 1];
+        return Reply::error(NO_JOURNAL);
     }
     if docs.is_empty() {
         return wrong_arity("doc.insert");
@@ -803,7 +807,7 @@ fn doc_delete(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
             i += 2;
         } else if is(&c.rest[i], "J") {
-            i += 1;
+            return Reply::error(NO_JOURNAL);
         } else {
             return syntax_error();
         }
@@ -853,7 +857,9 @@ fn doc_update(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             multi = true;
         } else if is(a, "UPSERT") {
             upsert = true;
-        } else if !is(a, "J") {
+        } else if is(a, "J") {
+            return Reply::error(NO_JOURNAL);
+        } else {
             return syntax_error();
         }
     }
@@ -1389,7 +1395,7 @@ fn doc_touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             field = Some(name);
             i += 2;
         } else if is(&c.rest[i], "J") {
-            i += 1;
+            return Reply::error(NO_JOURNAL);
         } else {
             return syntax_error();
         }

@@ -78,10 +78,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest unparsed input kept for one client (1gb); past it the client is closed." },
     Setting { name: "max-document-size", default: "16777216", live: true, kind: Kind::Memory,
         doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
-    Setting { name: "save", default: "", live: true, kind: Kind::Str,
-        doc: "Snapshot schedule, as Redis's 'save'. Accepted for tools that read it (redis-benchmark); durability comes from the journal (appendonly)." },
-    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
-        doc: "Keep an append-only journal of every write and replay it at start." },
+    Setting { name: "save", default: "", live: true, kind: Kind::Special(parse_save),
+        doc: "Snapshot schedule, as Redis's 'save'. Only the empty schedule is accepted: this version writes no snapshots, and a schedule it would not keep is refused." },
+    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Special(parse_appendonly),
+        doc: "Keep an append-only journal of every write and replay it at start. Only 'no' is accepted: this version has no journal yet, and 'yes' is refused rather than accepted and ignored." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
         doc: "When the journal is flushed to disk: always (before replying), everysec, or no (left to the OS)." },
     Setting { name: "appendfilename", default: "appendonly.aof", live: false, kind: Kind::Str,
@@ -108,6 +108,25 @@ pub static SETTINGS: &[Setting] = &[
 
 pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// `appendonly`: refused until the journal exists, so no configuration claims a durability
+/// that is not there.
+fn parse_appendonly(value: &str) -> Result<String, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "no" => Ok("no".into()),
+        "yes" => Err("appendonly yes is not available: this version of tidecache has no journal, and nothing would be written".into()),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// `save`: only the empty schedule, since no snapshot is ever written.
+fn parse_save(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        Ok(String::new())
+    } else {
+        Err("snapshots are not available in this version of tidecache: only save \"\" is accepted".into())
+    }
 }
 
 /// `proto-max-bulk-len`: Redis's lower bound (1mb), and an upper bound of `u32::MAX`, the
