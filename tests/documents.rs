@@ -763,7 +763,13 @@ fn durability_claims_are_refused_until_the_journal_exists() {
     strs(&mut c, &["DOC.INSERT", "j", r#"{"_id":1,"n":1}"#]);
     let writes: &[&[&str]] = &[
         &["DOC.INSERT", "j", r#"{"_id":2}"#, "J"],
-        &["DOC.UPDATE", "j", r#"{"_id":1}"#, r#"{"$inc":{"n":1}}"#, "J"],
+        &[
+            "DOC.UPDATE",
+            "j",
+            r#"{"_id":1}"#,
+            r#"{"$inc":{"n":1}}"#,
+            "J",
+        ],
         &["DOC.DELETE", "j", r#"{"_id":1}"#, "J"],
         &["DOC.TOUCH", "j", r#"{"_id":1}"#, "J"],
     ];

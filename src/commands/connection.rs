@@ -1,6 +1,6 @@
 //! Connection family: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
 
-use crate::commands::spec::{flag, Arg, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::{help_reply, is, syntax_error, text, Ctx};
 use crate::protocol::Reply;
 use crate::server::client::ReplyMode;
@@ -9,289 +9,58 @@ use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
-const CONN: CommandSpec = CommandSpec {
-    group: "connection",
-    acl: &["connection"],
-    ..CommandSpec::DEFAULT
-};
+const CONN: CommandSpec = family("connection", acl::CONNECTION);
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "ping",
-        arity: -1,
-        flags: flag::FAST,
-        acl: &["fast", "connection"],
-        summary: "Returns the server's liveliness response.",
-        args: &[Arg::string("message").optional()],
-        handler: ping,
-        ..CONN
-    },
-    CommandSpec {
-        name: "echo",
-        arity: 2,
-        flags: flag::LOADING | flag::STALE | flag::FAST,
-        acl: &["fast", "connection"],
-        summary: "Returns the given string.",
-        args: &[Arg::string("message")],
-        handler: echo,
-        ..CONN
-    },
-    CommandSpec {
-        name: "hello",
-        arity: -1,
-        flags: flag::NOSCRIPT
-            | flag::LOADING
-            | flag::STALE
-            | flag::FAST
-            | flag::NO_AUTH
-            | flag::ALLOW_BUSY,
-        acl: &["fast", "connection"],
-        summary: "Handshakes with the server.",
-        since: "6.0.0",
-        args: &[Arg::block(
-            "arguments",
-            &[
-                Arg::integer("protover"),
-                Arg::block(
-                    "username-password",
-                    &[Arg::string("username"), Arg::string("password")],
-                )
-                .with_token("AUTH")
-                .optional(),
-                Arg::string("clientname").with_token("SETNAME").optional(),
-            ],
-        )
-        .optional()],
-        handler: hello,
-        ..CONN
-    },
-    CommandSpec {
-        name: "auth",
-        arity: -2,
-        flags: flag::NOSCRIPT
-            | flag::LOADING
-            | flag::STALE
-            | flag::FAST
-            | flag::NO_AUTH
-            | flag::ALLOW_BUSY,
-        acl: &["fast", "connection"],
-        summary: "Authenticates the connection.",
-        args: &[Arg::string("username").optional(), Arg::string("password")],
-        handler: auth,
-        ..CONN
-    },
-    CommandSpec {
-        name: "select",
-        arity: 2,
-        flags: flag::LOADING | flag::STALE | flag::FAST,
-        acl: &["fast", "connection"],
-        summary: "Changes the selected database.",
-        args: &[Arg::integer("index")],
-        handler: select,
-        ..CONN
-    },
-    CommandSpec {
-        name: "quit",
-        arity: -1,
-        flags: flag::NOSCRIPT
-            | flag::LOADING
-            | flag::STALE
-            | flag::FAST
-            | flag::NO_AUTH
-            | flag::ALLOW_BUSY,
-        acl: &["fast", "connection"],
-        summary: "Closes the connection.",
-        handler: quit,
-        ..CONN
-    },
-    CommandSpec {
-        name: "reset",
-        arity: 1,
-        flags: flag::NOSCRIPT
-            | flag::LOADING
-            | flag::STALE
-            | flag::FAST
-            | flag::NO_AUTH
-            | flag::ALLOW_BUSY,
-        acl: &["fast", "connection"],
-        summary: "Resets the connection.",
-        since: "6.2.0",
-        handler: reset,
-        ..CONN
-    },
-    CommandSpec {
-        name: "client",
-        arity: -2,
-        summary: "A container for client connection commands.",
-        since: "2.4.0",
-        complexity: "Depends on subcommand.",
-        subcommands: CLIENT_SUBCOMMANDS,
-        handler: client_container,
-        ..CONN
-    },
+    CONN.cmd("ping", -1, legacy!(ping)).flags(FAST | SUBSCRIBED)
+        .doc("1.0.0", "Returns the server's liveliness response.").args("[message]"),
+    CONN.cmd("echo", 2, legacy!(echo)).flags(LOADING | STALE | FAST)
+        .doc("1.0.0", "Returns the given string.").args("message"),
+    CONN.cmd("hello", -1, legacy!(hello)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
+        .doc("6.0.0", "Handshakes with the server.")
+        .args("[arguments:{protover:integer [AUTH=username-password:{username password}] [SETNAME=clientname]}]"),
+    CONN.cmd("auth", -2, legacy!(auth)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
+        .doc("1.0.0", "Authenticates the connection.").args("[username] password"),
+    CONN.cmd("select", 2, legacy!(select)).flags(LOADING | STALE | FAST)
+        .doc("1.0.0", "Changes the selected database.").args("index:integer"),
+    CONN.cmd("quit", -1, legacy!(quit)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
+        .doc("1.0.0", "Closes the connection."),
+    CONN.cmd("reset", 1, legacy!(reset)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
+        .doc("6.2.0", "Resets the connection."),
+    CONN.cmd("client", -2, legacy!(client_container))
+        .doc("2.4.0", "A container for client connection commands.")
+        .complexity("Depends on subcommand.").subs(CLIENT_SUBCOMMANDS),
 ];
 
-const CLIENT_SUB: CommandSpec = CommandSpec {
-    group: "connection",
-    since: "2.4.0",
-    flags: flag::NOSCRIPT | flag::LOADING | flag::STALE,
-    acl: &["slow", "connection"],
-    ..CommandSpec::DEFAULT
-};
-
+#[rustfmt::skip]
 static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "client|id",
-        arity: 2,
-        summary: "Returns the unique client ID of the connection.",
-        since: "5.0.0",
-        handler: client_id,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|getname",
-        arity: 2,
-        summary: "Returns the name of the connection.",
-        handler: client_getname,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|setname",
-        arity: 3,
-        summary: "Sets the connection name.",
-        args: &[Arg::string("connection-name")],
-        handler: client_setname,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|setinfo",
-        arity: 4,
-        summary: "Sets information specific to the client or connection.",
-        since: "7.2.0",
-        args: &[Arg::oneof(
-            "attr",
-            &[
-                Arg::string("libname").with_token("LIB-NAME"),
-                Arg::string("libver").with_token("LIB-VER"),
-            ],
-        )],
-        handler: client_setinfo,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|list",
-        arity: -2,
-        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        acl: &["admin", "slow", "dangerous", "connection"],
-        summary: "Lists open connections.",
-        complexity: "O(N) where N is the number of client connections",
-        args: &[
-            Arg::oneof(
-                "client-type",
-                &[
-                    Arg::token("normal", "NORMAL"),
-                    Arg::token("master", "MASTER"),
-                    Arg::token("replica", "REPLICA"),
-                    Arg::token("pubsub", "PUBSUB"),
-                ],
-            )
-            .with_token("TYPE")
-            .optional(),
-            Arg::integer("client-id")
-                .with_token("ID")
-                .optional()
-                .multiple(),
-        ],
-        handler: client_list,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|info",
-        arity: 2,
-        summary: "Returns information about the connection.",
-        since: "6.2.0",
-        handler: client_info,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|kill",
-        arity: -3,
-        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        acl: &["admin", "slow", "dangerous", "connection"],
-        summary: "Terminates open connections.",
-        complexity: "O(N) where N is the number of client connections",
-        args: &[Arg::oneof(
-            "filter",
-            &[
-                Arg::string("old-format"),
-                Arg::block(
-                    "new-format",
-                    &[
-                        Arg::integer("client-id").with_token("ID").optional(),
-                        Arg::string("addr").with_token("ADDR").optional(),
-                        Arg::string("laddr").with_token("LADDR").optional(),
-                        Arg::oneof(
-                            "client-type",
-                            &[
-                                Arg::token("normal", "NORMAL"),
-                                Arg::token("master", "MASTER"),
-                                Arg::token("slave", "SLAVE"),
-                                Arg::token("replica", "REPLICA"),
-                                Arg::token("pubsub", "PUBSUB"),
-                            ],
-                        )
-                        .with_token("TYPE")
-                        .optional(),
-                        Arg::string("username").with_token("USER").optional(),
-                        Arg::string("skipme").with_token("SKIPME").optional(),
-                        Arg::integer("maxage").with_token("MAXAGE").optional(),
-                    ],
-                )
-                .multiple(),
-            ],
-        )],
-        handler: client_kill,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|reply",
-        arity: 3,
-        summary: "Instructs the server whether to reply to commands.",
-        since: "3.2.0",
-        args: &[Arg::oneof(
-            "action",
-            &[
-                Arg::token("on", "ON"),
-                Arg::token("off", "OFF"),
-                Arg::token("skip", "SKIP"),
-            ],
-        )],
-        handler: client_reply,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|no-evict",
-        arity: 3,
-        flags: flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        acl: &["admin", "slow", "dangerous", "connection"],
-        summary: "Sets the client eviction mode of the connection.",
-        since: "7.0.0",
-        args: &[Arg::oneof(
-            "enabled",
-            &[Arg::token("on", "ON"), Arg::token("off", "OFF")],
-        )],
-        handler: client_no_evict,
-        ..CLIENT_SUB
-    },
-    CommandSpec {
-        name: "client|help",
-        arity: 2,
-        flags: flag::LOADING | flag::STALE,
-        summary: "Returns helpful text about the different subcommands.",
-        since: "5.0.0",
-        handler: client_help,
-        ..CLIENT_SUB
-    },
+    CONN.cmd("client|id", 2, legacy!(client_id)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("5.0.0", "Returns the unique client ID of the connection."),
+    CONN.cmd("client|getname", 2, legacy!(client_getname)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("2.4.0", "Returns the name of the connection."),
+    CONN.cmd("client|setname", 3, legacy!(client_setname)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("2.4.0", "Sets the connection name.").args("connection-name"),
+    CONN.cmd("client|setinfo", 4, legacy!(client_setinfo)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("7.2.0", "Sets information specific to the client or connection.")
+        .args("attr:(LIB-NAME=libname|LIB-VER=libver)"),
+    CONN.cmd("client|list", -2, legacy!(client_list)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.4.0", "Lists open connections.")
+        .complexity("O(N) where N is the number of client connections")
+        .args("[TYPE=client-type:(NORMAL|MASTER|REPLICA|PUBSUB)] [ID=client-id:integer...]"),
+    CONN.cmd("client|info", 2, legacy!(client_info)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("6.2.0", "Returns information about the connection."),
+    CONN.cmd("client|kill", -3, legacy!(client_kill)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.4.0", "Terminates open connections.")
+        .complexity("O(N) where N is the number of client connections")
+        .args("filter:(old-format|new-format:{[ID=client-id:integer] [ADDR=addr] [LADDR=laddr] [TYPE=client-type:(NORMAL|MASTER|SLAVE|REPLICA|PUBSUB)] [USER=username] [SKIPME=skipme] [MAXAGE=maxage:integer]}...)"),
+    CONN.cmd("client|reply", 3, legacy!(client_reply)).flags(NOSCRIPT | LOADING | STALE)
+        .doc("3.2.0", "Instructs the server whether to reply to commands.")
+        .args("action:(ON|OFF|SKIP)"),
+    CONN.cmd("client|no-evict", 3, legacy!(client_no_evict)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("7.0.0", "Sets the client eviction mode of the connection.").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|help", 2, legacy!(client_help)).flags(LOADING | STALE)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
 fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {

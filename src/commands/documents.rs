@@ -1,7 +1,7 @@
 //! Document family: `DOC.*` commands over BSON collections (SPEC §5). The collection name sits
 //! in the key position so cluster-aware clients and `COMMAND GETKEYS` find it.
 
-use crate::commands::spec::{flag, Arg, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::{doc_query, is, syntax_error, text, wrong_arity, Ctx};
 use crate::documents::capped::{self, CappedSpec};
 use crate::documents::catalog::Totals;
@@ -20,260 +20,76 @@ use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bson::{oid::ObjectId, Bson, DateTime, Document, RawDocumentBuf};
 use bytes::Bytes;
 
-const COLL: Arg = Arg::key("collection");
-const BSON: Arg = Arg::token("bson", "BSON").optional();
-const J: Arg = Arg::token("j", "J").optional();
-const FILTER: Arg = Arg::string("filter");
-const PROJECTION: Arg = Arg::string("projection")
-    .with_token("PROJECTION")
-    .optional();
-const SORT: Arg = Arg::string("sort").with_token("SORT").optional();
-const SKIP: Arg = Arg::integer("skip").with_token("SKIP").optional();
-const LIMIT: Arg = Arg::integer("limit").with_token("LIMIT").optional();
-const TOUCH: Arg = Arg::token("touch", "TOUCH").optional();
+const DOC: CommandSpec = family("document", acl::DOCUMENT);
 
-const DOC: CommandSpec = CommandSpec {
-    group: "document",
-    since: "1.0.0",
-    first_key: 1,
-    last_key: 1,
-    step: 1,
-    ..CommandSpec::DEFAULT
-};
-const READ: &[&str] = &["document", "read", "slow"];
-const WRITE: &[&str] = &["document", "write", "slow"];
-
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "doc.insert",
-        handler: doc_insert,
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        acl: WRITE,
-        summary: "Inserts one or more documents (Extended JSON, or raw BSON with BSON) and returns their _ids; all or nothing.",
-        complexity: "O(N) where N is the number of documents inserted, times the number of indexes",
-        args: &[COLL, BSON, Arg::string("document").multiple(), J],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.find",
-        handler: doc_find,
-        arity: -3,
-        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
-        flags: flag::WRITE,
-        acl: READ,
-        summary: "Returns the documents matching a MongoDB query filter; TOUCH refreshes their TTL-indexed dates in the same step.",
-        complexity: "O(log N + M) with an index, O(N) for a collection scan, where M is the number of documents returned",
-        args: &[COLL, BSON, FILTER, PROJECTION, SORT, SKIP, LIMIT, TOUCH],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.findone",
-        handler: doc_findone,
-        arity: -3,
-        // TOUCH writes (refreshes TTL dates), as GETEX is a write.
-        flags: flag::WRITE,
-        acl: READ,
-        summary: "Returns the first document matching a filter, or null; TOUCH refreshes its TTL-indexed dates.",
-        complexity: "O(log N) with an index or by _id, O(N) for a collection scan",
-        args: &[COLL, BSON, FILTER, PROJECTION, SORT, TOUCH],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.count",
-        handler: doc_count,
-        arity: -3,
-        flags: flag::READONLY,
-        acl: READ,
-        summary: "Counts the documents matching a filter.",
-        complexity: "O(log N + M) with an index, O(N) for a collection scan",
-        args: &[COLL, BSON, FILTER],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.touch",
-        handler: doc_touch,
-        arity: -3,
-        flags: flag::WRITE,
-        acl: WRITE,
-        summary: "Sets the date of every TTL index of the collection (or just FIELD) to now on every matching document; returns how many were touched.",
-        complexity: "O(M) where M is the number of matching documents, plus the cost of finding them",
-        args: &[COLL, BSON, FILTER, Arg::string("field").with_token("FIELD").optional(), J],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.update",
-        handler: doc_update,
-        arity: -4,
-        flags: flag::WRITE | flag::DENYOOM,
-        acl: WRITE,
-        summary: "Updates the first (or with MULTI every) matching document with update operators or a replacement; UPSERT inserts when nothing matches. Replies [matched, modified, upserted _id or null].",
-        complexity: "O(M) where M is the number of documents updated, plus the cost of finding them",
-        args: &[
-            COLL,
-            BSON,
-            FILTER,
-            Arg::string("update"),
-            Arg::token("multi", "MULTI").optional(),
-            Arg::token("upsert", "UPSERT").optional(),
-            J,
-        ],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.delete",
-        handler: doc_delete,
-        arity: -3,
-        flags: flag::WRITE,
-        acl: WRITE,
-        summary: "Deletes the matching documents (with LIMIT 1, only the first) and returns how many were deleted.",
-        complexity: "O(M) where M is the number of documents deleted, plus the cost of finding them",
-        args: &[COLL, BSON, FILTER, Arg::integer("limit").with_token("LIMIT").optional(), J],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.expireindex",
-        handler: doc_expireindex,
-        arity: 4,
-        flags: flag::WRITE,
-        acl: WRITE,
-        summary: "Creates a TTL index on a date field, or changes the expireAfterSeconds of the existing one (MongoDB's collMod); returns the index name.",
-        complexity: "O(N) to build a new index, O(1) to change expireAfterSeconds",
-        args: &[COLL, Arg::string("field"), Arg::integer("seconds")],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.createindex",
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        acl: WRITE,
-        summary: "Creates a secondary index (single-field or compound, ascending or descending, optionally unique or TTL); returns its name.",
-        complexity: "O(N log N) where N is the number of documents in the collection",
-        args: &[
-            COLL,
-            Arg::string("keys"),
-            Arg::token("unique", "UNIQUE").optional(),
-            Arg::string("name").with_token("NAME").optional(),
-            Arg::integer("seconds").with_token("EXPIREAFTER").optional(),
-        ],
-        handler: doc_query::doc_createindex,
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.dropindex",
-        arity: 3,
-        flags: flag::WRITE,
-        acl: WRITE,
-        summary: "Drops an index by name; dropping a TTL index stops expiry through it.",
-        complexity: "O(N) where N is the number of entries in the index",
-        args: &[COLL, Arg::string("name")],
-        handler: doc_query::doc_dropindex,
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.indexes",
-        arity: 2,
-        flags: flag::READONLY,
-        acl: READ,
-        summary: "Lists the indexes of a collection as JSON specs (name, key, unique, expireAfterSeconds).",
-        complexity: "O(I) where I is the number of indexes",
-        args: &[COLL],
-        handler: doc_query::doc_indexes,
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.explain",
-        arity: -3,
-        flags: flag::READONLY,
-        acl: READ,
-        summary: "Runs a query and returns its plan as JSON: plan, index, keysExamined, docsExamined, nReturned, executionTimeMicros, shards.",
-        complexity: "The cost of the query it explains",
-        args: &[COLL, BSON, FILTER, SORT, SKIP, LIMIT],
-        handler: doc_query::doc_explain,
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.aggregate",
-        arity: -3,
-        flags: flag::READONLY,
-        acl: READ,
-        summary: "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.",
-        complexity: "O(N) in the documents entering the pipeline",
-        args: &[COLL, BSON, Arg::string("pipeline")],
-        handler: doc_query::doc_aggregate,
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.create",
-        handler: doc_create,
-        arity: -2,
-        flags: flag::WRITE | flag::DENYOOM,
-        acl: WRITE,
-        summary: "Creates a collection explicitly, optionally capped by SIZE bytes and MAX documents; errors if it exists.",
-        args: &[
-            COLL,
-            Arg::block(
-                "capped",
-                &[
-                    Arg::token("capped", "CAPPED"),
-                    Arg::integer("bytes").with_token("SIZE"),
-                    Arg::integer("docs").with_token("MAX").optional(),
-                ],
-            )
-            .optional(),
-        ],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.drop",
-        handler: doc_drop,
-        arity: 2,
-        flags: flag::WRITE,
-        acl: WRITE,
-        summary: "Drops a collection with its documents and indexes; returns 1 if it existed, else 0.",
-        complexity: "O(N) where N is the number of documents",
-        args: &[COLL],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.rename",
-        handler: doc_rename,
-        arity: -3,
-        flags: flag::WRITE,
-        acl: WRITE,
-        last_key: 2,
-        summary: "Renames a collection atomically, keeping its indexes, TTL indexes and capped state; errors if the target exists unless DROPTARGET.",
-        args: &[
-            Arg::key("source"),
-            Arg::key("destination"),
-            Arg::token("droptarget", "DROPTARGET").optional(),
-        ],
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.collections",
-        handler: doc_collections,
-        arity: 1,
-        flags: flag::READONLY,
-        acl: READ,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        summary: "Lists the collections of the selected database.",
-        complexity: "O(C) where C is the number of collections",
-        ..DOC
-    },
-    CommandSpec {
-        name: "doc.stats",
-        handler: doc_stats,
-        arity: 2,
-        flags: flag::READONLY,
-        acl: READ,
-        summary: "Returns collection statistics as JSON: count, size, avgObjSize, capped, max, indexes with sizes, ttl counters.",
-        complexity: "O(S) where S is the number of shards",
-        args: &[COLL],
-        ..DOC
-    },
+    DOC.cmd("doc.insert", -3, legacy!(doc_insert)).flags(WRITE | DENYOOM).key()
+        .doc("1.0.0", "Inserts one or more documents (Extended JSON, or raw BSON with BSON) and returns their _ids; all or nothing.")
+        .complexity("O(N) where N is the number of documents inserted, times the number of indexes")
+        .args("collection:key [BSON] document... [J]"),
+    DOC.cmd("doc.find", -3, legacy!(doc_find)).flags(WRITE).key().acl(acl::READ)
+        .doc("1.0.0", "Returns the documents matching a MongoDB query filter; TOUCH refreshes their TTL-indexed dates in the same step.")
+        .complexity("O(log N + M) with an index, O(N) for a collection scan, where M is the number of documents returned")
+        .args("collection:key [BSON] filter [PROJECTION=projection] [SORT=sort] [SKIP=skip:integer] [LIMIT=limit:integer] [TOUCH]"),
+    DOC.cmd("doc.findone", -3, legacy!(doc_findone)).flags(WRITE).key().acl(acl::READ)
+        .doc("1.0.0", "Returns the first document matching a filter, or null; TOUCH refreshes its TTL-indexed dates.")
+        .complexity("O(log N) with an index or by _id, O(N) for a collection scan")
+        .args("collection:key [BSON] filter [PROJECTION=projection] [SORT=sort] [TOUCH]"),
+    DOC.cmd("doc.count", -3, legacy!(doc_count)).flags(READONLY).key()
+        .doc("1.0.0", "Counts the documents matching a filter.")
+        .complexity("O(log N + M) with an index, O(N) for a collection scan")
+        .args("collection:key [BSON] filter"),
+    DOC.cmd("doc.touch", -3, legacy!(doc_touch)).flags(WRITE).key()
+        .doc("1.0.0", "Sets the date of every TTL index of the collection (or just FIELD) to now on every matching document; returns how many were touched.")
+        .complexity("O(M) where M is the number of matching documents, plus the cost of finding them")
+        .args("collection:key [BSON] filter [FIELD=field] [J]"),
+    DOC.cmd("doc.update", -4, legacy!(doc_update)).flags(WRITE | DENYOOM).key()
+        .doc("1.0.0", "Updates the first (or with MULTI every) matching document with update operators or a replacement; UPSERT inserts when nothing matches. Replies [matched, modified, upserted _id or null].")
+        .complexity("O(M) where M is the number of documents updated, plus the cost of finding them")
+        .args("collection:key [BSON] filter update [MULTI] [UPSERT] [J]"),
+    DOC.cmd("doc.delete", -3, legacy!(doc_delete)).flags(WRITE).key()
+        .doc("1.0.0", "Deletes the matching documents (with LIMIT 1, only the first) and returns how many were deleted.")
+        .complexity("O(M) where M is the number of documents deleted, plus the cost of finding them")
+        .args("collection:key [BSON] filter [LIMIT=limit:integer] [J]"),
+    DOC.cmd("doc.expireindex", 4, legacy!(doc_expireindex)).flags(WRITE).key()
+        .doc("1.0.0", "Creates a TTL index on a date field, or changes the expireAfterSeconds of the existing one (MongoDB's collMod); returns the index name.")
+        .complexity("O(N) to build a new index, O(1) to change expireAfterSeconds")
+        .args("collection:key field seconds:integer"),
+    DOC.cmd("doc.createindex", -3, legacy!(doc_query::doc_createindex)).flags(WRITE | DENYOOM).key()
+        .doc("1.0.0", "Creates a secondary index (single-field or compound, ascending or descending, optionally unique or TTL); returns its name.")
+        .complexity("O(N log N) where N is the number of documents in the collection")
+        .args("collection:key keys [UNIQUE] [NAME=name] [EXPIREAFTER=seconds:integer]"),
+    DOC.cmd("doc.dropindex", 3, legacy!(doc_query::doc_dropindex)).flags(WRITE).key()
+        .doc("1.0.0", "Drops an index by name; dropping a TTL index stops expiry through it.")
+        .complexity("O(N) where N is the number of entries in the index")
+        .args("collection:key name"),
+    DOC.cmd("doc.indexes", 2, legacy!(doc_query::doc_indexes)).flags(READONLY).key()
+        .doc("1.0.0", "Lists the indexes of a collection as JSON specs (name, key, unique, expireAfterSeconds).")
+        .complexity("O(I) where I is the number of indexes").args("collection:key"),
+    DOC.cmd("doc.explain", -3, legacy!(doc_query::doc_explain)).flags(READONLY).key()
+        .doc("1.0.0", "Runs a query and returns its plan as JSON: plan, index, keysExamined, docsExamined, nReturned, executionTimeMicros, shards.")
+        .complexity("The cost of the query it explains")
+        .args("collection:key [BSON] filter [SORT=sort] [SKIP=skip:integer] [LIMIT=limit:integer]"),
+    DOC.cmd("doc.aggregate", -3, legacy!(doc_query::doc_aggregate)).flags(READONLY).key()
+        .doc("1.0.0", "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.")
+        .complexity("O(N) in the documents entering the pipeline")
+        .args("collection:key [BSON] pipeline"),
+    DOC.cmd("doc.create", -2, legacy!(doc_create)).flags(WRITE | DENYOOM).key()
+        .doc("1.0.0", "Creates a collection explicitly, optionally capped by SIZE bytes and MAX documents; errors if it exists.")
+        .args("collection:key [capped:{CAPPED SIZE=bytes:integer [MAX=docs:integer]}]"),
+    DOC.cmd("doc.drop", 2, legacy!(doc_drop)).flags(WRITE).key()
+        .doc("1.0.0", "Drops a collection with its documents and indexes; returns 1 if it existed, else 0.")
+        .complexity("O(N) where N is the number of documents").args("collection:key"),
+    DOC.cmd("doc.rename", -3, legacy!(doc_rename)).flags(WRITE).keys(1, 2, 1)
+        .doc("1.0.0", "Renames a collection atomically, keeping its indexes, TTL indexes and capped state; errors if the target exists unless DROPTARGET.")
+        .args("source:key destination:key [DROPTARGET]"),
+    DOC.cmd("doc.collections", 1, legacy!(doc_collections)).flags(READONLY)
+        .doc("1.0.0", "Lists the collections of the selected database.")
+        .complexity("O(C) where C is the number of collections"),
+    DOC.cmd("doc.stats", 2, legacy!(doc_stats)).flags(READONLY).key()
+        .doc("1.0.0", "Returns collection statistics as JSON: count, size, avgObjSize, capped, max, indexes with sizes, ttl counters.")
+        .complexity("O(S) where S is the number of shards").args("collection:key"),
 ];
 
 // ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! Hashes family: HSET HGET HGETALL HINCRBY HSCAN ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::keys::{parse_cursor, parse_scan_opts};
-use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::strings::human_float;
 use crate::commands::{syntax_error, wrong_arity, wrongtype, Ctx};
 use crate::protocol::Reply;
@@ -12,299 +12,55 @@ use crate::util::glob::glob_match;
 use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
 
+const HASH: CommandSpec = family("hash", acl::HASH);
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "hset",
-        arity: -4,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "hash", "fast"],
-        summary: "Set the string value of a hash field",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field_value", kind: ArgKind::Block, token: None, optional: false, multiple: true, args: &[
-                Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-                Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: hset,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hsetnx",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "hash", "fast"],
-        summary: "Set the value of a hash field, only if the field does not exist",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hsetnx,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hget",
-        arity: 3,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "fast"],
-        summary: "Get the value of a hash field",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hget,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hmget",
-        arity: -3,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "fast"],
-        summary: "Get the values of all the given hash fields",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(N) where N is the number of fields being requested.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: hmget,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hgetall",
-        arity: 2,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "slow"],
-        summary: "Get all the fields and values in a hash",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(N) where N is the size of the hash.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hgetall,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hdel",
-        arity: -3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "hash", "fast"],
-        summary: "Delete one or more hash fields",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(N) where N is the number of fields to be removed.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: hdel,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hexists",
-        arity: 3,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "fast"],
-        summary: "Determine if a hash field exists",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hexists,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hlen",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "fast"],
-        summary: "Get the number of fields in a hash",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hlen,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hkeys",
-        arity: 2,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "slow"],
-        summary: "Get all the fields in a hash",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(N) where N is the size of the hash.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hkeys,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hvals",
-        arity: 2,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "slow"],
-        summary: "Get all the values in a hash",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(N) where N is the size of the hash.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hvals,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hincrby",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "hash", "fast"],
-        summary: "Increment the integer value of a hash field by the given number",
-        since: "2.0.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "increment", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hincrby,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hincrbyfloat",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "hash", "fast"],
-        summary: "Increment the float value of a hash field by the given amount",
-        since: "2.6.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "increment", kind: ArgKind::Double, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hincrbyfloat,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hstrlen",
-        arity: 3,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "fast"],
-        summary: "Get the length of the value of a hash field",
-        since: "3.2.0",
-        group: "hash",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "field", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: hstrlen,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hscan",
-        arity: -3,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "slow"],
-        summary: "Incrementally iterate hash fields and associated values",
-        since: "2.8.0",
-        group: "hash",
-        complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "cursor", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "pattern", kind: ArgKind::Pattern, token: Some("MATCH"), optional: true, multiple: false, args: &[] },
-            Arg { name: "count", kind: ArgKind::Integer, token: Some("COUNT"), optional: true, multiple: false, args: &[] },
-        ],
-        handler: hscan,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "hrandfield",
-        arity: -2,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "hash", "slow"],
-        summary: "Get one or multiple random fields from a hash",
-        since: "6.2.0",
-        group: "hash",
-        complexity: "O(N) where N is the number of fields returned",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "options", kind: ArgKind::Block, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "count", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-                Arg { name: "withvalues", kind: ArgKind::PureToken, token: Some("WITHVALUES"), optional: true, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: hrandfield,
-        ..CommandSpec::DEFAULT
-    },
+    HASH.cmd("hset", -4, legacy!(hset)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.0.0", "Set the string value of a hash field")
+        .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
+        .args("key:key field_value:{field value}..."),
+    HASH.cmd("hsetnx", 4, legacy!(hsetnx)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.0.0", "Set the value of a hash field, only if the field does not exist")
+        .args("key:key field value"),
+    HASH.cmd("hget", 3, legacy!(hget)).flags(READONLY | FAST).key()
+        .doc("2.0.0", "Get the value of a hash field").args("key:key field"),
+    HASH.cmd("hmget", -3, legacy!(hmget)).flags(READONLY | FAST).key()
+        .doc("2.0.0", "Get the values of all the given hash fields")
+        .complexity("O(N) where N is the number of fields being requested.")
+        .args("key:key field..."),
+    HASH.cmd("hgetall", 2, legacy!(hgetall)).flags(READONLY).key()
+        .doc("2.0.0", "Get all the fields and values in a hash")
+        .complexity("O(N) where N is the size of the hash.").args("key:key"),
+    HASH.cmd("hdel", -3, legacy!(hdel)).flags(WRITE | FAST).key()
+        .doc("2.0.0", "Delete one or more hash fields")
+        .complexity("O(N) where N is the number of fields to be removed.").args("key:key field..."),
+    HASH.cmd("hexists", 3, legacy!(hexists)).flags(READONLY | FAST).key()
+        .doc("2.0.0", "Determine if a hash field exists").args("key:key field"),
+    HASH.cmd("hlen", 2, legacy!(hlen)).flags(READONLY | FAST).key()
+        .doc("2.0.0", "Get the number of fields in a hash").args("key:key"),
+    HASH.cmd("hkeys", 2, legacy!(hkeys)).flags(READONLY).key()
+        .doc("2.0.0", "Get all the fields in a hash")
+        .complexity("O(N) where N is the size of the hash.").args("key:key"),
+    HASH.cmd("hvals", 2, legacy!(hvals)).flags(READONLY).key()
+        .doc("2.0.0", "Get all the values in a hash")
+        .complexity("O(N) where N is the size of the hash.").args("key:key"),
+    HASH.cmd("hincrby", 4, legacy!(hincrby)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.0.0", "Increment the integer value of a hash field by the given number")
+        .args("key:key field increment:integer"),
+    HASH.cmd("hincrbyfloat", 4, legacy!(hincrbyfloat)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.6.0", "Increment the float value of a hash field by the given amount")
+        .args("key:key field increment:double"),
+    HASH.cmd("hstrlen", 3, legacy!(hstrlen)).flags(READONLY | FAST).key()
+        .doc("3.2.0", "Get the length of the value of a hash field").args("key:key field"),
+    HASH.cmd("hscan", -3, legacy!(hscan)).flags(READONLY).key()
+        .doc("2.8.0", "Incrementally iterate hash fields and associated values")
+        .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
+        .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
+    HASH.cmd("hrandfield", -2, legacy!(hrandfield)).flags(READONLY).key()
+        .doc("6.2.0", "Get one or multiple random fields from a hash")
+        .complexity("O(N) where N is the number of fields returned")
+        .args("key:key [options:{count:integer [WITHVALUES]}]"),
 ];
 
 /// Runs `f` on the hash at `key` for a read (`None` when there is no such key).

@@ -1,6 +1,6 @@
 //! Keys family (group generic): DEL EXISTS TYPE RENAME SCAN EXPIRE TTL ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
-use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::{is, syntax_error, text, Ctx};
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
@@ -11,401 +11,65 @@ use crate::util::glob::glob_match;
 use crate::util::num::{parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
 
+const KEYS: CommandSpec = family("generic", acl::KEYSPACE);
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "del",
-        arity: -2,
-        flags: flag::WRITE,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["keyspace", "write", "slow"],
-        summary: "Delete a key",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: del,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "unlink",
-        arity: -2,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
-        since: "4.0.0",
-        group: "generic",
-        complexity: "O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: unlink,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "exists",
-        arity: -2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Determine if a key exists",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(N) where N is the number of keys to check.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: exists,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "type",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Determine the type stored at key",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: type_cmd,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "rename",
-        arity: 3,
-        flags: flag::WRITE,
-        first_key: 1,
-        last_key: 2,
-        step: 1,
-        acl: &["keyspace", "write", "slow"],
-        summary: "Rename a key",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "newkey", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: rename,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "renamenx",
-        arity: 3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 2,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Rename a key, only if the new key does not exist",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "newkey", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: renamenx,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "keys",
-        arity: 2,
-        flags: flag::READONLY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["keyspace", "read", "slow", "dangerous"],
-        summary: "Find all keys matching the given pattern",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.",
-        args: &[
-            Arg { name: "pattern", kind: ArgKind::Pattern, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: keys_cmd,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "scan",
-        arity: -2,
-        flags: flag::READONLY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["keyspace", "read", "slow"],
-        summary: "Incrementally iterate the keys space",
-        since: "2.8.0",
-        group: "generic",
-        complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
-        args: &[
-            Arg { name: "cursor", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "pattern", kind: ArgKind::Pattern, token: Some("MATCH"), optional: true, multiple: false, args: &[] },
-            Arg { name: "count", kind: ArgKind::Integer, token: Some("COUNT"), optional: true, multiple: false, args: &[] },
-            Arg { name: "type", kind: ArgKind::String, token: Some("TYPE"), optional: true, multiple: false, args: &[] },
-        ],
-        handler: scan,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "randomkey",
-        arity: 1,
-        flags: flag::READONLY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["keyspace", "read", "slow"],
-        summary: "Return a random key from the keyspace",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[],
-        handler: randomkey,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "touch",
-        arity: -2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Alters the last access time of a key(s). Returns the number of existing keys specified.",
-        since: "3.2.1",
-        group: "generic",
-        complexity: "O(N) where N is the number of keys that will be touched.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: touch,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "copy",
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: 2,
-        step: 1,
-        acl: &["keyspace", "write", "slow"],
-        summary: "Copy a key",
-        since: "6.2.0",
-        group: "generic",
-        complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
-        args: &[
-            Arg { name: "source", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "destination", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "destination-db", kind: ArgKind::Integer, token: Some("DB"), optional: true, multiple: false, args: &[] },
-            Arg { name: "replace", kind: ArgKind::PureToken, token: Some("REPLACE"), optional: true, multiple: false, args: &[] },
-        ],
-        handler: copy_cmd,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "expire",
-        arity: -3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Set a key's time to live in seconds",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "seconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "condition", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "nx", kind: ArgKind::PureToken, token: Some("NX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "xx", kind: ArgKind::PureToken, token: Some("XX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "gt", kind: ArgKind::PureToken, token: Some("GT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: expire,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "pexpire",
-        arity: -3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Set a key's time to live in milliseconds",
-        since: "2.6.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "milliseconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "condition", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "nx", kind: ArgKind::PureToken, token: Some("NX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "xx", kind: ArgKind::PureToken, token: Some("XX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "gt", kind: ArgKind::PureToken, token: Some("GT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: pexpire,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "expireat",
-        arity: -3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Set the expiration for a key as a UNIX timestamp",
-        since: "1.2.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "unix-time-seconds", kind: ArgKind::UnixTime, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "condition", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "nx", kind: ArgKind::PureToken, token: Some("NX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "xx", kind: ArgKind::PureToken, token: Some("XX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "gt", kind: ArgKind::PureToken, token: Some("GT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: expireat,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "pexpireat",
-        arity: -3,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
-        since: "2.6.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "unix-time-milliseconds", kind: ArgKind::UnixTime, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "condition", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "nx", kind: ArgKind::PureToken, token: Some("NX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "xx", kind: ArgKind::PureToken, token: Some("XX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "gt", kind: ArgKind::PureToken, token: Some("GT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "lt", kind: ArgKind::PureToken, token: Some("LT"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: pexpireat,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "ttl",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Get the time to live for a key in seconds",
-        since: "1.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: ttl,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "pttl",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Get the time to live for a key in milliseconds",
-        since: "2.6.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: pttl,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "expiretime",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Get the expiration Unix timestamp for a key",
-        since: "7.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: expiretime,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "pexpiretime",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Get the expiration Unix timestamp for a key in milliseconds",
-        since: "7.0.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: pexpiretime,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "persist",
-        arity: 2,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["keyspace", "write", "fast"],
-        summary: "Remove the expiration from a key",
-        since: "2.2.0",
-        group: "generic",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: persist,
-        ..CommandSpec::DEFAULT
-    },
+    KEYS.cmd("del", -2, legacy!(del)).flags(WRITE).keys(1, -1, 1).doc("1.0.0", "Delete a key")
+        .complexity("O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).")
+        .args("key:key..."),
+    KEYS.cmd("unlink", -2, legacy!(unlink)).flags(WRITE | FAST).keys(1, -1, 1)
+        .doc("4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.")
+        .complexity("O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.")
+        .args("key:key..."),
+    KEYS.cmd("exists", -2, legacy!(exists)).flags(READONLY | FAST).keys(1, -1, 1)
+        .doc("1.0.0", "Determine if a key exists")
+        .complexity("O(N) where N is the number of keys to check.").args("key:key..."),
+    KEYS.cmd("type", 2, legacy!(type_cmd)).flags(READONLY | FAST).key()
+        .doc("1.0.0", "Determine the type stored at key").args("key:key"),
+    KEYS.cmd("rename", 3, legacy!(rename)).flags(WRITE).keys(1, 2, 1).doc("1.0.0", "Rename a key")
+        .args("key:key newkey:key"),
+    KEYS.cmd("renamenx", 3, legacy!(renamenx)).flags(WRITE | FAST).keys(1, 2, 1)
+        .doc("1.0.0", "Rename a key, only if the new key does not exist").args("key:key newkey:key"),
+    KEYS.cmd("keys", 2, legacy!(keys_cmd)).flags(READONLY).acl(acl::DANGEROUS)
+        .doc("1.0.0", "Find all keys matching the given pattern")
+        .complexity("O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.")
+        .args("pattern:pattern"),
+    KEYS.cmd("scan", -2, legacy!(scan)).flags(READONLY)
+        .doc("2.8.0", "Incrementally iterate the keys space")
+        .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
+        .args("cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer] [TYPE=type]"),
+    KEYS.cmd("randomkey", 1, legacy!(randomkey)).flags(READONLY)
+        .doc("1.0.0", "Return a random key from the keyspace"),
+    KEYS.cmd("touch", -2, legacy!(touch)).flags(READONLY | FAST).keys(1, -1, 1)
+        .doc("3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified.")
+        .complexity("O(N) where N is the number of keys that will be touched.").args("key:key..."),
+    KEYS.cmd("copy", -3, legacy!(copy_cmd)).flags(WRITE | DENYOOM).keys(1, 2, 1)
+        .doc("6.2.0", "Copy a key")
+        .complexity("O(N) worst case for collections, where N is the number of nested items. O(1) for string values.")
+        .args("source:key destination:key [DB=destination-db:integer] [REPLACE]"),
+    KEYS.cmd("expire", -3, legacy!(expire)).flags(WRITE | FAST).key()
+        .doc("1.0.0", "Set a key's time to live in seconds")
+        .args("key:key seconds:integer [condition:(NX|XX|GT|LT)]"),
+    KEYS.cmd("pexpire", -3, legacy!(pexpire)).flags(WRITE | FAST).key()
+        .doc("2.6.0", "Set a key's time to live in milliseconds")
+        .args("key:key milliseconds:integer [condition:(NX|XX|GT|LT)]"),
+    KEYS.cmd("expireat", -3, legacy!(expireat)).flags(WRITE | FAST).key()
+        .doc("1.2.0", "Set the expiration for a key as a UNIX timestamp")
+        .args("key:key unix-time-seconds:unix-time [condition:(NX|XX|GT|LT)]"),
+    KEYS.cmd("pexpireat", -3, legacy!(pexpireat)).flags(WRITE | FAST).key()
+        .doc("2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds")
+        .args("key:key unix-time-milliseconds:unix-time [condition:(NX|XX|GT|LT)]"),
+    KEYS.cmd("ttl", 2, legacy!(ttl)).flags(READONLY | FAST).key()
+        .doc("1.0.0", "Get the time to live for a key in seconds").args("key:key"),
+    KEYS.cmd("pttl", 2, legacy!(pttl)).flags(READONLY | FAST).key()
+        .doc("2.6.0", "Get the time to live for a key in milliseconds").args("key:key"),
+    KEYS.cmd("expiretime", 2, legacy!(expiretime)).flags(READONLY | FAST).key()
+        .doc("7.0.0", "Get the expiration Unix timestamp for a key").args("key:key"),
+    KEYS.cmd("pexpiretime", 2, legacy!(pexpiretime)).flags(READONLY | FAST).key()
+        .doc("7.0.0", "Get the expiration Unix timestamp for a key in milliseconds").args("key:key"),
+    KEYS.cmd("persist", 2, legacy!(persist)).flags(WRITE | FAST).key()
+        .doc("2.2.0", "Remove the expiration from a key").args("key:key"),
 ];
 
 /// `EX`/`PX`/`EXAT`/`PXAT` and its argument, as SET, SETEX and GETEX take them.

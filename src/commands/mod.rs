@@ -5,9 +5,21 @@
 //! built from them here drives dispatch, arity and unknown-command errors, authentication,
 //! `COMMAND` and key extraction.
 
+/// Adapts a handler that still takes the raw request (`&[Bytes]`) and returns a `Reply` to
+/// the table's handler type. Transitional: each family moves its handlers to the `Args`
+/// cursor and drops it.
+macro_rules! legacy {
+    ($h:path) => {
+        |ctx: &mut $crate::commands::Ctx<'_>,
+         a: &mut $crate::commands::args::Args<'_>|
+         -> $crate::commands::spec::CmdResult { Ok($h(ctx, a.all())) }
+    };
+}
+
+pub mod args;
+pub mod command_info;
 pub mod connection;
 pub mod doc_query;
-pub mod docs;
 pub mod documents;
 pub mod hashes;
 pub mod keys;
@@ -233,7 +245,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
-    let reply = (spec.handler)(ctx, args);
+    // A subcommand's handler reads from after its subcommand name.
+    let start = if spec.name.contains('|') { 2 } else { 1 };
+    let reply = match (spec.handler)(ctx, &mut args::Args::new(args, start)) {
+        Ok(r) => r,
+        Err(e) => e.into_reply(spec.name),
+    };
     if ctx.server.pubsub.monitoring() && !spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
         feed_monitors(ctx, spec, args);
     }
@@ -243,23 +260,23 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
 #[cold]
 fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
     let from = ctx.client.handle.addr.to_string();
-    // AUTH and HELLO's AUTH arguments are not shown, as Redis redacts them.
+    // Passwords are not shown (Redis redacts them): for a REDACTED command, every argument
+    // after an `AUTH` word (AUTH's own name included) until a `SETNAME` word (HELLO's).
     let redacted: Vec<Bytes>;
-    let shown = if spec.name == "auth" || spec.name == "hello" {
-        let mut hide = spec.name == "auth";
+    let shown = if spec.has(flag::REDACTED) {
+        let mut hide = false;
         redacted = args
             .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                if spec.name == "hello" && is(a, "SETNAME") {
+            .map(|a| {
+                if is(a, "SETNAME") && !is(&args[0], "AUTH") {
                     hide = false;
                 }
-                let out = if i > 0 && hide {
+                let out = if hide {
                     Bytes::from_static(b"(redacted)")
                 } else {
                     a.clone()
                 };
-                if spec.name == "hello" && is(a, "AUTH") {
+                if is(a, "AUTH") {
                     hide = true;
                 }
                 out
@@ -274,7 +291,7 @@ fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
 
 /// The key arguments of a request, per its table entry (`COMMAND GETKEYS`, shard routing).
 pub fn keys_of<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a Bytes> {
-    spec.key_positions(args.len())
+    spec.key_positions(args)
         .into_iter()
         .map(|i| &args[i])
         .collect()
@@ -300,4 +317,38 @@ pub fn text(b: &[u8]) -> String {
 /// Case-insensitive comparison of an argument with a keyword.
 pub fn is(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row of the table is well formed: its argument notation parses, its name is
+    /// lower case and unique, a subcommand is named after its container, and only flags the
+    /// table defines are set.
+    #[test]
+    fn every_row_is_well_formed() {
+        let mut seen = hashbrown::HashSet::new();
+        let known = flag::NAMES.iter().fold(0, |f, (b, _)| f | b)
+            | flag::TX_CONTROL
+            | flag::SUBSCRIBED
+            | flag::REDACTED;
+        let mut check = |s: &CommandSpec, container: Option<&str>| {
+            assert!(seen.insert(s.name), "{} twice", s.name);
+            assert_eq!(s.name, s.name.to_lowercase());
+            if let Err(e) = spec::parse_args(s.args) {
+                panic!("{}: bad argument notation: {e}", s.name);
+            }
+            assert_eq!(s.flags & !known, 0, "{}: unknown flag bits", s.name);
+            if let Some(c) = container {
+                assert!(s.name.starts_with(&format!("{c}|")), "{}", s.name);
+            }
+        };
+        for s in table().all() {
+            check(s, None);
+            for sub in s.subcommands {
+                check(sub, Some(s.name));
+            }
+        }
+    }
 }

@@ -1,207 +1,58 @@
 //! Pub/sub family: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
 //! The registry and delivery live in `server::pubsub`; these handlers keep the client's own
 //! subscription sets and build Redis's confirmation replies (push frames in RESP3).
-use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::spec::{family, flag::*, CommandSpec};
 use crate::commands::{help_reply, Ctx};
 use crate::protocol::Reply;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
+const PS: CommandSpec = family("pubsub", 0);
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "subscribe",
-        arity: -2,
-        flags: flag::PUBSUB | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["pubsub", "slow"],
-        summary: "Listen for messages published to the given channels",
-        since: "2.0.0",
-        group: "pubsub",
-        complexity: "O(N) where N is the number of channels to subscribe to.",
-        args: &[
-            Arg { name: "channel", kind: ArgKind::String, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: subscribe,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "unsubscribe",
-        arity: -1,
-        flags: flag::PUBSUB | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["pubsub", "slow"],
-        summary: "Stop listening for messages posted to the given channels",
-        since: "2.0.0",
-        group: "pubsub",
-        complexity: "O(N) where N is the number of clients already subscribed to a channel.",
-        args: &[
-            Arg { name: "channel", kind: ArgKind::String, token: None, optional: true, multiple: true, args: &[] },
-        ],
-        handler: unsubscribe,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "psubscribe",
-        arity: -2,
-        flags: flag::PUBSUB | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["pubsub", "slow"],
-        summary: "Listen for messages published to channels matching the given patterns",
-        since: "2.0.0",
-        group: "pubsub",
-        complexity: "O(N) where N is the number of patterns the client is already subscribed to.",
-        args: &[
-            Arg { name: "pattern", kind: ArgKind::Block, token: None, optional: false, multiple: true, args: &[
-                Arg { name: "pattern", kind: ArgKind::Pattern, token: None, optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: psubscribe,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "punsubscribe",
-        arity: -1,
-        flags: flag::PUBSUB | flag::NOSCRIPT | flag::LOADING | flag::STALE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["pubsub", "slow"],
-        summary: "Stop listening for messages posted to channels matching the given patterns",
-        since: "2.0.0",
-        group: "pubsub",
-        complexity: "O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).",
-        args: &[
-            Arg { name: "pattern", kind: ArgKind::Pattern, token: None, optional: true, multiple: true, args: &[] },
-        ],
-        handler: punsubscribe,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "publish",
-        arity: 3,
-        flags: flag::PUBSUB | flag::LOADING | flag::STALE | flag::FAST,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["pubsub", "fast"],
-        summary: "Post a message to a channel",
-        since: "2.0.0",
-        group: "pubsub",
-        complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
-        args: &[
-            Arg { name: "channel", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "message", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: publish,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "pubsub",
-        arity: -2,
-        flags: 0,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["slow"],
-        summary: "A container for Pub/Sub commands",
-        since: "2.8.0",
-        group: "pubsub",
-        complexity: "Depends on subcommand.",
-        args: &[],
-        subcommands: &[
-            CommandSpec {
-                name: "pubsub|numsub",
-                arity: -2,
-                flags: flag::PUBSUB | flag::LOADING | flag::STALE,
-                first_key: 0,
-                last_key: 0,
-                step: 0,
-                acl: &["pubsub", "slow"],
-                summary: "Get the count of subscribers for channels",
-                since: "2.8.0",
-                group: "pubsub",
-                complexity: "O(N) for the NUMSUB subcommand, where N is the number of requested channels",
-                args: &[
-                    Arg { name: "channel", kind: ArgKind::String, token: None, optional: true, multiple: true, args: &[] },
-                ],
-                handler: pubsub_numsub,
-        ..CommandSpec::DEFAULT
-            },
-            CommandSpec {
-                name: "pubsub|help",
-                arity: 2,
-                flags: flag::LOADING | flag::STALE,
-                first_key: 0,
-                last_key: 0,
-                step: 0,
-                acl: &["slow"],
-                summary: "Show helpful text about the different subcommands",
-                since: "6.2.0",
-                group: "pubsub",
-                complexity: "O(1)",
-                args: &[],
-                handler: pubsub_help,
-        ..CommandSpec::DEFAULT
-            },
-            CommandSpec {
-                name: "pubsub|channels",
-                arity: -2,
-                flags: flag::PUBSUB | flag::LOADING | flag::STALE,
-                first_key: 0,
-                last_key: 0,
-                step: 0,
-                acl: &["pubsub", "slow"],
-                summary: "List active channels",
-                since: "2.8.0",
-                group: "pubsub",
-                complexity: "O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)",
-                args: &[
-                    Arg { name: "pattern", kind: ArgKind::Pattern, token: None, optional: true, multiple: false, args: &[] },
-                ],
-                handler: pubsub_channels,
-        ..CommandSpec::DEFAULT
-            },
-            CommandSpec {
-                name: "pubsub|numpat",
-                arity: 2,
-                flags: flag::PUBSUB | flag::LOADING | flag::STALE,
-                first_key: 0,
-                last_key: 0,
-                step: 0,
-                acl: &["pubsub", "slow"],
-                summary: "Get the count of unique patterns pattern subscriptions",
-                since: "2.8.0",
-                group: "pubsub",
-                complexity: "O(1)",
-                args: &[],
-                handler: pubsub_numpat,
-        ..CommandSpec::DEFAULT
-            },
-        ],
-        handler: pubsub_container,
-    },
+    PS.cmd("subscribe", -2, legacy!(subscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+        .doc("2.0.0", "Listen for messages published to the given channels")
+        .complexity("O(N) where N is the number of channels to subscribe to.").args("channel..."),
+    PS.cmd("unsubscribe", -1, legacy!(unsubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+        .doc("2.0.0", "Stop listening for messages posted to the given channels")
+        .complexity("O(N) where N is the number of clients already subscribed to a channel.")
+        .args("[channel...]"),
+    PS.cmd("psubscribe", -2, legacy!(psubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+        .doc("2.0.0", "Listen for messages published to channels matching the given patterns")
+        .complexity("O(N) where N is the number of patterns the client is already subscribed to.")
+        .args("pattern:{pattern:pattern}..."),
+    PS.cmd("punsubscribe", -1, legacy!(punsubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+        .doc("2.0.0", "Stop listening for messages posted to channels matching the given patterns")
+        .complexity("O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).")
+        .args("[pattern:pattern...]"),
+    PS.cmd("publish", 3, legacy!(publish)).flags(PUBSUB | LOADING | STALE | FAST)
+        .doc("2.0.0", "Post a message to a channel")
+        .complexity("O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).")
+        .args("channel message"),
+    PS.cmd("pubsub", -2, legacy!(pubsub_container)).doc("2.8.0", "A container for Pub/Sub commands")
+        .complexity("Depends on subcommand.").subs(PUBSUB_SUBCOMMANDS),
+];
+
+#[rustfmt::skip]
+static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
+    PS.cmd("pubsub|numsub", -2, legacy!(pubsub_numsub)).flags(PUBSUB | LOADING | STALE)
+        .doc("2.8.0", "Get the count of subscribers for channels")
+        .complexity("O(N) for the NUMSUB subcommand, where N is the number of requested channels")
+        .args("[channel...]"),
+    PS.cmd("pubsub|help", 2, legacy!(pubsub_help)).flags(LOADING | STALE)
+        .doc("6.2.0", "Show helpful text about the different subcommands"),
+    PS.cmd("pubsub|channels", -2, legacy!(pubsub_channels)).flags(PUBSUB | LOADING | STALE)
+        .doc("2.8.0", "List active channels")
+        .complexity("O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)")
+        .args("[pattern:pattern]"),
+    PS.cmd("pubsub|numpat", 2, legacy!(pubsub_numpat)).flags(PUBSUB | LOADING | STALE)
+        .doc("2.8.0", "Get the count of unique patterns pattern subscriptions"),
 ];
 
 /// Commands a RESP2 client may run while subscribed (Redis 7's list).
 pub fn allowed_when_subscribed(spec: &CommandSpec) -> bool {
-    matches!(
-        spec.name,
-        "subscribe"
-            | "unsubscribe"
-            | "psubscribe"
-            | "punsubscribe"
-            | "ssubscribe"
-            | "sunsubscribe"
-            | "ping"
-            | "quit"
-            | "reset"
-    )
+    spec.has(SUBSCRIBED)
 }
 
 fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Reply {

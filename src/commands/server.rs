@@ -1,8 +1,10 @@
 //! Server family: COMMAND INFO CONFIG TIME DBSIZE FLUSHDB FLUSHALL SHUTDOWN and the
 //! administrative commands whose implementations arrive with persistence and the key space.
 
-use crate::commands::spec::{flag, Arg, CommandSpec};
-use crate::commands::{docs, help_reply, is, keys_of, resolve, syntax_error, table, text, Ctx};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
+use crate::commands::{
+    command_info, help_reply, is, keys_of, resolve, syntax_error, table, text, Ctx,
+};
 use crate::config::{self, SETTINGS};
 use crate::protocol::Reply;
 use crate::server::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
@@ -11,468 +13,139 @@ use bytes::Bytes;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-const SRV: CommandSpec = CommandSpec {
-    group: "server",
-    ..CommandSpec::DEFAULT
-};
-const ADMIN: u32 = flag::ADMIN | flag::NOSCRIPT | flag::LOADING | flag::STALE;
+const SRV: CommandSpec = family("server", 0);
 
-const FLUSH_ARGS: &[Arg] = &[Arg::oneof(
-    "flush-type",
-    &[Arg::token("async", "ASYNC"), Arg::token("sync", "SYNC")],
-)
-.optional()];
-
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "command",
-        arity: -1,
-        flags: flag::LOADING | flag::STALE,
-        acl: &["slow", "connection"],
-        summary: "Returns detailed information about all commands.",
-        since: "2.8.13",
-        complexity: "O(N) where N is the total number of commands",
-        subcommands: COMMAND_SUBCOMMANDS,
-        handler: command_all,
-        ..SRV
-    },
-    CommandSpec {
-        name: "info",
-        arity: -1,
-        flags: flag::LOADING | flag::STALE,
-        acl: &["slow", "dangerous"],
-        summary: "Returns information and statistics about the server.",
-        args: &[Arg::string("section").optional().multiple()],
-        handler: info,
-        ..SRV
-    },
-    CommandSpec {
-        name: "config",
-        arity: -2,
-        summary: "A container for server configuration commands.",
-        since: "2.0.0",
-        complexity: "Depends on subcommand.",
-        subcommands: CONFIG_SUBCOMMANDS,
-        handler: container,
-        ..SRV
-    },
-    CommandSpec {
-        name: "time",
-        arity: 1,
-        flags: flag::LOADING | flag::STALE | flag::FAST,
-        acl: &["fast"],
-        summary: "Returns the server time.",
-        since: "2.6.0",
-        handler: time,
-        ..SRV
-    },
-    CommandSpec {
-        name: "dbsize",
-        arity: 1,
-        flags: flag::READONLY | flag::FAST,
-        acl: &["keyspace", "read", "fast"],
-        summary: "Returns the number of keys in the database.",
-        handler: dbsize,
-        ..SRV
-    },
-    CommandSpec {
-        name: "flushdb",
-        arity: -1,
-        flags: flag::WRITE,
-        acl: &["keyspace", "write", "slow", "dangerous"],
-        summary: "Removes all keys and document collections from the current database.",
-        complexity: "O(N) where N is the number of keys and documents in the selected database",
-        args: FLUSH_ARGS,
-        handler: flushdb,
-        ..SRV
-    },
-    CommandSpec {
-        name: "flushall",
-        arity: -1,
-        flags: flag::WRITE,
-        acl: &["keyspace", "write", "slow", "dangerous"],
-        summary: "Removes all keys and document collections from all databases.",
-        complexity: "O(N) where N is the total number of keys and documents in all databases",
-        args: FLUSH_ARGS,
-        handler: flushall,
-        ..SRV
-    },
-    CommandSpec {
-        name: "shutdown",
-        arity: -1,
-        flags: ADMIN | flag::NO_MULTI | flag::ALLOW_BUSY,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Synchronously saves the database(s) to disk and shuts down the server.",
-        complexity: "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
-        args: &[
-            Arg::oneof("save-selector", &[Arg::token("nosave", "NOSAVE"), Arg::token("save", "SAVE")]).optional(),
-            Arg::token("now", "NOW").optional(),
-            Arg::token("force", "FORCE").optional(),
-            Arg::token("abort", "ABORT").optional(),
-        ],
-        handler: shutdown,
-        ..SRV
-    },
-    CommandSpec {
-        name: "swapdb",
-        arity: 3,
-        flags: flag::WRITE | flag::FAST,
-        acl: &["keyspace", "write", "fast", "dangerous"],
-        summary: "Swaps two databases, key spaces and document collections alike.",
-        since: "4.0.0",
-        complexity: "O(N) where N is the count of clients watching or blocking on keys from both databases.",
-        args: &[Arg::integer("index1"), Arg::integer("index2")],
-        handler: swapdb,
-        ..SRV
-    },
-    CommandSpec {
-        name: "save",
-        arity: 1,
-        flags: ADMIN | flag::NO_MULTI,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Synchronously saves the database(s) to disk.",
-        complexity: "O(N) where N is the total number of keys in all databases",
-        ..SRV
-    },
-    CommandSpec {
-        name: "bgsave",
-        arity: -1,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Asynchronously saves the database(s) to disk.",
-        complexity: "O(N) where N is the total number of keys in all databases",
-        args: &[Arg::token("schedule", "SCHEDULE").optional()],
-        ..SRV
-    },
-    CommandSpec {
-        name: "bgrewriteaof",
-        arity: 1,
-        flags: ADMIN | flag::NO_MULTI,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Asynchronously rewrites the append-only journal to a snapshot plus tail.",
-        complexity: "O(N) where N is the total number of keys and documents",
-        ..SRV
-    },
-    CommandSpec {
-        name: "lastsave",
-        arity: 1,
-        flags: flag::LOADING | flag::STALE | flag::FAST,
-        acl: &["admin", "fast", "dangerous"],
-        summary: "Returns the Unix timestamp of the last successful save to disk.",
-        handler: lastsave,
-        ..SRV
-    },
-    CommandSpec {
-        name: "slowlog",
-        arity: -2,
-        summary: "A container for slow log commands.",
-        since: "2.2.12",
-        complexity: "Depends on subcommand.",
-        subcommands: SLOWLOG_SUBCOMMANDS,
-        handler: container,
-        ..SRV
-    },
-    CommandSpec {
-        name: "memory",
-        arity: -2,
-        summary: "A container for memory diagnostics commands.",
-        since: "4.0.0",
-        complexity: "Depends on subcommand.",
-        subcommands: MEMORY_SUBCOMMANDS,
-        handler: container,
-        ..SRV
-    },
-    CommandSpec {
-        name: "object",
-        arity: -2,
-        group: "generic",
-        summary: "A container for object introspection commands.",
-        since: "2.2.3",
-        complexity: "Depends on subcommand.",
-        subcommands: OBJECT_SUBCOMMANDS,
-        handler: container,
-        ..SRV
-    },
-    CommandSpec {
-        name: "waitaof",
-        arity: 4,
-        flags: flag::NOSCRIPT,
-        acl: &["slow", "connection"],
-        group: "generic",
-        summary: "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
-        since: "7.2.0",
-        args: &[Arg::integer("numlocal"), Arg::integer("numreplicas"), Arg::integer("timeout")],
-        ..SRV
-    },
-    CommandSpec {
-        name: "monitor",
-        arity: 1,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Listens for all requests received by the server in real-time.",
-        handler: monitor,
-        ..SRV
-    },
+    SRV.cmd("command", -1, legacy!(command_all)).flags(LOADING | STALE).acl(acl::CONNECTION)
+        .doc("2.8.13", "Returns detailed information about all commands.")
+        .complexity("O(N) where N is the total number of commands").subs(COMMAND_SUBCOMMANDS),
+    SRV.cmd("info", -1, legacy!(info)).flags(LOADING | STALE).acl(acl::DANGEROUS)
+        .doc("1.0.0", "Returns information and statistics about the server.").args("[section...]"),
+    SRV.cmd("config", -2, legacy!(container))
+        .doc("2.0.0", "A container for server configuration commands.")
+        .complexity("Depends on subcommand.").subs(CONFIG_SUBCOMMANDS),
+    SRV.cmd("time", 1, legacy!(time)).flags(LOADING | STALE | FAST)
+        .doc("2.6.0", "Returns the server time."),
+    SRV.cmd("dbsize", 1, legacy!(dbsize)).flags(READONLY | FAST).acl(acl::KEYSPACE)
+        .doc("1.0.0", "Returns the number of keys in the database."),
+    SRV.cmd("flushdb", -1, legacy!(flushdb)).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc("1.0.0", "Removes all keys and document collections from the current database.")
+        .complexity("O(N) where N is the number of keys and documents in the selected database")
+        .args("[flush-type:(ASYNC|SYNC)]"),
+    SRV.cmd("flushall", -1, legacy!(flushall)).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc("1.0.0", "Removes all keys and document collections from all databases.")
+        .complexity("O(N) where N is the total number of keys and documents in all databases")
+        .args("[flush-type:(ASYNC|SYNC)]"),
+    SRV.cmd("shutdown", -1, legacy!(shutdown)).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY)
+        .doc("1.0.0", "Synchronously saves the database(s) to disk and shuts down the server.")
+        .complexity("O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
+        .args("[save-selector:(NOSAVE|SAVE)] [NOW] [FORCE] [ABORT]"),
+    SRV.cmd("swapdb", 3, legacy!(swapdb)).flags(WRITE | FAST).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc("4.0.0", "Swaps two databases, key spaces and document collections alike.")
+        .complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.")
+        .args("index1:integer index2:integer"),
+    SRV.planned("save", 1).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+        .doc("1.0.0", "Synchronously saves the database(s) to disk.")
+        .complexity("O(N) where N is the total number of keys in all databases"),
+    SRV.planned("bgsave", -1).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("1.0.0", "Asynchronously saves the database(s) to disk.")
+        .complexity("O(N) where N is the total number of keys in all databases").args("[SCHEDULE]"),
+    SRV.planned("bgrewriteaof", 1).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+        .doc("1.0.0", "Asynchronously rewrites the append-only journal to a snapshot plus tail.")
+        .complexity("O(N) where N is the total number of keys and documents"),
+    SRV.cmd("lastsave", 1, legacy!(lastsave)).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc("1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    SRV.cmd("slowlog", -2, legacy!(container)).doc("2.2.12", "A container for slow log commands.")
+        .complexity("Depends on subcommand.").subs(SLOWLOG_SUBCOMMANDS),
+    SRV.cmd("memory", -2, legacy!(container))
+        .doc("4.0.0", "A container for memory diagnostics commands.")
+        .complexity("Depends on subcommand.").subs(MEMORY_SUBCOMMANDS),
+    SRV.cmd("object", -2, legacy!(container)).group("generic")
+        .doc("2.2.3", "A container for object introspection commands.")
+        .complexity("Depends on subcommand.").subs(OBJECT_SUBCOMMANDS),
+    SRV.planned("waitaof", 4).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
+        .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
+        .args("numlocal:integer numreplicas:integer timeout:integer"),
+    SRV.cmd("monitor", 1, legacy!(monitor)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("1.0.0", "Listens for all requests received by the server in real-time."),
 ];
 
-const SUB: CommandSpec = CommandSpec {
-    group: "server",
-    flags: flag::LOADING | flag::STALE,
-    acl: &["slow"],
-    ..CommandSpec::DEFAULT
-};
-
+#[rustfmt::skip]
 static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "command|count",
-        arity: 2,
-        summary: "Returns a count of commands.",
-        since: "2.8.13",
-        handler: command_count,
-        ..SUB
-    },
-    CommandSpec {
-        name: "command|info",
-        arity: -2,
-        summary: "Returns information about one, multiple or all commands.",
-        since: "2.8.13",
-        complexity: "O(N) where N is the number of commands to look up",
-        args: &[Arg::string("command-name").optional().multiple()],
-        handler: command_info,
-        ..SUB
-    },
-    CommandSpec {
-        name: "command|docs",
-        arity: -2,
-        summary: "Returns documentary information about one, multiple or all commands.",
-        since: "7.0.0",
-        complexity: "O(N) where N is the number of commands to look up",
-        args: &[Arg::string("command-name").optional().multiple()],
-        handler: command_docs,
-        ..SUB
-    },
-    CommandSpec {
-        name: "command|list",
-        arity: -2,
-        summary: "Returns a list of command names.",
-        since: "7.0.0",
-        complexity: "O(N) where N is the total number of commands",
-        args: &[Arg::oneof(
-            "filterby",
-            &[
-                Arg::string("module-name").with_token("MODULE"),
-                Arg::string("category").with_token("ACLCAT"),
-                Arg::pattern("pattern").with_token("PATTERN"),
-            ],
-        )
-        .with_token("FILTERBY")
-        .optional()],
-        handler: command_list,
-        ..SUB
-    },
-    CommandSpec {
-        name: "command|getkeys",
-        arity: -3,
-        summary: "Extracts the key names from an arbitrary command.",
-        since: "2.8.13",
-        complexity: "O(N) where N is the number of arguments to the command",
-        args: &[
-            Arg::string("command"),
-            Arg::string("arg").optional().multiple(),
-        ],
-        handler: command_getkeys,
-        ..SUB
-    },
-    CommandSpec {
-        name: "command|help",
-        arity: 2,
-        summary: "Returns helpful text about the different subcommands.",
-        since: "5.0.0",
-        handler: command_help,
-        ..SUB
-    },
+    SRV.cmd("command|count", 2, legacy!(command_count)).flags(LOADING | STALE)
+        .doc("2.8.13", "Returns a count of commands."),
+    SRV.cmd("command|info", -2, legacy!(command_info)).flags(LOADING | STALE)
+        .doc("2.8.13", "Returns information about one, multiple or all commands.")
+        .complexity("O(N) where N is the number of commands to look up").args("[command-name...]"),
+    SRV.cmd("command|docs", -2, legacy!(command_docs)).flags(LOADING | STALE)
+        .doc("7.0.0", "Returns documentary information about one, multiple or all commands.")
+        .complexity("O(N) where N is the number of commands to look up").args("[command-name...]"),
+    SRV.cmd("command|list", -2, legacy!(command_list)).flags(LOADING | STALE)
+        .doc("7.0.0", "Returns a list of command names.")
+        .complexity("O(N) where N is the total number of commands")
+        .args("[FILTERBY=filterby:(MODULE=module-name|ACLCAT=category|PATTERN=pattern:pattern)]"),
+    SRV.cmd("command|getkeys", -3, legacy!(command_getkeys)).flags(LOADING | STALE)
+        .doc("2.8.13", "Extracts the key names from an arbitrary command.")
+        .complexity("O(N) where N is the number of arguments to the command")
+        .args("command [arg...]"),
+    SRV.cmd("command|help", 2, legacy!(command_help)).flags(LOADING | STALE)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "config|get",
-        arity: -3,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Returns the effective values of configuration parameters.",
-        since: "2.0.0",
-        complexity: "O(N) when N is the number of configuration parameters provided",
-        args: &[Arg::string("parameter").multiple()],
-        handler: config_get,
-        ..SUB
-    },
-    CommandSpec {
-        name: "config|set",
-        arity: -4,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Sets configuration parameters in-flight.",
-        since: "2.0.0",
-        complexity: "O(N) when N is the number of configuration parameters provided",
-        args: &[Arg::block("data", &[Arg::string("parameter"), Arg::string("value")]).multiple()],
-        handler: config_set,
-        ..SUB
-    },
-    CommandSpec {
-        name: "config|resetstat",
-        arity: 2,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Resets the server's statistics.",
-        since: "2.0.0",
-        handler: config_resetstat,
-        ..SUB
-    },
-    CommandSpec {
-        name: "config|rewrite",
-        arity: 2,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Persists the effective configuration to file.",
-        since: "2.8.0",
-        handler: config_rewrite,
-        ..SUB
-    },
-    CommandSpec {
-        name: "config|help",
-        arity: 2,
-        summary: "Returns helpful text about the different subcommands.",
-        since: "5.0.0",
-        handler: config_help,
-        ..SUB
-    },
+    SRV.cmd("config|get", -3, legacy!(config_get)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.0.0", "Returns the effective values of configuration parameters.")
+        .complexity("O(N) when N is the number of configuration parameters provided")
+        .args("parameter..."),
+    SRV.cmd("config|set", -4, legacy!(config_set)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.0.0", "Sets configuration parameters in-flight.")
+        .complexity("O(N) when N is the number of configuration parameters provided")
+        .args("data:{parameter value}..."),
+    SRV.cmd("config|resetstat", 2, legacy!(config_resetstat)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.0.0", "Resets the server's statistics."),
+    SRV.cmd("config|rewrite", 2, legacy!(config_rewrite)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.8.0", "Persists the effective configuration to file."),
+    SRV.cmd("config|help", 2, legacy!(config_help)).flags(LOADING | STALE)
+        .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "slowlog|get",
-        arity: -2,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Returns the slow log's entries.",
-        since: "2.2.12",
-        complexity: "O(N) where N is the number of entries returned",
-        args: &[Arg::integer("count").optional()],
-        ..SUB
-    },
-    CommandSpec {
-        name: "slowlog|len",
-        arity: 2,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Returns the number of entries in the slow log.",
-        since: "2.2.12",
-        ..SUB
-    },
-    CommandSpec {
-        name: "slowlog|reset",
-        arity: 2,
-        flags: ADMIN,
-        acl: &["admin", "slow", "dangerous"],
-        summary: "Clears all entries from the slow log.",
-        since: "2.2.12",
-        complexity: "O(N) where N is the number of entries in the slowlog",
-        ..SUB
-    },
-    CommandSpec {
-        name: "slowlog|help",
-        arity: 2,
-        summary: "Show helpful text about the different subcommands",
-        since: "6.2.0",
-        ..SUB
-    },
+    SRV.planned("slowlog|get", -2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.2.12", "Returns the slow log's entries.")
+        .complexity("O(N) where N is the number of entries returned").args("[count:integer]"),
+    SRV.planned("slowlog|len", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.2.12", "Returns the number of entries in the slow log."),
+    SRV.planned("slowlog|reset", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("2.2.12", "Clears all entries from the slow log.")
+        .complexity("O(N) where N is the number of entries in the slowlog"),
+    SRV.planned("slowlog|help", 2).flags(LOADING | STALE)
+        .doc("6.2.0", "Show helpful text about the different subcommands"),
 ];
 
+#[rustfmt::skip]
 static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "memory|usage",
-        arity: -3,
-        flags: flag::READONLY,
-        acl: &["read", "slow"],
-        first_key: 2,
-        last_key: 2,
-        step: 1,
-        summary: "Estimates the memory usage of a key.",
-        since: "4.0.0",
-        complexity: "O(N) where N is the number of samples.",
-        args: &[
-            Arg::key("key"),
-            Arg::integer("count").with_token("SAMPLES").optional(),
-        ],
-        handler: crate::commands::keyspace_admin::memory_usage,
-        ..SUB
-    },
-    CommandSpec {
-        name: "memory|help",
-        arity: 2,
-        summary: "Returns helpful text about the different subcommands.",
-        since: "4.0.0",
-        handler: crate::commands::keyspace_admin::memory_help,
-        ..SUB
-    },
+    SRV.cmd("memory|usage", -3, legacy!(crate::commands::keyspace_admin::memory_usage)).flags(READONLY).keys(2, 2, 1)
+        .doc("4.0.0", "Estimates the memory usage of a key.")
+        .complexity("O(N) where N is the number of samples.")
+        .args("key:key [SAMPLES=count:integer]"),
+    SRV.cmd("memory|help", 2, legacy!(crate::commands::keyspace_admin::memory_help)).flags(LOADING | STALE)
+        .doc("4.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "object|encoding",
-        arity: 3,
-        flags: flag::READONLY,
-        acl: &["keyspace", "read", "slow"],
-        group: "generic",
-        first_key: 2,
-        last_key: 2,
-        step: 1,
-        summary: "Returns the internal encoding of an object.",
-        since: "2.2.3",
-        args: &[Arg::key("key")],
-        handler: crate::commands::keyspace_admin::object_encoding,
-        ..SUB
-    },
-    CommandSpec {
-        name: "object|idletime",
-        arity: 3,
-        flags: flag::READONLY,
-        acl: &["keyspace", "read", "slow"],
-        group: "generic",
-        first_key: 2,
-        last_key: 2,
-        step: 1,
-        summary: "Returns the time since the last access to an object.",
-        since: "2.2.3",
-        args: &[Arg::key("key")],
-        handler: crate::commands::keyspace_admin::object_idletime,
-        ..SUB
-    },
-    CommandSpec {
-        name: "object|freq",
-        arity: 3,
-        flags: flag::READONLY,
-        acl: &["keyspace", "read", "slow"],
-        group: "generic",
-        first_key: 2,
-        last_key: 2,
-        step: 1,
-        summary: "Returns the logarithmic access frequency counter of an object.",
-        since: "4.0.0",
-        args: &[Arg::key("key")],
-        handler: crate::commands::keyspace_admin::object_freq,
-        ..SUB
-    },
-    CommandSpec {
-        name: "object|help",
-        arity: 2,
-        group: "generic",
-        acl: &["keyspace", "slow"],
-        summary: "Returns helpful text about the different subcommands.",
-        since: "6.2.0",
-        handler: crate::commands::keyspace_admin::object_help,
-        ..SUB
-    },
+    SRV.cmd("object|encoding", 3, legacy!(crate::commands::keyspace_admin::object_encoding)).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+        .doc("2.2.3", "Returns the internal encoding of an object.").args("key:key"),
+    SRV.cmd("object|idletime", 3, legacy!(crate::commands::keyspace_admin::object_idletime)).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+        .doc("2.2.3", "Returns the time since the last access to an object.").args("key:key"),
+    SRV.cmd("object|freq", 3, legacy!(crate::commands::keyspace_admin::object_freq)).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+        .doc("4.0.0", "Returns the logarithmic access frequency counter of an object.")
+        .args("key:key"),
+    SRV.cmd("object|help", 2, legacy!(crate::commands::keyspace_admin::object_help)).flags(LOADING | STALE).acl(acl::KEYSPACE).group("generic")
+        .doc("6.2.0", "Returns helpful text about the different subcommands."),
 ];
 
 fn container(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -484,7 +157,13 @@ fn command_all(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() > 1 {
         return crate::commands::unknown_subcommand("command", &args[1]);
     }
-    Reply::Array(table().all().iter().map(|s| docs::info(s)).collect())
+    Reply::Array(
+        table()
+            .all()
+            .iter()
+            .map(|s| command_info::info(s))
+            .collect(),
+    )
 }
 
 fn command_count(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
@@ -493,12 +172,22 @@ fn command_count(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
 
 fn command_info(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if args.len() == 2 {
-        return Reply::Array(table().all().iter().map(|s| docs::info(s)).collect());
+        return Reply::Array(
+            table()
+                .all()
+                .iter()
+                .map(|s| command_info::info(s))
+                .collect(),
+        );
     }
     Reply::Array(
         args[2..]
             .iter()
-            .map(|n| lookup_full(n).map(docs::info).unwrap_or(Reply::NilArray))
+            .map(|n| {
+                lookup_full(n)
+                    .map(command_info::info)
+                    .unwrap_or(Reply::NilArray)
+            })
             .collect(),
     )
 }
@@ -521,7 +210,7 @@ fn command_docs(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     Reply::Map(
         specs
             .into_iter()
-            .map(|s| (Reply::bulk_str(s.name), docs::docs(s)))
+            .map(|s| (Reply::bulk_str(s.name), command_info::docs(s)))
             .collect(),
     )
 }
@@ -538,9 +227,9 @@ fn command_list(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     .filter(|n| glob_match(v, n.as_bytes(), true))
                     .collect()
             } else if is(&args[3], "ACLCAT") {
-                let cat = text(v).to_lowercase();
+                let cat = acl::by_name(&text(v)).unwrap_or(0);
                 all.iter()
-                    .filter(|s| s.acl.contains(&cat.as_str()))
+                    .filter(|s| s.categories() & cat != 0)
                     .map(|s| s.name)
                     .collect()
             } else if is(&args[3], "MODULE") {

@@ -1,7 +1,7 @@
 //! Strings family: GET SET INCR APPEND GETRANGE ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::keys::{parse_expire_option, ExpireOpt};
-use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::{is, syntax_error, wrong_arity, wrongtype, Ctx};
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
@@ -10,407 +10,69 @@ use crate::store::{Ttl, Value};
 use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
 use bytes::Bytes;
 
+const STR: CommandSpec = family("string", acl::STRING);
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "get",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "string", "fast"],
-        summary: "Get the value of a key",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: get,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "set",
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "slow"],
-        summary: "Set the string value of a key",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "condition", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "nx", kind: ArgKind::PureToken, token: Some("NX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "xx", kind: ArgKind::PureToken, token: Some("XX"), optional: false, multiple: false, args: &[] },
-            ] },
-            Arg { name: "get", kind: ArgKind::PureToken, token: Some("GET"), optional: true, multiple: false, args: &[] },
-            Arg { name: "expiration", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "seconds", kind: ArgKind::Integer, token: Some("EX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "milliseconds", kind: ArgKind::Integer, token: Some("PX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "unix-time-seconds", kind: ArgKind::UnixTime, token: Some("EXAT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "unix-time-milliseconds", kind: ArgKind::UnixTime, token: Some("PXAT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "keepttl", kind: ArgKind::PureToken, token: Some("KEEPTTL"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: set,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "setex",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "slow"],
-        summary: "Set the value and expiration of a key",
-        since: "2.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "seconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: setex,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "psetex",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "slow"],
-        summary: "Set the value and expiration in milliseconds of a key",
-        since: "2.6.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "milliseconds", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: psetex,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "setnx",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Set the value of a key, only if the key does not exist",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: setnx,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "getex",
-        arity: -2,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Get the value of a key and optionally set its expiration",
-        since: "6.2.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "expiration", kind: ArgKind::OneOf, token: None, optional: true, multiple: false, args: &[
-                Arg { name: "seconds", kind: ArgKind::Integer, token: Some("EX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "milliseconds", kind: ArgKind::Integer, token: Some("PX"), optional: false, multiple: false, args: &[] },
-                Arg { name: "unix-time-seconds", kind: ArgKind::UnixTime, token: Some("EXAT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "unix-time-milliseconds", kind: ArgKind::UnixTime, token: Some("PXAT"), optional: false, multiple: false, args: &[] },
-                Arg { name: "persist", kind: ArgKind::PureToken, token: Some("PERSIST"), optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: getex,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "getdel",
-        arity: 2,
-        flags: flag::WRITE | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Get the value of a key and delete the key",
-        since: "6.2.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: getdel,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "getset",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Set the string value of a key and return its old value (deprecated since 6.2.0; use SET with the !GET argument)",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: getset,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "mget",
-        arity: -2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["read", "string", "fast"],
-        summary: "Get the values of all the given keys",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(N) where N is the number of keys to retrieve.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: true, args: &[] },
-        ],
-        handler: mget,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "mset",
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: -1,
-        step: 2,
-        acl: &["write", "string", "slow"],
-        summary: "Set multiple keys to multiple values",
-        since: "1.0.1",
-        group: "string",
-        complexity: "O(N) where N is the number of keys to set.",
-        args: &[
-            Arg { name: "key_value", kind: ArgKind::Block, token: None, optional: false, multiple: true, args: &[
-                Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-                Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: mset,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "msetnx",
-        arity: -3,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: -1,
-        step: 2,
-        acl: &["write", "string", "slow"],
-        summary: "Set multiple keys to multiple values, only if none of the keys exist",
-        since: "1.0.1",
-        group: "string",
-        complexity: "O(N) where N is the number of keys to set.",
-        args: &[
-            Arg { name: "key_value", kind: ArgKind::Block, token: None, optional: false, multiple: true, args: &[
-                Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-                Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-            ] },
-        ],
-        handler: msetnx,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "incr",
-        arity: 2,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Increment the integer value of a key by one",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: incr,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "incrby",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Increment the integer value of a key by the given amount",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "increment", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: incrby,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "incrbyfloat",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Increment the float value of a key by the given amount",
-        since: "2.6.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "increment", kind: ArgKind::Double, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: incrbyfloat,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "decr",
-        arity: 2,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Decrement the integer value of a key by one",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: decr,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "decrby",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Decrement the integer value of a key by the given number",
-        since: "1.0.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "decrement", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: decrby,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "append",
-        arity: 3,
-        flags: flag::WRITE | flag::DENYOOM | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "fast"],
-        summary: "Append a value to a key",
-        since: "2.0.0",
-        group: "string",
-        complexity: "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: append,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "strlen",
-        arity: 2,
-        flags: flag::READONLY | flag::FAST,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "string", "fast"],
-        summary: "Get the length of the value stored in a key",
-        since: "2.2.0",
-        group: "string",
-        complexity: "O(1)",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: strlen,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "getrange",
-        arity: 4,
-        flags: flag::READONLY,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["read", "string", "slow"],
-        summary: "Get a substring of the string stored at a key",
-        since: "2.4.0",
-        group: "string",
-        complexity: "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "start", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "end", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: getrange,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "setrange",
-        arity: 4,
-        flags: flag::WRITE | flag::DENYOOM,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        acl: &["write", "string", "slow"],
-        summary: "Overwrite part of a string at key starting at the specified offset",
-        since: "2.2.0",
-        group: "string",
-        complexity: "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.",
-        args: &[
-            Arg { name: "key", kind: ArgKind::Key, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "offset", kind: ArgKind::Integer, token: None, optional: false, multiple: false, args: &[] },
-            Arg { name: "value", kind: ArgKind::String, token: None, optional: false, multiple: false, args: &[] },
-        ],
-        handler: setrange,
-        ..CommandSpec::DEFAULT
-    },
+    STR.cmd("get", 2, legacy!(get)).flags(READONLY | FAST).key()
+        .doc("1.0.0", "Get the value of a key").args("key:key"),
+    STR.cmd("set", -3, legacy!(set)).flags(WRITE | DENYOOM).key()
+        .doc("1.0.0", "Set the string value of a key")
+        .args("key:key value [condition:(NX|XX)] [GET] [expiration:(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|KEEPTTL)]"),
+    STR.cmd("setex", 4, legacy!(setex)).flags(WRITE | DENYOOM).key()
+        .doc("2.0.0", "Set the value and expiration of a key").args("key:key seconds:integer value"),
+    STR.cmd("psetex", 4, legacy!(psetex)).flags(WRITE | DENYOOM).key()
+        .doc("2.6.0", "Set the value and expiration in milliseconds of a key")
+        .args("key:key milliseconds:integer value"),
+    STR.cmd("setnx", 3, legacy!(setnx)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Set the value of a key, only if the key does not exist")
+        .args("key:key value"),
+    STR.cmd("getex", -2, legacy!(getex)).flags(WRITE | FAST).key()
+        .doc("6.2.0", "Get the value of a key and optionally set its expiration")
+        .args("key:key [expiration:(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|PERSIST)]"),
+    STR.cmd("getdel", 2, legacy!(getdel)).flags(WRITE | FAST).key()
+        .doc("6.2.0", "Get the value of a key and delete the key").args("key:key"),
+    STR.cmd("getset", 3, legacy!(getset)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Set the string value of a key and return its old value (deprecated since 6.2.0; use SET with the !GET argument)")
+        .args("key:key value"),
+    STR.cmd("mget", -2, legacy!(mget)).flags(READONLY | FAST).keys(1, -1, 1)
+        .doc("1.0.0", "Get the values of all the given keys")
+        .complexity("O(N) where N is the number of keys to retrieve.").args("key:key..."),
+    STR.cmd("mset", -3, legacy!(mset)).flags(WRITE | DENYOOM).keys(1, -1, 2)
+        .doc("1.0.1", "Set multiple keys to multiple values")
+        .complexity("O(N) where N is the number of keys to set.")
+        .args("key_value:{key:key value}..."),
+    STR.cmd("msetnx", -3, legacy!(msetnx)).flags(WRITE | DENYOOM).keys(1, -1, 2)
+        .doc("1.0.1", "Set multiple keys to multiple values, only if none of the keys exist")
+        .complexity("O(N) where N is the number of keys to set.")
+        .args("key_value:{key:key value}..."),
+    STR.cmd("incr", 2, legacy!(incr)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Increment the integer value of a key by one").args("key:key"),
+    STR.cmd("incrby", 3, legacy!(incrby)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Increment the integer value of a key by the given amount")
+        .args("key:key increment:integer"),
+    STR.cmd("incrbyfloat", 3, legacy!(incrbyfloat)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.6.0", "Increment the float value of a key by the given amount")
+        .args("key:key increment:double"),
+    STR.cmd("decr", 2, legacy!(decr)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Decrement the integer value of a key by one").args("key:key"),
+    STR.cmd("decrby", 3, legacy!(decrby)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("1.0.0", "Decrement the integer value of a key by the given number")
+        .args("key:key decrement:integer"),
+    STR.cmd("append", 3, legacy!(append)).flags(WRITE | DENYOOM | FAST).key()
+        .doc("2.0.0", "Append a value to a key")
+        .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
+        .args("key:key value"),
+    STR.cmd("strlen", 2, legacy!(strlen)).flags(READONLY | FAST).key()
+        .doc("2.2.0", "Get the length of the value stored in a key").args("key:key"),
+    STR.cmd("getrange", 4, legacy!(getrange)).flags(READONLY).key()
+        .doc("2.4.0", "Get a substring of the string stored at a key")
+        .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
+        .args("key:key start:integer end:integer"),
+    STR.cmd("setrange", 4, legacy!(setrange)).flags(WRITE | DENYOOM).key()
+        .doc("2.2.0", "Overwrite part of a string at key starting at the specified offset")
+        .complexity("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.")
+        .args("key:key offset:integer value"),
 ];
 
 /// Redis's `proto-max-bulk-len` check for strings built by APPEND and SETRANGE.

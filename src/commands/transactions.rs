@@ -6,7 +6,7 @@
 //! between; a runtime error of one queued command is just its reply. WATCH registers the
 //! client's dirty flag for each key in `Server::watches`; any write, delete, expiry or
 //! eviction of a watched key raises it and EXEC then answers a null array.
-use crate::commands::spec::{flag, Arg, ArgKind, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 use crate::commands::{execute, Ctx};
 use crate::protocol::Reply;
 use crate::server::client::MultiState;
@@ -14,102 +14,28 @@ use crate::server::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
+const TX: CommandSpec = family("transactions", acl::TRANSACTION);
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "multi",
-        arity: 1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::ALLOW_BUSY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["fast", "transaction"],
-        summary: "Mark the start of a transaction block",
-        since: "1.2.0",
-        group: "transactions",
-        complexity: "O(1)",
-        args: &[],
-        handler: multi,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "exec",
-        arity: 1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::SKIP_SLOWLOG,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["slow", "transaction"],
-        summary: "Execute all commands issued after MULTI",
-        since: "1.2.0",
-        group: "transactions",
-        complexity: "Depends on commands in the transaction",
-        args: &[],
-        handler: exec_handler,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "discard",
-        arity: 1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::ALLOW_BUSY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["fast", "transaction"],
-        summary: "Discard all commands issued after MULTI",
-        since: "2.0.0",
-        group: "transactions",
-        complexity: "O(N), when N is the number of queued commands",
-        args: &[],
-        handler: discard,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "watch",
-        arity: -2,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::ALLOW_BUSY,
-        first_key: 1,
-        last_key: -1,
-        step: 1,
-        acl: &["fast", "transaction"],
-        summary: "Watch the given keys to determine execution of the MULTI/EXEC block",
-        since: "2.2.0",
-        group: "transactions",
-        complexity: "O(1) for every key.",
-        args: &[Arg {
-            name: "key",
-            kind: ArgKind::Key,
-            token: None,
-            optional: false,
-            multiple: true,
-            args: &[],
-        }],
-        handler: watch,
-        ..CommandSpec::DEFAULT
-    },
-    CommandSpec {
-        name: "unwatch",
-        arity: 1,
-        flags: flag::NOSCRIPT | flag::LOADING | flag::STALE | flag::FAST | flag::ALLOW_BUSY,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["fast", "transaction"],
-        summary: "Forget about all watched keys",
-        since: "2.2.0",
-        group: "transactions",
-        complexity: "O(1)",
-        args: &[],
-        handler: unwatch,
-        ..CommandSpec::DEFAULT
-    },
+    TX.cmd("multi", 1, legacy!(multi)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+        .doc("1.2.0", "Mark the start of a transaction block"),
+    TX.cmd("exec", 1, legacy!(exec_handler)).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL)
+        .doc("1.2.0", "Execute all commands issued after MULTI")
+        .complexity("Depends on commands in the transaction"),
+    TX.cmd("discard", 1, legacy!(discard)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+        .doc("2.0.0", "Discard all commands issued after MULTI")
+        .complexity("O(N), when N is the number of queued commands"),
+    TX.cmd("watch", -2, legacy!(watch)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1)
+        .doc("2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block")
+        .complexity("O(1) for every key.").args("key:key..."),
+    TX.cmd("unwatch", 1, legacy!(unwatch)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)
+        .doc("2.2.0", "Forget about all watched keys"),
 ];
 
 /// Commands that run at once inside MULTI instead of being queued (Redis's list).
 pub fn runs_inside_multi(spec: &CommandSpec) -> bool {
-    matches!(
-        spec.name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    )
+    spec.has(TX_CONTROL)
 }
 
 /// A command refused before it ran: inside MULTI the transaction is marked to abort.

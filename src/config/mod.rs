@@ -125,7 +125,10 @@ fn parse_save(value: &str) -> Result<String, String> {
     if value.trim().is_empty() {
         Ok(String::new())
     } else {
-        Err("snapshots are not available in this version of tidecache: only save \"\" is accepted".into())
+        Err(
+            "snapshots are not available in this version of tidecache: only save \"\" is accepted"
+                .into(),
+        )
     }
 }
 
