@@ -636,3 +636,78 @@ fn touched_dates_move_in_every_index_and_the_wheel() {
         );
     }
 }
+
+/// A write that meets an expired `_id` removes it as an expiry, and the expiry is announced
+/// with `doc.expired` whatever happens to the write afterwards: here an upsert and an insert
+/// that then fail on a unique secondary index. (A capped collection cannot meet an expired
+/// document: it takes no TTL index.)
+#[test]
+fn expiry_met_by_a_failing_write_is_announced() {
+    let s = TestServer::start(&[
+        "--ttl-monitor-period",
+        "3600",
+        "--notify-keyspace-events",
+        "KEx",
+    ]);
+    let mut c = s.conn();
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "s", "at", "0"]).expect("ttl index");
+    let _: String =
+        q(&mut c, &["DOC.CREATEINDEX", "s", r#"{"email":1}"#, "UNIQUE"]).expect("unique index");
+    insert(
+        &mut c,
+        "s",
+        &[
+            format!(r#"{{"_id":1,"at":{},"email":"a"}}"#, date(now_ms() - 1000)),
+            format!(r#"{{"_id":2,"at":{},"email":"taken"}}"#, date(now_ms() + HOUR)),
+            format!(r#"{{"_id":3,"at":{},"email":"b"}}"#, date(now_ms() - 1000)),
+        ],
+    );
+    let mut sub = s.conn();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("__keyevent@0__:doc.expired")
+        .expect("subscribe");
+    ps.subscribe("__keyspace@0__:s").expect("subscribe");
+    ps.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let mut expect_expiry = |id: &str| {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let m = ps.get_message().expect("doc.expired");
+            let payload: String = m.get_payload().expect("payload");
+            got.push((m.get_channel_name().to_string(), payload));
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("__keyevent@0__:doc.expired".to_string(), "s".to_string()),
+                ("__keyspace@0__:s".to_string(), id.to_string()),
+            ]
+        );
+    };
+    // The expired _id 1 matches nothing, so the upsert inserts: it removes the expired
+    // document first, then fails on the unique email.
+    let e = err_text(q::<redis::Value>(
+        &mut c,
+        &[
+            "DOC.UPDATE",
+            "s",
+            r#"{"_id":1}"#,
+            r#"{"$set":{"email":"taken"}}"#,
+            "UPSERT",
+        ],
+    ));
+    assert!(e.starts_with("DUPKEY") && e.contains("email_1"), "{e}");
+    expect_expiry("1");
+    let e = err_text(q::<redis::Value>(
+        &mut c,
+        &["DOC.INSERT", "s", r#"{"_id":3,"email":"taken"}"#],
+    ));
+    assert!(e.starts_with("DUPKEY") && e.contains("email_1"), "{e}");
+    expect_expiry("3");
+    // Both are gone from storage, the live document stays, and the failed writes stored
+    // nothing; the expired documents' unique keys are free again.
+    assert_eq!(stored(&mut c, "s", "{}"), 1);
+    insert(&mut c, "s", &[r#"{"_id":4,"email":"a"}"#.to_string()]);
+    insert(&mut c, "s", &[r#"{"_id":5,"email":"b"}"#.to_string()]);
+}

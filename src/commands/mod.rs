@@ -19,7 +19,6 @@ macro_rules! legacy {
 pub mod args;
 pub mod command_info;
 pub mod connection;
-pub mod doc_query;
 pub mod documents;
 pub mod hashes;
 pub mod keys;

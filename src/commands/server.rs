@@ -620,7 +620,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             }
         }
         "documents" => {
-            let t = crate::commands::documents::info_totals(&s.store);
+            let t = s.store.document_totals();
             kv("collections", &t.collections);
             kv("documents", &t.documents);
             kv("document_bytes", &t.document_bytes);

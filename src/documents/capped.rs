@@ -9,7 +9,6 @@
 //! order. Each shard keeps its documents' sequences in a FIFO, so the globally oldest
 //! document is the smallest of the shards' FIFO fronts: O(shards) per eviction.
 
-use crate::documents::collection::CollectionShard;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -123,35 +122,6 @@ pub fn check_fits(spec: &CappedSpec, doc_bytes: usize) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Removes the oldest documents of a capped collection until it is within its bounds.
-/// `parts` are every shard's part of the collection, all locked. Returns how many went.
-pub fn enforce(parts: &mut [&mut CollectionShard]) -> usize {
-    let Some(spec) = parts.first().and_then(|p| p.meta.capped.clone()) else {
-        return 0;
-    };
-    let mut bytes: u64 = parts.iter().map(|p| p.bytes() as u64).sum();
-    let mut count: u64 = parts.iter().map(|p| p.len() as u64).sum();
-    let mut removed = 0;
-    while bytes > spec.max_size || spec.max_docs.is_some_and(|m| count > m) {
-        let oldest = parts
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, p)| p.order.oldest().map(|(seq, slot)| (seq, i, slot)))
-            .min();
-        let Some((_, i, slot)) = oldest else { break };
-        match parts[i].remove(slot) {
-            Some(old) => {
-                bytes = bytes.saturating_sub(old.as_bytes().len() as u64);
-                count = count.saturating_sub(1);
-                removed += 1;
-            }
-            // Cannot happen (the FIFO front is a live slot); never loop on it.
-            None => parts[i].order.forget(slot),
-        }
-    }
-    removed
 }
 
 #[cfg(test)]

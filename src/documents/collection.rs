@@ -7,10 +7,11 @@
 //! [`CollectionShard::scan`].
 
 use crate::documents::capped::{CappedSpec, InsertionOrder};
-use crate::documents::catalog::MemoryBooks;
-use crate::documents::index::{OrderedIndex, ScanStats};
+use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
+use crate::documents::memory::MemoryBooks;
 use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
+use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
 use crate::util::mem::alloc_size;
 use bson::spec::ElementType;
@@ -27,14 +28,31 @@ pub enum IndexShard {
 }
 
 impl IndexShard {
-    fn on_insert(&mut self, slot: u32, doc: &RawDocumentBuf) {
+    /// A document was stored in `slot`; `owner` is its `_id` KeyString.
+    fn on_insert(&mut self, slot: u32, doc: &RawDocument, owner: &[u8]) {
         match self {
-            IndexShard::Ordered(ix) => ix.insert_raw(slot, doc),
+            IndexShard::Ordered(ix) => {
+                ix.insert_raw(slot, doc);
+                // Claimed by the write before it stored the document: cannot conflict.
+                let _ = ix.hold_unique(doc, owner);
+            }
         }
     }
-    fn on_remove(&mut self, slot: u32, doc: &RawDocumentBuf) {
+    fn on_remove(&mut self, slot: u32, doc: &RawDocument, owner: &[u8]) {
         match self {
-            IndexShard::Ordered(ix) => ix.remove_raw(slot, doc),
+            IndexShard::Ordered(ix) => {
+                ix.remove_raw(slot, doc);
+                ix.release_unique(doc, owner);
+            }
+        }
+    }
+    fn on_replace(&mut self, slot: u32, old: &RawDocument, new: &RawDocument, owner: &[u8]) {
+        match self {
+            IndexShard::Ordered(ix) => {
+                ix.remove_raw(slot, old);
+                ix.insert_raw(slot, new);
+                ix.replace_unique(old, new, owner);
+            }
         }
     }
 
@@ -54,6 +72,13 @@ impl IndexShard {
                     _ => false,
                 }
             }),
+        }
+    }
+
+    /// Estimated bytes of this part of the index.
+    pub fn bytes(&self) -> usize {
+        match self {
+            IndexShard::Ordered(ix) => ix.bytes(),
         }
     }
 
@@ -121,6 +146,34 @@ pub struct CollectionShard {
     mem: MemoryBooks,
 }
 
+/// Why an index build stopped in one part.
+#[derive(Debug)]
+pub enum BuildError {
+    /// A document cannot be keyed (parallel arrays, too many keys).
+    Keys(String),
+    /// This document's unique key is held by another document.
+    Duplicate(RawDocumentBuf),
+    /// The index (or its collection) was dropped meanwhile.
+    Dropped,
+}
+
+/// Claims made for one document before a write, kept until the write is done so a failure
+/// gives them back (see [`CollectionShard::claim_unique`]).
+#[derive(Debug, Default)]
+pub struct UniqueClaims {
+    owner: Vec<u8>,
+    claims: Vec<(Arc<UniqueKeys>, Claimed)>,
+}
+
+impl UniqueClaims {
+    /// Gives back every key this write claimed (the write failed after claiming).
+    pub fn release(self) {
+        for (u, keys) in &self.claims {
+            u.release(keys, &self.owner);
+        }
+    }
+}
+
 /// The KeyString of a raw document's `_id` (every stored document has one).
 fn id_key(doc: &RawDocumentBuf) -> Vec<u8> {
     match doc.get("_id") {
@@ -165,11 +218,7 @@ impl CollectionShard {
     /// insertion order.
     pub fn memory_bytes(&self) -> usize {
         let indexes: usize = self.id_index_bytes()
-            + self
-                .indexes
-                .iter()
-                .map(crate::documents::catalog::index_shard_bytes)
-                .sum::<usize>()
+            + self.indexes.iter().map(IndexShard::bytes).sum::<usize>()
             + self
                 .ttl
                 .iter()
@@ -221,7 +270,9 @@ impl CollectionShard {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index_insert(slot, &doc);
+        for ix in &mut self.indexes {
+            ix.on_insert(slot, &doc, &key);
+        }
         for (_, t) in &mut self.ttl {
             t.on_insert(slot, &doc);
         }
@@ -249,14 +300,13 @@ impl CollectionShard {
         self.doc_heap += alloc_size(doc.as_bytes().len());
         *cell = Some(doc);
         if let Some(Some(new)) = self.slots.get(slot as usize) {
+            let owner = id_key(new);
             for ix in &mut self.indexes {
                 // An update that leaves an index's fields as they were (a touch, for every
                 // index but the TTL one) leaves its entries as they were.
-                if ix.same_fields(&old, new) {
-                    continue;
+                if !ix.same_fields(&old, new) {
+                    ix.on_replace(slot, &old, new, &owner);
                 }
-                ix.on_remove(slot, &old);
-                ix.on_insert(slot, new);
             }
             // A TTL wheel moves its entry in place (a touch is O(1)).
             for (_, t) in &mut self.ttl {
@@ -306,11 +356,13 @@ impl CollectionShard {
                     .any(|k| matches!(k.path.as_slice(), [p] if p == f))
             })
         };
-        if self
-            .indexes
-            .iter()
-            .any(|ix| on(ix).is_some() && ix.as_ordered().is_some_and(|o| o.spec.fields.len() != 1))
-        {
+        // A unique index on a touched field needs its new key claimed: the general path.
+        if self.indexes.iter().any(|ix| {
+            on(ix).is_some()
+                && ix
+                    .as_ordered()
+                    .is_some_and(|o| o.spec.fields.len() != 1 || o.unique.is_some())
+        }) {
             return false;
         }
         let Some(cell) = self.slots.get_mut(slot as usize) else {
@@ -353,7 +405,7 @@ impl CollectionShard {
         self.id_heap = self.id_heap.saturating_sub(alloc_size(key.len()));
         self.ids.remove(&key);
         for ix in &mut self.indexes {
-            ix.on_remove(slot, &old);
+            ix.on_remove(slot, &old, &key);
         }
         for (_, t) in &mut self.ttl {
             t.on_remove(slot);
@@ -469,14 +521,6 @@ impl CollectionShard {
         clock.is_none_or(|now| !self.is_expired(slot, now))
     }
 
-    // Secondary indexes and TTL wheels are kept exact here: every insert, replace and
-    // remove passes through these hooks in the same critical section as the data change.
-    fn index_insert(&mut self, slot: u32, doc: &RawDocumentBuf) {
-        for ix in &mut self.indexes {
-            ix.on_insert(slot, doc);
-        }
-    }
-
     /// The one read path: calls `visit(slot, raw)` for each visible document matching
     /// `filter` until it returns false. The planner picks how: an `_id` equality reads the
     /// `_id` map, an indexable filter scans an index, anything else scans the slots in slot
@@ -573,6 +617,86 @@ impl CollectionShard {
                 (name, None, false)
             }
         }
+    }
+
+    /// Claims, in every unique index of the collection, the keys `doc` will hold for the
+    /// document whose `_id` KeyString is `owner` — the one check of a write that reaches
+    /// beyond its shard, made after every other check so a failure changes nothing. On a key
+    /// held by another document, gives back what it claimed and returns the index's spec.
+    pub fn claim_unique(
+        &self,
+        doc: &RawDocument,
+        owner: &[u8],
+    ) -> Result<UniqueClaims, Arc<IndexSpec>> {
+        let mut out = UniqueClaims {
+            owner: owner.to_vec(),
+            claims: Vec::new(),
+        };
+        for o in self.indexes.iter().filter_map(IndexShard::as_ordered) {
+            let Some(u) = &o.unique else { continue };
+            match u.claim(&o.unique_keys(doc), owner) {
+                Ok(c) => out.claims.push((u.clone(), c)),
+                Err(_) => {
+                    out.release();
+                    return Err(o.spec.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One batch of an index build in this part: indexes the documents in slots
+    /// `from..end` (a document a write stored meanwhile is already indexed and skipped),
+    /// holding a unique index's keys in its shared table.
+    pub fn build_index_batch(
+        &mut self,
+        spec: &Arc<IndexSpec>,
+        from: u32,
+        end: u32,
+    ) -> Result<(), BuildError> {
+        let mut docs: Vec<(u32, Document, Vec<u8>)> = Vec::new();
+        for slot in from..end.min(self.slot_count()) {
+            if let Some(raw) = self.get(slot) {
+                docs.push((slot, spec.project(raw), id_key(raw)));
+            }
+        }
+        let Some(i) = self
+            .indexes
+            .iter()
+            .position(|ix| matches!(ix, IndexShard::Ordered(o) if Arc::ptr_eq(&o.spec, spec)))
+        else {
+            return Err(BuildError::Dropped);
+        };
+        for (slot, d, owner) in docs {
+            spec.keys_of(&d).map_err(BuildError::Keys)?;
+            let Some(raw) = self.slots.get(slot as usize).and_then(Option::as_ref) else {
+                continue;
+            };
+            let Some(ix) = self.indexes[i].as_ordered_mut() else {
+                continue;
+            };
+            if ix.insert_doc(slot, &d) && ix.hold_unique(raw, &owner).is_err() {
+                return Err(BuildError::Duplicate(raw.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the collection has a unique secondary index.
+    pub fn has_unique(&self) -> bool {
+        self.indexes
+            .iter()
+            .filter_map(IndexShard::as_ordered)
+            .any(|o| o.unique.is_some())
+    }
+
+    /// The secondary index specs, in creation order (every shard's part holds the same).
+    pub fn index_specs(&self) -> Vec<Arc<IndexSpec>> {
+        self.indexes
+            .iter()
+            .filter_map(IndexShard::as_ordered)
+            .map(|ix| ix.spec.clone())
+            .collect()
     }
 
     /// The ordered index named `name`, if any.

@@ -14,6 +14,7 @@
 use crate::documents::keyfilter::KeyFilter;
 use crate::documents::keys;
 use crate::documents::path::{self, Leaf};
+use crate::documents::unique::UniqueKeys;
 use crate::util::inline::InlineBytes;
 use bson::{Bson, Document};
 use std::collections::BTreeSet;
@@ -520,6 +521,10 @@ pub struct OrderedIndex {
     /// Whether the build has covered every document of the shard; only ready indexes serve
     /// queries (writes maintain an index from the moment it is attached).
     pub ready: bool,
+    /// A unique index's keys across every shard (the same table in every shard's part).
+    pub unique: Option<Arc<UniqueKeys>>,
+    /// What this part's documents' keys cost in that table.
+    unique_bytes: usize,
 }
 
 /// One index entry (KeyString, then the slot as 4 big-endian bytes), held inside the
@@ -628,6 +633,11 @@ fn slot_of(e: &[u8]) -> u32 {
     u32::from_be_bytes([e[n], e[n + 1], e[n + 2], e[n + 3]])
 }
 
+/// A unique spec's new key table (`None` for other indexes).
+fn spec_unique(spec: &IndexSpec) -> Option<Arc<UniqueKeys>> {
+    spec.unique.then(|| Arc::new(UniqueKeys::default()))
+}
+
 fn entry(key: &[u8], slot: u32) -> IxKey {
     IxKey(InlineBytes::concat(key, &slot.to_be_bytes()))
 }
@@ -635,12 +645,23 @@ fn entry(key: &[u8], slot: u32) -> IxKey {
 impl OrderedIndex {
     pub fn new(spec: Arc<IndexSpec>) -> OrderedIndex {
         OrderedIndex {
+            unique: spec_unique(&spec),
             spec,
             entries: BTreeSet::new(),
             filter: KeyFilter::default(),
             bytes: 0,
             multikey: false,
             ready: false,
+            unique_bytes: 0,
+        }
+    }
+
+    /// This shard's part of an index whose other parts already exist: a unique index's
+    /// parts share one key table.
+    pub fn part_of(spec: Arc<IndexSpec>, unique: Option<Arc<UniqueKeys>>) -> OrderedIndex {
+        OrderedIndex {
+            unique,
+            ..OrderedIndex::new(spec)
         }
     }
 
@@ -657,19 +678,21 @@ impl OrderedIndex {
     }
 
     /// Adds an entry (a no-op when present), counting its heap bytes and its key in the
-    /// shard-skipping filter.
-    fn put(&mut self, e: IxKey) {
+    /// shard-skipping filter. Returns whether it was new.
+    fn put(&mut self, e: IxKey) -> bool {
         let n = e.heap();
         let h = self.filter.hash(key_of(&e));
-        if self.entries.insert(e) {
-            self.bytes += n;
-            if self.filter.full() {
-                let keys = self.entries.iter().map(|e| key_of(e));
-                self.filter.rebuild(self.entries.len(), keys);
-            } else {
-                self.filter.add_hashed(h);
-            }
+        if !self.entries.insert(e) {
+            return false;
         }
+        self.bytes += n;
+        if self.filter.full() {
+            let keys = self.entries.iter().map(|e| key_of(e));
+            self.filter.rebuild(self.entries.len(), keys);
+        } else {
+            self.filter.add_hashed(h);
+        }
+        true
     }
 
     /// Removes an entry if present, uncounting its heap bytes and its key.
@@ -680,9 +703,72 @@ impl OrderedIndex {
         }
     }
 
-    /// Approximate memory held, for `DOC.STATS`.
+    /// Approximate memory held, for `DOC.STATS`: entries, the key filter and this part's
+    /// share of a unique index's key table.
     pub fn bytes(&self) -> usize {
-        self.bytes + self.entries.len() * ENTRY_OVERHEAD + self.filter.memory_bytes()
+        self.bytes
+            + self.entries.len() * ENTRY_OVERHEAD
+            + self.filter.memory_bytes()
+            + self.unique_bytes
+    }
+
+    /// A unique index's keys of a stored document (none when it cannot be keyed, which the
+    /// write path refused before storing it).
+    pub fn unique_keys(&self, doc: &bson::RawDocument) -> Vec<Vec<u8>> {
+        self.spec
+            .keys_of(&self.spec.project(doc))
+            .unwrap_or_default()
+    }
+
+    fn unique_cost(keys: &[Vec<u8>], owner: &[u8]) -> usize {
+        keys.iter().map(|k| UniqueKeys::entry_cost(k, owner)).sum()
+    }
+
+    /// A newly indexed document's keys held in the unique table and counted. Its write
+    /// claimed them already (claiming again is a no-op); an index build claims them here,
+    /// and a key another document holds is returned as the build's failure.
+    pub fn hold_unique(&mut self, doc: &bson::RawDocument, owner: &[u8]) -> Result<(), Vec<u8>> {
+        let Some(u) = &self.unique else {
+            return Ok(());
+        };
+        let keys = self.unique_keys(doc);
+        u.claim(&keys, owner)?;
+        self.unique_bytes += Self::unique_cost(&keys, owner);
+        Ok(())
+    }
+
+    /// A removed document's keys given back.
+    pub fn release_unique(&mut self, doc: &bson::RawDocument, owner: &[u8]) {
+        let Some(u) = &self.unique else { return };
+        let keys = self.unique_keys(doc);
+        u.release(&keys, owner);
+        self.unique_bytes = self
+            .unique_bytes
+            .saturating_sub(Self::unique_cost(&keys, owner));
+    }
+
+    /// A replaced document's keys: the new ones held (claimed by the write), then the old
+    /// ones the new document lacks given back — never released and claimed again, which
+    /// would let another write take them in between.
+    pub fn replace_unique(
+        &mut self,
+        old: &bson::RawDocument,
+        new: &bson::RawDocument,
+        owner: &[u8],
+    ) {
+        let Some(u) = self.unique.clone() else { return };
+        let (before, after) = (self.unique_keys(old), self.unique_keys(new));
+        let _ = u.claim(&after, owner);
+        let gone: Vec<Vec<u8>> = before
+            .iter()
+            .filter(|k| !after.contains(k))
+            .cloned()
+            .collect();
+        u.release(&gone, owner);
+        self.unique_bytes = self
+            .unique_bytes
+            .saturating_sub(Self::unique_cost(&before, owner))
+            + Self::unique_cost(&after, owner);
     }
 
     /// The one key of a stored document for an index on one top-level field that holds no
@@ -723,7 +809,9 @@ impl OrderedIndex {
     /// Adds a stored document's keys ([`OrderedIndex::insert_doc`] on the fields it reads).
     pub fn insert_raw(&mut self, slot: u32, raw: &bson::RawDocument) {
         match self.single_key(raw) {
-            Some(k) => self.put(entry(&k, slot)),
+            Some(k) => {
+                self.put(entry(&k, slot));
+            }
             None => {
                 let d = self.spec.project(raw);
                 self.insert_doc(slot, &d);
@@ -742,20 +830,23 @@ impl OrderedIndex {
         }
     }
 
-    /// Adds a document's keys. Inserting an entry already present is a no-op, which is what
-    /// lets a build run in batches while writes keep the index current.
-    pub fn insert_doc(&mut self, slot: u32, doc: &Document) {
+    /// Adds a document's keys; returns whether any was new. Inserting an entry already
+    /// present is a no-op, which is what lets a build run in batches while writes keep the
+    /// index current.
+    pub fn insert_doc(&mut self, slot: u32, doc: &Document) -> bool {
         // A document the write path accepted always has keys; one that errs (parallel
         // arrays, checked before the write) is skipped rather than half-indexed.
         let Ok((keys, arrays)) = self.spec.keys_and_arrays(doc) else {
-            return;
+            return false;
         };
         if arrays {
             self.multikey = true;
         }
+        let mut added = false;
         for k in keys {
-            self.put(entry(&k, slot));
+            added |= self.put(entry(&k, slot));
         }
+        added
     }
 
     pub fn remove_doc(&mut self, slot: u32, doc: &Document) {
@@ -765,38 +856,6 @@ impl OrderedIndex {
         for k in keys {
             self.take(&entry(&k, slot));
         }
-    }
-
-    /// Whether any of `keys` is held for a slot other than `except`.
-    pub fn has_other(&self, keys: &[Vec<u8>], except: Option<u32>) -> bool {
-        keys.iter().any(|k| {
-            if !self.filter.may_contain(k) {
-                return false;
-            }
-            let lo = entry(k, 0);
-            let hi = entry(k, u32::MAX);
-            self.entries
-                .range::<[u8], _>((Bound::Included(&lo[..]), Bound::Included(&hi[..])))
-                .any(|e| Some(slot_of(e)) != except)
-        })
-    }
-
-    /// Whether any key is held twice (a unique index build's check within one shard).
-    pub fn first_duplicate(&self) -> Option<Vec<u8>> {
-        let mut prev: Option<&[u8]> = None;
-        for e in &self.entries {
-            let k = key_of(e);
-            if prev == Some(k) {
-                return Some(k.to_vec());
-            }
-            prev = Some(k);
-        }
-        None
-    }
-
-    /// Every entry as (key, slot), in order: for cross-shard unique checks.
-    pub fn entries_with_slots(&self) -> impl Iterator<Item = (&[u8], u32)> {
-        self.entries.iter().map(|e| (key_of(e), slot_of(e)))
     }
 
     /// Scans the index within `bounds` (one normalized interval list per key field, in value
@@ -1180,8 +1239,11 @@ mod tests {
         let (slots, st) = all_slots(&ix, &[vec![Interval::all()]]);
         assert_eq!(slots, vec![1, 2]);
         assert_eq!(st.keys_examined, 4);
-        assert!(ix.has_other(&ix.spec.keys_of(&doc! {"tags": 2}).expect("keys"), Some(1)));
-        assert!(!ix.has_other(&ix.spec.keys_of(&doc! {"tags": 3}).expect("keys"), Some(1)));
+        // Each element is a key of its own: 2 is held by both documents, 3 by one.
+        let (slots, _) = all_slots(&ix, &[vec![Interval::point(&Bson::Int32(2))]]);
+        assert_eq!(slots, vec![1, 2]);
+        let (slots, _) = all_slots(&ix, &[vec![Interval::point(&Bson::Int32(3))]]);
+        assert_eq!(slots, vec![1]);
     }
 
     #[test]

@@ -3,20 +3,22 @@
 
 pub mod aggregate;
 pub mod capped;
-pub mod catalog;
 pub mod codec;
 pub mod collection;
 pub mod index;
 pub mod json;
 pub mod keyfilter;
 pub mod keys;
+pub mod memory;
 pub mod order;
 pub mod path;
 pub mod planner;
 pub mod projection;
 pub mod query;
 pub mod sort;
+pub mod stats;
 pub mod ttl;
+pub mod unique;
 pub mod update;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod ttl;
 pub mod watches;
 
 use crate::config::Config;
+use crate::store::collections::{Change, DocHooks};
 use crate::store::{KeyHooks, Removal, Store};
 use client::ClientRegistry;
 use parking_lot::RwLock;
@@ -136,6 +137,9 @@ impl Server {
         for c in store.counters() {
             let _ = c.hooks.set(hooks.clone());
         }
+        store.set_doc_hooks(Arc::new(DocEvents {
+            pubsub: pubsub.clone(),
+        }));
         let conn_settings = ConnSettings::default();
         conn_settings.load_from(&config);
         Arc::new(Server {
@@ -283,6 +287,33 @@ impl KeyHooks for KeyEvents {
     fn missed(&self, db: usize, key: &[u8]) {
         self.pubsub
             .notify(db, pubsub::class::KEY_MISS, "keymiss", key);
+    }
+}
+
+/// What the server does with document changes: `doc.expired` keyspace events for expiries,
+/// one per document — the keyevent channel `__keyevent@<db>__:doc.expired` carries the
+/// collection, the keyspace channel `__keyspace@<db>__:<collection>` the document's `_id` as
+/// Extended JSON; both are class `x`.
+struct DocEvents {
+    pubsub: Arc<PubSub>,
+}
+
+impl DocHooks for DocEvents {
+    fn changed(&self, db: usize, collection: &str, change: Change<'_>) {
+        let Change::Expire(id) = change else { return };
+        if !self.pubsub.notifies(pubsub::class::EXPIRED) {
+            return;
+        }
+        let coll = collection.as_bytes();
+        let id = crate::documents::codec::value_json(id);
+        self.pubsub.notify_with(
+            db,
+            pubsub::class::EXPIRED,
+            "doc.expired",
+            coll,
+            id.as_bytes(),
+            coll,
+        );
     }
 }
 

@@ -1,10 +1,8 @@
 //! Schedules each shard's TTL monitor (the sweeping itself is `store::ttl_monitor`) and keeps
 //! its counters for `INFO documents`.
 
-use crate::documents::codec;
-use crate::server::pubsub::class;
 use crate::server::Server;
-use crate::store::ttl_monitor::{self, Expired};
+use crate::store::ttl_monitor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,12 +93,11 @@ pub fn pass(server: &Server, shard: usize) {
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
         loop {
             let started = Instant::now();
-            let (expired, more) = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
+            let (removed, more) = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
             server
                 .ttl
                 .deleted
-                .fetch_add(expired.ids.len() as u64, Ordering::Relaxed);
-            publish(server, &expired);
+                .fetch_add(removed as u64, Ordering::Relaxed);
             if !more || server.is_shutting_down() {
                 break;
             }
@@ -108,25 +105,4 @@ pub fn pass(server: &Server, shard: usize) {
         }
     }
     server.ttl.passes[shard].fetch_add(1, Ordering::Relaxed);
-}
-
-/// `doc.expired` keyspace events for what expiry removed, one per document: the keyevent
-/// channel `__keyevent@<db>__:doc.expired` carries the collection, the keyspace channel
-/// `__keyspace@<db>__:<collection>` the document's `_id` as Extended JSON. Both are class `x`.
-pub fn publish(server: &Server, expired: &Expired) {
-    if expired.ids.is_empty() || !server.pubsub.notifies(class::EXPIRED) {
-        return;
-    }
-    let coll = expired.collection.as_bytes();
-    for id in &expired.ids {
-        let id = codec::value_json(id);
-        server.pubsub.notify_with(
-            expired.db,
-            class::EXPIRED,
-            "doc.expired",
-            coll,
-            id.as_bytes(),
-            coll,
-        );
-    }
 }

@@ -5,6 +5,7 @@
 //! never across an `.await`, and multi-shard commands take their locks in ascending shard order
 //! so they cannot deadlock.
 
+pub mod collections;
 pub mod eviction;
 pub mod expiry;
 pub mod keyspace;
@@ -68,6 +69,8 @@ pub struct Store {
     hasher: hashbrown::DefaultHashBuilder,
     /// Which collections exist under which names (see [`Store::catalog_read`]).
     catalog: RwLock<()>,
+    /// Where every document change is reported (see `collections::DocHooks`).
+    doc_hooks: std::sync::OnceLock<Arc<dyn collections::DocHooks>>,
 }
 
 impl Store {
@@ -83,6 +86,7 @@ impl Store {
             databases,
             hasher,
             catalog: RwLock::new(()),
+            doc_hooks: std::sync::OnceLock::new(),
         }
     }
 

@@ -6,19 +6,12 @@
 //! while a million documents expire. A `CONFIG SET ttl-monitor-period` wakes every monitor at
 //! once: the next pass is due `period` seconds after the previous one, under the new period.
 
+use crate::store::collections::Change;
 use crate::store::Store;
-use bson::Bson;
 
 /// Documents removed per lock acquisition: about a tenth of a millisecond of work, so a
 /// client that needs the shard waits no longer than that behind the monitor.
 pub const BATCH: usize = 32;
-
-/// What one batch removed: the database, the collection and the `_id`s.
-pub struct Expired {
-    pub db: usize,
-    pub collection: String,
-    pub ids: Vec<Bson>,
-}
 
 /// The collections of `shard` that have a TTL index, as (db, name).
 pub fn ttl_collections(store: &Store, shard: usize) -> Vec<(usize, String)> {
@@ -34,16 +27,16 @@ pub fn ttl_collections(store: &Store, shard: usize) -> Vec<(usize, String)> {
     out
 }
 
-/// One batch of one collection's part in `shard`: removes up to [`BATCH`] due documents.
-/// Returns what it removed and whether more are due; the batch that ends the collection's
-/// pass counts it.
+/// One batch of one collection's part in `shard`: removes up to [`BATCH`] due documents,
+/// reporting each expiry to the document hooks under the shard's lock. Returns how many it
+/// removed and whether more are due; the batch that ends the collection's pass counts it.
 pub fn sweep_batch(
     store: &Store,
     shard: usize,
     db: usize,
     collection: &str,
     now_ms: i64,
-) -> (Expired, bool) {
+) -> (usize, bool) {
     let mut ids = Vec::new();
     let mut s = store.lock(shard);
     let more = match s
@@ -60,13 +53,9 @@ pub fn sweep_batch(
         }
         None => false,
     };
+    for id in &ids {
+        store.doc_changed(db, collection, Change::Expire(id));
+    }
     drop(s);
-    (
-        Expired {
-            db,
-            collection: collection.to_string(),
-            ids,
-        },
-        more,
-    )
+    (ids.len(), more)
 }

@@ -1,54 +1,8 @@
-//! What the lifecycle commands read and keep about whole collections: the byte books each
-//! shard's part keeps in its shard's counter (INFO `used_memory`), index sizes, `DOC.STATS`
-//! and the `INFO documents` totals.
+//! What `DOC.STATS` and `INFO documents` report about whole collections: index sizes and
+//! totals over the shards' parts.
 
 use crate::documents::collection::{CollectionShard, IndexShard, TtlStats};
 use bson::{doc, Document};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-/// The bytes one part of a collection has counted into its shard's document counter. The
-/// part re-counts after every mutation ([`CollectionShard::sync_memory`]); dropping it (DOC.DROP,
-/// FLUSHDB, a rename's dropped target) takes its bytes back out when the memory is freed.
-#[derive(Debug, Default)]
-pub struct MemoryBooks {
-    counter: Option<Arc<AtomicUsize>>,
-    counted: usize,
-}
-
-impl MemoryBooks {
-    pub fn new(counter: Arc<AtomicUsize>) -> MemoryBooks {
-        MemoryBooks {
-            counter: Some(counter),
-            counted: 0,
-        }
-    }
-
-    /// The part now holds `bytes`: moves the counter by the difference.
-    pub fn set(&mut self, bytes: usize) {
-        if let Some(c) = &self.counter {
-            if bytes >= self.counted {
-                c.fetch_add(bytes - self.counted, Ordering::Relaxed);
-            } else {
-                c.fetch_sub(self.counted - bytes, Ordering::Relaxed);
-            }
-        }
-        self.counted = bytes;
-    }
-}
-
-impl Drop for MemoryBooks {
-    fn drop(&mut self) {
-        self.set(0);
-    }
-}
-
-/// Estimated bytes of one secondary index's part.
-pub fn index_shard_bytes(ix: &IndexShard) -> usize {
-    match ix {
-        IndexShard::Ordered(ix) => ix.bytes(),
-    }
-}
 
 /// Index name → estimated bytes of one part: `_id_` first, then the secondary and TTL
 /// indexes.
@@ -56,7 +10,7 @@ pub fn index_sizes(cs: &CollectionShard) -> Vec<(String, usize)> {
     let mut out = vec![("_id_".to_string(), cs.id_index_bytes())];
     for ix in &cs.indexes {
         match ix {
-            IndexShard::Ordered(o) => out.push((o.spec.name.clone(), index_shard_bytes(ix))),
+            IndexShard::Ordered(o) => out.push((o.spec.name.clone(), ix.bytes())),
         }
     }
     // A TTL index's wheel counts with its ordered part.

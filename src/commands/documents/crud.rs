@@ -1,0 +1,229 @@
+//! `DOC.INSERT FIND FINDONE COUNT UPDATE DELETE TOUCH`: parse, run through the collection
+//! API (`store::collections`), format.
+
+use super::parse::{
+    doc_reply, fail, limit_value, max_doc_size, parse_doc, parse_filter, skip_value, target,
+    with_code, Target, NO_JOURNAL,
+};
+use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::spec::CmdResult;
+use crate::commands::Ctx;
+use crate::documents::capped;
+use crate::documents::projection::Projection;
+use crate::documents::sort::Sort;
+use crate::documents::{codec, update};
+use crate::protocol::Reply;
+use crate::store::collections::{FindQuery, Found};
+
+fn id_reply(id: &bson::Bson) -> Reply {
+    Reply::bulk(codec::value_json(id))
+}
+
+/// `DOC.INSERT coll [BSON] doc [doc ...] [J]`: the `_id`s in order, all or nothing.
+pub fn doc_insert(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let t = target(args)?;
+    let docs = args.rest();
+    if docs.len() > 1 && crate::commands::is(&docs[docs.len() - 1], "J") {
+        return Err(CommandError::msg(NO_JOURNAL));
+    }
+    if docs.is_empty() {
+        return Err(CommandError::WrongArity);
+    }
+    // Everything is parsed and validated before anything is stored.
+    let mut parsed = Vec::with_capacity(docs.len().min(1024));
+    for d in docs {
+        parsed.push(parse_doc(d, &t)?);
+    }
+    let ids = ctx
+        .server
+        .store
+        .collection(ctx.client.db, &t.coll)
+        .insert(parsed, max_doc_size(ctx))
+        .map_err(fail)?;
+    Ok(Reply::Array(ids.iter().map(id_reply).collect()))
+}
+
+/// The parsed options of a find.
+struct FindOpts {
+    query: FindQuery,
+    projection: Option<Projection>,
+    touch: bool,
+}
+
+fn parse_find(args: &mut Args<'_>, t: &Target, one: bool) -> CommandResult<FindOpts> {
+    let filter = parse_filter(args.next_arg()?, t)?;
+    let mut o = FindOpts {
+        query: FindQuery {
+            filter,
+            sort: None,
+            skip: 0,
+            limit: None,
+            reverse: false,
+            keep_raw: false,
+            needs_doc: false,
+        },
+        projection: None,
+        touch: false,
+    };
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"PROJECTION" if !args.is_empty() => {
+                let d = parse_doc(args.next_arg()?, t)?;
+                o.projection = Some(Projection::parse(&d).map_err(|e| fail(with_code(e)))?);
+            }
+            b"SORT" if !args.is_empty() => {
+                let d = parse_doc(args.next_arg()?, t)?;
+                match capped::natural_sort(&d).map_err(|e| fail(with_code(e)))? {
+                    Some(reverse) => o.query.reverse = reverse,
+                    None => o.query.sort = Some(Sort::parse(&d).map_err(|e| fail(with_code(e)))?),
+                }
+            }
+            b"SKIP" if !one && !args.is_empty() => o.query.skip = skip_value(args)?,
+            b"LIMIT" if !one && !args.is_empty() => o.query.limit = limit_value(args)?,
+            b"TOUCH" => o.touch = true,
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    if one {
+        o.query.limit = Some(1);
+    }
+    // Replied from the stored bytes unless a projection or a JSON touch needs the decoded
+    // document.
+    o.query.keep_raw = o.projection.is_none() && (t.bson || !o.touch);
+    o.query.needs_doc = o.touch;
+    Ok(o)
+}
+
+/// `DOC.FIND` and `DOC.FINDONE`: the rendered documents (at most one for FINDONE), touched
+/// first when asked.
+fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<Vec<Reply>> {
+    let t = target(args)?;
+    let o = parse_find(args, &t, one)?;
+    let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
+    let mut found = coll.find(&o.query);
+    if o.touch {
+        found = coll.touch_found(found, t.now, max_doc_size(ctx));
+    }
+    Ok(found
+        .into_iter()
+        .map(|Found { doc, raw }| match &o.projection {
+            Some(p) => doc_reply(p.apply(&doc), None, t.bson),
+            None => doc_reply(doc, raw, t.bson),
+        })
+        .collect())
+}
+
+pub fn doc_find(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Array(find_replies(ctx, args, false)?))
+}
+
+pub fn doc_findone(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(find_replies(ctx, args, true)?
+        .into_iter()
+        .next()
+        .unwrap_or(Reply::Nil))
+}
+
+/// `DOC.COUNT coll [BSON] filter`.
+pub fn doc_count(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let t = target(args)?;
+    let f = args.next_arg()?;
+    args.finish()?;
+    let filter = parse_filter(f, &t)?;
+    let n = ctx
+        .server
+        .store
+        .collection(ctx.client.db, &t.coll)
+        .count(&filter);
+    Ok(Reply::Int(n as i64))
+}
+
+/// `DOC.DELETE coll [BSON] filter [LIMIT 0|1] [J]`.
+pub fn doc_delete(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let t = target(args)?;
+    let Some(f) = args.next_opt() else {
+        return Err(CommandError::WrongArity);
+    };
+    let mut one = false;
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"LIMIT" if !args.is_empty() => match args.next_i64()? {
+                1 => one = true,
+                0 => one = false,
+                _ => return Err(CommandError::msg("ERR LIMIT must be 0 (all) or 1")),
+            },
+            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    let filter = parse_filter(f, &t)?;
+    let n = ctx
+        .server
+        .store
+        .collection(ctx.client.db, &t.coll)
+        .delete(&filter, one);
+    Ok(Reply::Int(n as i64))
+}
+
+/// `DOC.UPDATE coll [BSON] filter update [MULTI] [UPSERT] [J]`: `[matched, modified,
+/// upserted _id or null]`.
+pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let t = target(args)?;
+    if args.len() < 2 {
+        return Err(CommandError::WrongArity);
+    }
+    let (f, u) = (args.next_arg()?, args.next_arg()?);
+    let (mut multi, mut upsert) = (false, false);
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"MULTI" => multi = true,
+            b"UPSERT" => upsert = true,
+            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    let filter = parse_filter(f, &t)?;
+    let upd = update::parse(&parse_doc(u, &t)?).map_err(|e| fail(with_code(e)))?;
+    let out = ctx
+        .server
+        .store
+        .collection(ctx.client.db, &t.coll)
+        .update(&filter, &upd, multi, upsert, t.now, max_doc_size(ctx))
+        .map_err(fail)?;
+    Ok(Reply::Array(vec![
+        Reply::Int(out.matched as i64),
+        Reply::Int(out.modified as i64),
+        out.upserted.as_ref().map_or(Reply::Nil, id_reply),
+    ]))
+}
+
+/// `DOC.TOUCH coll [BSON] filter [FIELD name] [J]`: MongoDB's
+/// `update(filter, {$set: {accessTime: new Date()}}, {multi: true})` for every TTL field.
+pub fn doc_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let t = target(args)?;
+    let Some(f) = args.next_opt() else {
+        return Err(CommandError::WrongArity);
+    };
+    let mut field = None;
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"FIELD" if !args.is_empty() => {
+                let name = args.next_text()?;
+                if name.is_empty() || name.starts_with('$') || name == "_id" {
+                    return Err(CommandError::msg(format!("ERR invalid FIELD '{name}'")));
+                }
+                field = Some(name);
+            }
+            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    let filter = parse_filter(f, &t)?;
+    let n = ctx
+        .server
+        .store
+        .collection(ctx.client.db, &t.coll)
+        .touch(&filter, field, t.now, max_doc_size(ctx))
+        .map_err(fail)?;
+    Ok(Reply::Int(n as i64))
+}

@@ -1,0 +1,86 @@
+//! `DOC.CREATE DROP RENAME COLLECTIONS STATS`.
+
+use super::parse::{coll_name, fail};
+use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::spec::CmdResult;
+use crate::commands::Ctx;
+use crate::documents::capped::CappedSpec;
+use crate::documents::codec;
+use crate::protocol::Reply;
+
+/// A positive integer argument, for capped bounds.
+fn positive(args: &mut Args<'_>, what: &str) -> CommandResult<u64> {
+    match args.next_i64()? {
+        n if n > 0 => Ok(n as u64),
+        _ => Err(CommandError::msg(format!(
+            "ERR {what} must be a positive integer"
+        ))),
+    }
+}
+
+/// `DOC.CREATE coll [CAPPED SIZE bytes [MAX docs]]`.
+pub fn doc_create(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let coll = coll_name(args)?;
+    let capped = if args.is_empty() {
+        None
+    } else {
+        if !(args.eat("CAPPED") && args.eat("SIZE")) || args.is_empty() {
+            return Err(CommandError::syntax());
+        }
+        let size = positive(args, "SIZE")?;
+        let max = if args.is_empty() {
+            None
+        } else if args.len() == 2 && args.eat("MAX") {
+            // MongoDB: MAX 0 means no document bound.
+            match args.next_i64()? {
+                n if n >= 0 => Some(n as u64),
+                _ => return Err(CommandError::msg("ERR MAX must not be negative")),
+            }
+        } else {
+            return Err(CommandError::syntax());
+        };
+        Some(CappedSpec::new(size, max))
+    };
+    ctx.server
+        .store
+        .create_collection(ctx.client.db, &coll, capped)
+        .map_err(fail)?;
+    Ok(Reply::ok())
+}
+
+/// `DOC.DROP coll`: 1 if it existed, else 0.
+pub fn doc_drop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let coll = coll_name(args)?;
+    let existed = ctx.server.store.drop_collection(ctx.client.db, &coll);
+    Ok(Reply::Int(existed as i64))
+}
+
+/// `DOC.RENAME from to [DROPTARGET]`.
+pub fn doc_rename(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let from = coll_name(args)?;
+    let to = coll_name(args)?;
+    let drop_target = args.eat("DROPTARGET");
+    args.finish()?;
+    ctx.server
+        .store
+        .rename_collection(ctx.client.db, &from, &to, drop_target)
+        .map_err(fail)?;
+    Ok(Reply::ok())
+}
+
+/// `DOC.COLLECTIONS`: the names in the selected database, sorted.
+pub fn doc_collections(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    let names = ctx.server.store.collection_names(ctx.client.db);
+    Ok(Reply::Array(names.into_iter().map(Reply::bulk).collect()))
+}
+
+/// `DOC.STATS coll`: count, size, indexes and TTL counters as JSON.
+pub fn doc_stats(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let coll = coll_name(args)?;
+    let db = ctx.client.db;
+    let stats = ctx.server.store.collection(db, &coll).stats();
+    match stats {
+        Some(d) => Ok(Reply::bulk(codec::doc_json_owned(d))),
+        None => Err(CommandError::msg(format!("ERR ns not found {db}.{coll}"))),
+    }
+}

@@ -1,0 +1,379 @@
+//! Collections and their indexes: create, drop and rename collections (under the catalog
+//! held exclusively and every shard's lock, so each is one step for every other command),
+//! create and drop indexes, TTL indexes, and what `DOC.INDEXES`, `DOC.STATS`,
+//! `DOC.COLLECTIONS` and `INFO documents` report.
+
+use super::{with_code, Coll, DocResult};
+use crate::documents::capped::{CappedSpec, TTL_ON_CAPPED};
+use crate::documents::collection::{BuildError, CollectionMeta, CollectionShard, IndexShard};
+use crate::documents::index::{IndexSpec, OrderedIndex};
+use crate::documents::stats::Totals;
+use crate::store::Store;
+use bson::Document;
+use std::sync::Arc;
+
+/// Slots indexed per lock hold while building an index, so other clients' commands on the
+/// shard run between batches.
+const BUILD_BATCH: u32 = 1024;
+
+/// The most secondary indexes a collection takes (MongoDB's 64, `_id` included).
+const MAX_INDEXES: usize = 63;
+
+/// What `DOC.STATS` reports of one collection.
+pub type CollectionInfo = Document;
+
+impl Store {
+    /// `DOC.CREATE`: a new collection, capped when `capped` is given. Fails if it exists.
+    pub fn create_collection(
+        &self,
+        db: usize,
+        name: &str,
+        capped: Option<CappedSpec>,
+    ) -> DocResult<()> {
+        let _catalog = self.catalog_write();
+        let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
+        if guards[0].1.dbs[db].collections.contains_key(name) {
+            return Err(format!("ERR Collection {db}.{name} already exists."));
+        }
+        let meta = CollectionMeta { capped };
+        for (_, g) in guards.iter_mut() {
+            let part = g.new_collection(meta.clone());
+            g.dbs[db].collections.insert(name.to_string(), part);
+        }
+        Ok(())
+    }
+
+    /// `DOC.DROP`: whether the collection existed. Its memory is freed after the locks are
+    /// released; each part takes its bytes out of its shard's counter as it goes.
+    pub fn drop_collection(&self, db: usize, name: &str) -> bool {
+        let old: Vec<CollectionShard> = {
+            let _catalog = self.catalog_write();
+            let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
+            guards
+                .iter_mut()
+                .filter_map(|(_, g)| g.dbs[db].collections.remove(name))
+                .collect()
+        };
+        !old.is_empty()
+    }
+
+    /// `DOC.RENAME`: every shard's part moves in one critical section (indexes, TTL wheels,
+    /// counters and capped state live in the part and move with it).
+    pub fn rename_collection(
+        &self,
+        db: usize,
+        from: &str,
+        to: &str,
+        drop_target: bool,
+    ) -> DocResult<()> {
+        let dropped: Vec<CollectionShard> = {
+            let _catalog = self.catalog_write();
+            let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
+            let cols = &guards[0].1.dbs[db].collections;
+            if !cols.contains_key(from) {
+                return Err("ERR source namespace does not exist".into());
+            }
+            if from == to {
+                return Err("ERR Can't rename a collection to itself".into());
+            }
+            if cols.contains_key(to) && !drop_target {
+                return Err("ERR target namespace exists".into());
+            }
+            let mut dropped = Vec::new();
+            for (_, g) in guards.iter_mut() {
+                let cols = &mut g.dbs[db].collections;
+                if let Some(part) = cols.remove(from) {
+                    if let Some(old) = cols.insert(to.to_string(), part) {
+                        dropped.push(old);
+                    }
+                }
+            }
+            dropped
+        };
+        drop(dropped);
+        Ok(())
+    }
+
+    /// `DOC.COLLECTIONS`: the names in database `db`, sorted.
+    pub fn collection_names(&self, db: usize) -> Vec<String> {
+        let _catalog = self.catalog_read();
+        let mut names: Vec<String> = self.lock(0).dbs[db].collections.keys().cloned().collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// `INFO documents`: totals over every collection of every database.
+    pub fn document_totals(&self) -> Totals {
+        let _catalog = self.catalog_read();
+        let mut t = Totals::default();
+        self.for_each_shard(|s| {
+            for db in &s.dbs {
+                for cs in db.collections.values() {
+                    t.add(cs);
+                }
+            }
+        });
+        t.collections = self.lock(0).dbs.iter().map(|d| d.collections.len()).sum();
+        t
+    }
+}
+
+impl Coll<'_> {
+    fn lock_all(&self) -> super::Guards<'_> {
+        self.store.lock_many(&self.all_shards())
+    }
+
+    /// `DOC.STATS`: `None` when the collection does not exist.
+    pub fn stats(&self) -> Option<CollectionInfo> {
+        let mut totals = Totals::default();
+        let n = self.store.shard_count();
+        for s in 0..n {
+            let g = self.store.lock(s);
+            let cs = self.part(&g)?;
+            totals.add(cs);
+            if s + 1 == n {
+                return Some(totals.stats(&format!("{}.{}", self.db, self.name), cs));
+            }
+        }
+        None
+    }
+
+    /// `DOC.INDEXES`: the index specs as documents (`_id_` first), with
+    /// `expireAfterSeconds` as in force now; `None` when the collection does not exist.
+    pub fn index_docs(&self) -> Option<Vec<Document>> {
+        let g = self.store.lock(0);
+        let cs = self.part(&g)?;
+        let mut out = vec![bson::doc! {"name": "_id_", "key": {"_id": 1}, "unique": true}];
+        out.extend(cs.index_specs().into_iter().map(|s| {
+            let mut d = s.to_doc();
+            if let Some((_, t)) = cs.ttl.iter().find(|(n, _)| *n == s.name) {
+                d.insert("expireAfterSeconds", t.expire_after_secs);
+            }
+            d
+        }));
+        Some(out)
+    }
+
+    /// Creates (and builds) an index from a validated spec and returns its name: the one
+    /// way an ordered index comes to exist, for `DOC.CREATEINDEX` and TTL indexes (a TTL
+    /// index is an ordered index whose spec has `expire_after`, so it also serves queries).
+    pub fn create_index(&self, spec: IndexSpec) -> DocResult<String> {
+        // The `_id` index always exists.
+        if spec.fields.len() == 1
+            && spec.fields[0].name == "_id"
+            && !spec.fields[0].descending
+            && (spec.unique || spec.name == "_id_" || spec.name == "_id_1")
+        {
+            return Ok("_id_".into());
+        }
+        if spec.name == "_id_" {
+            return Err("ERR The index name '_id_' is reserved for the _id index".into());
+        }
+        self.ensure_exists();
+        let spec = Arc::new(spec);
+        // Attach the (not yet ready) index to every shard at once: from here on every write
+        // maintains it, and the build below only has to cover the documents already there.
+        {
+            let mut guards = self.lock_all();
+            let Some(first) = guards.first().and_then(|(_, g)| self.part(g)) else {
+                return Err("ERR collection dropped during index creation".into());
+            };
+            for e in first.index_specs() {
+                if e.name == spec.name {
+                    if e.same_key(&spec.fields)
+                        && e.unique == spec.unique
+                        && e.expire_after == spec.expire_after
+                    {
+                        return Ok(spec.name.clone());
+                    }
+                    return Err(format!(
+                        "ERR An existing index has the same name as the requested index but a different key or options: {}",
+                        spec.name
+                    ));
+                }
+                if e.same_key(&spec.fields) {
+                    return Err(format!(
+                        "ERR Index already exists with a different name: {}",
+                        e.name
+                    ));
+                }
+            }
+            if first.index_specs().len() >= MAX_INDEXES {
+                return Err("ERR add index fails, too many indexes (the limit is 64)".into());
+            }
+            if first.is_capped() && spec.expire_after.is_some() {
+                return Err(TTL_ON_CAPPED.into());
+            }
+            let now = crate::util::now_ms();
+            // A unique index's parts share one key table.
+            let first_part = OrderedIndex::new(spec.clone());
+            let unique = first_part.unique.clone();
+            let mut first_part = Some(first_part);
+            for (_, g) in guards.iter_mut() {
+                if let Some(cs) = self.part_mut(g) {
+                    let part = first_part
+                        .take()
+                        .unwrap_or_else(|| OrderedIndex::part_of(spec.clone(), unique.clone()));
+                    cs.indexes.push(IndexShard::Ordered(part));
+                    // A TTL index: its wheel expires documents from now on, while the ordered
+                    // part builds.
+                    if let Some(secs) = spec.expire_after {
+                        cs.set_ttl_index(&spec.name, &spec.fields[0].name, secs, now);
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.build(&spec) {
+            self.drop_by_spec(&spec);
+            return Err(e);
+        }
+        Ok(spec.name.clone())
+    }
+
+    /// Indexes the documents already stored, one shard at a time and `BUILD_BATCH` slots per
+    /// lock hold, then marks the index ready under every shard's lock. A unique key held
+    /// twice (found as the keys are claimed in the shared table) fails the build.
+    fn build(&self, spec: &Arc<IndexSpec>) -> DocResult<()> {
+        let aborted = || "ERR index build aborted: the index or its collection was dropped";
+        for s in 0..self.store.shard_count() {
+            let mut from = 0u32;
+            loop {
+                let mut g = self.store.lock(s);
+                let Some(cs) = self.part_mut(&mut g) else {
+                    return Err(aborted().into());
+                };
+                let end = cs.slot_count().min(from.saturating_add(BUILD_BATCH));
+                match cs.build_index_batch(spec, from, end) {
+                    Ok(()) => {}
+                    Err(BuildError::Keys(e)) => return Err(with_code(e)),
+                    Err(BuildError::Duplicate(doc)) => return Err(self.dup_key(spec, &doc)),
+                    Err(BuildError::Dropped) => return Err(aborted().into()),
+                }
+                let total = cs.slot_count();
+                drop(g);
+                if end >= total {
+                    break;
+                }
+                from = end;
+            }
+        }
+        let mut guards = self.lock_all();
+        for (_, g) in guards.iter_mut() {
+            let Some(cs) = self.part_mut(g) else {
+                return Err(aborted().into());
+            };
+            match cs
+                .indexes
+                .iter_mut()
+                .filter_map(IndexShard::as_ordered_mut)
+                .find(|ix| Arc::ptr_eq(&ix.spec, spec))
+            {
+                Some(ix) => ix.ready = true,
+                None => return Err(aborted().into()),
+            }
+            // The built index counts in `used_memory` from now on.
+            cs.sync_memory();
+        }
+        Ok(())
+    }
+
+    /// Removes the index of `spec` from every shard (a failed build), freed outside the
+    /// locks.
+    fn drop_by_spec(&self, spec: &Arc<IndexSpec>) {
+        let mut dropped = Vec::new();
+        {
+            let mut guards = self.lock_all();
+            for (_, g) in guards.iter_mut() {
+                if let Some(cs) = self.part_mut(g) {
+                    if let Some(p) = cs.indexes.iter().position(
+                        |ix| matches!(ix, IndexShard::Ordered(o) if Arc::ptr_eq(&o.spec, spec)),
+                    ) {
+                        dropped.push(cs.indexes.remove(p));
+                        if spec.expire_after.is_some() {
+                            cs.drop_ttl_index(&spec.name);
+                        }
+                        cs.sync_memory();
+                    }
+                }
+            }
+        }
+        drop(dropped);
+    }
+
+    /// `DOC.DROPINDEX`: drops the index `name` (`*`: every secondary index) from every shard;
+    /// dropping a TTL index stops expiry through it.
+    pub fn drop_index(&self, name: &str) -> DocResult<()> {
+        if name == "_id_" {
+            return Err("ERR cannot drop _id index".into());
+        }
+        let mut dropped = Vec::new();
+        {
+            let mut guards = self.lock_all();
+            let Some(first) = guards.first().and_then(|(_, g)| self.part(g)) else {
+                return Err(format!("ERR ns not found {}.{}", self.db, self.name));
+            };
+            if name != "*" && first.ordered_index(name).is_none() {
+                return Err(format!("ERR index not found with name [{name}]"));
+            }
+            for (_, g) in guards.iter_mut() {
+                let Some(cs) = self.part_mut(g) else { continue };
+                let (gone, kept): (Vec<IndexShard>, Vec<IndexShard>) = std::mem::take(
+                    &mut cs.indexes,
+                )
+                .into_iter()
+                .partition(
+                    |ix| matches!(ix, IndexShard::Ordered(o) if name == "*" || o.spec.name == name),
+                );
+                cs.indexes = kept;
+                for ix in gone.iter().filter_map(IndexShard::as_ordered) {
+                    cs.drop_ttl_index(&ix.spec.name);
+                }
+                cs.sync_memory();
+                dropped.extend(gone);
+            }
+        }
+        drop(dropped);
+        Ok(())
+    }
+
+    /// `DOC.EXPIREINDEX`: creates the TTL index `<field>_1`, or changes its
+    /// `expireAfterSeconds` (MongoDB's `collMod`) under every shard's lock so all parts
+    /// agree. Returns the index name.
+    pub fn expire_index(&self, field: &str, secs: i64) -> DocResult<String> {
+        self.ensure_exists();
+        let name = format!("{field}_1");
+        // A new TTL index is an ordered index too (it serves queries on its field): created
+        // through the one index path, which also sets up the wheels.
+        let exists = {
+            let g = self.store.lock(0);
+            self.part(&g).is_some_and(|cs| {
+                cs.ordered_index(&name).is_some() || cs.ttl.iter().any(|(n, _)| *n == name)
+            })
+        };
+        if !exists {
+            let fields = IndexSpec::parse_keys(&bson::doc! {field: 1}).map_err(with_code)?;
+            return self.create_index(IndexSpec {
+                name,
+                fields,
+                unique: false,
+                expire_after: Some(secs),
+            });
+        }
+        let now = crate::util::now_ms();
+        let mut guards = self.lock_all();
+        if guards
+            .first()
+            .and_then(|(_, g)| self.part(g))
+            .is_some_and(CollectionShard::is_capped)
+        {
+            return Err(TTL_ON_CAPPED.into());
+        }
+        for (_, g) in guards.iter_mut() {
+            if let Some(cs) = self.part_mut(g) {
+                cs.set_ttl_index(&name, field, secs, now);
+                cs.sync_memory();
+            }
+        }
+        Ok(name)
+    }
+}

@@ -1,0 +1,255 @@
+//! A collection across the shards: the one API through which every document read and write
+//! happens (`commands/documents` only parses and formats).
+//!
+//! Each shard holds its part of every collection (`documents::collection::CollectionShard`,
+//! documents placed by hash of `_id`). This module owns what spans the parts: which shards a
+//! command locks and in which order, creating a collection on first write, the checks made
+//! before anything changes (document validity, index keys, `_id` and unique-key duplicates,
+//! capped bounds), the purge of expired documents a write meets, capped trimming, and the
+//! report of every change to the [`DocHooks`] the server installs (`doc.expired` events
+//! today; the journal, change streams and client tracking hook there too).
+//!
+//! **Locks.** A command holds the catalog shared (`Store::catalog_read`) for its whole run,
+//! so a rename or drop is one step for it, then locks only the shards it touches, in
+//! ascending order: one shard for a single document by `_id` (insert, upsert, update,
+//! delete, touch, find) — also with TTL, secondary and unique indexes, whose uniqueness is
+//! checked in a table shared by the shards' parts (`documents::unique`) — and every shard for
+//! a filter without `_id` equality that must be atomic (update, upsert) or for a write to a
+//! capped collection (its bound and insertion order are collection-wide). Metadata (indexes,
+//! capped bounds) is read from the locked parts themselves, never from another shard.
+
+mod ddl;
+mod read;
+mod write;
+
+pub use ddl::CollectionInfo;
+pub use read::{FindQuery, Found};
+pub use write::UpdateOutcome;
+
+use crate::documents::collection::{CollectionMeta, CollectionShard};
+use crate::documents::index::IndexSpec;
+use crate::documents::query::Node;
+use crate::documents::{codec, keys};
+use crate::store::{ShardData, Store};
+use bson::{Bson, Document, RawDocument};
+use parking_lot::{MutexGuard, RwLockReadGuard};
+
+/// A document command's failure: the whole error text, code included (`ERR ...`,
+/// `DUPKEY ...`).
+pub type DocResult<T> = Result<T, String>;
+
+/// One change to one document, reported in the critical section that makes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    Insert(&'a RawDocument),
+    Replace {
+        old: &'a RawDocument,
+        new: &'a RawDocument,
+    },
+    /// Deleted by a command, or trimmed from a capped collection.
+    Delete(&'a RawDocument),
+    /// Removed because a TTL index says it is due (the monitor, or a write that met it).
+    Expire(&'a Bson),
+}
+
+/// What the server wants to hear of document changes. Called under the shard lock of the
+/// change; the implementation takes only its own leaf locks.
+pub trait DocHooks: Send + Sync {
+    fn changed(&self, db: usize, collection: &str, change: Change<'_>);
+}
+
+/// Locked shards, ascending, as (shard, guard).
+pub(crate) type Guards<'a> = Vec<(usize, MutexGuard<'a, ShardData>)>;
+
+/// Codec and document-layer errors come without a code; everything else has one.
+pub fn with_code(e: String) -> String {
+    if e.starts_with("ERR ") || e.starts_with("DUPKEY ") {
+        e
+    } else {
+        format!("ERR {e}")
+    }
+}
+
+/// MongoDB's collection name rules: not empty, no `$`, no NUL.
+pub fn check_name(name: &str) -> DocResult<()> {
+    if name.is_empty() || name.contains(['$', '\0']) {
+        return Err(format!("ERR Invalid collection name: '{name}'"));
+    }
+    Ok(())
+}
+
+/// One collection of one database, for the length of a command.
+pub struct Coll<'a> {
+    store: &'a Store,
+    pub db: usize,
+    pub name: &'a str,
+    _catalog: RwLockReadGuard<'a, ()>,
+}
+
+impl Store {
+    /// The collection `name` of database `db`, holding the catalog shared until dropped.
+    pub fn collection<'a>(&'a self, db: usize, name: &'a str) -> Coll<'a> {
+        Coll {
+            store: self,
+            db,
+            name,
+            _catalog: self.catalog_read(),
+        }
+    }
+
+    /// Installs the receiver of every document change (once, at start).
+    pub fn set_doc_hooks(&self, hooks: std::sync::Arc<dyn DocHooks>) {
+        let _ = self.doc_hooks.set(hooks);
+    }
+
+    pub(crate) fn doc_changed(&self, db: usize, collection: &str, change: Change<'_>) {
+        if let Some(h) = self.doc_hooks.get() {
+            h.changed(db, collection, change);
+        }
+    }
+}
+
+impl<'a> Coll<'a> {
+    /// The shards a filter can match in: the `_id`'s one for an `_id` equality, else all.
+    pub fn shards_for(&self, filter: &Node) -> Vec<usize> {
+        match filter.id_equality() {
+            Some(id) => vec![self.store.shard_of(&keys::encode(id))],
+            None => self.all_shards(),
+        }
+    }
+
+    fn all_shards(&self) -> Vec<usize> {
+        (0..self.store.shard_count()).collect()
+    }
+
+    /// This collection's part in a locked shard.
+    fn part<'g>(&self, g: &'g ShardData) -> Option<&'g CollectionShard> {
+        g.dbs[self.db].collections.get(self.name)
+    }
+
+    fn part_mut<'g>(&self, g: &'g mut ShardData) -> Option<&'g mut CollectionShard> {
+        g.dbs[self.db].collections.get_mut(self.name)
+    }
+
+    /// Locks `shards` for a write. With `create`, a missing collection is created first (in
+    /// every shard at once). When `wide` says so of the collection (a capped one, for a
+    /// write that adds documents), every shard is locked instead. `None` when the
+    /// collection does not exist and may not be created.
+    fn lock_for_write(
+        &self,
+        shards: &[usize],
+        create: bool,
+        wide: impl Fn(&CollectionShard) -> bool,
+    ) -> Option<Guards<'a>> {
+        let mut all = false;
+        loop {
+            let guards = if all {
+                self.store.lock_many(&self.all_shards())
+            } else {
+                self.store.lock_many(shards)
+            };
+            match guards.first().and_then(|(_, g)| self.part(g)) {
+                None if create => {
+                    drop(guards);
+                    self.ensure_exists();
+                }
+                None => return None,
+                Some(cs) if !all && guards.len() < self.store.shard_count() && wide(cs) => {
+                    drop(guards);
+                    all = true;
+                }
+                Some(_) => return Some(guards),
+            }
+        }
+    }
+
+    /// Creates the collection (empty metadata) in every shard if it does not exist: under
+    /// every shard's lock, so all parts agree.
+    fn ensure_exists(&self) {
+        let mut guards = self.store.lock_many(&self.all_shards());
+        if guards.first().and_then(|(_, g)| self.part(g)).is_some() {
+            return;
+        }
+        let meta = CollectionMeta::default();
+        for (_, g) in guards.iter_mut() {
+            let part = g.new_collection(meta.clone());
+            g.dbs[self.db]
+                .collections
+                .entry(self.name.to_string())
+                .or_insert(part);
+        }
+    }
+
+    /// Removes the document whose `_id` KeyString is `key` from `cs` if a TTL index says it
+    /// is due (under strict reads it is already gone for every read and write), reporting
+    /// the expiry. Every expiry a write meets goes through here.
+    fn purge_if_due(&self, cs: &mut CollectionShard, key: &[u8]) {
+        if let Some(id) = cs.expire_if_due(key) {
+            self.store
+                .doc_changed(self.db, self.name, Change::Expire(&id));
+        }
+    }
+
+    /// The `_id` duplicate-key error, as MongoDB words it.
+    fn dup_id(&self, id: &Bson) -> String {
+        format!(
+            "DUPKEY E11000 duplicate key error collection: {}.{} index: _id_ dup key: {}",
+            self.db,
+            self.name,
+            codec::dup_key_text(id)
+        )
+    }
+
+    /// A secondary unique index's duplicate-key error for `doc`.
+    fn dup_key(&self, spec: &IndexSpec, doc: &RawDocument) -> String {
+        format!(
+            "DUPKEY E11000 duplicate key error collection: {}.{} index: {} dup key: {}",
+            self.db,
+            self.name,
+            spec.name,
+            spec.dup_key_text(&spec.project(doc))
+        )
+    }
+}
+
+/// Every index of a collection must be able to key a document before it is stored (no
+/// parallel arrays, not too many keys).
+fn check_keyable(specs: &[std::sync::Arc<IndexSpec>], doc: &RawDocument) -> DocResult<()> {
+    for spec in specs {
+        spec.keys_of(&spec.project(doc)).map_err(with_code)?;
+    }
+    Ok(())
+}
+
+/// A document ready to store: validated, encoded, with its `_id`, KeyString and shard.
+pub(crate) struct Prepared {
+    id: Bson,
+    key: Vec<u8>,
+    shard: usize,
+    raw: bson::RawDocumentBuf,
+}
+
+impl Store {
+    /// Gives `doc` its `_id` (a new ObjectId, first) when it has none, validates and encodes
+    /// it.
+    fn prepare(&self, doc: Document, max_size: usize) -> DocResult<Prepared> {
+        let doc = if doc.contains_key("_id") {
+            doc
+        } else {
+            let mut out = Document::new();
+            out.insert("_id", bson::oid::ObjectId::new());
+            out.extend(doc);
+            out
+        };
+        codec::validate_stored(&doc).map_err(with_code)?;
+        let raw = codec::to_raw(&doc, max_size).map_err(with_code)?;
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        let key = keys::encode(&id);
+        Ok(Prepared {
+            shard: self.shard_of(&key),
+            id,
+            key,
+            raw,
+        })
+    }
+}

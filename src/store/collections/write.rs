@@ -1,0 +1,477 @@
+//! Document writes: insert, update (and upsert), delete, touch.
+//!
+//! Every write follows the same order so a failure changes nothing: parse and validate
+//! (the caller), lock, check everything that can fail (index keys, `_id` duplicates, capped
+//! bounds), claim unique keys last (the one check that reaches beyond the locked shards,
+//! given back if a later claim of the same write fails), then change the parts and report
+//! each change to the hooks. An expired document met on the way is purged (and reported)
+//! at once, whatever happens to the write after.
+
+use super::{check_keyable, with_code, Change, Coll, DocResult, Guards, Prepared};
+use crate::documents::capped;
+use crate::documents::codec;
+use crate::documents::collection::{CollectionShard, UniqueClaims};
+use crate::documents::query::Node;
+use crate::documents::update::{self, Update};
+use bson::{Bson, DateTime, Document, RawDocumentBuf};
+
+/// `DOC.UPDATE`'s reply: documents matched, documents changed, the upserted `_id`.
+#[derive(Debug, PartialEq)]
+pub struct UpdateOutcome {
+    pub matched: u64,
+    pub modified: u64,
+    pub upserted: Option<Bson>,
+}
+
+/// Where a guard of `shard` sits in `guards`.
+fn position(guards: &Guards<'_>, shard: usize) -> DocResult<usize> {
+    guards
+        .iter()
+        .position(|(i, _)| *i == shard)
+        .ok_or_else(|| "ERR internal: shard not locked".to_string())
+}
+
+/// Documents of a capped collection keep their size, so the bound stays exact without
+/// trimming on update (MongoDB's rule and error).
+fn capped_same_size(cs: &CollectionShard, old: usize, new: usize) -> DocResult<()> {
+    if cs.is_capped() && old != new {
+        return Err(format!(
+            "ERR Cannot change the size of a document in a capped collection: {old} != {new}"
+        ));
+    }
+    Ok(())
+}
+
+fn release_all(claims: Vec<UniqueClaims>) {
+    for c in claims {
+        c.release();
+    }
+}
+
+impl Coll<'_> {
+    /// Inserts `docs`, all or nothing; returns their `_id`s in order.
+    pub fn insert(&self, docs: Vec<Document>, max_size: usize) -> DocResult<Vec<Bson>> {
+        let mut batch = Vec::with_capacity(docs.len().min(1024));
+        for doc in docs {
+            batch.push(self.store.prepare(doc, max_size)?);
+        }
+        {
+            let mut seen = hashbrown::HashSet::with_capacity(batch.len());
+            for p in &batch {
+                if !seen.insert(p.key.as_slice()) {
+                    return Err(self.dup_id(&p.id));
+                }
+            }
+        }
+        let mut shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let Some(mut guards) = self.lock_for_write(&shards, true, CollectionShard::is_capped)
+        else {
+            return Err("ERR internal: collection vanished".into());
+        };
+        self.insert_locked(&mut guards, batch)
+    }
+
+    /// The checks and changes of an insert, under the locks of every shard in `batch`.
+    fn insert_locked(&self, guards: &mut Guards<'_>, batch: Vec<Prepared>) -> DocResult<Vec<Bson>> {
+        let Some(first) = guards.first().and_then(|(_, g)| self.part(g)) else {
+            return Err("ERR internal: collection vanished".into());
+        };
+        let specs = first.index_specs();
+        let capped = first.meta.capped.clone();
+        for p in &batch {
+            check_keyable(&specs, &p.raw)?;
+            if let Some(spec) = &capped {
+                capped::check_fits(spec, p.raw.as_bytes().len())?;
+            }
+        }
+        let mut claims = Vec::with_capacity(batch.len());
+        for p in &batch {
+            let i = position(guards, p.shard)?;
+            let Some(cs) = self.part_mut(&mut guards[i].1) else {
+                continue;
+            };
+            // An expired document is gone for every read and write, a duplicate check
+            // included.
+            self.purge_if_due(cs, &p.key);
+            if cs.contains_id(&p.key) {
+                release_all(claims);
+                return Err(self.dup_id(&p.id));
+            }
+            match cs.claim_unique(&p.raw, &p.key) {
+                Ok(c) => claims.push(c),
+                Err(spec) => {
+                    release_all(claims);
+                    return Err(self.dup_key(&spec, &p.raw));
+                }
+            }
+        }
+        let mut ids = Vec::with_capacity(batch.len());
+        for p in batch {
+            let i = position(guards, p.shard)?;
+            let Some(cs) = self.part_mut(&mut guards[i].1) else {
+                continue;
+            };
+            let slot = cs.insert(p.key, p.raw);
+            if let Some(doc) = cs.get(slot) {
+                self.store
+                    .doc_changed(self.db, self.name, Change::Insert(doc));
+            }
+            ids.push(p.id);
+        }
+        if capped.is_some() {
+            self.trim_capped(guards);
+        }
+        Ok(ids)
+    }
+
+    /// Applies `upd` to the first match (every match with `multi`), inserting a document
+    /// built from the filter and the update when nothing matches and `upsert` is set.
+    /// Every shard the filter can match in is locked at once, so a MULTI update is all or
+    /// nothing and an upsert's "no match, insert" is one step.
+    pub fn update(
+        &self,
+        filter: &Node,
+        upd: &Update,
+        multi: bool,
+        upsert: bool,
+        now: DateTime,
+        max_size: usize,
+    ) -> DocResult<UpdateOutcome> {
+        if multi && matches!(upd, Update::Replace(_)) {
+            return Err("ERR multi update is not supported for replacement-style update".into());
+        }
+        let shards = self.shards_for(filter);
+        // An upsert into a capped collection may trim it: it holds every shard.
+        let Some(mut guards) = self.lock_for_write(&shards, upsert, |cs| upsert && cs.is_capped())
+        else {
+            return Ok(UpdateOutcome {
+                matched: 0,
+                modified: 0,
+                upserted: None,
+            });
+        };
+        let mut changes: Vec<(usize, u32, RawDocumentBuf)> = Vec::new();
+        let mut matched = 0u64;
+        'shards: for (gi, (_, g)) in guards.iter().enumerate() {
+            let Some(cs) = self.part(g) else { continue };
+            let mut hits: Vec<(u32, Document)> = Vec::new();
+            cs.scan(filter, &mut |slot, raw| {
+                if let Ok(doc) = Document::try_from(raw.as_ref()) {
+                    hits.push((slot, doc));
+                }
+                multi
+            });
+            for (slot, mut doc) in hits {
+                matched += 1;
+                upd.apply(&mut doc, now, false).map_err(with_code)?;
+                codec::validate_stored(&doc).map_err(with_code)?;
+                let raw = codec::to_raw(&doc, max_size).map_err(with_code)?;
+                if let Some(old) = cs.get(slot) {
+                    capped_same_size(cs, old.as_bytes().len(), raw.as_bytes().len())?;
+                    // Modified means the stored bytes change (a new field order or type
+                    // counts, as in MongoDB; `bson::Document` equality ignores order).
+                    if old.as_bytes() != raw.as_bytes() {
+                        changes.push((gi, slot, raw));
+                    }
+                }
+                if !multi {
+                    break 'shards;
+                }
+            }
+        }
+        if matched == 0 && upsert {
+            let id = self.upsert_locked(&mut guards, filter, upd, now, max_size)?;
+            return Ok(UpdateOutcome {
+                matched: 0,
+                modified: 0,
+                upserted: Some(id),
+            });
+        }
+        let specs = guards
+            .first()
+            .and_then(|(_, g)| self.part(g))
+            .map(CollectionShard::index_specs)
+            .unwrap_or_default();
+        let mut claims = Vec::with_capacity(changes.len());
+        for (gi, _, raw) in &changes {
+            if let Err(e) = check_keyable(&specs, raw) {
+                release_all(claims);
+                return Err(e);
+            }
+            let Some(cs) = self.part(&guards[*gi].1) else {
+                continue;
+            };
+            let owner = crate::documents::keys::encode(
+                &raw.get("_id")
+                    .ok()
+                    .flatten()
+                    .and_then(|v| Bson::try_from(v).ok())
+                    .unwrap_or(Bson::Null),
+            );
+            match cs.claim_unique(raw, &owner) {
+                Ok(c) => claims.push(c),
+                Err(spec) => {
+                    release_all(claims);
+                    return Err(self.dup_key(&spec, raw));
+                }
+            }
+        }
+        let modified = changes.len() as u64;
+        for (gi, slot, raw) in changes {
+            let Some(cs) = self.part_mut(&mut guards[gi].1) else {
+                continue;
+            };
+            if let Some(old) = cs.replace(slot, raw) {
+                if let Some(new) = cs.get(slot) {
+                    self.store
+                        .doc_changed(self.db, self.name, Change::Replace { old: &old, new });
+                }
+            }
+        }
+        Ok(UpdateOutcome {
+            matched,
+            modified,
+            upserted: None,
+        })
+    }
+
+    /// The insert of an upsert that matched nothing: the document the filter's equalities
+    /// and the update make, into the shard of its `_id` (locked: an `_id` equality locks that
+    /// very shard, any other filter every shard). Returns its `_id`.
+    fn upsert_locked(
+        &self,
+        guards: &mut Guards<'_>,
+        filter: &Node,
+        upd: &Update,
+        now: DateTime,
+        max_size: usize,
+    ) -> DocResult<Bson> {
+        let base = update::upsert_base(filter).map_err(with_code)?;
+        let mut doc = base.clone();
+        upd.apply(&mut doc, now, true).map_err(with_code)?;
+        if let (Update::Replace(_), Some(id)) = (upd, base.get("_id")) {
+            if !doc.contains_key("_id") {
+                let mut out = Document::new();
+                out.insert("_id", id.clone());
+                out.extend(doc);
+                doc = out;
+            }
+        }
+        let p = self.store.prepare(doc, max_size)?;
+        position(guards, p.shard)?;
+        let mut ids = self.insert_locked(guards, vec![p])?;
+        Ok(ids.pop().unwrap_or(Bson::Null))
+    }
+
+    /// Deletes the documents matching `filter` (the first one only with `one`), one shard at
+    /// a time (atomic per document, as MongoDB). Returns how many.
+    pub fn delete(&self, filter: &Node, one: bool) -> u64 {
+        let mut n = 0;
+        for s in self.shards_for(filter) {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.part_mut(&mut guard) else {
+                continue;
+            };
+            let mut slots = Vec::new();
+            cs.scan(filter, &mut |slot, _| {
+                slots.push(slot);
+                !one
+            });
+            for slot in slots {
+                if let Some(old) = cs.remove(slot) {
+                    n += 1;
+                    self.store
+                        .doc_changed(self.db, self.name, Change::Delete(&old));
+                }
+            }
+            if one && n > 0 {
+                break;
+            }
+        }
+        n
+    }
+
+    /// `DOC.TOUCH`: sets `field` (or every TTL index's field) to `now` in every visible
+    /// match, one shard at a time. Returns how many documents it touched; a collection with
+    /// no TTL index and no `field` touches nothing.
+    pub fn touch(
+        &self,
+        filter: &Node,
+        field: Option<String>,
+        now: DateTime,
+        max_size: usize,
+    ) -> DocResult<u64> {
+        // With FIELD the fields are known now; otherwise they are the TTL indexes' fields,
+        // which every shard's part of the collection lists alike. The general update is built
+        // only for a document the in-place path cannot touch, and then once.
+        let mut fields: Option<Vec<String>> = field.map(|f| vec![f]);
+        let mut upd: Option<Update> = None;
+        let mut n = 0;
+        for s in self.shards_for(filter) {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.part_mut(&mut guard) else {
+                continue;
+            };
+            let fields = fields.get_or_insert_with(|| cs.ttl_fields());
+            if fields.is_empty() {
+                return Ok(0);
+            }
+            let mut slots = Vec::new();
+            cs.scan(filter, &mut |slot, _| {
+                slots.push(slot);
+                true
+            });
+            for slot in slots {
+                self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Sets `fields` of the document in `slot` to `now`: its dates rewritten in place when it
+    /// can (`CollectionShard::touch_dates`), else through the general `$set`.
+    fn touch_slot(
+        &self,
+        cs: &mut CollectionShard,
+        slot: u32,
+        fields: &[String],
+        upd: &mut Option<Update>,
+        now: DateTime,
+        max_size: usize,
+    ) -> DocResult<()> {
+        let old = cs.get(slot).cloned();
+        if cs.touch_dates(slot, fields, now.timestamp_millis()) {
+            if let (Some(old), Some(new)) = (&old, cs.get(slot)) {
+                self.store
+                    .doc_changed(self.db, self.name, Change::Replace { old, new });
+            }
+            return Ok(());
+        }
+        let u = match upd {
+            Some(u) => u,
+            None => upd.insert(touch_update(fields, now)?),
+        };
+        let Some(raw) = old else {
+            return Err("ERR internal: touched document vanished".into());
+        };
+        let mut doc = Document::try_from(raw.as_ref())
+            .map_err(|e| format!("ERR cannot decode stored document: {e}"))?;
+        u.apply(&mut doc, now, false).map_err(with_code)?;
+        let new = codec::to_raw(&doc, max_size).map_err(with_code)?;
+        capped_same_size(cs, raw.as_bytes().len(), new.as_bytes().len())?;
+        check_keyable(&cs.index_specs(), &new)?;
+        let owner = crate::documents::keys::encode(doc.get("_id").unwrap_or(&Bson::Null));
+        if let Err(spec) = cs.claim_unique(&new, &owner) {
+            return Err(self.dup_key(&spec, &new));
+        }
+        if let Some(old) = cs.replace(slot, new) {
+            if let Some(new) = cs.get(slot) {
+                self.store
+                    .doc_changed(self.db, self.name, Change::Replace { old: &old, new });
+            }
+        }
+        Ok(())
+    }
+
+    /// `FIND … TOUCH`: refreshes the TTL dates of documents a find returned, each under its
+    /// shard's lock and found again by `_id`, and returns them as refreshed; one removed
+    /// meanwhile (expired or deleted) is left out, one that cannot be touched is returned
+    /// as it was.
+    pub fn touch_found(
+        &self,
+        found: Vec<super::Found>,
+        now: DateTime,
+        max_size: usize,
+    ) -> Vec<super::Found> {
+        let mut out = Vec::with_capacity(found.len());
+        let mut upd = None;
+        for f in found {
+            let Some(id) = f.doc.get("_id") else { continue };
+            let key = crate::documents::keys::encode(id);
+            let mut guard = self.store.lock(self.store.shard_of(&key));
+            let Some(cs) = self.part_mut(&mut guard) else {
+                continue;
+            };
+            let Some(slot) = cs.slot_of(&key) else {
+                continue;
+            };
+            if !cs.visible(slot, cs.visibility_clock()) {
+                continue;
+            }
+            let fields = cs.ttl_fields();
+            if fields.is_empty() {
+                // No TTL index: nothing to refresh.
+                out.push(f);
+                continue;
+            }
+            if self
+                .touch_slot(cs, slot, &fields, &mut upd, now, max_size)
+                .is_err()
+            {
+                out.push(f);
+                continue;
+            }
+            match cs.get(slot) {
+                // The reply carries the refreshed document (raw bytes only when asked for).
+                Some(new) => match Document::try_from(new.as_ref()) {
+                    Ok(doc) => out.push(super::Found {
+                        raw: f.raw.as_ref().map(|_| new.clone()),
+                        doc,
+                    }),
+                    Err(_) => out.push(f),
+                },
+                None => out.push(f),
+            }
+        }
+        out
+    }
+
+    /// Removes the oldest documents of a capped collection until it is within its bounds;
+    /// `guards` hold every shard. The globally oldest document is the smallest of the
+    /// shards' FIFO fronts: O(shards) per removal.
+    fn trim_capped(&self, guards: &mut Guards<'_>) {
+        let db = self.db;
+        let name = self.name;
+        let mut parts: Vec<&mut CollectionShard> = guards
+            .iter_mut()
+            .filter_map(|(_, g)| g.dbs[db].collections.get_mut(name))
+            .collect();
+        let Some(spec) = parts.first().and_then(|p| p.meta.capped.clone()) else {
+            return;
+        };
+        let mut bytes: u64 = parts.iter().map(|p| p.bytes() as u64).sum();
+        let mut count: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        while bytes > spec.max_size || spec.max_docs.is_some_and(|m| count > m) {
+            let oldest = parts
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, p)| p.order.oldest().map(|(seq, slot)| (seq, i, slot)))
+                .min();
+            let Some((_, i, slot)) = oldest else { break };
+            match parts[i].remove(slot) {
+                Some(old) => {
+                    bytes = bytes.saturating_sub(old.as_bytes().len() as u64);
+                    count = count.saturating_sub(1);
+                    self.store.doc_changed(db, name, Change::Delete(&old));
+                }
+                // Cannot happen (the FIFO front is a live slot); never loop on it.
+                None => parts[i].order.forget(slot),
+            }
+        }
+    }
+}
+
+/// The update that refreshes `fields` to `now`: `{$set: {field: now, ...}}`, the same
+/// mechanism as `DOC.UPDATE` (dotted paths create subdocuments).
+fn touch_update(fields: &[String], now: DateTime) -> DocResult<Update> {
+    let mut set = Document::new();
+    for f in fields {
+        set.insert(f.clone(), now);
+    }
+    let mut u = Document::new();
+    u.insert("$set", set);
+    update::parse(&u).map_err(with_code)
+}
