@@ -651,14 +651,20 @@ fn expiry_met_by_a_failing_write_is_announced() {
     ]);
     let mut c = s.conn();
     let _: String = q(&mut c, &["DOC.EXPIREINDEX", "s", "at", "0"]).expect("ttl index");
-    let _: String =
-        q(&mut c, &["DOC.CREATEINDEX", "s", r#"{"email":1}"#, "UNIQUE"]).expect("unique index");
+    let _: String = q(
+        &mut c,
+        &["DOC.CREATEINDEX", "s", r#"{"email":1}"#, "UNIQUE"],
+    )
+    .expect("unique index");
     insert(
         &mut c,
         "s",
         &[
             format!(r#"{{"_id":1,"at":{},"email":"a"}}"#, date(now_ms() - 1000)),
-            format!(r#"{{"_id":2,"at":{},"email":"taken"}}"#, date(now_ms() + HOUR)),
+            format!(
+                r#"{{"_id":2,"at":{},"email":"taken"}}"#,
+                date(now_ms() + HOUR)
+            ),
             format!(r#"{{"_id":3,"at":{},"email":"b"}}"#, date(now_ms() - 1000)),
         ],
     );

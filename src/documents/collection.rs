@@ -13,6 +13,7 @@ use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
 use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
+use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
 use bson::spec::ElementType;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -129,8 +130,10 @@ impl TtlStats {
 pub struct CollectionShard {
     slots: Vec<Option<RawDocumentBuf>>,
     free: Vec<u32>,
-    /// KeyString of `_id` → slot.
-    ids: HashMap<Vec<u8>, u32>,
+    /// KeyString of `_id` → slot. The KeyString is held in the map's entry when short (an
+    /// ObjectId's is 13 bytes, a 20-character string's 22), so a lookup by `_id` reads no
+    /// allocation of its own and a document costs no key allocation.
+    ids: HashMap<IdKey, u32>,
     pub indexes: Vec<IndexShard>,
     /// This shard's wheel of each TTL index, by index name.
     pub ttl: Vec<(String, TtlShard)>,
@@ -145,6 +148,10 @@ pub struct CollectionShard {
     /// What this part counts into its shard's document byte counter.
     mem: MemoryBooks,
 }
+
+/// A filter that is not `{_id: v}` alone (see [`CollectionShard::lookup_id`]).
+#[derive(Debug)]
+pub struct NotById;
 
 /// Why an index build stopped in one part.
 #[derive(Debug)]
@@ -173,6 +180,9 @@ impl UniqueClaims {
         }
     }
 }
+
+/// An `_id` KeyString as the `_id` map holds it.
+type IdKey = InlineBytes<22>;
 
 /// The KeyString of a raw document's `_id` (every stored document has one).
 fn id_key(doc: &RawDocumentBuf) -> Vec<u8> {
@@ -206,7 +216,7 @@ impl CollectionShard {
 
     /// Estimated bytes of the `_id` map (the `_id_` index): its table and its KeyStrings.
     pub fn id_index_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(Vec<u8>, u32)>() + 1;
+        let slot = std::mem::size_of::<(IdKey, u32)>() + 1;
         let buckets = match self.ids.capacity() {
             0 => 0,
             c => (c * 8 / 7).next_power_of_two(),
@@ -278,7 +288,8 @@ impl CollectionShard {
         }
         self.bytes += doc.as_bytes().len();
         self.doc_heap += alloc_size(doc.as_bytes().len());
-        self.id_heap += alloc_size(key.len());
+        let key = IdKey::new(&key);
+        self.id_heap += key.heap();
         if let Some(c) = &self.meta.capped {
             self.order.push(slot, c.next_seq());
         }
@@ -402,8 +413,9 @@ impl CollectionShard {
             .doc_heap
             .saturating_sub(alloc_size(old.as_bytes().len()));
         let key = id_key(&old);
-        self.id_heap = self.id_heap.saturating_sub(alloc_size(key.len()));
-        self.ids.remove(&key);
+        if let Some((k, _)) = self.ids.remove_entry(key.as_slice()) {
+            self.id_heap = self.id_heap.saturating_sub(k.heap());
+        }
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old, &key);
         }
@@ -595,7 +607,7 @@ impl CollectionShard {
         };
         match plan {
             Plan::IdHack(id) => {
-                if let Some(&slot) = self.ids.get(&keys::encode(id)) {
+                if let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) {
                     stats.keys_examined += 1;
                     fetch(slot, stats);
                 }
@@ -697,6 +709,36 @@ impl CollectionShard {
             .filter_map(IndexShard::as_ordered)
             .map(|ix| ix.spec.clone())
             .collect()
+    }
+
+    /// A find by `_id` alone: the visible document the filter `{_id: v}` matches, read with
+    /// one lookup of the `_id` map, without the planner. `Err(NotById)` when the filter is
+    /// not such a filter (the caller scans instead).
+    pub fn lookup_id(&self, filter: &Node) -> Result<Option<&RawDocumentBuf>, NotById> {
+        if !id_hit_is_match(filter) {
+            return Err(NotById);
+        }
+        let Some(id) = filter.id_equality() else {
+            return Err(NotById);
+        };
+        let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) else {
+            return Ok(None);
+        };
+        let Some(raw) = self.get(slot) else {
+            return Ok(None);
+        };
+        // The dates are read from the document itself, already in cache for the reply,
+        // rather than from the TTL wheels' tables (the same dates, kept in step by every
+        // write).
+        if let Some(now) = self.visibility_clock() {
+            if self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now)) {
+                return Ok(None);
+            }
+        }
+        // A stored `_id` of another type with the same KeyString (a double for an integer)
+        // is matched as the general path would.
+        let matched = stored_exact(raw, "_id") || matches(filter, &filter.field_paths(), raw);
+        Ok(matched.then_some(raw))
     }
 
     /// The ordered index named `name`, if any.

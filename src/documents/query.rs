@@ -55,6 +55,82 @@ pub enum Pred {
 pub type Result<T> = std::result::Result<T, String>;
 
 /// Parses a filter document.
+/// The filter `{"_id": v}` read straight from its JSON text, for `v` a string without
+/// escapes (other than `"$$NOW"`) or an integer: the commonest filter (a session, a cached
+/// page, an invite by its key), parsed without building a document. `None` for any other
+/// text, which the general parser then reads (and refuses, if it must).
+pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
+    let ws = |i: &mut usize| {
+        while text
+            .get(*i)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            *i += 1;
+        }
+    };
+    let mut i = 0;
+    ws(&mut i);
+    let rest = text.get(i..)?.strip_prefix(b"{")?;
+    i = text.len() - rest.len();
+    ws(&mut i);
+    let rest = text.get(i..)?.strip_prefix(b"\"_id\"")?;
+    i = text.len() - rest.len();
+    ws(&mut i);
+    let rest = text.get(i..)?.strip_prefix(b":")?;
+    i = text.len() - rest.len();
+    ws(&mut i);
+    let start = i;
+    let value = match *text.get(i)? {
+        b'"' => {
+            i += 1;
+            while text
+                .get(i)
+                .is_some_and(|&c| c != b'"' && c != b'\\' && c >= 0x20)
+            {
+                i += 1;
+            }
+            if text.get(i) != Some(&b'"') {
+                return None;
+            }
+            let s = std::str::from_utf8(&text[start + 1..i]).ok()?;
+            i += 1;
+            if s == "$$NOW" {
+                return None;
+            }
+            Bson::String(s.to_string())
+        }
+        b'-' | b'0'..=b'9' => {
+            i += usize::from(text[i] == b'-');
+            let digits = i;
+            while text.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            // JSON: no leading zeros, no fraction or exponent here.
+            let n = i - digits;
+            if n == 0 || (n > 1 && text[digits] == b'0') {
+                return None;
+            }
+            if matches!(text.get(i), Some(b'.' | b'e' | b'E')) {
+                return None;
+            }
+            let v: i64 = std::str::from_utf8(&text[start..i]).ok()?.parse().ok()?;
+            match i32::try_from(v) {
+                Ok(v) => Bson::Int32(v),
+                Err(_) => Bson::Int64(v),
+            }
+        }
+        _ => return None,
+    };
+    ws(&mut i);
+    let rest = text.get(i..)?.strip_prefix(b"}")?;
+    i = text.len() - rest.len();
+    ws(&mut i);
+    (i == text.len()).then(|| Node::Field {
+        path: vec!["_id".to_string()],
+        pred: Pred::Eq(value),
+    })
+}
+
 pub fn parse(filter: &Document) -> Result<Node> {
     parse_depth(filter, 0)
 }
@@ -628,4 +704,51 @@ pub fn parse_field_pred(v: &Bson) -> Result<Pred> {
 /// Whether a single value (an array element) satisfies a predicate, the value taken as is.
 pub fn value_matches(pred: &Pred, v: &Bson) -> bool {
     eval_value_direct(v, pred)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::documents::codec;
+
+    /// The `{_id: v}` shortcut reads exactly what the general parser reads, and leaves every
+    /// other text to it.
+    #[test]
+    fn id_only_shortcut_agrees_with_the_general_parser() {
+        let taken = [
+            r#"{"_id":"abc"}"#,
+            r#" { "_id" : "000000000042" } "#,
+            r#"{"_id":0}"#,
+            r#"{"_id":-7}"#,
+            r#"{"_id":2147483648}"#,
+            r#"{"_id":-9223372036854775808}"#,
+            "{\"_id\":\"caf\u{e9}\"}",
+        ];
+        for t in taken {
+            let fast = parse_id_only_json(t.as_bytes()).expect(t);
+            let doc = codec::parse(t.as_bytes(), false).expect(t);
+            assert_eq!(
+                format!("{fast:?}"),
+                format!("{:?}", parse(&doc).expect(t)),
+                "{t}"
+            );
+        }
+        let left = [
+            r#"{"_id":"$$NOW"}"#,
+            r#"{"_id":"a\"b"}"#,
+            r#"{"_id":01}"#,
+            r#"{"_id":1.5}"#,
+            r#"{"_id":1e3}"#,
+            r#"{"_id":99999999999999999999}"#,
+            r#"{"_id":{"$gt":1}}"#,
+            r#"{"_id":1,"a":2}"#,
+            r#"{"_idx":1}"#,
+            r#"{"_id":1}x"#,
+            r#"{"_id":true}"#,
+            "",
+        ];
+        for t in left {
+            assert!(parse_id_only_json(t.as_bytes()).is_none(), "{t}");
+        }
+    }
 }

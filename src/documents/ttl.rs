@@ -114,6 +114,13 @@ impl TtlShard {
             .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
     }
 
+    /// Whether `doc`, as stored, is due at `now_ms` under this index (what
+    /// [`TtlShard::is_expired`] says of its slot, read from the document instead).
+    pub fn doc_is_expired(&self, doc: &RawDocument, now_ms: i64) -> bool {
+        earliest_date(doc, &self.path)
+            .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
+    }
+
     /// Whether the index is on the top-level field `name`.
     pub fn is_on(&self, name: &str) -> bool {
         matches!(self.path.as_slice(), [p] if p == name)

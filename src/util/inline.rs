@@ -52,6 +52,28 @@ impl<const N: usize> std::ops::Deref for InlineBytes<N> {
     }
 }
 
+// Hashed, compared and borrowed as its bytes, so a map keyed by it is searched with a
+// plain `&[u8]` (a collection's `_id` map).
+impl<const N: usize> std::hash::Hash for InlineBytes<N> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl<const N: usize> PartialEq for InlineBytes<N> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<const N: usize> Eq for InlineBytes<N> {}
+
+impl<const N: usize> std::borrow::Borrow<[u8]> for InlineBytes<N> {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
 impl<const N: usize> std::fmt::Debug for InlineBytes<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&**self, f)

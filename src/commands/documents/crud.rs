@@ -2,8 +2,8 @@
 //! API (`store::collections`), format.
 
 use super::parse::{
-    doc_reply, fail, limit_value, max_doc_size, parse_doc, parse_filter, skip_value, target,
-    with_code, Target, NO_JOURNAL,
+    doc_reply, fail, limit_value, max_doc_size, parse_doc, parse_filter, skip_value, stored_reply,
+    target, with_code, Target, NO_JOURNAL,
 };
 use crate::commands::args::{Args, CommandError, CommandResult};
 use crate::commands::spec::CmdResult;
@@ -100,6 +100,18 @@ fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<
     let t = target(args)?;
     let o = parse_find(args, &t, one)?;
     let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
+    // By `_id` alone, as stored: the reply is written from the stored bytes in place.
+    if o.projection.is_none() && !o.touch && o.query.skip == 0 {
+        let found = coll.find_by_id(&o.query.filter, |raw| {
+            stored_reply(raw, t.bson).unwrap_or_else(|| {
+                let doc = bson::Document::try_from(raw.as_ref()).unwrap_or_default();
+                doc_reply(doc, None, t.bson)
+            })
+        });
+        if let Some(doc) = found {
+            return Ok(doc.into_iter().collect());
+        }
+    }
     let mut found = coll.find(&o.query);
     if o.touch {
         found = coll.touch_found(found, t.now, max_doc_size(ctx));

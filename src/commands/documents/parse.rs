@@ -6,7 +6,7 @@ use crate::commands::Ctx;
 use crate::documents::{codec, json, query};
 use crate::protocol::Reply;
 use crate::store::collections::check_name;
-use bson::{DateTime, Document, RawDocumentBuf};
+use bson::{DateTime, Document, RawDocument, RawDocumentBuf};
 
 /// The `J` write concern promises the write is on disk; until the journal exists it is
 /// refused rather than accepted and ignored.
@@ -52,8 +52,14 @@ pub fn parse_doc(arg: &[u8], t: &Target) -> CommandResult<Document> {
     Ok(d)
 }
 
-/// A filter argument, parsed once for the whole command.
+/// A filter argument, parsed once for the whole command (`{"_id": v}` straight from its
+/// text).
 pub fn parse_filter(arg: &[u8], t: &Target) -> CommandResult<query::Node> {
+    if !t.bson {
+        if let Some(node) = query::parse_id_only_json(arg) {
+            return Ok(node);
+        }
+    }
     query::parse(&parse_doc(arg, t)?).map_err(|e| fail(with_code(e)))
 }
 
@@ -66,19 +72,26 @@ pub fn max_doc_size(ctx: &Ctx<'_>) -> usize {
 /// A document as a reply: relaxed Extended JSON, or raw BSON with the `BSON` flag. The
 /// stored bytes, when the caller kept them, are the document: no decode needed.
 pub fn doc_reply(doc: Document, raw: Option<RawDocumentBuf>, bson: bool) -> Reply {
+    if let Some(r) = raw.as_deref().and_then(|r| stored_reply(r, bson)) {
+        return r;
+    }
     if bson {
-        match raw {
-            Some(r) => Reply::bulk(r.into_bytes()),
-            None => match RawDocumentBuf::try_from(&doc) {
-                Ok(r) => Reply::bulk(r.into_bytes()),
-                Err(e) => Reply::error(format!("ERR cannot encode document: {e}")),
-            },
+        match RawDocumentBuf::try_from(&doc) {
+            Ok(r) => Reply::bulk(r.into_bytes()),
+            Err(e) => Reply::error(format!("ERR cannot encode document: {e}")),
         }
     } else {
-        match raw.as_deref().and_then(json::raw_doc_json) {
-            Some(text) => Reply::bulk(text),
-            None => Reply::bulk(codec::doc_json_owned(doc)),
-        }
+        Reply::bulk(codec::doc_json_owned(doc))
+    }
+}
+
+/// A stored document as a reply, written from its bytes (`None` if they cannot be written
+/// as JSON directly; the caller decodes then).
+pub fn stored_reply(raw: &RawDocument, bson: bool) -> Option<Reply> {
+    if bson {
+        Some(Reply::bulk(bytes::Bytes::copy_from_slice(raw.as_bytes())))
+    } else {
+        json::raw_doc_json(raw).map(Reply::bulk)
     }
 }
 

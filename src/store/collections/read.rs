@@ -153,6 +153,23 @@ impl Coll<'_> {
         }
     }
 
+    /// A find by `_id` alone: `render` sees the matching document in place, under its
+    /// shard's lock (nothing is copied). `None` when the filter is not `{_id: v}` alone.
+    pub fn find_by_id<R>(
+        &self,
+        filter: &Node,
+        render: impl FnOnce(&RawDocumentBuf) -> R,
+    ) -> Option<Option<R>> {
+        let id = filter.id_equality()?;
+        let guard = self
+            .store
+            .lock(self.store.shard_of(&crate::documents::keys::encode(id)));
+        let Some(cs) = self.part(&guard) else {
+            return Some(None);
+        };
+        cs.lookup_id(filter).ok().map(|doc| doc.map(render))
+    }
+
     /// Counts the visible documents matching `filter`.
     pub fn count(&self, filter: &Node) -> u64 {
         let mut n = 0;
