@@ -1,6 +1,7 @@
 //! Extended JSON v2 ↔ BSON, `"$$NOW"`, and the checks every stored document passes.
 
 use crate::documents::json;
+use bson::spec::ElementType;
 use bson::{Bson, DateTime, Document, RawDocumentBuf};
 
 /// Deepest nesting a stored document may have (MongoDB's limit).
@@ -240,6 +241,80 @@ pub fn dup_key_text(id: &Bson) -> String {
         other => value_json(other),
     };
     format!("{{ _id: {v} }}")
+}
+
+/// A fixed-width BSON value an update can write over the old value of a field in place.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fixed {
+    Int32(i32),
+    Int64(i64),
+    Double(f64),
+    Date(i64),
+    Bool(bool),
+}
+
+impl Fixed {
+    /// The value, when it is one of the fixed-width types.
+    pub fn of(v: &Bson) -> Option<Fixed> {
+        Some(match v {
+            Bson::Int32(i) => Fixed::Int32(*i),
+            Bson::Int64(i) => Fixed::Int64(*i),
+            Bson::Double(d) => Fixed::Double(*d),
+            Bson::DateTime(d) => Fixed::Date(d.timestamp_millis()),
+            Bson::Boolean(b) => Fixed::Bool(*b),
+            _ => return None,
+        })
+    }
+
+    pub fn element_type(self) -> u8 {
+        (match self {
+            Fixed::Int32(_) => ElementType::Int32,
+            Fixed::Int64(_) => ElementType::Int64,
+            Fixed::Double(_) => ElementType::Double,
+            Fixed::Date(_) => ElementType::DateTime,
+            Fixed::Bool(_) => ElementType::Boolean,
+        }) as u8
+    }
+
+    pub fn width(self) -> usize {
+        match self {
+            Fixed::Int32(_) => 4,
+            Fixed::Bool(_) => 1,
+            _ => 8,
+        }
+    }
+
+    /// Its BSON bytes, little-endian, in the first `width()` bytes.
+    pub fn le_bytes(self) -> [u8; 8] {
+        match self {
+            Fixed::Int32(i) => (i as i64).to_le_bytes(),
+            Fixed::Int64(i) | Fixed::Date(i) => i.to_le_bytes(),
+            Fixed::Double(d) => d.to_le_bytes(),
+            Fixed::Bool(b) => (b as i64).to_le_bytes(),
+        }
+    }
+
+    /// A value of the same type read from its BSON bytes.
+    pub fn with_bytes(self, b: &[u8; 8]) -> Fixed {
+        let wide = i64::from_le_bytes(*b);
+        match self {
+            Fixed::Int32(_) => Fixed::Int32(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            Fixed::Int64(_) => Fixed::Int64(wide),
+            Fixed::Date(_) => Fixed::Date(wide),
+            Fixed::Double(_) => Fixed::Double(f64::from_le_bytes(*b)),
+            Fixed::Bool(_) => Fixed::Bool(b[0] != 0),
+        }
+    }
+
+    pub fn to_bson(self) -> Bson {
+        match self {
+            Fixed::Int32(i) => Bson::Int32(i),
+            Fixed::Int64(i) => Bson::Int64(i),
+            Fixed::Double(d) => Bson::Double(d),
+            Fixed::Date(ms) => Bson::DateTime(bson::DateTime::from_millis(ms)),
+            Fixed::Bool(b) => Bson::Boolean(b),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! [`CollectionShard::scan`].
 
 use crate::documents::capped::{CappedSpec, InsertionOrder};
+use crate::documents::codec::Fixed;
 use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::memory::MemoryBooks;
 use crate::documents::planner::{self, Plan};
@@ -15,7 +16,6 @@ use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
 use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
-use bson::spec::ElementType;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::HashMap;
 use std::sync::atomic::AtomicUsize;
@@ -147,6 +147,16 @@ pub struct CollectionShard {
     id_heap: usize,
     /// What this part counts into its shard's document byte counter.
     mem: MemoryBooks,
+}
+
+/// What [`CollectionShard::set_in_place`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InPlace {
+    Changed,
+    /// Every field already held its value: nothing to write (not "modified").
+    Unchanged,
+    /// The general update must run (nothing was changed).
+    NotApplicable,
 }
 
 /// A filter that is not `{_id: v}` alone (see [`CollectionShard::lookup_id`]).
@@ -328,81 +338,90 @@ impl CollectionShard {
         Some(old)
     }
 
-    /// A touch's fast path: sets each of `fields` of the document in `slot` to the date
-    /// `now_ms` by rewriting the 8 bytes of its value in place, and moves its index entries
-    /// and TTL wheel entries. Taken only when every field is a top-level name whose value is
-    /// already a date and every index reading one of them is a single-field index on it (a
-    /// date's key is a scalar's); otherwise returns false having changed nothing, and the
-    /// caller applies the general `$set`. The result is the same document `$set` makes.
-    pub fn touch_dates(&mut self, slot: u32, fields: &[String], now_ms: i64) -> bool {
-        const MAX_FIELDS: usize = 4;
+    /// An update's fast path: writes each value of `sets` over the top-level field of the
+    /// same name in the document in `slot`, in its bytes, and moves its index entries and
+    /// TTL wheel entries. Taken only when every field exists with a value of the same BSON
+    /// type (so of the same width) and every index reading one of them is a single-field,
+    /// non-unique index on it (a fixed-width value's key is a scalar's); otherwise returns
+    /// [`InPlace::NotApplicable`] having changed nothing, and the caller applies the general
+    /// update. The result is the same document the general `$set` makes.
+    pub fn set_in_place(&mut self, slot: u32, sets: &[(&str, Fixed)]) -> InPlace {
+        const MAX_FIELDS: usize = 8;
         let Some(Some(doc)) = self.slots.get(slot as usize) else {
-            return false;
+            return InPlace::NotApplicable;
         };
-        if fields.is_empty() || fields.len() > MAX_FIELDS {
-            return false;
+        if sets.is_empty() || sets.len() > MAX_FIELDS {
+            return InPlace::NotApplicable;
         }
         let bytes = doc.as_bytes();
-        // (offset of the date's 8 bytes, its old value) per field.
-        let mut found = [(0usize, 0i64); MAX_FIELDS];
-        for (f, at) in fields.iter().zip(found.iter_mut()) {
+        // (offset of the value, its old bytes) per field.
+        let mut found = [(0usize, [0u8; 8]); MAX_FIELDS];
+        for ((f, v), at) in sets.iter().zip(found.iter_mut()) {
             match codec::top_level_value(bytes, f) {
-                Some((kind, o)) if kind == ElementType::DateTime as u8 && o + 8 < bytes.len() => {
-                    let mut v = [0u8; 8];
-                    v.copy_from_slice(&bytes[o..o + 8]);
-                    *at = (o, i64::from_le_bytes(v));
+                Some((kind, o)) if kind == v.element_type() && o + v.width() < bytes.len() => {
+                    at.0 = o;
+                    at.1[..v.width()].copy_from_slice(&bytes[o..o + v.width()]);
                 }
-                _ => return false,
+                _ => return InPlace::NotApplicable,
             }
         }
-        let found = &found[..fields.len()];
-        // An index with a key field that is one of the fields: only a single-field index is
-        // moved here (a dotted path below a date resolves to nothing before and after).
-        let on = |ix: &IndexShard| -> Option<usize> {
+        let found = &found[..sets.len()];
+        let unchanged = sets
+            .iter()
+            .zip(found)
+            .all(|((_, v), (_, old))| v.le_bytes()[..v.width()] == old[..v.width()]);
+        if unchanged {
+            return InPlace::Unchanged;
+        }
+        // An index reading one of the fields: only a single-field, non-unique index on it
+        // is moved here (a dotted path below a scalar resolves to nothing before and after).
+        let reads = |ix: &IndexShard| -> Option<usize> {
             let o = ix.as_ordered()?;
-            fields.iter().position(|f| {
+            sets.iter().position(|(f, _)| {
                 o.spec
                     .fields
                     .iter()
-                    .any(|k| matches!(k.path.as_slice(), [p] if p == f))
+                    .any(|k| k.path.first().is_some_and(|p| p == f))
             })
         };
-        // A unique index on a touched field needs its new key claimed: the general path.
         if self.indexes.iter().any(|ix| {
-            on(ix).is_some()
-                && ix
-                    .as_ordered()
-                    .is_some_and(|o| o.spec.fields.len() != 1 || o.unique.is_some())
+            reads(ix).is_some()
+                && ix.as_ordered().is_some_and(|o| {
+                    o.spec.fields.len() != 1
+                        || o.spec.fields[0].path.len() != 1
+                        || o.unique.is_some()
+                })
         }) {
-            return false;
+            return InPlace::NotApplicable;
         }
         let Some(cell) = self.slots.get_mut(slot as usize) else {
-            return false;
+            return InPlace::NotApplicable;
         };
         let Some(old) = cell.take() else {
-            return false;
+            return InPlace::NotApplicable;
         };
         let mut bytes = old.into_bytes();
-        for &(at, _) in found {
-            bytes[at..at + 8].copy_from_slice(&now_ms.to_le_bytes());
+        for ((_, v), &(at, _)) in sets.iter().zip(found) {
+            bytes[at..at + v.width()].copy_from_slice(&v.le_bytes()[..v.width()]);
         }
         // Same length, header and terminator as a stored document: the check cannot fail.
         *cell = RawDocumentBuf::from_bytes(bytes).ok();
-        let now = Bson::DateTime(bson::DateTime::from_millis(now_ms));
         for ix in &mut self.indexes {
-            if let Some(i) = on(ix) {
-                let old = Bson::DateTime(bson::DateTime::from_millis(found[i].1));
+            if let Some(i) = reads(ix) {
+                let (v, (_, old)) = (sets[i].1, found[i]);
                 if let Some(o) = ix.as_ordered_mut() {
-                    o.move_scalar(slot, &old, &now);
+                    o.move_scalar(slot, &v.with_bytes(&old).to_bson(), &v.to_bson());
                 }
             }
         }
         for (_, t) in &mut self.ttl {
-            if fields.iter().any(|f| t.is_on(f)) {
-                t.set_date(slot, Some(now_ms));
+            for (f, v) in sets {
+                if let (true, Fixed::Date(ms)) = (t.is_on(f), v) {
+                    t.set_date(slot, Some(*ms));
+                }
             }
         }
-        true
+        InPlace::Changed
     }
 
     /// Removes a document and returns it.
@@ -714,7 +733,7 @@ impl CollectionShard {
     /// A find by `_id` alone: the visible document the filter `{_id: v}` matches, read with
     /// one lookup of the `_id` map, without the planner. `Err(NotById)` when the filter is
     /// not such a filter (the caller scans instead).
-    pub fn lookup_id(&self, filter: &Node) -> Result<Option<&RawDocumentBuf>, NotById> {
+    pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocumentBuf)>, NotById> {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
@@ -738,7 +757,7 @@ impl CollectionShard {
         // A stored `_id` of another type with the same KeyString (a double for an integer)
         // is matched as the general path would.
         let matched = stored_exact(raw, "_id") || matches(filter, &filter.field_paths(), raw);
-        Ok(matched.then_some(raw))
+        Ok(matched.then_some((slot, raw)))
     }
 
     /// The ordered index named `name`, if any.

@@ -2,6 +2,7 @@
 //! $setOnInsert $push $pull $addToSet`) or a replacement document, applied to a decoded
 //! document that is then stored again as raw BSON.
 
+use crate::documents::codec::Fixed;
 use crate::documents::{order, path, query};
 use bson::{Bson, DateTime, Document, Timestamp};
 
@@ -436,6 +437,39 @@ fn id_text(doc: &Bson) -> String {
 }
 
 impl Update {
+    /// The values this update writes when it only sets top-level fields (other than `_id`)
+    /// to fixed-width values (`$set` of a number, date or boolean, `$currentDate` as a
+    /// date): what an update in place needs (`CollectionShard::set_in_place`). `None` for
+    /// any other update.
+    pub fn fixed_sets(&self, now: DateTime) -> Option<Vec<(&str, Fixed)>> {
+        let Update::Ops(ops) = self else {
+            return None;
+        };
+        ops.iter()
+            .map(|op| {
+                let [field] = op.path.as_slice() else {
+                    return None;
+                };
+                if field == "_id" {
+                    return None;
+                }
+                let v = match op.kind {
+                    Kind::Set => Fixed::of(&op.arg)?,
+                    Kind::CurrentDate => match &op.arg {
+                        Bson::Document(d)
+                            if d.get("$type") == Some(&Bson::String("timestamp".into())) =>
+                        {
+                            return None
+                        }
+                        _ => Fixed::Date(now.timestamp_millis()),
+                    },
+                    _ => return None,
+                };
+                Some((field.as_str(), v))
+            })
+            .collect()
+    }
+
     /// Applies the update to `doc` (`inserting` for an upsert's new document: `$setOnInsert`
     /// applies then). Errors leave the caller's stored document untouched (it works on a
     /// copy).

@@ -42,10 +42,8 @@ pub type DocResult<T> = Result<T, String>;
 #[derive(Debug, Clone, Copy)]
 pub enum Change<'a> {
     Insert(&'a RawDocument),
-    Replace {
-        old: &'a RawDocument,
-        new: &'a RawDocument,
-    },
+    /// Changed by an update or a touch; the document as it is now.
+    Update(&'a RawDocument),
     /// Deleted by a command, or trimmed from a capped collection.
     Delete(&'a RawDocument),
     /// Removed because a TTL index says it is due (the monitor, or a write that met it).

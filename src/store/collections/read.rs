@@ -167,7 +167,9 @@ impl Coll<'_> {
         let Some(cs) = self.part(&guard) else {
             return Some(None);
         };
-        cs.lookup_id(filter).ok().map(|doc| doc.map(render))
+        cs.lookup_id(filter)
+            .ok()
+            .map(|doc| doc.map(|(_, raw)| render(raw)))
     }
 
     /// Counts the visible documents matching `filter`.

@@ -10,7 +10,8 @@
 use super::{check_keyable, with_code, Change, Coll, DocResult, Guards, Prepared};
 use crate::documents::capped;
 use crate::documents::codec;
-use crate::documents::collection::{CollectionShard, UniqueClaims};
+use crate::documents::codec::Fixed;
+use crate::documents::collection::{CollectionShard, InPlace, UniqueClaims};
 use crate::documents::query::Node;
 use crate::documents::update::{self, Update};
 use bson::{Bson, DateTime, Document, RawDocumentBuf};
@@ -152,6 +153,9 @@ impl Coll<'_> {
                 upserted: None,
             });
         };
+        if let Some(out) = self.update_by_id_in_place(&mut guards, filter, upd, now) {
+            return Ok(out);
+        }
         let mut changes: Vec<(usize, u32, RawDocumentBuf)> = Vec::new();
         let mut matched = 0u64;
         'shards: for (gi, (_, g)) in guards.iter().enumerate() {
@@ -223,11 +227,8 @@ impl Coll<'_> {
             let Some(cs) = self.part_mut(&mut guards[gi].1) else {
                 continue;
             };
-            if let Some(old) = cs.replace(slot, raw) {
-                if let Some(new) = cs.get(slot) {
-                    self.store
-                        .doc_changed(self.db, self.name, Change::Replace { old: &old, new });
-                }
+            if cs.replace(slot, raw).is_some() {
+                self.report_update(cs, slot);
             }
         }
         Ok(UpdateOutcome {
@@ -235,6 +236,49 @@ impl Coll<'_> {
             modified,
             upserted: None,
         })
+    }
+
+    /// An update of one document by `_id` that only sets top-level fields to fixed-width
+    /// values, written over the stored bytes (no decode, no re-encode, index entries moved
+    /// directly). `None` when it does not apply (the general path runs; nothing changed).
+    fn update_by_id_in_place(
+        &self,
+        guards: &mut Guards<'_>,
+        filter: &Node,
+        upd: &Update,
+        now: DateTime,
+    ) -> Option<UpdateOutcome> {
+        let sets = upd.fixed_sets(now)?;
+        let [(_, g)] = guards.as_mut_slice() else {
+            return None;
+        };
+        let cs = self.part_mut(g)?;
+        let slot = match cs.lookup_id(filter) {
+            Ok(Some((slot, _))) => slot,
+            // No match: the general path decides (an upsert inserts).
+            Ok(None) | Err(_) => return None,
+        };
+        let modified = match cs.set_in_place(slot, &sets) {
+            InPlace::Changed => {
+                self.report_update(cs, slot);
+                1
+            }
+            InPlace::Unchanged => 0,
+            InPlace::NotApplicable => return None,
+        };
+        Some(UpdateOutcome {
+            matched: 1,
+            modified,
+            upserted: None,
+        })
+    }
+
+    /// Reports the document in `slot` as changed.
+    fn report_update(&self, cs: &CollectionShard, slot: u32) {
+        if let Some(doc) = cs.get(slot) {
+            self.store
+                .doc_changed(self.db, self.name, Change::Update(doc));
+        }
     }
 
     /// The insert of an upsert that matched nothing: the document the filter's equalities
@@ -332,7 +376,7 @@ impl Coll<'_> {
     }
 
     /// Sets `fields` of the document in `slot` to `now`: its dates rewritten in place when it
-    /// can (`CollectionShard::touch_dates`), else through the general `$set`.
+    /// can (`CollectionShard::set_in_place`), else through the general `$set`.
     fn touch_slot(
         &self,
         cs: &mut CollectionShard,
@@ -342,19 +386,21 @@ impl Coll<'_> {
         now: DateTime,
         max_size: usize,
     ) -> DocResult<()> {
-        let old = cs.get(slot).cloned();
-        if cs.touch_dates(slot, fields, now.timestamp_millis()) {
-            if let (Some(old), Some(new)) = (&old, cs.get(slot)) {
-                self.store
-                    .doc_changed(self.db, self.name, Change::Replace { old, new });
+        let date = Fixed::Date(now.timestamp_millis());
+        let sets: Vec<(&str, Fixed)> = fields.iter().map(|f| (f.as_str(), date)).collect();
+        match cs.set_in_place(slot, &sets) {
+            InPlace::Changed => {
+                self.report_update(cs, slot);
+                return Ok(());
             }
-            return Ok(());
+            InPlace::Unchanged => return Ok(()),
+            InPlace::NotApplicable => {}
         }
         let u = match upd {
             Some(u) => u,
             None => upd.insert(touch_update(fields, now)?),
         };
-        let Some(raw) = old else {
+        let Some(raw) = cs.get(slot).cloned() else {
             return Err("ERR internal: touched document vanished".into());
         };
         let mut doc = Document::try_from(raw.as_ref())
@@ -367,11 +413,8 @@ impl Coll<'_> {
         if let Err(spec) = cs.claim_unique(&new, &owner) {
             return Err(self.dup_key(&spec, &new));
         }
-        if let Some(old) = cs.replace(slot, new) {
-            if let Some(new) = cs.get(slot) {
-                self.store
-                    .doc_changed(self.db, self.name, Change::Replace { old: &old, new });
-            }
+        if cs.replace(slot, new).is_some() {
+            self.report_update(cs, slot);
         }
         Ok(())
     }
