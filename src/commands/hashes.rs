@@ -1,77 +1,82 @@
 //! Hashes family: HSET HGET HGETALL HINCRBY HSCAN ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
-use crate::commands::keys::{parse_cursor, parse_scan_opts};
-use crate::commands::spec::{acl, family, flag::*, CommandSpec};
+use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::keys::{scan_cursor, scan_opts};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::strings::human_float;
-use crate::commands::{syntax_error, wrong_arity, wrongtype, Ctx};
+use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::{HashValue, Ttl, Value};
 use crate::util::glob::glob_match;
-use crate::util::num::{parse_f64, parse_i64, NOT_AN_INTEGER};
+use crate::util::num::{parse_f64, parse_i64};
 use bytes::Bytes;
 
 const HASH: CommandSpec = family("hash", acl::HASH);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    HASH.cmd("hset", -4, legacy!(hset)).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.0.0", "Set the string value of a hash field")
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
         .args("key:key field_value:{field value}..."),
-    HASH.cmd("hsetnx", 4, legacy!(hsetnx)).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.0.0", "Set the value of a hash field, only if the field does not exist")
         .args("key:key field value"),
-    HASH.cmd("hget", 3, legacy!(hget)).flags(READONLY | FAST).key()
+    HASH.cmd("hget", 3, hget).flags(READONLY | FAST).key()
         .doc("2.0.0", "Get the value of a hash field").args("key:key field"),
-    HASH.cmd("hmget", -3, legacy!(hmget)).flags(READONLY | FAST).key()
+    HASH.cmd("hmget", -3, hmget).flags(READONLY | FAST).key()
         .doc("2.0.0", "Get the values of all the given hash fields")
         .complexity("O(N) where N is the number of fields being requested.")
         .args("key:key field..."),
-    HASH.cmd("hgetall", 2, legacy!(hgetall)).flags(READONLY).key()
+    HASH.cmd("hgetall", 2, hgetall).flags(READONLY).key()
         .doc("2.0.0", "Get all the fields and values in a hash")
         .complexity("O(N) where N is the size of the hash.").args("key:key"),
-    HASH.cmd("hdel", -3, legacy!(hdel)).flags(WRITE | FAST).key()
+    HASH.cmd("hdel", -3, hdel).flags(WRITE | FAST).key()
         .doc("2.0.0", "Delete one or more hash fields")
         .complexity("O(N) where N is the number of fields to be removed.").args("key:key field..."),
-    HASH.cmd("hexists", 3, legacy!(hexists)).flags(READONLY | FAST).key()
+    HASH.cmd("hexists", 3, hexists).flags(READONLY | FAST).key()
         .doc("2.0.0", "Determine if a hash field exists").args("key:key field"),
-    HASH.cmd("hlen", 2, legacy!(hlen)).flags(READONLY | FAST).key()
+    HASH.cmd("hlen", 2, hlen).flags(READONLY | FAST).key()
         .doc("2.0.0", "Get the number of fields in a hash").args("key:key"),
-    HASH.cmd("hkeys", 2, legacy!(hkeys)).flags(READONLY).key()
+    HASH.cmd("hkeys", 2, hkeys).flags(READONLY).key()
         .doc("2.0.0", "Get all the fields in a hash")
         .complexity("O(N) where N is the size of the hash.").args("key:key"),
-    HASH.cmd("hvals", 2, legacy!(hvals)).flags(READONLY).key()
+    HASH.cmd("hvals", 2, hvals).flags(READONLY).key()
         .doc("2.0.0", "Get all the values in a hash")
         .complexity("O(N) where N is the size of the hash.").args("key:key"),
-    HASH.cmd("hincrby", 4, legacy!(hincrby)).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.0.0", "Increment the integer value of a hash field by the given number")
         .args("key:key field increment:integer"),
-    HASH.cmd("hincrbyfloat", 4, legacy!(hincrbyfloat)).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.6.0", "Increment the float value of a hash field by the given amount")
         .args("key:key field increment:double"),
-    HASH.cmd("hstrlen", 3, legacy!(hstrlen)).flags(READONLY | FAST).key()
+    HASH.cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST).key()
         .doc("3.2.0", "Get the length of the value of a hash field").args("key:key field"),
-    HASH.cmd("hscan", -3, legacy!(hscan)).flags(READONLY).key()
+    HASH.cmd("hscan", -3, hscan).flags(READONLY).key()
         .doc("2.8.0", "Incrementally iterate hash fields and associated values")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
         .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
-    HASH.cmd("hrandfield", -2, legacy!(hrandfield)).flags(READONLY).key()
+    HASH.cmd("hrandfield", -2, hrandfield).flags(READONLY).key()
         .doc("6.2.0", "Get one or multiple random fields from a hash")
         .complexity("O(N) where N is the number of fields returned")
         .args("key:key [options:{count:integer [WITHVALUES]}]"),
 ];
 
 /// Runs `f` on the hash at `key` for a read (`None` when there is no such key).
-fn read_hash(ctx: &mut Ctx<'_>, key: &Bytes, f: impl FnOnce(Option<&HashValue>) -> Reply) -> Reply {
+fn read_hash(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    f: impl FnOnce(Option<&HashValue>) -> Reply,
+) -> CmdResult {
     ctx.server
         .store
         .with_key(ctx.client.db, key, |ks, h| match ks.get(h, key) {
-            None => f(None),
+            None => Ok(f(None)),
             Some(e) => match &e.value {
-                Value::Hash(hv) => f(Some(hv)),
-                _ => wrongtype(),
+                Value::Hash(hv) => Ok(f(Some(hv))),
+                _ => Err(CommandError::wrongtype()),
             },
         })
 }
@@ -82,12 +87,12 @@ fn write_hash(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
     event: &'static str,
-    f: impl FnOnce(&mut HashValue) -> (Reply, bool),
-) -> Reply {
+    f: impl FnOnce(&mut HashValue) -> CommandResult<(Reply, bool)>,
+) -> CmdResult {
     let mut changed = false;
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         match ks.peek(h, key) {
-            Some(e) if !matches!(e.value, Value::Hash(_)) => return wrongtype(),
+            Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CommandError::wrongtype()),
             Some(_) => {}
             None => {
                 ks.set(h, key, Value::Hash(Box::default()), Ttl::Clear);
@@ -95,14 +100,16 @@ fn write_hash(
         }
         let r = ks
             .update(h, key, |v| match v {
-                Value::Hash(hv) => {
-                    let (r, m) = f(hv);
-                    changed = m;
-                    (r, m)
-                }
-                _ => (wrongtype(), false),
+                Value::Hash(hv) => match f(hv) {
+                    Ok((r, m)) => {
+                        changed = m;
+                        (Ok(r), m)
+                    }
+                    Err(e) => (Err(e), false),
+                },
+                _ => (Err(CommandError::wrongtype()), false),
             })
-            .unwrap_or(Reply::Nil);
+            .unwrap_or(Ok(Reply::Nil));
         ks.remove_if_empty_hash(h, key);
         if changed {
             ctx.server.notify(ctx.client.db, class::HASH, event, key);
@@ -111,43 +118,41 @@ fn write_hash(
     })
 }
 
-fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() % 2 == 1 {
-        return wrong_arity("hset");
-    }
-    write_hash(ctx, &args[1], "hset", |hv| {
-        let mut added = 0;
-        for p in args[2..].chunks(2) {
-            if hv.insert(&p[0], &p[1]) {
-                added += 1;
-            }
-        }
-        (Reply::Int(added), true)
+fn hset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    let pairs = args.pairs()?;
+    write_hash(ctx, key, "hset", |hv| {
+        let added = pairs.filter(|p| hv.insert(&p[0], &p[1])).count();
+        Ok((Reply::Int(added as i64), true))
     })
 }
 
-fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    write_hash(ctx, &args[1], "hset", |hv| {
-        if hv.get(&args[2]).is_some() {
-            (Reply::Int(0), false)
+fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field, value) = (args.next_key()?, args.next_arg()?, args.next_arg()?);
+    write_hash(ctx, key, "hset", |hv| {
+        if hv.get(field).is_some() {
+            Ok((Reply::Int(0), false))
         } else {
-            hv.insert(&args[2], &args[3]);
-            (Reply::Int(1), true)
+            hv.insert(field, value);
+            Ok((Reply::Int(1), true))
         }
     })
 }
 
-fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
-        hv.and_then(|hv| hv.get(&args[2]))
+fn hget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field) = (args.next_key()?, args.next_arg()?);
+    read_hash(ctx, key, |hv| {
+        hv.and_then(|hv| hv.get(field))
             .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
     })
 }
 
-fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
+fn hmget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    let fields = args.rest();
+    read_hash(ctx, key, |hv| {
         Reply::Array(
-            args[2..]
+            fields
                 .iter()
                 .map(|f| {
                     hv.and_then(|hv| hv.get(f))
@@ -158,8 +163,8 @@ fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     })
 }
 
-fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
+fn hgetall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    read_hash(ctx, args.next_key()?, |hv| {
         Reply::Map(hv.map_or_else(Vec::new, |hv| {
             hv.iter()
                 .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
@@ -168,12 +173,13 @@ fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     })
 }
 
-fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let key = &args[1];
+fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    let fields = args.rest();
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         match ks.peek(h, key) {
-            None => return Reply::Int(0),
-            Some(e) if !matches!(e.value, Value::Hash(_)) => return wrongtype(),
+            None => return Ok(Reply::Int(0)),
+            Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CommandError::wrongtype()),
             Some(_) => {}
         }
         let n = ks
@@ -181,7 +187,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 let Value::Hash(hv) = v else {
                     return (0, false);
                 };
-                let n = args[2..].iter().filter(|f| hv.remove(f)).count();
+                let n = fields.iter().filter(|f| hv.remove(f)).count();
                 (n, n > 0)
             })
             .unwrap_or(0);
@@ -192,105 +198,93 @@ fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
             }
         }
-        Reply::Int(n as i64)
+        Ok(Reply::Int(n as i64))
     })
 }
 
-fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
-        Reply::Int(hv.is_some_and(|hv| hv.get(&args[2]).is_some()) as i64)
+fn hexists(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field) = (args.next_key()?, args.next_arg()?);
+    read_hash(ctx, key, |hv| {
+        Reply::Int(hv.is_some_and(|hv| hv.get(field).is_some()) as i64)
     })
 }
 
-fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
+fn hlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    read_hash(ctx, args.next_key()?, |hv| {
         Reply::Int(hv.map_or(0, |hv| hv.len()) as i64)
     })
 }
 
-fn hkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
+fn hkeys(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    read_hash(ctx, args.next_key()?, |hv| {
         Reply::Array(hv.map_or_else(Vec::new, |hv| {
             hv.iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()
         }))
     })
 }
 
-fn hvals(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
+fn hvals(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    read_hash(ctx, args.next_key()?, |hv| {
         Reply::Array(hv.map_or_else(Vec::new, |hv| {
             hv.iter().map(|(_, v)| Reply::Bulk(v.clone())).collect()
         }))
     })
 }
 
-fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let Some(by) = parse_i64(&args[3]) else {
-        return Reply::error(NOT_AN_INTEGER);
-    };
-    let field = &args[2];
-    write_hash(ctx, &args[1], "hincrby", |hv| {
+fn hincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field) = (args.next_key()?, args.next_arg()?);
+    let by = args.next_i64()?;
+    write_hash(ctx, key, "hincrby", |hv| {
         let cur = match hv.get(field) {
             None => 0,
-            Some(v) => match parse_i64(v) {
-                Some(i) => i,
-                None => return (Reply::error("ERR hash value is not an integer"), false),
-            },
+            Some(v) => {
+                parse_i64(v).ok_or_else(|| CommandError::msg("ERR hash value is not an integer"))?
+            }
         };
-        let Some(n) = cur.checked_add(by) else {
-            return (
-                Reply::error("ERR increment or decrement would overflow"),
-                false,
-            );
-        };
+        let n = cur
+            .checked_add(by)
+            .ok_or_else(|| CommandError::msg("ERR increment or decrement would overflow"))?;
         hv.insert(field, itoa::Buffer::new().format(n).as_bytes());
-        (Reply::Int(n), true)
+        Ok((Reply::Int(n), true))
     })
 }
 
-fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let Some(by) = parse_f64(&args[3]) else {
-        return Reply::error("ERR value is not a valid float");
-    };
-    let field = &args[2];
-    write_hash(ctx, &args[1], "hincrbyfloat", |hv| {
+fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field) = (args.next_key()?, args.next_arg()?);
+    let by = args.next_f64()?;
+    write_hash(ctx, key, "hincrbyfloat", |hv| {
         let cur = match hv.get(field) {
             None => 0.0,
-            Some(v) => match parse_f64(v) {
-                Some(f) => f,
-                None => return (Reply::error("ERR hash value is not a float"), false),
-            },
+            Some(v) => {
+                parse_f64(v).ok_or_else(|| CommandError::msg("ERR hash value is not a float"))?
+            }
         };
         let n = cur + by;
         if !n.is_finite() {
-            return (
-                Reply::error("ERR increment would produce NaN or Infinity"),
-                false,
-            );
+            return Err(CommandError::msg(
+                "ERR increment would produce NaN or Infinity",
+            ));
         }
         let text = human_float(n);
         hv.insert(field, text.as_bytes());
-        (Reply::bulk(text), true)
+        Ok((Reply::bulk(text), true))
     })
 }
 
-fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    read_hash(ctx, &args[1], |hv| {
-        Reply::Int(hv.and_then(|hv| hv.get(&args[2])).map_or(0, |v| v.len()) as i64)
+fn hstrlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (key, field) = (args.next_key()?, args.next_arg()?);
+    read_hash(ctx, key, |hv| {
+        Reply::Int(hv.and_then(|hv| hv.get(field)).map_or(0, |v| v.len()) as i64)
     })
 }
 
 /// HSCAN returns the whole hash in one reply with cursor 0 (as Redis does for listpack-encoded
 /// hashes), so no field present for the whole iteration can be missed.
-fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if let Err(e) = parse_cursor(&args[2]) {
-        return e;
-    }
-    let o = match parse_scan_opts(args, 3, false) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
-    read_hash(ctx, &args[1], |hv| {
+fn hscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    scan_cursor(args)?;
+    let o = scan_opts(args, false)?;
+    read_hash(ctx, key, |hv| {
         let mut out = Vec::new();
         if let Some(hv) = hv {
             for (f, v) in hv.iter() {
@@ -307,23 +301,24 @@ fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// Longest HRANDFIELD reply with a negative count.
 const MAX_RANDOM_REPLY: usize = 1 << 24;
 
-fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let resp3 = ctx.client.resp3;
-    let count = match args.get(2) {
+    let key = args.next_key()?;
+    let count = match args.next_opt() {
         None => None,
         Some(c) => match parse_i64(c) {
             // Redis refuses counts whose doubling (WITHVALUES) could overflow.
             Some(n) if n.unsigned_abs() < (i64::MAX / 2) as u64 => Some(n),
-            Some(_) => return Reply::error("ERR value is out of range"),
-            None => return Reply::error(NOT_AN_INTEGER),
+            Some(_) => return Err(CommandError::msg("ERR value is out of range")),
+            None => return Err(CommandError::not_integer()),
         },
     };
-    let withvalues = match args.get(3) {
+    let withvalues = match args.next_opt() {
         None => false,
-        Some(a) if crate::commands::is(a, "WITHVALUES") && args.len() == 4 => true,
-        Some(_) => return syntax_error(),
+        Some(a) if crate::commands::is(a, "WITHVALUES") && args.is_empty() => true,
+        Some(_) => return Err(CommandError::syntax()),
     };
-    read_hash(ctx, &args[1], |hv| {
+    read_hash(ctx, key, |hv| {
         let Some(count) = count else {
             return match hv {
                 None => Reply::Nil,

@@ -1,74 +1,75 @@
 //! Keys family (group generic): DEL EXISTS TYPE RENAME SCAN EXPIRE TTL ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
-use crate::commands::spec::{acl, family, flag::*, CommandSpec};
-use crate::commands::{is, syntax_error, text, Ctx};
+use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::{is, text, Ctx};
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::keyspace::{now_ms, SEGMENTS};
 use crate::store::{Entry, Ttl};
 use crate::util::glob::glob_match;
-use crate::util::num::{parse_i64, NOT_AN_INTEGER};
+use crate::util::num::parse_i64;
 use bytes::Bytes;
 
 const KEYS: CommandSpec = family("generic", acl::KEYSPACE);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    KEYS.cmd("del", -2, legacy!(del)).flags(WRITE).keys(1, -1, 1).doc("1.0.0", "Delete a key")
+    KEYS.cmd("del", -2, del).flags(WRITE).keys(1, -1, 1).doc("1.0.0", "Delete a key")
         .complexity("O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).")
         .args("key:key..."),
-    KEYS.cmd("unlink", -2, legacy!(unlink)).flags(WRITE | FAST).keys(1, -1, 1)
+    KEYS.cmd("unlink", -2, unlink).flags(WRITE | FAST).keys(1, -1, 1)
         .doc("4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.")
         .complexity("O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.")
         .args("key:key..."),
-    KEYS.cmd("exists", -2, legacy!(exists)).flags(READONLY | FAST).keys(1, -1, 1)
+    KEYS.cmd("exists", -2, exists).flags(READONLY | FAST).keys(1, -1, 1)
         .doc("1.0.0", "Determine if a key exists")
         .complexity("O(N) where N is the number of keys to check.").args("key:key..."),
-    KEYS.cmd("type", 2, legacy!(type_cmd)).flags(READONLY | FAST).key()
+    KEYS.cmd("type", 2, type_cmd).flags(READONLY | FAST).key()
         .doc("1.0.0", "Determine the type stored at key").args("key:key"),
-    KEYS.cmd("rename", 3, legacy!(rename)).flags(WRITE).keys(1, 2, 1).doc("1.0.0", "Rename a key")
+    KEYS.cmd("rename", 3, rename).flags(WRITE).keys(1, 2, 1).doc("1.0.0", "Rename a key")
         .args("key:key newkey:key"),
-    KEYS.cmd("renamenx", 3, legacy!(renamenx)).flags(WRITE | FAST).keys(1, 2, 1)
+    KEYS.cmd("renamenx", 3, renamenx).flags(WRITE | FAST).keys(1, 2, 1)
         .doc("1.0.0", "Rename a key, only if the new key does not exist").args("key:key newkey:key"),
-    KEYS.cmd("keys", 2, legacy!(keys_cmd)).flags(READONLY).acl(acl::DANGEROUS)
+    KEYS.cmd("keys", 2, keys_cmd).flags(READONLY).acl(acl::DANGEROUS)
         .doc("1.0.0", "Find all keys matching the given pattern")
         .complexity("O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.")
         .args("pattern:pattern"),
-    KEYS.cmd("scan", -2, legacy!(scan)).flags(READONLY)
+    KEYS.cmd("scan", -2, scan).flags(READONLY)
         .doc("2.8.0", "Incrementally iterate the keys space")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
         .args("cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer] [TYPE=type]"),
-    KEYS.cmd("randomkey", 1, legacy!(randomkey)).flags(READONLY)
+    KEYS.cmd("randomkey", 1, randomkey).flags(READONLY)
         .doc("1.0.0", "Return a random key from the keyspace"),
-    KEYS.cmd("touch", -2, legacy!(touch)).flags(READONLY | FAST).keys(1, -1, 1)
+    KEYS.cmd("touch", -2, touch).flags(READONLY | FAST).keys(1, -1, 1)
         .doc("3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified.")
         .complexity("O(N) where N is the number of keys that will be touched.").args("key:key..."),
-    KEYS.cmd("copy", -3, legacy!(copy_cmd)).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    KEYS.cmd("copy", -3, copy_cmd).flags(WRITE | DENYOOM).keys(1, 2, 1)
         .doc("6.2.0", "Copy a key")
         .complexity("O(N) worst case for collections, where N is the number of nested items. O(1) for string values.")
         .args("source:key destination:key [DB=destination-db:integer] [REPLACE]"),
-    KEYS.cmd("expire", -3, legacy!(expire)).flags(WRITE | FAST).key()
+    KEYS.cmd("expire", -3, expire).flags(WRITE | FAST).key()
         .doc("1.0.0", "Set a key's time to live in seconds")
         .args("key:key seconds:integer [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("pexpire", -3, legacy!(pexpire)).flags(WRITE | FAST).key()
+    KEYS.cmd("pexpire", -3, pexpire).flags(WRITE | FAST).key()
         .doc("2.6.0", "Set a key's time to live in milliseconds")
         .args("key:key milliseconds:integer [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("expireat", -3, legacy!(expireat)).flags(WRITE | FAST).key()
+    KEYS.cmd("expireat", -3, expireat).flags(WRITE | FAST).key()
         .doc("1.2.0", "Set the expiration for a key as a UNIX timestamp")
         .args("key:key unix-time-seconds:unix-time [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("pexpireat", -3, legacy!(pexpireat)).flags(WRITE | FAST).key()
+    KEYS.cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST).key()
         .doc("2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds")
         .args("key:key unix-time-milliseconds:unix-time [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("ttl", 2, legacy!(ttl)).flags(READONLY | FAST).key()
+    KEYS.cmd("ttl", 2, ttl).flags(READONLY | FAST).key()
         .doc("1.0.0", "Get the time to live for a key in seconds").args("key:key"),
-    KEYS.cmd("pttl", 2, legacy!(pttl)).flags(READONLY | FAST).key()
+    KEYS.cmd("pttl", 2, pttl).flags(READONLY | FAST).key()
         .doc("2.6.0", "Get the time to live for a key in milliseconds").args("key:key"),
-    KEYS.cmd("expiretime", 2, legacy!(expiretime)).flags(READONLY | FAST).key()
+    KEYS.cmd("expiretime", 2, expiretime).flags(READONLY | FAST).key()
         .doc("7.0.0", "Get the expiration Unix timestamp for a key").args("key:key"),
-    KEYS.cmd("pexpiretime", 2, legacy!(pexpiretime)).flags(READONLY | FAST).key()
+    KEYS.cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST).key()
         .doc("7.0.0", "Get the expiration Unix timestamp for a key in milliseconds").args("key:key"),
-    KEYS.cmd("persist", 2, legacy!(persist)).flags(WRITE | FAST).key()
+    KEYS.cmd("persist", 2, persist).flags(WRITE | FAST).key()
         .doc("2.2.0", "Remove the expiration from a key").args("key:key"),
 ];
 
@@ -82,15 +83,15 @@ pub fn parse_expire_option(a: &[u8]) -> Option<&'static str> {
     ["EX", "PX", "EXAT", "PXAT"].into_iter().find(|k| is(a, k))
 }
 
-pub fn expire_time_error(cmd: &str) -> Reply {
-    Reply::error(format!("ERR invalid expire time in '{cmd}' command"))
+pub fn expire_time_error(cmd: &str) -> CommandError {
+    CommandError::msg(format!("ERR invalid expire time in '{cmd}' command"))
 }
 
 impl ExpireOpt {
     /// The absolute deadline in ms, as Redis's `getExpireMillisecondsOrReply`: the number must
     /// be positive and the result must not overflow.
-    pub fn deadline(&self, cmd: &str, now: i64, _set: bool) -> Result<i64, Reply> {
-        let n = parse_i64(&self.arg).ok_or_else(|| Reply::error(NOT_AN_INTEGER))?;
+    pub fn deadline(&self, cmd: &str, now: i64) -> CommandResult<i64> {
+        let n = parse_i64(&self.arg).ok_or_else(CommandError::not_integer)?;
         let seconds = self.kind == "EX" || self.kind == "EXAT";
         if n <= 0 || (seconds && n > i64::MAX / 1000) {
             return Err(expire_time_error(cmd));
@@ -108,8 +109,8 @@ impl ExpireOpt {
     }
 }
 
-fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let keys = &args[1..];
+fn del(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let keys = args.rest();
     let db = ctx.client.db;
     let mut l = ctx.server.store.lock_keys(keys);
     let mut n = 0;
@@ -120,13 +121,13 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             n += 1;
         }
     }
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
 /// UNLINK: removing from the table is O(1) per key here too; the values are freed after the
 /// shard locks are released.
-fn unlink(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let keys = &args[1..];
+fn unlink(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let keys = args.rest();
     let db = ctx.client.db;
     let mut freed = Vec::new();
     {
@@ -141,11 +142,11 @@ fn unlink(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let n = freed.len() as i64;
     drop(freed);
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
-fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let keys = &args[1..];
+fn exists(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let keys = args.rest();
     let db = ctx.client.db;
     let mut l = ctx.server.store.lock_keys(keys);
     let mut n = 0;
@@ -155,32 +156,33 @@ fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             n += 1;
         }
     }
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
-fn type_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let key = &args[1];
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+fn type_cmd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    Ok(ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         Reply::Simple(ks.peek(h, key).map_or("none", |e| e.value.type_name()))
-    })
+    }))
 }
 
-fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
-    let (src, dst) = (&args[1], &args[2]);
+fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, nx: bool) -> CmdResult {
+    let (src, dst) = (args.next_key()?, args.next_key()?);
     let db = ctx.client.db;
     let mut l = ctx.server.store.lock_keys(&[src, dst]);
     let (hs, hd) = (l.hash(0), l.hash(1));
+    let no_such_key = || CommandError::msg("ERR no such key");
     if !l.ks(0, db).contains(hs, src) {
-        return Reply::error("ERR no such key");
+        return Err(no_such_key());
     }
     if src == dst {
-        return if nx { Reply::Int(0) } else { Reply::ok() };
+        return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
     }
     if nx && l.ks(1, db).contains(hd, dst) {
-        return Reply::Int(0);
+        return Ok(Reply::Int(0));
     }
     let Some((value, at)) = l.ks(0, db).take_for_move(hs, src) else {
-        return Reply::error("ERR no such key");
+        return Err(no_such_key());
     };
     let dks = l.ks(1, db);
     // The destination is replaced as a whole: deleted first (its own notification), then set.
@@ -188,23 +190,19 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Reply {
     dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
     ctx.server.notify(db, class::GENERIC, "rename_from", src);
     ctx.server.notify(db, class::GENERIC, "rename_to", dst);
-    if nx {
-        Reply::Int(1)
-    } else {
-        Reply::ok()
-    }
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
-fn rename(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn rename(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     rename_generic(ctx, args, false)
 }
 
-fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn renamenx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     rename_generic(ctx, args, true)
 }
 
-fn keys_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let pat = &args[1];
+fn keys_cmd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let pat = args.next_arg()?;
     let all = pat.as_ref() == b"*";
     let db = ctx.client.db;
     let now = now_ms();
@@ -216,7 +214,7 @@ fn keys_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             }
         })
     });
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 /// SCAN/HSCAN options: MATCH, COUNT and (SCAN only) TYPE.
@@ -226,40 +224,39 @@ pub struct ScanOpts {
     pub type_name: Option<String>,
 }
 
-/// Parses a cursor as Redis's `parseScanCursorOrReply` (an unsigned 64-bit decimal).
-pub fn parse_cursor(b: &[u8]) -> Result<u64, Reply> {
-    std::str::from_utf8(b)
+/// Reads a cursor as Redis's `parseScanCursorOrReply` (an unsigned 64-bit decimal).
+pub fn scan_cursor(args: &mut Args<'_>) -> CommandResult<u64> {
+    std::str::from_utf8(args.next_arg()?)
         .ok()
         .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
         .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| Reply::error("ERR invalid cursor"))
+        .ok_or_else(|| CommandError::msg("ERR invalid cursor"))
 }
 
-pub fn parse_scan_opts(args: &[Bytes], from: usize, allow_type: bool) -> Result<ScanOpts, Reply> {
+/// Reads the SCAN family's options: `MATCH pattern`, `COUNT n` and (SCAN) `TYPE name`.
+pub fn scan_opts(args: &mut Args<'_>, allow_type: bool) -> CommandResult<ScanOpts> {
     let mut o = ScanOpts {
         pattern: None,
         count: 10,
         type_name: None,
     };
-    let mut j = from;
-    while j < args.len() {
-        let more = args.len() - j - 1;
-        if is(&args[j], "COUNT") && more >= 1 {
-            let n = parse_i64(&args[j + 1]).ok_or_else(|| Reply::error(NOT_AN_INTEGER))?;
-            if n < 1 {
-                return Err(syntax_error());
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"COUNT" if !args.is_empty() => {
+                let n = args.next_i64()?;
+                if n < 1 {
+                    return Err(CommandError::syntax());
+                }
+                o.count = n as usize;
             }
-            o.count = n as usize;
-            j += 2;
-        } else if is(&args[j], "MATCH") && more >= 1 {
-            let p = args[j + 1].clone();
-            o.pattern = if p.as_ref() == b"*" { None } else { Some(p) };
-            j += 2;
-        } else if allow_type && is(&args[j], "TYPE") && more >= 1 {
-            o.type_name = Some(text(&args[j + 1]).to_lowercase());
-            j += 2;
-        } else {
-            return Err(syntax_error());
+            b"MATCH" if !args.is_empty() => {
+                let p = args.next_arg()?.clone();
+                o.pattern = if p.as_ref() == b"*" { None } else { Some(p) };
+            }
+            b"TYPE" if allow_type && !args.is_empty() => {
+                o.type_name = Some(args.next_text()?.to_lowercase());
+            }
+            _ => return Err(CommandError::syntax()),
         }
     }
     Ok(o)
@@ -269,15 +266,9 @@ pub fn parse_scan_opts(args: &[Bytes], from: usize, allow_type: bool) -> Result<
 /// its whole life, so a key present for the whole iteration is returned (at least once)
 /// however much the tables grow or shrink in between. Each call returns whole segments until
 /// at least COUNT keys were visited.
-fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let cursor = match parse_cursor(&args[1]) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    let o = match parse_scan_opts(args, 2, true) {
-        Ok(o) => o,
-        Err(e) => return e,
-    };
+fn scan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let cursor = scan_cursor(args)?;
+    let o = scan_opts(args, true)?;
     let store = &ctx.server.store;
     let db = ctx.client.db;
     let total = (store.shard_count() * SEGMENTS) as u64;
@@ -315,10 +306,17 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let next = if pos >= total { 0 } else { pos };
-    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
+    Ok(Reply::Array(vec![
+        Reply::bulk(next.to_string()),
+        Reply::Array(keys),
+    ]))
 }
 
-fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn randomkey(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(random_key(ctx))
+}
+
+fn random_key(ctx: &mut Ctx<'_>) -> Reply {
     let store = &ctx.server.store;
     let db = ctx.client.db;
     // Weighted by shard size so every key has a fair chance; expired picks are retried.
@@ -351,8 +349,8 @@ fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
     Reply::Nil
 }
 
-fn touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let keys = &args[1..];
+fn touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let keys = args.rest();
     let db = ctx.client.db;
     let mut l = ctx.server.store.lock_keys(keys);
     let mut n = 0;
@@ -364,98 +362,101 @@ fn touch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             n += 1;
         }
     }
-    Reply::Int(n)
+    Ok(Reply::Int(n))
 }
 
-fn copy_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let (src, dst) = (&args[1], &args[2]);
+fn copy_cmd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (src, dst) = (args.next_key()?, args.next_key()?);
     let src_db = ctx.client.db;
     let mut dst_db = src_db;
     let mut replace = false;
-    let mut j = 3;
-    while j < args.len() {
-        if is(&args[j], "REPLACE") {
-            replace = true;
-            j += 1;
-        } else if is(&args[j], "DB") && j + 1 < args.len() {
-            let Some(n) = parse_i64(&args[j + 1]).filter(|n| i32::try_from(*n).is_ok()) else {
-                return Reply::error(NOT_AN_INTEGER);
-            };
-            if n < 0 || n as usize >= ctx.server.store.databases() {
-                return Reply::error("ERR DB index is out of range");
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"REPLACE" => replace = true,
+            b"DB" if !args.is_empty() => {
+                let n = args.next_i64()?;
+                if i32::try_from(n).is_err() {
+                    return Err(CommandError::not_integer());
+                }
+                if n < 0 || n as usize >= ctx.server.store.databases() {
+                    return Err(CommandError::msg("ERR DB index is out of range"));
+                }
+                dst_db = n as usize;
             }
-            dst_db = n as usize;
-            j += 2;
-        } else {
-            return syntax_error();
+            _ => return Err(CommandError::syntax()),
         }
     }
     if src == dst && src_db == dst_db {
-        return Reply::error("ERR source and destination objects are the same");
+        return Err(CommandError::msg(
+            "ERR source and destination objects are the same",
+        ));
     }
     let mut l = ctx.server.store.lock_keys(&[src, dst]);
     let (hs, hd) = (l.hash(0), l.hash(1));
     let sks = l.ks(0, src_db);
     let (value, at) = match sks.peek(hs, src) {
-        None => return Reply::Int(0),
+        None => return Ok(Reply::Int(0)),
         Some(e) => (e.value.clone(), sks.deadline(hs, src).flatten()),
     };
     let dks = l.ks(1, dst_db);
     if dks.contains(hd, dst) {
         if !replace {
-            return Reply::Int(0);
+            return Ok(Reply::Int(0));
         }
         dks.remove(hd, dst);
     }
     dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
     ctx.server.notify(dst_db, class::GENERIC, "copy_to", dst);
-    Reply::Int(1)
+    Ok(Reply::Int(1))
 }
 
 /// EXPIRE family. `seconds`: the argument is in seconds; `absolute`: a Unix time.
-fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bool) -> Reply {
-    let cmd = text(&args[0]).to_lowercase();
+fn expire_generic(
+    ctx: &mut Ctx<'_>,
+    args: &mut Args<'_>,
+    seconds: bool,
+    absolute: bool,
+) -> CmdResult {
+    let cmd = text(args.name()).to_lowercase();
+    let (key, time) = (args.next_key()?, args.next_arg()?);
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
-    for a in &args[3..] {
-        if is(a, "NX") {
-            nx = true;
-        } else if is(a, "XX") {
-            xx = true;
-        } else if is(a, "GT") {
-            gt = true;
-        } else if is(a, "LT") {
-            lt = true;
-        } else {
-            return Reply::error(format!("ERR Unsupported option {}", text(a)));
+    for a in args.rest() {
+        match &*crate::commands::args::Token::of(a) {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return Err(CommandError::msg(format!(
+                    "ERR Unsupported option {}",
+                    text(a)
+                )))
+            }
         }
     }
     if nx && (xx || gt || lt) {
-        return Reply::error("ERR NX and XX, GT or LT options at the same time are not compatible");
+        return Err(CommandError::msg(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
     }
     if gt && lt {
-        return Reply::error("ERR GT and LT options at the same time are not compatible");
+        return Err(CommandError::msg(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
     }
-    let Some(n) = parse_i64(&args[2]) else {
-        return Reply::error(NOT_AN_INTEGER);
-    };
+    let n = parse_i64(time).ok_or_else(CommandError::not_integer)?;
     let ms = if seconds {
-        match n.checked_mul(1000) {
-            Some(ms) => ms,
-            None => return expire_time_error(&cmd),
-        }
+        n.checked_mul(1000).ok_or_else(|| expire_time_error(&cmd))?
     } else {
         n
     };
     let at = if absolute {
         ms
     } else {
-        match ms.checked_add(now_ms()) {
-            Some(at) => at,
-            None => return expire_time_error(&cmd),
-        }
+        ms.checked_add(now_ms())
+            .ok_or_else(|| expire_time_error(&cmd))?
     };
-    let key = &args[1];
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+    Ok(ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         let cur = match ks.deadline(h, key) {
             None => return Reply::Int(0),
             Some(at) => at,
@@ -472,29 +473,30 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[Bytes], seconds: bool, absolute: bo
         ks.set_deadline(h, key, Some(at));
         ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
         Reply::Int(1)
-    })
+    }))
 }
 
-fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn expire(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     expire_generic(ctx, args, true, false)
 }
 
-fn pexpire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn pexpire(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     expire_generic(ctx, args, false, false)
 }
 
-fn expireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn expireat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     expire_generic(ctx, args, true, true)
 }
 
-fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn pexpireat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     expire_generic(ctx, args, false, true)
 }
 
 /// TTL family: -2 no key, -1 no deadline, else the remaining time or the deadline.
-fn ttl_generic(ctx: &mut Ctx<'_>, args: &[Bytes], f: fn(i64, i64) -> i64) -> Reply {
-    let key = &args[1];
-    ctx.server
+fn ttl_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, f: fn(i64, i64) -> i64) -> CmdResult {
+    let key = args.next_key()?;
+    Ok(ctx
+        .server
         .store
         .with_key(ctx.client.db, key, |ks, h| match ks.deadline(h, key) {
             None => Reply::Int(-2),
@@ -502,30 +504,31 @@ fn ttl_generic(ctx: &mut Ctx<'_>, args: &[Bytes], f: fn(i64, i64) -> i64) -> Rep
                 None => Reply::Int(-1),
                 Some(at) => Reply::Int(f(at, now_ms())),
             },
-        })
+        }))
 }
 
-fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn ttl(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // Rounded to the nearest second, as Redis's ttlGenericCommand.
     ttl_generic(ctx, args, |at, now| ((at - now).max(0) + 500) / 1000)
 }
 
-fn pttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn pttl(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ttl_generic(ctx, args, |at, now| (at - now).max(0))
 }
 
-fn expiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn expiretime(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // Rounded like TTL (Redis's ttlGenericCommand rounds both).
     ttl_generic(ctx, args, |at, _| (at.max(0) + 500) / 1000)
 }
 
-fn pexpiretime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ttl_generic(ctx, args, |at, _| at)
 }
 
-fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let key = &args[1];
-    ctx.server
+fn persist(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    Ok(ctx
+        .server
         .store
         .with_key(ctx.client.db, key, |ks, h| match ks.deadline(h, key) {
             Some(Some(_)) => {
@@ -535,5 +538,5 @@ fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 Reply::Int(1)
             }
             _ => Reply::Int(0),
-        })
+        }))
 }

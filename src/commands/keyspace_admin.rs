@@ -1,30 +1,34 @@
 //! OBJECT and MEMORY USAGE: introspection of single keys (their table entries are in
 //! `server.rs` with the other server commands).
 
-use crate::commands::{help_reply, is, syntax_error, Ctx};
+use crate::commands::args::{Args, CommandError};
+use crate::commands::spec::CmdResult;
+use crate::commands::{help_reply, Ctx};
 use crate::protocol::Reply;
 use crate::store::eviction::{self, idle_ms, lfu_counter};
 use crate::store::Entry;
-use crate::util::num::{parse_i64, NOT_AN_INTEGER};
-use bytes::Bytes;
 
-/// Looks up `key` without touching its access clock (OBJECT must not change what it reports).
-fn with_entry(ctx: &mut Ctx<'_>, key: &Bytes, f: impl FnOnce(&Entry) -> Reply) -> Reply {
-    ctx.server
+/// Looks `key` up without touching its access clock (OBJECT must not change what it
+/// reports).
+fn with_entry(ctx: &mut Ctx<'_>, key: &[u8], f: impl FnOnce(&Entry) -> Reply) -> CmdResult {
+    Ok(ctx
+        .server
         .store
         .with_key(ctx.client.db, key, |ks, h| match ks.peek(h, key) {
             None => Reply::Nil,
             Some(e) => f(e),
-        })
+        }))
 }
 
-pub fn object_encoding(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    with_entry(ctx, &args[2], |e| Reply::bulk_str(e.value.encoding()))
+pub fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    with_entry(ctx, args.next_key()?, |e| {
+        Reply::bulk_str(e.value.encoding())
+    })
 }
 
-pub fn object_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+pub fn object_idletime(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let lfu = eviction::policy().is_lfu();
-    with_entry(ctx, &args[2], |e| {
+    with_entry(ctx, args.next_key()?, |e| {
         if lfu {
             return Reply::error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
         }
@@ -32,9 +36,9 @@ pub fn object_idletime(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     })
 }
 
-pub fn object_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+pub fn object_freq(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let lfu = eviction::policy().is_lfu();
-    with_entry(ctx, &args[2], |e| {
+    with_entry(ctx, args.next_key()?, |e| {
         if !lfu {
             return Reply::error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
         }
@@ -42,8 +46,8 @@ pub fn object_freq(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     })
 }
 
-pub fn object_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+pub fn object_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "object",
         &[
             "ENCODING <key>",
@@ -56,31 +60,32 @@ pub fn object_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
             "    Return the idle time of the <key>, that is the approximated number of",
             "    seconds elapsed since the last access to the key.",
         ],
-    )
+    ))
 }
 
 /// MEMORY USAGE key [SAMPLES n]: the same per-key estimate the maxmemory accounting uses
 /// (exact for hashes: their byte count is kept up to date, so SAMPLES changes nothing).
-pub fn memory_usage(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+pub fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
     match args.len() {
-        3 => {}
-        5 if is(&args[3], "SAMPLES") => {
-            if parse_i64(&args[4]).is_none_or(|n| n < 0) {
-                return Reply::error(NOT_AN_INTEGER);
+        0 => {}
+        2 if args.eat("SAMPLES") => {
+            if args.next_i64()? < 0 {
+                return Err(CommandError::not_integer());
             }
         }
-        _ => return syntax_error(),
+        _ => return Err(CommandError::syntax()),
     }
-    with_entry(ctx, &args[2], |e| Reply::Int(e.mem() as i64))
+    with_entry(ctx, key, |e| Reply::Int(e.mem() as i64))
 }
 
-pub fn memory_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+pub fn memory_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "memory",
         &[
             "USAGE <key> [SAMPLES <count>]",
             "    Return memory in bytes used by <key> and its value. Nested values are",
             "    sampled up to <count> times (default: 5, 0 means sample all).",
         ],
-    )
+    ))
 }

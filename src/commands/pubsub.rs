@@ -1,7 +1,8 @@
 //! Pub/sub family: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
 //! The registry and delivery live in `server::pubsub`; these handlers keep the client's own
 //! subscription sets and build Redis's confirmation replies (push frames in RESP3).
-use crate::commands::spec::{family, flag::*, CommandSpec};
+use crate::commands::args::{Args, CommandError};
+use crate::commands::spec::{family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{help_reply, Ctx};
 use crate::protocol::Reply;
 use bytes::Bytes;
@@ -11,42 +12,42 @@ const PS: CommandSpec = family("pubsub", 0);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    PS.cmd("subscribe", -2, legacy!(subscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+    PS.cmd("subscribe", -2, subscribe).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
         .doc("2.0.0", "Listen for messages published to the given channels")
         .complexity("O(N) where N is the number of channels to subscribe to.").args("channel..."),
-    PS.cmd("unsubscribe", -1, legacy!(unsubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+    PS.cmd("unsubscribe", -1, unsubscribe).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
         .doc("2.0.0", "Stop listening for messages posted to the given channels")
         .complexity("O(N) where N is the number of clients already subscribed to a channel.")
         .args("[channel...]"),
-    PS.cmd("psubscribe", -2, legacy!(psubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+    PS.cmd("psubscribe", -2, psubscribe).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
         .doc("2.0.0", "Listen for messages published to channels matching the given patterns")
         .complexity("O(N) where N is the number of patterns the client is already subscribed to.")
         .args("pattern:{pattern:pattern}..."),
-    PS.cmd("punsubscribe", -1, legacy!(punsubscribe)).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
+    PS.cmd("punsubscribe", -1, punsubscribe).flags(PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED)
         .doc("2.0.0", "Stop listening for messages posted to channels matching the given patterns")
         .complexity("O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).")
         .args("[pattern:pattern...]"),
-    PS.cmd("publish", 3, legacy!(publish)).flags(PUBSUB | LOADING | STALE | FAST)
+    PS.cmd("publish", 3, publish).flags(PUBSUB | LOADING | STALE | FAST)
         .doc("2.0.0", "Post a message to a channel")
         .complexity("O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).")
         .args("channel message"),
-    PS.cmd("pubsub", -2, legacy!(pubsub_container)).doc("2.8.0", "A container for Pub/Sub commands")
+    PS.cmd("pubsub", -2, pubsub_container).doc("2.8.0", "A container for Pub/Sub commands")
         .complexity("Depends on subcommand.").subs(PUBSUB_SUBCOMMANDS),
 ];
 
 #[rustfmt::skip]
 static PUBSUB_SUBCOMMANDS: &[CommandSpec] = &[
-    PS.cmd("pubsub|numsub", -2, legacy!(pubsub_numsub)).flags(PUBSUB | LOADING | STALE)
+    PS.cmd("pubsub|numsub", -2, pubsub_numsub).flags(PUBSUB | LOADING | STALE)
         .doc("2.8.0", "Get the count of subscribers for channels")
         .complexity("O(N) for the NUMSUB subcommand, where N is the number of requested channels")
         .args("[channel...]"),
-    PS.cmd("pubsub|help", 2, legacy!(pubsub_help)).flags(LOADING | STALE)
+    PS.cmd("pubsub|help", 2, pubsub_help).flags(LOADING | STALE)
         .doc("6.2.0", "Show helpful text about the different subcommands"),
-    PS.cmd("pubsub|channels", -2, legacy!(pubsub_channels)).flags(PUBSUB | LOADING | STALE)
+    PS.cmd("pubsub|channels", -2, pubsub_channels).flags(PUBSUB | LOADING | STALE)
         .doc("2.8.0", "List active channels")
         .complexity("O(N) where N is the number of active channels, and assuming constant time pattern matching (relatively short channels and patterns)")
         .args("[pattern:pattern]"),
-    PS.cmd("pubsub|numpat", 2, legacy!(pubsub_numpat)).flags(PUBSUB | LOADING | STALE)
+    PS.cmd("pubsub|numpat", 2, pubsub_numpat).flags(PUBSUB | LOADING | STALE)
         .doc("2.8.0", "Get the count of unique patterns pattern subscriptions"),
 ];
 
@@ -63,10 +64,11 @@ fn confirmation(kind: &'static str, channel: Option<Bytes>, count: usize) -> Rep
     ])
 }
 
-fn subscribe_any(ctx: &mut Ctx<'_>, args: &[Bytes], pattern: bool) -> Reply {
+fn subscribe_any(ctx: &mut Ctx<'_>, args: &mut Args<'_>, pattern: bool) -> CmdResult {
     let kind = if pattern { "psubscribe" } else { "subscribe" };
-    let mut out = Vec::with_capacity(args.len() - 1);
-    for ch in &args[1..] {
+    let channels = args.rest();
+    let mut out = Vec::with_capacity(channels.len());
+    for ch in channels {
         let set = if pattern {
             &mut ctx.client.patterns
         } else {
@@ -82,24 +84,28 @@ fn subscribe_any(ctx: &mut Ctx<'_>, args: &[Bytes], pattern: bool) -> Reply {
         ));
     }
     publish_counts(ctx);
-    Reply::Multi(out)
+    Ok(Reply::Multi(out))
 }
 
-fn unsubscribe_any(ctx: &mut Ctx<'_>, args: &[Bytes], pattern: bool) -> Reply {
+fn unsubscribe_any(ctx: &mut Ctx<'_>, args: &mut Args<'_>, pattern: bool) -> CmdResult {
     let kind = if pattern {
         "punsubscribe"
     } else {
         "unsubscribe"
     };
-    let targets: Vec<Bytes> = if args.len() > 1 {
-        args[1..].to_vec()
+    let targets: Vec<Bytes> = if !args.is_empty() {
+        args.rest().to_vec()
     } else if pattern {
         ctx.client.patterns.iter().cloned().collect()
     } else {
         ctx.client.channels.iter().cloned().collect()
     };
     if targets.is_empty() {
-        return Reply::Multi(vec![confirmation(kind, None, ctx.client.subscriptions())]);
+        return Ok(Reply::Multi(vec![confirmation(
+            kind,
+            None,
+            ctx.client.subscriptions(),
+        )]));
     }
     let mut out = Vec::with_capacity(targets.len());
     for ch in targets {
@@ -116,7 +122,7 @@ fn unsubscribe_any(ctx: &mut Ctx<'_>, args: &[Bytes], pattern: bool) -> Reply {
         out.push(confirmation(kind, Some(ch), ctx.client.subscriptions()));
     }
     publish_counts(ctx);
-    Reply::Multi(out)
+    Ok(Reply::Multi(out))
 }
 
 /// Mirrors the subscription counts where CLIENT LIST and CLIENT KILL TYPE read them.
@@ -139,62 +145,67 @@ pub fn leave_all(ctx: &mut Ctx<'_>) {
     publish_counts(ctx);
 }
 
-fn subscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn subscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     subscribe_any(ctx, args, false)
 }
 
-fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn psubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     subscribe_any(ctx, args, true)
 }
 
-fn unsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn unsubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     unsubscribe_any(ctx, args, false)
 }
 
-fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn punsubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     unsubscribe_any(ctx, args, true)
 }
 
-fn publish(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    Reply::Int(ctx.server.pubsub.publish(&args[1], &args[2]) as i64)
+fn publish(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (channel, message) = (args.next_arg()?, args.next_arg()?);
+    Ok(Reply::Int(
+        ctx.server.pubsub.publish(channel, message) as i64
+    ))
 }
 
-fn pubsub_container(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    crate::commands::wrong_arity("pubsub")
+/// Only reached with no subcommand, which the arity check already refuses.
+fn pubsub_container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Err(CommandError::WrongArity)
 }
 
-fn pubsub_channels(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() > 3 {
-        return Reply::error(
+fn pubsub_channels(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if args.len() > 1 {
+        return Err(CommandError::msg(
             "ERR unknown subcommand or wrong number of arguments for 'channels'. Try PUBSUB HELP.",
-        );
+        ));
     }
-    let pattern = args.get(2).map(|p| &p[..]);
-    Reply::Array(
+    let pattern = args.next_opt().map(|p| &p[..]);
+    Ok(Reply::Array(
         ctx.server
             .pubsub
             .channel_names(pattern)
             .into_iter()
             .map(Reply::Bulk)
             .collect(),
-    )
+    ))
 }
 
-fn pubsub_numsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let mut out = Vec::with_capacity(2 * (args.len() - 2));
-    for ch in &args[2..] {
+fn pubsub_numsub(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let channels = args.rest();
+    let mut out = Vec::with_capacity(2 * channels.len());
+    for ch in channels {
         out.push(Reply::Bulk(ch.clone()));
         out.push(Reply::Int(ctx.server.pubsub.numsub(ch) as i64));
     }
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
-fn pubsub_numpat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Int(ctx.server.pubsub.numpat() as i64)
+fn pubsub_numpat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(ctx.server.pubsub.numpat() as i64))
 }
 
-fn pubsub_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+fn pubsub_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "pubsub",
         &[
             "CHANNELS [<pattern>]",
@@ -209,5 +220,5 @@ fn pubsub_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
             "SHARDNUMSUB [<shardchannel> ...]",
             "    Return the number of subscribers for the specified shard level channel(s)",
         ],
-    )
+    ))
 }

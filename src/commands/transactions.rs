@@ -6,7 +6,8 @@
 //! between; a runtime error of one queued command is just its reply. WATCH registers the
 //! client's dirty flag for each key in `Server::watches`; any write, delete, expiry or
 //! eviction of a watched key raises it and EXEC then answers a null array.
-use crate::commands::spec::{acl, family, flag::*, CommandSpec};
+use crate::commands::args::{Args, CommandError};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{execute, Ctx};
 use crate::protocol::Reply;
 use crate::server::client::MultiState;
@@ -18,18 +19,18 @@ const TX: CommandSpec = family("transactions", acl::TRANSACTION);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    TX.cmd("multi", 1, legacy!(multi)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+    TX.cmd("multi", 1, multi).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
         .doc("1.2.0", "Mark the start of a transaction block"),
-    TX.cmd("exec", 1, legacy!(exec_handler)).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL)
+    TX.cmd("exec", 1, exec_handler).flags(NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | TX_CONTROL)
         .doc("1.2.0", "Execute all commands issued after MULTI")
         .complexity("Depends on commands in the transaction"),
-    TX.cmd("discard", 1, legacy!(discard)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
+    TX.cmd("discard", 1, discard).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
         .doc("2.0.0", "Discard all commands issued after MULTI")
         .complexity("O(N), when N is the number of queued commands"),
-    TX.cmd("watch", -2, legacy!(watch)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1)
+    TX.cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1)
         .doc("2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block")
         .complexity("O(1) for every key.").args("key:key..."),
-    TX.cmd("unwatch", 1, legacy!(unwatch)).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)
+    TX.cmd("unwatch", 1, unwatch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)
         .doc("2.2.0", "Forget about all watched keys"),
 ];
 
@@ -57,18 +58,18 @@ pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> R
     Reply::Simple("QUEUED")
 }
 
-fn multi(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn multi(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     if ctx.client.multi.is_some() {
-        return Reply::error("ERR MULTI calls can not be nested");
+        return Err(CommandError::msg("ERR MULTI calls can not be nested"));
     }
     ctx.client.multi = Some(MultiState::default());
     ctx.client.handle.multi_len.store(0, Ordering::Relaxed);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
 /// Only reached through `dispatch`, which sends EXEC to [`exec`] before taking the gate.
-fn exec_handler(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    exec(ctx)
+fn exec_handler(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(exec(ctx))
 }
 
 pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
@@ -122,21 +123,21 @@ pub fn touch_watched_in(server: &Server, db: Option<usize>, other: Option<usize>
     });
 }
 
-fn discard(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn discard(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     if ctx.client.multi.take().is_none() {
-        return Reply::error("ERR DISCARD without MULTI");
+        return Err(CommandError::msg("ERR DISCARD without MULTI"));
     }
     ctx.client.handle.multi_len.store(-1, Ordering::Relaxed);
     unwatch_all(ctx);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn watch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if ctx.client.multi.is_some() {
-        return Reply::error("ERR WATCH inside MULTI is not allowed");
+        return Err(CommandError::msg("ERR WATCH inside MULTI is not allowed"));
     }
     let db = ctx.client.db;
-    for key in &args[1..] {
+    for key in args.rest() {
         // A key already past its deadline goes now, so its removal does not count later.
         lazy_expire(ctx.server, db, key);
         let id = ctx.client.id();
@@ -148,12 +149,12 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             ctx.client.watched.push((db, key.clone()));
         }
     }
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn unwatch(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     unwatch_all(ctx);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
 /// Forgets every watched key and clears the dirty flag (EXEC, DISCARD, UNWATCH, RESET,
