@@ -1,11 +1,12 @@
 //! Connection family: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
 
-use crate::commands::spec::{acl, family, flag::*, CommandSpec};
-use crate::commands::{help_reply, is, syntax_error, text, Ctx};
+use crate::commands::args::{Args, CommandError, CommandResult, Token};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::{help_reply, text, Ctx};
 use crate::protocol::Reply;
 use crate::server::client::ReplyMode;
 use crate::server::{REDIS_COMPAT_VERSION, VERSION};
-use crate::util::num::{parse_i64, NOT_AN_INTEGER};
+use crate::util::num::parse_i64;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
@@ -13,73 +14,73 @@ const CONN: CommandSpec = family("connection", acl::CONNECTION);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    CONN.cmd("ping", -1, legacy!(ping)).flags(FAST | SUBSCRIBED)
+    CONN.cmd("ping", -1, ping).flags(FAST | SUBSCRIBED)
         .doc("1.0.0", "Returns the server's liveliness response.").args("[message]"),
-    CONN.cmd("echo", 2, legacy!(echo)).flags(LOADING | STALE | FAST)
+    CONN.cmd("echo", 2, echo).flags(LOADING | STALE | FAST)
         .doc("1.0.0", "Returns the given string.").args("message"),
-    CONN.cmd("hello", -1, legacy!(hello)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
+    CONN.cmd("hello", -1, hello).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
         .doc("6.0.0", "Handshakes with the server.")
         .args("[arguments:{protover:integer [AUTH=username-password:{username password}] [SETNAME=clientname]}]"),
-    CONN.cmd("auth", -2, legacy!(auth)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
+    CONN.cmd("auth", -2, auth).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | REDACTED)
         .doc("1.0.0", "Authenticates the connection.").args("[username] password"),
-    CONN.cmd("select", 2, legacy!(select)).flags(LOADING | STALE | FAST)
+    CONN.cmd("select", 2, select).flags(LOADING | STALE | FAST)
         .doc("1.0.0", "Changes the selected database.").args("index:integer"),
-    CONN.cmd("quit", -1, legacy!(quit)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
+    CONN.cmd("quit", -1, quit).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
         .doc("1.0.0", "Closes the connection."),
-    CONN.cmd("reset", 1, legacy!(reset)).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
+    CONN.cmd("reset", 1, reset).flags(NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY | TX_CONTROL | SUBSCRIBED)
         .doc("6.2.0", "Resets the connection."),
-    CONN.cmd("client", -2, legacy!(client_container))
+    CONN.cmd("client", -2, client_container)
         .doc("2.4.0", "A container for client connection commands.")
         .complexity("Depends on subcommand.").subs(CLIENT_SUBCOMMANDS),
 ];
 
 #[rustfmt::skip]
 static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
-    CONN.cmd("client|id", 2, legacy!(client_id)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|id", 2, client_id).flags(NOSCRIPT | LOADING | STALE)
         .doc("5.0.0", "Returns the unique client ID of the connection."),
-    CONN.cmd("client|getname", 2, legacy!(client_getname)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|getname", 2, client_getname).flags(NOSCRIPT | LOADING | STALE)
         .doc("2.4.0", "Returns the name of the connection."),
-    CONN.cmd("client|setname", 3, legacy!(client_setname)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|setname", 3, client_setname).flags(NOSCRIPT | LOADING | STALE)
         .doc("2.4.0", "Sets the connection name.").args("connection-name"),
-    CONN.cmd("client|setinfo", 4, legacy!(client_setinfo)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|setinfo", 4, client_setinfo).flags(NOSCRIPT | LOADING | STALE)
         .doc("7.2.0", "Sets information specific to the client or connection.")
         .args("attr:(LIB-NAME=libname|LIB-VER=libver)"),
-    CONN.cmd("client|list", -2, legacy!(client_list)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|list", -2, client_list).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.4.0", "Lists open connections.")
         .complexity("O(N) where N is the number of client connections")
         .args("[TYPE=client-type:(NORMAL|MASTER|REPLICA|PUBSUB)] [ID=client-id:integer...]"),
-    CONN.cmd("client|info", 2, legacy!(client_info)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|info", 2, client_info).flags(NOSCRIPT | LOADING | STALE)
         .doc("6.2.0", "Returns information about the connection."),
-    CONN.cmd("client|kill", -3, legacy!(client_kill)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|kill", -3, client_kill).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.4.0", "Terminates open connections.")
         .complexity("O(N) where N is the number of client connections")
         .args("filter:(old-format|new-format:{[ID=client-id:integer] [ADDR=addr] [LADDR=laddr] [TYPE=client-type:(NORMAL|MASTER|SLAVE|REPLICA|PUBSUB)] [USER=username] [SKIPME=skipme] [MAXAGE=maxage:integer]}...)"),
-    CONN.cmd("client|reply", 3, legacy!(client_reply)).flags(NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|reply", 3, client_reply).flags(NOSCRIPT | LOADING | STALE)
         .doc("3.2.0", "Instructs the server whether to reply to commands.")
         .args("action:(ON|OFF|SKIP)"),
-    CONN.cmd("client|no-evict", 3, legacy!(client_no_evict)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    CONN.cmd("client|no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("7.0.0", "Sets the client eviction mode of the connection.").args("enabled:(ON|OFF)"),
-    CONN.cmd("client|help", 2, legacy!(client_help)).flags(LOADING | STALE)
+    CONN.cmd("client|help", 2, client_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
-fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() <= 2 && !ctx.client.resp3 && ctx.client.subscriptions() > 0 {
+fn ping(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let message = args.next_opt().cloned();
+    if !args.is_empty() {
+        return Err(CommandError::WrongArity);
+    }
+    if !ctx.client.resp3 && ctx.client.subscriptions() > 0 {
         // A subscribed RESP2 client gets an array, so it can tell it from a message.
-        return Reply::Array(vec![
+        return Ok(Reply::Array(vec![
             Reply::bulk_str("pong"),
-            Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
-        ]);
+            Reply::Bulk(message.unwrap_or_default()),
+        ]));
     }
-    match args.len() {
-        1 => Reply::Simple("PONG"),
-        2 => Reply::Bulk(args[1].clone()),
-        _ => crate::commands::wrong_arity("ping"),
-    }
+    Ok(message.map_or(Reply::Simple("PONG"), Reply::Bulk))
 }
 
-fn echo(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    Reply::Bulk(args[1].clone())
+fn echo(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Bulk(args.next_arg()?.clone()))
 }
 
 /// Checks a password for `user` (only `default` exists).
@@ -91,47 +92,50 @@ fn check_password(ctx: &Ctx<'_>, user: &[u8], pass: &[u8]) -> bool {
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn hello(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut proto = if ctx.client.resp3 { 3 } else { 2 };
-    let mut i = 1;
-    if args.len() >= 2 {
-        match parse_i64(&args[1]) {
+    if let Some(v) = args.next_opt() {
+        match parse_i64(v) {
             Some(v @ 2..=3) => proto = v,
-            Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
-            None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+            Some(_) => return Err(CommandError::msg("NOPROTO unsupported protocol version")),
+            None => {
+                return Err(CommandError::msg(
+                    "ERR Protocol version is not an integer or out of range",
+                ))
+            }
         }
-        i = 2;
     }
     let mut setname = None;
     let mut auth_ok = false;
-    while i < args.len() {
-        let more = args.len() - i - 1;
-        if is(&args[i], "AUTH") && more >= 2 {
-            if !check_password(ctx, &args[i + 1], &args[i + 2]) {
-                return Reply::error(WRONGPASS);
+    while let Some(opt) = args.next_opt() {
+        match &*Token::of(opt) {
+            b"AUTH" if args.len() >= 2 => {
+                let (user, pass) = (args.next_arg()?, args.next_arg()?);
+                if !check_password(ctx, user, pass) {
+                    return Err(CommandError::msg(WRONGPASS));
+                }
+                auth_ok = true;
             }
-            auth_ok = true;
-            i += 3;
-        } else if is(&args[i], "SETNAME") && more >= 1 {
-            if let Err(e) = valid_name(&args[i + 1], "Client names") {
-                return e;
+            b"SETNAME" if !args.is_empty() => {
+                let name = args.next_arg()?;
+                valid_name(name, "Client names")?;
+                setname = Some(text(name));
             }
-            setname = Some(text(&args[i + 1]));
-            i += 2;
-        } else {
-            return Reply::error(format!(
-                "ERR Syntax error in HELLO option '{}'",
-                text(&args[i])
-            ));
+            _ => {
+                return Err(CommandError::msg(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    text(opt)
+                )))
+            }
         }
     }
     if auth_ok {
         ctx.client.authenticated = true;
     }
     if !ctx.client.authenticated && ctx.server.auth_required.load(Ordering::Relaxed) {
-        return Reply::error(
+        return Err(CommandError::msg(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
-        );
+        ));
     }
     if let Some(name) = setname {
         ctx.client.with_meta(|m| m.name = name);
@@ -139,7 +143,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.client.resp3 = proto == 3;
     ctx.client.with_meta(|m| m.resp = proto as u8);
     let _ = VERSION;
-    Reply::Map(vec![
+    Ok(Reply::Map(vec![
         (Reply::bulk_str("server"), Reply::bulk_str("redis")),
         (
             Reply::bulk_str("version"),
@@ -150,49 +154,44 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
         (Reply::bulk_str("role"), Reply::bulk_str("master")),
         (Reply::bulk_str("modules"), Reply::Array(vec![])),
-    ])
+    ]))
 }
 
-fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() > 3 {
-        return syntax_error();
-    }
-    let (user, pass): (&[u8], &[u8]) = if args.len() == 3 {
-        (&args[1], &args[2])
-    } else {
-        (b"default", &args[1])
+fn auth(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (first, second) = (args.next_arg()?, args.next_opt());
+    args.finish()?;
+    let (user, pass): (&[u8], &[u8]) = match second {
+        Some(pass) => (first, pass),
+        None => (b"default", first),
     };
-    if args.len() == 2 && !ctx.server.auth_required.load(Ordering::Relaxed) {
-        return Reply::error(
+    if second.is_none() && !ctx.server.auth_required.load(Ordering::Relaxed) {
+        return Err(CommandError::msg(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        );
+        ));
     }
-    if check_password(ctx, user, pass) {
-        ctx.client.authenticated = true;
-        Reply::ok()
-    } else {
-        Reply::error(WRONGPASS)
+    if !check_password(ctx, user, pass) {
+        return Err(CommandError::msg(WRONGPASS));
     }
+    ctx.client.authenticated = true;
+    Ok(Reply::ok())
 }
 
-fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let Some(db) = parse_i64(&args[1]) else {
-        return Reply::error(NOT_AN_INTEGER);
-    };
+fn select(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let db = args.next_i64()?;
     if db < 0 || db as usize >= ctx.server.store.databases() {
-        return Reply::error("ERR DB index is out of range");
+        return Err(CommandError::msg("ERR DB index is out of range"));
     }
     ctx.client.db = db as usize;
     ctx.client.with_meta(|m| m.db = db as usize);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn quit(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn quit(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     ctx.client.close_after_reply = true;
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn reset(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     crate::commands::transactions::reset_state(ctx);
     crate::commands::pubsub::leave_all(ctx);
     let c = &mut *ctx.client;
@@ -205,62 +204,64 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
         m.resp = 2;
         m.no_evict = false;
     });
-    Reply::Simple("RESET")
+    Ok(Reply::Simple("RESET"))
 }
 
-fn client_container(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    // Only reached with no subcommand, which the arity check already refuses.
-    crate::commands::wrong_arity("client")
+/// Only reached with no subcommand, which the arity check already refuses.
+fn client_container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Err(CommandError::WrongArity)
 }
 
-fn client_id(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Int(ctx.client.id() as i64)
+fn client_id(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(ctx.client.id() as i64))
 }
 
-fn client_getname(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn client_getname(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     let name = ctx.client.handle.meta.lock().name.clone();
-    if name.is_empty() {
+    Ok(if name.is_empty() {
         Reply::Nil
     } else {
         Reply::bulk(name)
-    }
+    })
 }
 
 /// Names may not contain spaces, newlines or other special characters (Redis's rule).
-fn valid_name(name: &[u8], what: &str) -> Result<(), Reply> {
+fn valid_name(name: &[u8], what: &str) -> CommandResult<()> {
     if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Err(Reply::error(format!(
+        return Err(CommandError::msg(format!(
             "ERR {what} cannot contain spaces, newlines or special characters."
         )));
     }
     Ok(())
 }
 
-fn client_setname(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if let Err(e) = valid_name(&args[2], "Client names") {
-        return e;
-    }
-    let name = text(&args[2]);
+fn client_setname(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let name = args.next_arg()?;
+    valid_name(name, "Client names")?;
+    let name = text(name);
     ctx.client.with_meta(|m| m.name = name);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn client_setinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let value = text(&args[3]);
-    if is(&args[2], "LIB-NAME") {
-        if let Err(e) = valid_name(&args[3], "lib-name") {
-            return e;
+fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (option, value) = (args.next_arg()?, args.next_arg()?);
+    match &*Token::of(option) {
+        b"LIB-NAME" => {
+            valid_name(value, "lib-name")?;
+            ctx.client.with_meta(|m| m.lib_name = text(value));
         }
-        ctx.client.with_meta(|m| m.lib_name = value);
-    } else if is(&args[2], "LIB-VER") {
-        if let Err(e) = valid_name(&args[3], "lib-ver") {
-            return e;
+        b"LIB-VER" => {
+            valid_name(value, "lib-ver")?;
+            ctx.client.with_meta(|m| m.lib_ver = text(value));
         }
-        ctx.client.with_meta(|m| m.lib_ver = value);
-    } else {
-        return Reply::error(format!("ERR Unrecognized option '{}'", text(&args[2])));
+        _ => {
+            return Err(CommandError::msg(format!(
+                "ERR Unrecognized option '{}'",
+                text(option)
+            )))
+        }
     }
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
 /// One `CLIENT LIST` line, with Redis's field names.
@@ -322,13 +323,13 @@ enum ClientType {
     Master,
 }
 
-fn parse_client_type(arg: &[u8]) -> Result<ClientType, Reply> {
+fn parse_client_type(arg: &[u8]) -> CommandResult<ClientType> {
     match text(arg).to_ascii_lowercase().as_str() {
         "normal" => Ok(ClientType::Normal),
         "slave" | "replica" => Ok(ClientType::Replica),
         "pubsub" => Ok(ClientType::PubSub),
         "master" => Ok(ClientType::Master),
-        _ => Err(Reply::error(format!(
+        _ => Err(CommandError::msg(format!(
             "ERR Unknown client type '{}'",
             text(arg)
         ))),
@@ -345,30 +346,23 @@ fn client_type(h: &crate::server::client::ClientHandle) -> ClientType {
     }
 }
 
-fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn client_list(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
     let mut ty = None;
-    let mut i = 2;
-    while i < args.len() {
-        if is(&args[i], "TYPE") && i + 1 < args.len() {
-            match parse_client_type(&args[i + 1]) {
-                Ok(t) => ty = Some(t),
-                Err(e) => return e,
-            }
-            i += 2;
-        } else if is(&args[i], "ID") && i + 1 < args.len() {
-            let mut list = ids.take().unwrap_or_default();
-            i += 1;
-            while i < args.len() {
-                match parse_i64(&args[i]) {
-                    Some(id) if id > 0 => list.push(id as u64),
-                    _ => return Reply::error("ERR Invalid client ID"),
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"TYPE" if !args.is_empty() => ty = Some(parse_client_type(args.next_arg()?)?),
+            b"ID" if !args.is_empty() => {
+                let mut list = ids.take().unwrap_or_default();
+                for id in args.rest() {
+                    match parse_i64(id) {
+                        Some(id) if id > 0 => list.push(id as u64),
+                        _ => return Err(CommandError::msg("ERR Invalid client ID")),
+                    }
                 }
-                i += 1;
+                ids = Some(list);
             }
-            ids = Some(list);
-        } else {
-            return syntax_error();
+            _ => return Err(CommandError::syntax()),
         }
     }
     let mut out = String::new();
@@ -378,73 +372,66 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             out.push_str(&client_line(&h));
         }
     }
-    Reply::Verbatim(Bytes::from(out))
+    Ok(Reply::Verbatim(Bytes::from(out)))
 }
 
-fn client_info(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Verbatim(Bytes::from(client_line(&ctx.client.handle)))
+fn client_info(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Verbatim(Bytes::from(client_line(&ctx.client.handle))))
 }
 
-fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() == 3 {
+fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if args.len() == 1 {
         // Old form: CLIENT KILL addr:port
-        let addr = text(&args[2]);
+        let addr = args.next_text()?;
         for h in ctx.server.clients.all() {
             if h.addr.to_string() == addr {
                 ctx.server.clients.kill(&h);
-                return Reply::ok();
+                return Ok(Reply::ok());
             }
         }
-        return Reply::error("ERR No such client");
+        return Err(CommandError::msg("ERR No such client"));
     }
+
     let mut id = None;
     let mut addr = None;
     let mut laddr = None;
     let mut ty = None;
     let mut maxage = None;
     let mut skipme = true;
-    let mut i = 2;
-    while i + 1 < args.len() {
-        let v = &args[i + 1];
-        if is(&args[i], "ID") {
-            match parse_i64(v) {
+    // Options are read in order, as Redis reads them: a bad value is reported before a
+    // missing one.
+    while let Some(option) = args.next_opt() {
+        let Some(v) = args.next_opt() else {
+            return Err(CommandError::syntax());
+        };
+        match &*Token::of(option) {
+            b"ID" => match parse_i64(v) {
                 Some(n) if n > 0 => id = Some(n as u64),
-                _ => return Reply::error("ERR client-id should be greater than 0"),
-            }
-        } else if is(&args[i], "ADDR") {
-            addr = Some(text(v));
-        } else if is(&args[i], "LADDR") {
-            laddr = Some(text(v));
-        } else if is(&args[i], "USER") {
+                _ => {
+                    return Err(CommandError::msg(
+                        "ERR client-id should be greater than 0",
+                    ))
+                }
+            },
+            b"ADDR" => addr = Some(text(v)),
+            b"LADDR" => laddr = Some(text(v)),
             // Only the default user exists.
-            if &v[..] != b"default" {
-                return Reply::error(format!("ERR No such user '{}'", text(v)));
+            b"USER" if &v[..] != b"default" => {
+                return Err(CommandError::msg(format!(
+                    "ERR No such user '{}'",
+                    text(v)
+                )))
             }
-        } else if is(&args[i], "SKIPME") {
-            if is(v, "yes") {
-                skipme = true;
-            } else if is(v, "no") {
-                skipme = false;
-            } else {
-                return syntax_error();
-            }
-        } else if is(&args[i], "TYPE") {
-            match parse_client_type(v) {
-                Ok(t) => ty = Some(t),
-                Err(e) => return e,
-            }
-        } else if is(&args[i], "MAXAGE") {
-            match parse_i64(v) {
-                Some(n) => maxage = Some(n),
-                None => return Reply::error(NOT_AN_INTEGER),
-            }
-        } else {
-            return syntax_error();
+            b"USER" => {}
+            b"SKIPME" => match &*Token::of(v) {
+                b"YES" => skipme = true,
+                b"NO" => skipme = false,
+                _ => return Err(CommandError::syntax()),
+            },
+            b"TYPE" => ty = Some(parse_client_type(v)?),
+            b"MAXAGE" => maxage = Some(parse_i64(v).ok_or_else(CommandError::not_integer)?),
+            _ => return Err(CommandError::syntax()),
         }
-        i += 2;
-    }
-    if i != args.len() {
-        return syntax_error();
     }
     let mut killed = 0;
     for h in ctx.server.clients.all() {
@@ -465,40 +452,41 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         killed += 1;
     }
-    Reply::Int(killed)
+    Ok(Reply::Int(killed))
 }
 
-fn client_reply(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if is(&args[2], "ON") {
-        ctx.client.reply_mode = ReplyMode::On;
-        Reply::ok()
-    } else if is(&args[2], "OFF") {
-        ctx.client.reply_mode = ReplyMode::Off;
-        Reply::NoReply
-    } else if is(&args[2], "SKIP") {
-        if ctx.client.reply_mode != ReplyMode::Off {
-            ctx.client.reply_mode = ReplyMode::Skip;
+fn client_reply(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    match args.next_token().as_deref() {
+        Some(b"ON") => {
+            ctx.client.reply_mode = ReplyMode::On;
+            Ok(Reply::ok())
         }
-        Reply::NoReply
-    } else {
-        syntax_error()
+        Some(b"OFF") => {
+            ctx.client.reply_mode = ReplyMode::Off;
+            Ok(Reply::NoReply)
+        }
+        Some(b"SKIP") => {
+            if ctx.client.reply_mode != ReplyMode::Off {
+                ctx.client.reply_mode = ReplyMode::Skip;
+            }
+            Ok(Reply::NoReply)
+        }
+        _ => Err(CommandError::syntax()),
     }
 }
 
-fn client_no_evict(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let on = if is(&args[2], "ON") {
-        true
-    } else if is(&args[2], "OFF") {
-        false
-    } else {
-        return syntax_error();
+fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let on = match args.next_token().as_deref() {
+        Some(b"ON") => true,
+        Some(b"OFF") => false,
+        _ => return Err(CommandError::syntax()),
     };
     ctx.client.with_meta(|m| m.no_evict = on);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn client_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "client",
         &[
             "GETNAME",
@@ -522,5 +510,5 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
         ],
-    )
+    ))
 }
