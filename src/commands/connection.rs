@@ -376,7 +376,9 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn client_info(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    Ok(Reply::Verbatim(Bytes::from(client_line(&ctx.client.handle))))
+    Ok(Reply::Verbatim(Bytes::from(client_line(
+        &ctx.client.handle,
+    ))))
 }
 
 fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -407,20 +409,13 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         match &*Token::of(option) {
             b"ID" => match parse_i64(v) {
                 Some(n) if n > 0 => id = Some(n as u64),
-                _ => {
-                    return Err(CommandError::msg(
-                        "ERR client-id should be greater than 0",
-                    ))
-                }
+                _ => return Err(CommandError::msg("ERR client-id should be greater than 0")),
             },
             b"ADDR" => addr = Some(text(v)),
             b"LADDR" => laddr = Some(text(v)),
             // Only the default user exists.
             b"USER" if &v[..] != b"default" => {
-                return Err(CommandError::msg(format!(
-                    "ERR No such user '{}'",
-                    text(v)
-                )))
+                return Err(CommandError::msg(format!("ERR No such user '{}'", text(v))))
             }
             b"USER" => {}
             b"SKIPME" => match &*Token::of(v) {

@@ -5,17 +5,6 @@
 //! built from them here drives dispatch, arity and unknown-command errors, authentication,
 //! `COMMAND` and key extraction.
 
-/// Adapts a handler that still takes the raw request (`&[Bytes]`) and returns a `Reply` to
-/// the table's handler type. Transitional: each family moves its handlers to the `Args`
-/// cursor and drops it.
-macro_rules! legacy {
-    ($h:path) => {
-        |ctx: &mut $crate::commands::Ctx<'_>,
-         a: &mut $crate::commands::args::Args<'_>|
-         -> $crate::commands::spec::CmdResult { Ok($h(ctx, a.all())) }
-    };
-}
-
 pub mod args;
 pub mod command_info;
 pub mod connection;

@@ -1,10 +1,9 @@
 //! Server family: COMMAND INFO CONFIG TIME DBSIZE FLUSHDB FLUSHALL SHUTDOWN and the
 //! administrative commands whose implementations arrive with persistence and the key space.
 
-use crate::commands::spec::{acl, family, flag::*, CommandSpec};
-use crate::commands::{
-    command_info, help_reply, is, keys_of, resolve, syntax_error, table, text, Ctx,
-};
+use crate::commands::args::{Args, CommandError, CommandResult, Token};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::{command_info, help_reply, keys_of, resolve, table, text, Ctx};
 use crate::config::{self, SETTINGS};
 use crate::protocol::Reply;
 use crate::server::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
@@ -17,31 +16,31 @@ const SRV: CommandSpec = family("server", 0);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    SRV.cmd("command", -1, legacy!(command_all)).flags(LOADING | STALE).acl(acl::CONNECTION)
+    SRV.cmd("command", -1, command_all).flags(LOADING | STALE).acl(acl::CONNECTION)
         .doc("2.8.13", "Returns detailed information about all commands.")
         .complexity("O(N) where N is the total number of commands").subs(COMMAND_SUBCOMMANDS),
-    SRV.cmd("info", -1, legacy!(info)).flags(LOADING | STALE).acl(acl::DANGEROUS)
+    SRV.cmd("info", -1, info).flags(LOADING | STALE).acl(acl::DANGEROUS)
         .doc("1.0.0", "Returns information and statistics about the server.").args("[section...]"),
-    SRV.cmd("config", -2, legacy!(container))
+    SRV.cmd("config", -2, container)
         .doc("2.0.0", "A container for server configuration commands.")
         .complexity("Depends on subcommand.").subs(CONFIG_SUBCOMMANDS),
-    SRV.cmd("time", 1, legacy!(time)).flags(LOADING | STALE | FAST)
+    SRV.cmd("time", 1, time).flags(LOADING | STALE | FAST)
         .doc("2.6.0", "Returns the server time."),
-    SRV.cmd("dbsize", 1, legacy!(dbsize)).flags(READONLY | FAST).acl(acl::KEYSPACE)
+    SRV.cmd("dbsize", 1, dbsize).flags(READONLY | FAST).acl(acl::KEYSPACE)
         .doc("1.0.0", "Returns the number of keys in the database."),
-    SRV.cmd("flushdb", -1, legacy!(flushdb)).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
+    SRV.cmd("flushdb", -1, flushdb).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc("1.0.0", "Removes all keys and document collections from the current database.")
         .complexity("O(N) where N is the number of keys and documents in the selected database")
         .args("[flush-type:(ASYNC|SYNC)]"),
-    SRV.cmd("flushall", -1, legacy!(flushall)).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
+    SRV.cmd("flushall", -1, flushall).flags(WRITE).acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc("1.0.0", "Removes all keys and document collections from all databases.")
         .complexity("O(N) where N is the total number of keys and documents in all databases")
         .args("[flush-type:(ASYNC|SYNC)]"),
-    SRV.cmd("shutdown", -1, legacy!(shutdown)).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY)
+    SRV.cmd("shutdown", -1, shutdown).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY)
         .doc("1.0.0", "Synchronously saves the database(s) to disk and shuts down the server.")
         .complexity("O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
         .args("[save-selector:(NOSAVE|SAVE)] [NOW] [FORCE] [ABORT]"),
-    SRV.cmd("swapdb", 3, legacy!(swapdb)).flags(WRITE | FAST).acl(acl::KEYSPACE | acl::DANGEROUS)
+    SRV.cmd("swapdb", 3, swapdb).flags(WRITE | FAST).acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc("4.0.0", "Swaps two databases, key spaces and document collections alike.")
         .complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.")
         .args("index1:integer index2:integer"),
@@ -54,60 +53,60 @@ pub static COMMANDS: &[CommandSpec] = &[
     SRV.planned("bgrewriteaof", 1).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
         .doc("1.0.0", "Asynchronously rewrites the append-only journal to a snapshot plus tail.")
         .complexity("O(N) where N is the total number of keys and documents"),
-    SRV.cmd("lastsave", 1, legacy!(lastsave)).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
+    SRV.cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
         .doc("1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    SRV.cmd("slowlog", -2, legacy!(container)).doc("2.2.12", "A container for slow log commands.")
+    SRV.cmd("slowlog", -2, container).doc("2.2.12", "A container for slow log commands.")
         .complexity("Depends on subcommand.").subs(SLOWLOG_SUBCOMMANDS),
-    SRV.cmd("memory", -2, legacy!(container))
+    SRV.cmd("memory", -2, container)
         .doc("4.0.0", "A container for memory diagnostics commands.")
         .complexity("Depends on subcommand.").subs(MEMORY_SUBCOMMANDS),
-    SRV.cmd("object", -2, legacy!(container)).group("generic")
+    SRV.cmd("object", -2, container).group("generic")
         .doc("2.2.3", "A container for object introspection commands.")
         .complexity("Depends on subcommand.").subs(OBJECT_SUBCOMMANDS),
     SRV.planned("waitaof", 4).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
         .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
         .args("numlocal:integer numreplicas:integer timeout:integer"),
-    SRV.cmd("monitor", 1, legacy!(monitor)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("1.0.0", "Listens for all requests received by the server in real-time."),
 ];
 
 #[rustfmt::skip]
 static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("command|count", 2, legacy!(command_count)).flags(LOADING | STALE)
+    SRV.cmd("command|count", 2, command_count).flags(LOADING | STALE)
         .doc("2.8.13", "Returns a count of commands."),
-    SRV.cmd("command|info", -2, legacy!(command_info)).flags(LOADING | STALE)
+    SRV.cmd("command|info", -2, command_info).flags(LOADING | STALE)
         .doc("2.8.13", "Returns information about one, multiple or all commands.")
         .complexity("O(N) where N is the number of commands to look up").args("[command-name...]"),
-    SRV.cmd("command|docs", -2, legacy!(command_docs)).flags(LOADING | STALE)
+    SRV.cmd("command|docs", -2, command_docs).flags(LOADING | STALE)
         .doc("7.0.0", "Returns documentary information about one, multiple or all commands.")
         .complexity("O(N) where N is the number of commands to look up").args("[command-name...]"),
-    SRV.cmd("command|list", -2, legacy!(command_list)).flags(LOADING | STALE)
+    SRV.cmd("command|list", -2, command_list).flags(LOADING | STALE)
         .doc("7.0.0", "Returns a list of command names.")
         .complexity("O(N) where N is the total number of commands")
         .args("[FILTERBY=filterby:(MODULE=module-name|ACLCAT=category|PATTERN=pattern:pattern)]"),
-    SRV.cmd("command|getkeys", -3, legacy!(command_getkeys)).flags(LOADING | STALE)
+    SRV.cmd("command|getkeys", -3, command_getkeys).flags(LOADING | STALE)
         .doc("2.8.13", "Extracts the key names from an arbitrary command.")
         .complexity("O(N) where N is the number of arguments to the command")
         .args("command [arg...]"),
-    SRV.cmd("command|help", 2, legacy!(command_help)).flags(LOADING | STALE)
+    SRV.cmd("command|help", 2, command_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
 #[rustfmt::skip]
 static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("config|get", -3, legacy!(config_get)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("config|get", -3, config_get).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.0.0", "Returns the effective values of configuration parameters.")
         .complexity("O(N) when N is the number of configuration parameters provided")
         .args("parameter..."),
-    SRV.cmd("config|set", -4, legacy!(config_set)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("config|set", -4, config_set).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.0.0", "Sets configuration parameters in-flight.")
         .complexity("O(N) when N is the number of configuration parameters provided")
         .args("data:{parameter value}..."),
-    SRV.cmd("config|resetstat", 2, legacy!(config_resetstat)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("config|resetstat", 2, config_resetstat).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.0.0", "Resets the server's statistics."),
-    SRV.cmd("config|rewrite", 2, legacy!(config_rewrite)).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("config|rewrite", 2, config_rewrite).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.8.0", "Persists the effective configuration to file."),
-    SRV.cmd("config|help", 2, legacy!(config_help)).flags(LOADING | STALE)
+    SRV.cmd("config|help", 2, config_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
 
@@ -148,40 +147,40 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("6.2.0", "Returns helpful text about the different subcommands."),
 ];
 
-fn container(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    // Only reached with no subcommand, which the arity check already refuses.
-    crate::commands::wrong_arity(&text(&args[0]).to_lowercase())
+/// Only reached with no subcommand, which the arity check already refuses.
+fn container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Err(CommandError::WrongArity)
 }
 
-fn command_all(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() > 1 {
-        return crate::commands::unknown_subcommand("command", &args[1]);
+fn command_all(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if let Some(sub) = args.next_opt() {
+        return Err(crate::commands::unknown_subcommand("command", sub).into());
     }
-    Reply::Array(
+    Ok(Reply::Array(
         table()
             .all()
             .iter()
             .map(|s| command_info::info(s))
             .collect(),
-    )
+    ))
 }
 
-fn command_count(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Int(table().all().len() as i64)
+fn command_count(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(table().all().len() as i64))
 }
 
-fn command_info(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if args.len() == 2 {
-        return Reply::Array(
+fn command_info(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if args.is_empty() {
+        return Ok(Reply::Array(
             table()
                 .all()
                 .iter()
                 .map(|s| command_info::info(s))
                 .collect(),
-        );
+        ));
     }
-    Reply::Array(
-        args[2..]
+    Ok(Reply::Array(
+        args.rest()
             .iter()
             .map(|n| {
                 lookup_full(n)
@@ -189,7 +188,7 @@ fn command_info(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                     .unwrap_or(Reply::NilArray)
             })
             .collect(),
-    )
+    ))
 }
 
 /// Looks up `get` or `client|id`.
@@ -201,66 +200,73 @@ fn lookup_full(name: &[u8]) -> Option<&'static CommandSpec> {
     }
 }
 
-fn command_docs(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let specs: Vec<&'static CommandSpec> = if args.len() == 2 {
+fn command_docs(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let specs: Vec<&'static CommandSpec> = if args.is_empty() {
         table().all().to_vec()
     } else {
-        args[2..].iter().filter_map(|n| lookup_full(n)).collect()
+        args.rest().iter().filter_map(|n| lookup_full(n)).collect()
     };
-    Reply::Map(
+    Ok(Reply::Map(
         specs
             .into_iter()
             .map(|s| (Reply::bulk_str(s.name), command_info::docs(s)))
             .collect(),
-    )
+    ))
 }
 
-fn command_list(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn command_list(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let all = table().all();
     let names = all.iter().map(|s| s.name);
     let filtered: Vec<&str> = match args.len() {
-        2 => names.collect(),
-        5 if is(&args[2], "FILTERBY") => {
-            let v = &args[4];
-            if is(&args[3], "PATTERN") {
-                names
+        0 => names.collect(),
+        3 if args.eat("FILTERBY") => {
+            let (by, v) = (args.next_arg()?, args.next_arg()?);
+            match &*Token::of(by) {
+                b"PATTERN" => names
                     .filter(|n| glob_match(v, n.as_bytes(), true))
-                    .collect()
-            } else if is(&args[3], "ACLCAT") {
-                let cat = acl::by_name(&text(v)).unwrap_or(0);
-                all.iter()
-                    .filter(|s| s.categories() & cat != 0)
-                    .map(|s| s.name)
-                    .collect()
-            } else if is(&args[3], "MODULE") {
-                vec![]
-            } else {
-                return syntax_error();
+                    .collect(),
+                b"ACLCAT" => {
+                    let cat = acl::by_name(&text(v)).unwrap_or(0);
+                    all.iter()
+                        .filter(|s| s.categories() & cat != 0)
+                        .map(|s| s.name)
+                        .collect()
+                }
+                b"MODULE" => vec![],
+                _ => return Err(CommandError::syntax()),
             }
         }
-        _ => return syntax_error(),
+        _ => return Err(CommandError::syntax()),
     };
-    Reply::Array(filtered.into_iter().map(Reply::bulk_str).collect())
+    Ok(Reply::Array(
+        filtered.into_iter().map(Reply::bulk_str).collect(),
+    ))
 }
 
-fn command_getkeys(_ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let inner = &args[2..];
+fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let inner = args.rest();
     let spec = match resolve(inner) {
         Ok(s) => s,
         Err(_) if table().get(&inner[0]).is_none() => {
-            return Reply::error("ERR Invalid command specified")
+            return Err(CommandError::msg("ERR Invalid command specified"))
         }
-        Err(_) => return Reply::error("ERR Invalid number of arguments specified for command"),
+        Err(_) => {
+            return Err(CommandError::msg(
+                "ERR Invalid number of arguments specified for command",
+            ))
+        }
     };
     let keys = keys_of(spec, inner);
     if keys.is_empty() {
-        return Reply::error("ERR The command has no key arguments");
+        return Err(CommandError::msg("ERR The command has no key arguments"));
     }
-    Reply::Array(keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect())
+    Ok(Reply::Array(
+        keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect(),
+    ))
 }
 
-fn command_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+fn command_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "command",
         &[
             "(no subcommand)",
@@ -276,49 +282,45 @@ fn command_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
             "GETKEYS <full-command>",
             "    Return the keys from a full command.",
         ],
-    )
+    ))
 }
 
-fn config_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let patterns: Vec<&[u8]> = args[2..].iter().map(|b| b.as_ref()).collect();
+fn config_get(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let patterns: Vec<&[u8]> = args.rest().iter().map(|b| b.as_ref()).collect();
     let cfg = ctx.server.config.read();
-    Reply::Map(
+    Ok(Reply::Map(
         cfg.matching(&patterns)
             .into_iter()
             .map(|(n, v)| (Reply::bulk_str(n), Reply::bulk(v)))
             .collect(),
-    )
+    ))
 }
 
-fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let pairs = &args[2..];
-    if !pairs.len().is_multiple_of(2) {
-        return crate::commands::wrong_arity("config|set");
-    }
+fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // Validate everything first: CONFIG SET of several settings is all or nothing.
     let mut updates = Vec::new();
-    for pair in pairs.chunks(2) {
+    for pair in args.pairs()? {
         let name = text(&pair[0]);
         let Some(s) = config::setting(&name) else {
-            return Reply::error(format!(
+            return Err(CommandError::msg(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-            ));
+            )));
         };
         let fail = |why: &str| {
-            Reply::error(format!(
+            CommandError::msg(format!(
                 "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
                 s.name
             ))
         };
         if !s.live {
-            return fail("can't set immutable config");
+            return Err(fail("can't set immutable config"));
         }
         if updates.iter().any(|(n, _)| *n == s.name) {
-            return fail("duplicate parameter");
+            return Err(fail("duplicate parameter"));
         }
         match config::normalize(s, &text(&pair[1])) {
             Ok(v) => updates.push((s.name, v)),
-            Err(e) => return fail(&e),
+            Err(e) => return Err(fail(&e)),
         }
     }
     {
@@ -330,29 +332,28 @@ fn config_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     for (n, _) in &updates {
         ctx.server.config_changed(n);
     }
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn config_resetstat(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     ctx.server.stats.reset();
     ctx.server.store.reset_stats();
     ctx.server
         .pubsub
         .limit_disconnections
         .store(0, Ordering::Relaxed);
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn config_rewrite(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn config_rewrite(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     let cfg = ctx.server.config.read().clone();
-    match cfg.rewrite() {
-        Ok(()) => Reply::ok(),
-        Err(e) => Reply::error(format!("ERR {e}")),
-    }
+    cfg.rewrite()
+        .map_err(|e| CommandError::msg(format!("ERR {e}")))?;
+    Ok(Reply::ok())
 }
 
-fn config_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    help_reply(
+fn config_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
         "config",
         &[
             "GET <pattern>",
@@ -364,38 +365,36 @@ fn config_help(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
             "REWRITE",
             "    Rewrite the configuration file.",
         ],
-    )
+    ))
 }
 
-fn time(_ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn time(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    Reply::Array(vec![
+    Ok(Reply::Array(vec![
         Reply::bulk(now.as_secs().to_string()),
         Reply::bulk(now.subsec_micros().to_string()),
-    ])
+    ]))
 }
 
-fn dbsize(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Int(ctx.server.store.dbsize(ctx.client.db) as i64)
+fn dbsize(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(ctx.server.store.dbsize(ctx.client.db) as i64))
 }
 
-/// Parses `[ASYNC|SYNC]`; true for ASYNC.
-fn flush_mode(args: &[Bytes]) -> Result<bool, Reply> {
-    match args.len() {
-        1 => Ok(false),
-        2 if is(&args[1], "ASYNC") => Ok(true),
-        2 if is(&args[1], "SYNC") => Ok(false),
-        _ => Err(syntax_error()),
-    }
-}
-
-fn flush(ctx: &mut Ctx<'_>, args: &[Bytes], db: Option<usize>) -> Reply {
-    let background = match flush_mode(args) {
-        Ok(b) => b,
-        Err(e) => return e,
+/// Reads `[ASYNC|SYNC]`; true for ASYNC.
+fn flush_mode(args: &mut Args<'_>) -> CommandResult<bool> {
+    let mode = match args.next_token().as_deref() {
+        None | Some(b"SYNC") => false,
+        Some(b"ASYNC") => true,
+        Some(_) => return Err(CommandError::syntax()),
     };
+    args.finish()?;
+    Ok(mode)
+}
+
+fn flush(ctx: &mut Ctx<'_>, args: &mut Args<'_>, db: Option<usize>) -> CmdResult {
+    let background = flush_mode(args)?;
     // WATCHers of keys that exist now see their EXEC fail (Redis's touchAllWatchedKeysInDb).
     crate::commands::transactions::touch_watched_in(ctx.server, db, None);
     let old = ctx.server.store.flush(db);
@@ -405,64 +404,58 @@ fn flush(ctx: &mut Ctx<'_>, args: &[Bytes], db: Option<usize>) -> Reply {
     } else {
         drop(old);
     }
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let db = ctx.client.db;
     flush(ctx, args, Some(db))
 }
 
-fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn flushall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     flush(ctx, args, None)
 }
 
-fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let n = ctx.server.store.databases() as i64;
-    let parse = |b: &[u8], which: &str| match crate::util::num::parse_i64(b) {
-        None => Err(Reply::error(format!("ERR invalid {which} DB index"))),
+    let mut index = |which: &str| match crate::util::num::parse_i64(args.next_arg()?) {
+        None => Err(CommandError::msg(format!("ERR invalid {which} DB index"))),
         Some(i) if i < 0 || i >= n || i32::try_from(i).is_err() => {
-            Err(Reply::error("ERR DB index is out of range"))
+            Err(CommandError::msg("ERR DB index is out of range"))
         }
         Some(i) => Ok(i as usize),
     };
-    let a = match parse(&args[1], "first") {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
-    let b = match parse(&args[2], "second") {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
+    let a = index("first")?;
+    let b = index("second")?;
     if a != b {
         crate::commands::transactions::touch_watched_in(ctx.server, Some(a), Some(b));
         crate::commands::transactions::touch_watched_in(ctx.server, Some(b), Some(a));
         ctx.server.store.swap_dbs(a, b);
     }
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut abort = false;
-    for a in &args[1..] {
-        if is(a, "ABORT") {
-            abort = true;
-        } else if !(is(a, "NOSAVE") || is(a, "SAVE") || is(a, "NOW") || is(a, "FORCE")) {
-            return syntax_error();
+    while let Some(kw) = args.next_token() {
+        match &*kw {
+            b"ABORT" => abort = true,
+            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
+            _ => return Err(CommandError::syntax()),
         }
     }
     if abort {
-        return Reply::error("ERR No shutdown in progress.");
+        return Err(CommandError::msg("ERR No shutdown in progress."));
     }
     tracing::warn!("User requested shutdown...");
     ctx.server.shutdown();
     // As Redis: the connection is closed without a reply.
     ctx.client.close_after_reply = true;
-    Reply::NoReply
+    Ok(Reply::NoReply)
 }
 
-fn lastsave(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
-    Reply::Int(ctx.server.started_unix as i64)
+fn lastsave(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(ctx.server.started_unix as i64))
 }
 
 const INFO_SECTIONS: &[&str] = &[
@@ -477,8 +470,8 @@ const INFO_SECTIONS: &[&str] = &[
     "documents",
 ];
 
-fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    let mut wanted: Vec<String> = args[1..].iter().map(|a| text(a).to_lowercase()).collect();
+fn info(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let mut wanted: Vec<String> = args.rest().iter().map(|a| text(a).to_lowercase()).collect();
     if wanted.is_empty()
         || wanted
             .iter()
@@ -496,7 +489,7 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         info_section(ctx, section, &mut out);
     }
-    Reply::Verbatim(Bytes::from(out))
+    Ok(Reply::Verbatim(Bytes::from(out)))
 }
 
 fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
@@ -662,9 +655,11 @@ fn human(bytes: u64) -> String {
 /// MONITOR: from now on every command any client runs is pushed to this client as a status
 /// line (see `server::pubsub::PubSub::feed_monitors`). A second MONITOR is ignored, as in
 /// Redis.
-fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
+fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     if ctx.client.in_exec {
-        return Reply::error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+        return Err(CommandError::msg(
+            "ERR MONITOR isn't allowed for DENY BLOCKING client",
+        ));
     }
     if ctx
         .client
@@ -672,8 +667,8 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> Reply {
         .monitor
         .swap(true, std::sync::atomic::Ordering::Relaxed)
     {
-        return Reply::NoReply;
+        return Ok(Reply::NoReply);
     }
     ctx.server.pubsub.start_monitor(&ctx.client.handle);
-    Reply::ok()
+    Ok(Reply::ok())
 }
