@@ -15,28 +15,62 @@ fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
 
 #[test]
 fn expiry_is_exact_to_the_millisecond() {
-    let s = TestServer::start(&[]);
+    // The server's clock is moved, so the windows do not depend on how fast a loaded
+    // machine runs the commands.
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
     let mut c = s.conn();
-    let start = Instant::now();
+    let advance = |c: &mut redis::Connection, ms: i64| {
+        let _: () = redis::cmd("DEBUG")
+            .arg("ADVANCE-CLOCK")
+            .arg(ms)
+            .query(c)
+            .unwrap();
+    };
     let _: () = redis::cmd("SET")
         .arg("k")
         .arg("v")
         .arg("PX")
-        .arg(100)
+        .arg(100_000)
         .query(&mut c)
         .unwrap();
     let _: () = redis::cmd("SET").arg("h").arg("x").query(&mut c).unwrap();
-    let _: bool = c.pexpire("h", 100).unwrap();
-    std::thread::sleep(Duration::from_millis(50).saturating_sub(start.elapsed()));
+    let _: bool = c.pexpire("h", 100_000).unwrap();
+    advance(&mut c, 99_000);
     let v: Option<String> = c.get("k").unwrap();
-    assert_eq!(v.as_deref(), Some("v"), "alive at 50 ms");
-    std::thread::sleep(Duration::from_millis(150).saturating_sub(start.elapsed()));
+    assert_eq!(v.as_deref(), Some("v"), "alive 1 s before its deadline");
+    let ttl: i64 = c.pttl("k").unwrap();
+    assert!((0..=1000).contains(&ttl), "{ttl}");
+    // Exactly at the deadline (and however long the commands took): gone.
+    advance(&mut c, 1000);
     let v: Option<String> = c.get("k").unwrap();
-    assert_eq!(v, None, "gone at 150 ms");
+    assert_eq!(v, None, "gone at its deadline");
     let n: i64 = c.exists("h").unwrap();
     assert_eq!(n, 0);
     let ttl: i64 = c.pttl("k").unwrap();
     assert_eq!(ttl, -2);
+}
+
+/// DEBUG is refused unless `enable-debug-command` allows it, with Redis 7's text.
+#[test]
+fn debug_needs_enable_debug_command() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let e = err_text(
+        redis::cmd("DEBUG")
+            .arg("ADVANCE-CLOCK")
+            .arg(1)
+            .query::<()>(&mut c),
+    );
+    assert!(e.contains("DEBUG command not allowed"), "{e}");
+    let local = TestServer::start(&["--enable-debug-command", "local"]);
+    let mut c = local.conn();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let e = err_text(redis::cmd("DEBUG").arg("NOSUCH").query::<()>(&mut c));
+    assert!(e.contains("Try DEBUG HELP"), "{e}");
 }
 
 #[test]

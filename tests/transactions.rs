@@ -115,6 +115,18 @@ fn resp3_exec_and_aborted_watch_reply_shapes() {
     c.roundtrip(&resp(&["MULTI"]), b"+OK\r\n");
     c.roundtrip(&resp(&["PING"]), b"+QUEUED\r\n");
     c.roundtrip(&resp(&["EXEC"]), b"*1\r\n+PONG\r\n");
+    // A WATCHed key written by another client: the aborted EXEC is RESP3's null.
+    c.roundtrip(&resp(&["WATCH", "w"]), b"+OK\r\n");
+    let mut other = srv.raw();
+    other.roundtrip(&resp(&["SET", "w", "1"]), b"+OK\r\n");
+    c.roundtrip(&resp(&["MULTI"]), b"+OK\r\n");
+    c.roundtrip(&resp(&["PING"]), b"+QUEUED\r\n");
+    c.roundtrip(&resp(&["EXEC"]), b"_\r\n");
+    // And in RESP2, the null array.
+    other.roundtrip(&resp(&["WATCH", "w"]), b"+OK\r\n");
+    c.roundtrip(&resp(&["SET", "w", "2"]), b"+OK\r\n");
+    other.roundtrip(&resp(&["MULTI"]), b"+OK\r\n");
+    other.roundtrip(&resp(&["EXEC"]), b"*-1\r\n");
 }
 
 #[test]
@@ -279,18 +291,27 @@ fn watch_aborts_exec_when_another_client_writes_deletes_or_flushes() {
 
 #[test]
 fn watch_aborts_exec_when_a_watched_key_expires() {
-    let srv = TestServer::start(&[]);
+    // Deadlines are passed by moving the server's clock, not by sleeping: nothing here
+    // depends on how fast a loaded machine runs the commands.
+    let srv = TestServer::start(&["--enable-debug-command", "yes"]);
     let mut a = srv.conn();
+    let advance = |c: &mut redis::Connection, ms: i64| {
+        let _: () = redis::cmd("DEBUG")
+            .arg("ADVANCE-CLOCK")
+            .arg(ms)
+            .query(c)
+            .unwrap();
+    };
     // Expires while nobody touches it: the EXEC-time check catches it.
     let _: () = redis::cmd("SET")
         .arg("t")
         .arg("v")
         .arg("PX")
-        .arg(60)
+        .arg(10_000)
         .query(&mut a)
         .unwrap();
     let _: () = redis::cmd("WATCH").arg("t").query(&mut a).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    advance(&mut a, 10_000);
     assert_eq!(exec_after(&mut a, &[&["PING"]]), redis::Value::Nil);
 
     // Already expired when watched: like a missing key, EXEC runs.
@@ -298,10 +319,10 @@ fn watch_aborts_exec_when_a_watched_key_expires() {
         .arg("t")
         .arg("v")
         .arg("PX")
-        .arg(20)
+        .arg(10_000)
         .query(&mut a)
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(60));
+    advance(&mut a, 10_000);
     let _: () = redis::cmd("WATCH").arg("t").query(&mut a).unwrap();
     assert_ne!(exec_after(&mut a, &[&["PING"]]), redis::Value::Nil);
 
@@ -310,14 +331,19 @@ fn watch_aborts_exec_when_a_watched_key_expires() {
         .arg("t")
         .arg("v")
         .arg("PX")
-        .arg(30)
+        .arg(10_000)
         .query(&mut a)
         .unwrap();
     let _: () = redis::cmd("WATCH").arg("t").query(&mut a).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    advance(&mut a, 10_000);
     let mut b = srv.conn();
-    let n: i64 = redis::cmd("DBSIZE").query(&mut b).unwrap();
-    assert_eq!(n, 0, "the sweep removed the key");
+    assert!(
+        support::eventually(5.0, || {
+            let n: i64 = redis::cmd("DBSIZE").query(&mut b).unwrap();
+            n == 0
+        }),
+        "the sweep removed the key"
+    );
     assert_eq!(exec_after(&mut a, &[&["PING"]]), redis::Value::Nil);
 }
 

@@ -267,9 +267,9 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 /// One `CLIENT LIST` line, with Redis's field names.
 fn client_line(h: &crate::server::client::ClientHandle) -> String {
     let m = h.meta.lock().clone();
-    crate::store::eviction::tick();
+    crate::util::clock::tick();
     let idle =
-        crate::store::eviction::clock().saturating_sub(h.last_active.load(Ordering::Relaxed)) / 10;
+        crate::util::clock::coarse().saturating_sub(h.last_active.load(Ordering::Relaxed)) / 10;
     let cmd = if m.last_cmd.is_empty() {
         "NULL"
     } else {

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod command_info;
 pub mod connection;
+pub mod debug;
 pub mod documents;
 pub mod hashes;
 pub mod keys;
@@ -33,7 +34,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 8] {
+fn families() -> [&'static [CommandSpec]; 9] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -43,6 +44,7 @@ fn families() -> [&'static [CommandSpec]; 8] {
         transactions::COMMANDS,
         pubsub::COMMANDS,
         documents::COMMANDS,
+        debug::COMMANDS,
     ]
 }
 

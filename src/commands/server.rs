@@ -369,12 +369,10 @@ fn config_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
 }
 
 fn time(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = crate::util::clock::now_us();
     Ok(Reply::Array(vec![
-        Reply::bulk(now.as_secs().to_string()),
-        Reply::bulk(now.subsec_micros().to_string()),
+        Reply::bulk((now / 1_000_000).to_string()),
+        Reply::bulk((now % 1_000_000).to_string()),
     ]))
 }
 

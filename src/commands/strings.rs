@@ -6,8 +6,8 @@ use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::server::pubsub::class;
-use crate::store::keyspace::now_ms;
 use crate::store::{Ttl, Value};
+use crate::util::clock::now_ms;
 use crate::util::num::{parse_f64, parse_i64};
 use bytes::Bytes;
 

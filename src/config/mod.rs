@@ -104,6 +104,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Log commands slower than this many microseconds in SLOWLOG. -1: off; 0: every command." },
     Setting { name: "slowlog-max-len", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Entries kept in SLOWLOG." },
+    Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
+        doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
 ];
 
 pub fn setting(name: &str) -> Option<&'static Setting> {

@@ -544,7 +544,7 @@ impl CollectionShard {
     /// The clock strict reads compare with, or `None` when expired documents stay visible
     /// until the monitor removes them (no TTL index, or `ttl-strict-reads no`).
     pub fn visibility_clock(&self) -> Option<i64> {
-        (!self.ttl.is_empty() && ttl::strict_reads()).then(crate::util::now_ms)
+        (!self.ttl.is_empty() && ttl::strict_reads()).then(crate::util::clock::now_ms)
     }
 
     /// Whether the document in `slot` is visible to reads and writes at `clock`.

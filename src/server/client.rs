@@ -27,7 +27,7 @@ pub struct ClientHandle {
     pub laddr: SocketAddr,
     pub created: Instant,
     pub meta: Mutex<ClientMeta>,
-    /// The coarse process clock (`eviction::clock`, tenths of a second) at the last input,
+    /// The coarse process clock (`util::clock::coarse`, tenths of a second) at the last input,
     /// or at connection (for `idle`).
     pub last_active: AtomicU32,
     pub killed: AtomicBool,
@@ -142,7 +142,7 @@ impl ClientRegistry {
                 resp: 2,
                 ..Default::default()
             }),
-            last_active: AtomicU32::new(crate::store::eviction::clock()),
+            last_active: AtomicU32::new(crate::util::clock::coarse()),
             killed: AtomicBool::new(false),
             waker: Mutex::new(None),
             outbox: Outbox::default(),

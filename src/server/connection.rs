@@ -142,7 +142,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    handle.last_active.store(crate::store::eviction::clock(), Ordering::Relaxed);
+                    handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
                 }
             },
             // Killed, pushed to, or shutting down: the loop's own checks tell which.

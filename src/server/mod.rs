@@ -186,9 +186,9 @@ impl Server {
         tokio::spawn(async move {
             while !s.is_shutting_down() {
                 let hz = s.config.read().get_u64("hz").max(1);
-                crate::store::eviction::tick();
+                crate::util::clock::tick();
                 let s2 = s.clone();
-                let now = crate::store::keyspace::now_ms();
+                let now = crate::util::clock::now_ms();
                 let _ = tokio::task::spawn_blocking(move || {
                     crate::store::expiry::sweep(&s2.store, now)
                 })
@@ -335,5 +335,5 @@ fn run_id(seed: u128) -> String {
 }
 
 pub fn unix_millis() -> u64 {
-    crate::util::now_ms().max(0) as u64
+    crate::util::clock::now_ms().max(0) as u64
 }

@@ -510,10 +510,8 @@ impl PubSub {
     /// Sends one executed command to every monitor, in Redis's line format:
     /// `1339518083.107412 [0 127.0.0.1:60866] "keys" "*"`.
     pub fn feed_monitors(&self, db: usize, from: &str, args: &[Bytes]) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let mut line = format!("{}.{:06} [{db} {from}]", now.as_secs(), now.subsec_micros());
+        let now = crate::util::clock::now_us();
+        let mut line = format!("{}.{:06} [{db} {from}]", now / 1_000_000, now % 1_000_000);
         for a in args {
             line.push(' ');
             repr(&mut line, a);

@@ -89,7 +89,7 @@ pub fn spawn_monitors(server: &Arc<Server>) {
 /// delays reclaiming their memory.
 pub fn pass(server: &Server, shard: usize) {
     let _one_at_a_time = server.ttl.sweeping.lock();
-    let now = crate::util::now_ms();
+    let now = crate::util::clock::now_ms();
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
         loop {
             let started = Instant::now();

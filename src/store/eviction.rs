@@ -5,12 +5,11 @@
 //! (to know whether to keep an LRU clock or an LFU counter) and a configuration lock there
 //! would cost more than the access itself.
 
-use crate::store::keyspace::now_ms;
 use crate::store::Store;
+use crate::util::clock::now_ms;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -67,22 +66,13 @@ impl Policy {
 static POLICY: AtomicU8 = AtomicU8::new(0);
 static MAXMEMORY: AtomicU64 = AtomicU64::new(0);
 static SAMPLES: AtomicU32 = AtomicU32::new(5);
-/// Tenths of a second since the process started (refreshed by the expiry task every tick and
-/// by eviction), the LRU clock keys are stamped with.
-static CLOCK: AtomicU32 = AtomicU32::new(0);
 
 /// Redis's LFU defaults: `lfu-log-factor 10`, `lfu-decay-time 1` (minute), `LFU_INIT_VAL 5`.
 const LFU_LOG_FACTOR: f64 = 10.0;
 const LFU_INIT: u32 = 5;
 
-fn start() -> Instant {
-    static START: OnceLock<Instant> = OnceLock::new();
-    *START.get_or_init(Instant::now)
-}
-
 /// Applies `maxmemory`, `maxmemory-policy` and `maxmemory-samples`.
 pub fn configure(maxmemory: u64, policy: &str, samples: u32) {
-    start();
     MAXMEMORY.store(maxmemory, Ordering::Relaxed);
     POLICY.store(Policy::from_name(policy) as u8, Ordering::Relaxed);
     SAMPLES.store(samples.max(1), Ordering::Relaxed);
@@ -98,19 +88,8 @@ pub fn maxmemory() -> u64 {
     MAXMEMORY.load(Ordering::Relaxed)
 }
 
-/// Refreshes the LRU clock.
-pub fn tick() {
-    let t = (start().elapsed().as_millis() / 100) as u32;
-    // Several threads tick; the clock must never step back, or a key stamped with the newer
-    // value would look idle for 13 years.
-    CLOCK.fetch_max(t, Ordering::Relaxed);
-}
-
-/// The coarse process clock, tenths of a second since start: what keys are stamped with, and
-/// a client's last activity (read per request, so it is a load rather than a clock call).
-pub fn clock() -> u32 {
-    CLOCK.load(Ordering::Relaxed)
-}
+/// Keys are stamped with the coarse process clock (tenths of a second since start).
+use crate::util::clock::{coarse as clock, tick};
 
 fn minutes() -> u32 {
     clock() / 600

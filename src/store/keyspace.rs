@@ -45,7 +45,7 @@ pub fn hash_key(hasher: &hashbrown::DefaultHashBuilder, key: &[u8]) -> u64 {
 }
 
 /// Current Unix time in milliseconds.
-pub use crate::util::now_ms;
+use crate::util::clock::now_ms;
 
 /// A value in the key space.
 #[derive(Debug, Clone)]

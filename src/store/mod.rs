@@ -151,7 +151,7 @@ impl Store {
     /// Per database: (keys, keys with a deadline, average remaining TTL in ms), as INFO
     /// keyspace shows them.
     pub fn keyspace_info(&self) -> Vec<(usize, usize, i64)> {
-        let now = keyspace::now_ms();
+        let now = crate::util::clock::now_ms();
         let mut acc = vec![(0usize, 0usize, 0i128); self.databases];
         self.for_each_shard(|s| {
             for (d, db) in s.dbs.iter().enumerate() {

@@ -34,7 +34,7 @@ pub fn target(args: &mut Args<'_>) -> CommandResult<Target> {
     Ok(Target {
         coll,
         bson,
-        now: DateTime::now(),
+        now: DateTime::from_millis(crate::util::clock::now_ms()),
     })
 }
 

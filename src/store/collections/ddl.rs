@@ -204,7 +204,7 @@ impl Coll<'_> {
             if first.is_capped() && spec.expire_after.is_some() {
                 return Err(TTL_ON_CAPPED.into());
             }
-            let now = crate::util::now_ms();
+            let now = crate::util::clock::now_ms();
             // A unique index's parts share one key table.
             let first_part = OrderedIndex::new(spec.clone());
             let unique = first_part.unique.clone();
@@ -359,7 +359,7 @@ impl Coll<'_> {
                 expire_after: Some(secs),
             });
         }
-        let now = crate::util::now_ms();
+        let now = crate::util::clock::now_ms();
         let mut guards = self.lock_all();
         if guards
             .first()
