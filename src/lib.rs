@@ -6,6 +6,7 @@ pub mod config;
 pub mod documents;
 pub mod protocol;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod util;
 pub mod wheel;

@@ -3,7 +3,8 @@
 use mimalloc::MiMalloc;
 use std::sync::Arc;
 use tidecache::config::Config;
-use tidecache::server::{listener, Server, VERSION};
+use tidecache::server::{listener, start_background};
+use tidecache::state::{Server, VERSION};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
@@ -58,7 +59,7 @@ async fn run(config: Config) -> i32 {
     };
     tracing::info!(
         "tidecache {VERSION} (Redis {} compatible) started: port {}, pid {}, {} shards, {} databases",
-        tidecache::server::REDIS_COMPAT_VERSION,
+        tidecache::state::REDIS_COMPAT_VERSION,
         server.port.load(std::sync::atomic::Ordering::Relaxed),
         std::process::id(),
         server.store.shard_count(),
@@ -66,7 +67,7 @@ async fn run(config: Config) -> i32 {
     );
     tracing::info!("Ready to accept connections tcp");
     tokio::spawn(watch_signals(server.clone()));
-    server.start_background();
+    start_background(&server);
     listener::run(server, listeners).await;
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0

@@ -4,8 +4,8 @@ use crate::commands::args::{Args, CommandError, CommandResult, Token};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{help_reply, text, Ctx};
 use crate::protocol::Reply;
-use crate::server::client::ReplyMode;
-use crate::server::{REDIS_COMPAT_VERSION, VERSION};
+use crate::state::client::ReplyMode;
+use crate::state::{REDIS_COMPAT_VERSION, VERSION};
 use crate::util::num::parse_i64;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -265,7 +265,7 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 /// One `CLIENT LIST` line, with Redis's field names.
-fn client_line(h: &crate::server::client::ClientHandle) -> String {
+fn client_line(h: &crate::state::client::ClientHandle) -> String {
     let m = h.meta.lock().clone();
     crate::util::clock::tick();
     let idle =
@@ -338,7 +338,7 @@ fn parse_client_type(arg: &[u8]) -> CommandResult<ClientType> {
 
 /// The type of a connected client: pubsub while subscribed, else normal (no replication
 /// links exist, and a MONITOR client counts as normal, as in Redis).
-fn client_type(h: &crate::server::client::ClientHandle) -> ClientType {
+fn client_type(h: &crate::state::client::ClientHandle) -> ClientType {
     if h.is_pubsub() {
         ClientType::PubSub
     } else {

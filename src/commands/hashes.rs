@@ -6,7 +6,7 @@ use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::strings::human_float;
 use crate::commands::Ctx;
 use crate::protocol::Reply;
-use crate::server::pubsub::class;
+use crate::state::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::{HashValue, Ttl, Value};
 use crate::util::glob::glob_match;

@@ -4,7 +4,7 @@ use crate::commands::args::{Args, CommandError, CommandResult};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{is, text, Ctx};
 use crate::protocol::Reply;
-use crate::server::pubsub::class;
+use crate::state::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::keyspace::SEGMENTS;
 use crate::store::{Entry, Ttl};

@@ -20,8 +20,8 @@ pub mod strings;
 pub mod transactions;
 
 use crate::protocol::Reply;
-use crate::server::client::ClientState;
-use crate::server::Server;
+use crate::state::client::ClientState;
+use crate::state::Server;
 use bytes::Bytes;
 use spec::{flag, CommandSpec};
 use std::sync::atomic::Ordering;
@@ -189,7 +189,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // (DENYOOM) is refused if that cannot get under the limit. EXEC is checked with the
     // flags of everything it queued, as Redis does.
     let flags = match (&ctx.client.multi, spec.name) {
-        (Some(m), "exec") => m.queued.iter().fold(0, |f, (s, _)| f | s.flags),
+        (Some(m), "exec") => m.queued.iter().fold(0, |f, (flags, _)| f | flags),
         _ => spec.flags,
     };
     if flags & (flag::WRITE | flag::DENYOOM) != 0

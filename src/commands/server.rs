@@ -6,7 +6,7 @@ use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{command_info, help_reply, keys_of, resolve, table, text, Ctx};
 use crate::config::{self, SETTINGS};
 use crate::protocol::Reply;
-use crate::server::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
+use crate::state::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
 use crate::util::glob::glob_match;
 use bytes::Bytes;
 use std::fmt::Write;
@@ -552,7 +552,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             );
         }
         "memory" => {
-            let rss = rss_bytes();
+            let rss = crate::util::proc::rss_bytes();
             let used = s.used_memory();
             kv("used_memory", &used);
             kv("used_memory_human", &human(used));
@@ -625,19 +625,6 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         _ => {}
     }
     let _ = SETTINGS;
-}
-
-/// Resident set size of this process, from /proc (0 where unavailable).
-pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map(|pages| pages * 4096)
-        .unwrap_or(0)
 }
 
 fn human(bytes: u64) -> String {

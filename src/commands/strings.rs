@@ -5,7 +5,7 @@ use crate::commands::keys::{parse_expire_option, ExpireOpt};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
-use crate::server::pubsub::class;
+use crate::state::pubsub::class;
 use crate::store::{Ttl, Value};
 use crate::util::clock::now_ms;
 use crate::util::num::{parse_f64, parse_i64};

@@ -10,8 +10,8 @@ use crate::commands::args::{Args, CommandError};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{execute, Ctx};
 use crate::protocol::Reply;
-use crate::server::client::MultiState;
-use crate::server::Server;
+use crate::state::client::MultiState;
+use crate::state::Server;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
@@ -49,7 +49,7 @@ pub fn refuse(ctx: &mut Ctx<'_>, error: Reply) -> Reply {
 
 pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
     if let Some(m) = ctx.client.multi.as_mut() {
-        m.queued.push((spec, args.to_vec()));
+        m.queued.push((spec.flags, args.to_vec()));
         ctx.client
             .handle
             .multi_len
@@ -90,8 +90,12 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     }
     let mut replies = Vec::with_capacity(m.queued.len());
     ctx.client.in_exec = true;
-    for (spec, args) in &m.queued {
-        replies.push(execute(ctx, spec, args));
+    for (_, args) in &m.queued {
+        // Resolved when queued (a refusal aborts the transaction), and the table is static.
+        replies.push(match crate::commands::resolve(args) {
+            Ok(spec) => execute(ctx, spec, args),
+            Err(e) => e,
+        });
     }
     ctx.client.in_exec = false;
     Reply::Array(replies)

@@ -10,8 +10,8 @@
 
 use crate::commands::{dispatch, Ctx};
 use crate::protocol::{next_request, ParseLimits, ParseState, Reply};
-use crate::server::client::{ClientHandle, ClientState, ReplyMode};
-use crate::server::Server;
+use crate::state::client::{ClientHandle, ClientState, ReplyMode};
+use crate::state::Server;
 use bytes::BytesMut;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Binding, accepting, admission (maxclients, protected mode) and graceful shutdown.
 
-use crate::server::{connection, Server};
+use crate::server::connection;
+use crate::state::Server;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,52 +1,11 @@
 //! Schedules each shard's TTL monitor (the sweeping itself is `store::ttl_monitor`) and keeps
 //! its counters for `INFO documents`.
 
-use crate::server::Server;
+use crate::state::Server;
 use crate::store::ttl_monitor;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
-
-/// The monitors' shared state.
-pub struct TtlMonitors {
-    /// Woken by `CONFIG SET ttl-monitor-period` so a new period applies at once.
-    wake: Notify,
-    /// Passes completed by each shard's monitor.
-    passes: Box<[AtomicU64]>,
-    deleted: AtomicU64,
-    /// Held by the one pass that is sweeping (see [`pass`]).
-    sweeping: parking_lot::Mutex<()>,
-}
-
-impl TtlMonitors {
-    pub fn new(shards: usize) -> TtlMonitors {
-        TtlMonitors {
-            wake: Notify::new(),
-            passes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
-            deleted: AtomicU64::new(0),
-            sweeping: parking_lot::Mutex::new(()),
-        }
-    }
-
-    /// Passes of the monitor: a pass is one every shard's monitor has made.
-    pub fn passes(&self) -> u64 {
-        self.passes
-            .iter()
-            .map(|p| p.load(Ordering::Relaxed))
-            .min()
-            .unwrap_or(0)
-    }
-
-    pub fn deleted_documents(&self) -> u64 {
-        self.deleted.load(Ordering::Relaxed)
-    }
-
-    /// A changed period takes effect at once.
-    pub fn period_changed(&self) {
-        self.wake.notify_waiters();
-    }
-}
 
 fn period(server: &Server) -> Duration {
     Duration::from_secs(server.config.read().get_u64("ttl-monitor-period").max(1))

@@ -6,4 +6,5 @@ pub mod inline;
 pub mod mem;
 pub mod num;
 pub mod packed;
+pub mod proc;
 pub mod rng;

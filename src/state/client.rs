@@ -1,8 +1,7 @@
 //! Per-client state. `ClientState` belongs to the connection task alone; the part other
 //! clients may read (`CLIENT LIST`) or act on (`CLIENT KILL`) lives in a shared `ClientHandle`.
 
-use crate::commands::spec::CommandSpec;
-use crate::server::pubsub::Outbox;
+use crate::state::outbox::Outbox;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -79,7 +78,7 @@ impl ClientHandle {
     /// down (what a connection waiting for input must act on).
     pub fn attention<'a>(
         &'a self,
-        server: &'a crate::server::Server,
+        server: &'a crate::state::Server,
     ) -> impl std::future::Future<Output = ()> + 'a {
         self.woken_when(move || {
             self.is_killed() || self.outbox.has_pending() || server.is_shutting_down()
@@ -203,7 +202,9 @@ pub struct ClientState {
 /// A transaction being queued.
 #[derive(Default)]
 pub struct MultiState {
-    pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
+    /// Each queued request with its command's table flags (EXEC's maxmemory check reads
+    /// them); EXEC finds the command in the table again.
+    pub queued: Vec<(u32, Vec<Bytes>)>,
     /// A queued command was refused (unknown, arity, ...): EXEC will answer EXECABORT.
     pub aborted: bool,
 }

@@ -8,13 +8,12 @@
 //! the hard limit, or past the soft one for longer than its seconds, the client is killed and
 //! its queue freed, so a subscriber that never reads costs at most about the hard limit.
 
-use crate::protocol::Reply;
-use crate::server::client::ClientHandle;
+use crate::state::client::ClientHandle;
+use crate::state::outbox::Outgoing;
 use crate::util::glob::glob_match;
 use bytes::Bytes;
 use hashbrown::HashMap;
-use parking_lot::{Mutex, RwLock};
-use std::collections::VecDeque;
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -71,111 +70,6 @@ pub mod class {
             };
         }
         f
-    }
-}
-
-/// Something queued for a client's connection task. Encoded by that task, in its protocol.
-#[derive(Debug)]
-pub enum Outgoing {
-    Message {
-        channel: Bytes,
-        payload: Bytes,
-    },
-    PMessage {
-        pattern: Bytes,
-        channel: Bytes,
-        payload: Bytes,
-    },
-    /// A MONITOR line (status reply text).
-    Monitor(String),
-}
-
-impl Outgoing {
-    /// Bytes accounted for this entry: the payload sizes plus a fixed overhead for framing
-    /// and the queue slot.
-    fn cost(&self) -> usize {
-        const OVERHEAD: usize = 64;
-        OVERHEAD
-            + match self {
-                Outgoing::Message { channel, payload } => channel.len() + payload.len(),
-                Outgoing::PMessage {
-                    pattern,
-                    channel,
-                    payload,
-                } => pattern.len() + channel.len() + payload.len(),
-                Outgoing::Monitor(s) => s.len(),
-            }
-    }
-
-    pub fn into_reply(self) -> Reply {
-        match self {
-            Outgoing::Message { channel, payload } => Reply::Push(vec![
-                Reply::bulk_str("message"),
-                Reply::Bulk(channel),
-                Reply::Bulk(payload),
-            ]),
-            Outgoing::PMessage {
-                pattern,
-                channel,
-                payload,
-            } => Reply::Push(vec![
-                Reply::bulk_str("pmessage"),
-                Reply::Bulk(pattern),
-                Reply::Bulk(channel),
-                Reply::Bulk(payload),
-            ]),
-            Outgoing::Monitor(s) => Reply::Status(s),
-        }
-    }
-}
-
-/// A client's queue of pushed messages. Its byte size counts what is queued plus what the
-/// connection task has taken but not yet written to the socket.
-#[derive(Default)]
-pub struct Outbox {
-    queue: Mutex<VecDeque<Outgoing>>,
-    /// Bytes queued or being written.
-    bytes: AtomicUsize,
-    /// Milliseconds (server clock) since when the soft limit has been exceeded; 0 = not over.
-    soft_since: AtomicU64,
-}
-
-impl Outbox {
-    /// Takes everything queued; the caller calls [`Outbox::written`] with the returned cost
-    /// once the bytes are on the socket.
-    pub fn drain(&self) -> (Vec<Outgoing>, usize) {
-        // Every connection calls this after every batch: skip the lock when nothing is
-        // queued or in flight. A message pushed right after this load is followed by a
-        // `ClientHandle::wake`, which wakes the connection to drain it.
-        if self.bytes.load(Ordering::Acquire) == 0 {
-            return (Vec::new(), 0);
-        }
-        let items: Vec<Outgoing> = self.queue.lock().drain(..).collect();
-        let cost = items.iter().map(Outgoing::cost).sum();
-        (items, cost)
-    }
-
-    /// Messages queued since the last drain (or still being written).
-    pub fn has_pending(&self) -> bool {
-        self.bytes.load(Ordering::Acquire) > 0
-    }
-
-    pub fn written(&self, cost: usize) {
-        self.bytes.fetch_sub(cost, Ordering::AcqRel);
-    }
-
-    pub fn pending_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    pub fn queued_len(&self) -> usize {
-        self.queue.lock().len()
-    }
-
-    fn clear(&self) {
-        let old: Vec<Outgoing> = self.queue.lock().drain(..).collect();
-        let cost: usize = old.iter().map(Outgoing::cost).sum();
-        self.bytes.fetch_sub(cost, Ordering::AcqRel);
     }
 }
 
@@ -344,14 +238,7 @@ impl PubSub {
             return false;
         }
         let ob = &client.outbox;
-        let cost = msg.cost();
-        let total = {
-            // Counted under the queue lock, so a concurrent drain never subtracts bytes that
-            // were not added yet.
-            let mut q = ob.queue.lock();
-            q.push_back(msg);
-            ob.bytes.fetch_add(cost, Ordering::AcqRel) + cost
-        };
+        let total = ob.push(msg);
         // Subscribers use the pubsub class; a MONITOR client uses the normal class, or the
         // pubsub one when normal is unlimited, so no pushed stream is ever unbounded.
         let (mut hard, mut soft, mut secs) = self.normal_limit.get();
@@ -359,19 +246,7 @@ impl PubSub {
             (hard, soft, secs) = self.pubsub_limit.get();
         }
         let over_hard = hard > 0 && total as u64 > hard;
-        let mut over_soft = false;
-        if soft > 0 && total as u64 > soft {
-            let now = self.now_ms();
-            match ob
-                .soft_since
-                .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => over_soft = secs == 0,
-                Err(since) => over_soft = now.saturating_sub(since) >= secs * 1000,
-            }
-        } else if ob.soft_since.load(Ordering::Relaxed) != 0 {
-            ob.soft_since.store(0, Ordering::Relaxed);
-        }
+        let over_soft = ob.over_soft_limit(soft > 0 && total as u64 > soft, secs, || self.now_ms());
         if over_hard || over_soft {
             self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
@@ -554,7 +429,7 @@ mod tests {
 
     #[test]
     fn doc_expired_shape_through_notify_with() {
-        let reg = crate::server::client::ClientRegistry::default();
+        let reg = crate::state::client::ClientRegistry::default();
         let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let c = reg.register(addr, addr);
         let ps = PubSub::new();
@@ -610,7 +485,7 @@ mod tests {
 
     #[test]
     fn soft_and_hard_output_limits_disconnect() {
-        let reg = crate::server::client::ClientRegistry::default();
+        let reg = crate::state::client::ClientRegistry::default();
         let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let ch = Bytes::from_static(b"c");
         let payload = vec![0u8; 1000];

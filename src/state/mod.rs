@@ -1,0 +1,322 @@
+//! The shared state every command acts on: the `Server` (store, configuration, statistics,
+//! connection settings), client state and the client registry, pub/sub and keyspace
+//! notifications, WATCH, the exec gate, the TTL monitors' counters, and the hooks through
+//! which the store reports key and document changes. Commands use it; the network side
+//! (`server/`) drives it.
+
+pub mod client;
+pub mod gate;
+pub mod outbox;
+pub mod pubsub;
+pub mod ttl;
+pub mod watches;
+
+use crate::config::Config;
+use crate::store::collections::{Change, DocHooks};
+use crate::store::{KeyHooks, Removal, Store};
+use client::ClientRegistry;
+use parking_lot::RwLock;
+use pubsub::PubSub;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+use watches::Watches;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// What `INFO` and `HELLO` report as `redis_version`: clients gate features on it.
+pub const REDIS_COMPAT_VERSION: &str = "7.2.0";
+
+/// Counters shown by `INFO stats` (reset by `CONFIG RESETSTAT`).
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+}
+
+impl Stats {
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.commands_processed,
+            &self.rejected_connections,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// State shared by every connection.
+pub struct Server {
+    pub config: RwLock<Config>,
+    pub store: Store,
+    pub clients: ClientRegistry,
+    pub stats: Stats,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub run_id: String,
+    /// The port actually listened on (differs from the config with `port 0`).
+    pub port: AtomicU64,
+    /// Set to true once to begin a graceful shutdown.
+    shutdown_tx: watch::Sender<bool>,
+    shutting_down: AtomicBool,
+    /// `requirepass` is read on every command; cache whether one is set.
+    pub auth_required: AtomicBool,
+    /// Channels, patterns, MONITOR clients, keyspace notifications.
+    pub pubsub: Arc<PubSub>,
+    /// WATCHed keys and the dirty flags writes raise.
+    pub watches: Arc<Watches>,
+    /// Ordinary commands hold it shared while they run; EXEC holds it exclusively, so a
+    /// transaction is atomic with respect to every other client (see ARCHITECTURE.md).
+    pub exec_gate: gate::ExecGate,
+    /// Resident memory when the server was created (code, runtime, empty tables).
+    pub base_memory: u64,
+    /// The TTL monitors' schedule and counters.
+    pub ttl: ttl::TtlMonitors,
+    /// Settings every connection reads before each batch, cached so that the loop takes no
+    /// lock and parses no string (kept in step by `config_changed`).
+    pub conn_settings: ConnSettings,
+}
+
+/// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
+#[derive(Debug, Default)]
+pub struct ConnSettings {
+    pub max_bulk_len: AtomicU64,
+    pub qbuf_limit: AtomicU64,
+    pub timeout: AtomicU64,
+}
+
+impl ConnSettings {
+    fn load_from(&self, cfg: &Config) {
+        self.max_bulk_len
+            .store(cfg.get_u64("proto-max-bulk-len"), Ordering::Relaxed);
+        self.qbuf_limit
+            .store(cfg.get_u64("client-query-buffer-limit"), Ordering::Relaxed);
+        self.timeout
+            .store(cfg.get_u64("timeout"), Ordering::Relaxed);
+    }
+}
+
+impl Server {
+    pub fn new(config: Config) -> Arc<Server> {
+        let shards = match config.get_i64("shards") {
+            0 => {
+                2 * std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            }
+            n => n as usize,
+        };
+        let databases = config.get_i64("databases") as usize;
+        let mut config = config;
+        config.set_normalized("shards", shards.to_string());
+        let auth_required = !config.get("requirepass").is_empty();
+        Self::apply_memory_config(&config);
+        crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
+        let (shutdown_tx, _) = watch::channel(false);
+        let pubsub = Arc::new(PubSub::new());
+        let watches = Arc::new(Watches::default());
+        pubsub.configure(
+            config.get("notify-keyspace-events"),
+            config.get("client-output-buffer-limit"),
+        );
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let store = Store::new(shards, databases);
+        let hooks: Arc<dyn KeyHooks> = Arc::new(KeyEvents {
+            pubsub: pubsub.clone(),
+            watches: watches.clone(),
+        });
+        for c in store.counters() {
+            let _ = c.hooks.set(hooks.clone());
+        }
+        store.set_doc_hooks(Arc::new(DocEvents {
+            pubsub: pubsub.clone(),
+        }));
+        let conn_settings = ConnSettings::default();
+        conn_settings.load_from(&config);
+        Arc::new(Server {
+            store,
+            conn_settings,
+            config: RwLock::new(config),
+            clients: ClientRegistry::default(),
+            stats: Stats::default(),
+            started: Instant::now(),
+            started_unix: now.as_secs(),
+            run_id: run_id(now.as_nanos()),
+            port: AtomicU64::new(0),
+            shutdown_tx,
+            shutting_down: AtomicBool::new(false),
+            auth_required: AtomicBool::new(auth_required),
+            pubsub,
+            watches,
+            exec_gate: gate::ExecGate::default(),
+            base_memory: crate::util::proc::rss_bytes(),
+            ttl: ttl::TtlMonitors::new(shards),
+        })
+    }
+
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let _ = self.shutdown_tx.send(true);
+        for c in self.clients.all() {
+            c.wake();
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    /// Pushes the maxmemory settings to the eviction module's cached copies.
+    fn apply_memory_config(config: &Config) {
+        crate::store::eviction::configure(
+            config.get_u64("maxmemory"),
+            config.get("maxmemory-policy"),
+            config.get_u64("maxmemory-samples") as u32,
+        );
+    }
+
+    /// INFO's `used_memory`: the process's baseline at start plus the key space's estimate
+    /// (per-shard byte counters updated on every write).
+    pub fn used_memory(&self) -> u64 {
+        self.base_memory + self.store.used_bytes() as u64
+    }
+
+    /// Called after a live config change so cached copies follow.
+    pub fn config_changed(&self, name: &str) {
+        if matches!(
+            name,
+            "proto-max-bulk-len" | "client-query-buffer-limit" | "timeout"
+        ) {
+            self.conn_settings.load_from(&self.config.read());
+        }
+        if name.starts_with("maxmemory") {
+            Self::apply_memory_config(&self.config.read());
+        }
+        if name == "requirepass" {
+            let set = !self.config.read().get("requirepass").is_empty();
+            self.auth_required.store(set, Ordering::Relaxed);
+        }
+        if name == "ttl-monitor-period" {
+            self.ttl.period_changed();
+        }
+        if name == "ttl-strict-reads" {
+            let on = self.config.read().get_bool("ttl-strict-reads");
+            crate::documents::ttl::set_strict_reads(on);
+        }
+        if name == "notify-keyspace-events" || name == "client-output-buffer-limit" {
+            let cfg = self.config.read();
+            self.pubsub.configure(
+                cfg.get("notify-keyspace-events"),
+                cfg.get("client-output-buffer-limit"),
+            );
+        }
+    }
+
+    /// Publishes a keyspace notification (`notify-keyspace-events`); one atomic load when
+    /// notifications are off. `class` is one of [`pubsub::class`].
+    #[inline]
+    pub fn notify(&self, db: usize, class: u32, event: &str, key: &[u8]) {
+        self.pubsub.notify(db, class, event, key);
+    }
+}
+
+/// The key space's choke points report here: writes touch WATCHers, expiry and eviction
+/// publish their keyspace notifications.
+struct KeyEvents {
+    pubsub: Arc<PubSub>,
+    watches: Arc<Watches>,
+}
+
+impl KeyHooks for KeyEvents {
+    #[inline]
+    fn modified(&self, db: usize, key: &[u8]) {
+        self.watches.touch(db, key);
+    }
+
+    fn removed(&self, db: usize, key: &[u8], why: Removal) {
+        match why {
+            Removal::Expired => self
+                .pubsub
+                .notify(db, pubsub::class::EXPIRED, "expired", key),
+            Removal::Evicted => self
+                .pubsub
+                .notify(db, pubsub::class::EVICTED, "evicted", key),
+            Removal::Deleted => {}
+        }
+    }
+
+    #[inline]
+    fn created(&self, db: usize, key: &[u8]) {
+        self.pubsub.notify(db, pubsub::class::NEW, "new", key);
+    }
+
+    #[inline]
+    fn missed(&self, db: usize, key: &[u8]) {
+        self.pubsub
+            .notify(db, pubsub::class::KEY_MISS, "keymiss", key);
+    }
+}
+
+/// What the server does with document changes: `doc.expired` keyspace events for expiries,
+/// one per document — the keyevent channel `__keyevent@<db>__:doc.expired` carries the
+/// collection, the keyspace channel `__keyspace@<db>__:<collection>` the document's `_id` as
+/// Extended JSON; both are class `x`.
+struct DocEvents {
+    pubsub: Arc<PubSub>,
+}
+
+impl DocHooks for DocEvents {
+    fn changed(&self, db: usize, collection: &str, change: Change<'_>) {
+        let Change::Expire(id) = change else { return };
+        if !self.pubsub.notifies(pubsub::class::EXPIRED) {
+            return;
+        }
+        let coll = collection.as_bytes();
+        let id = crate::documents::codec::value_json(id);
+        self.pubsub.notify_with(
+            db,
+            pubsub::class::EXPIRED,
+            "doc.expired",
+            coll,
+            id.as_bytes(),
+            coll,
+        );
+    }
+}
+
+/// A 40-hex-character run id, as Redis's `run_id`.
+fn run_id(seed: u128) -> String {
+    let mut x = seed as u64 ^ ((seed >> 64) as u64) ^ (std::process::id() as u64).rotate_left(32);
+    let mut s = String::with_capacity(40);
+    while s.len() < 40 {
+        // splitmix64
+        x = x.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^= z >> 31;
+        s.push_str(&format!("{z:016x}"));
+    }
+    s.truncate(40);
+    s
+}
+
+pub fn unix_millis() -> u64 {
+    crate::util::clock::now_ms().max(0) as u64
+}
