@@ -8,8 +8,8 @@ use std::hint::black_box;
 use tidecache::commands::{dispatch, Ctx};
 use tidecache::config::Config;
 use tidecache::documents::{codec, collection, query};
-use tidecache::state::Server;
 use tidecache::state::client::ClientState;
+use tidecache::state::Server;
 
 const DOC: &str = r#"{"_id":12345,"name":"journal","qty":25,"tags":["blank","red"],"size":{"h":14,"w":21,"uom":"cm"},"instock":[{"warehouse":"A","qty":5},{"warehouse":"C","qty":15}]}"#;
 

@@ -7,8 +7,8 @@ use std::hint::black_box;
 use tidecache::commands::{dispatch, Ctx};
 use tidecache::config::Config;
 use tidecache::protocol::Reply;
-use tidecache::state::Server;
 use tidecache::state::client::ClientState;
+use tidecache::state::Server;
 
 const KEYS: usize = 100_000;
 

@@ -7,8 +7,8 @@ use std::hint::black_box;
 use tidecache::commands::{dispatch, Ctx};
 use tidecache::config::Config;
 use tidecache::protocol::{parse_request, ParseLimits, ParseState};
-use tidecache::state::Server;
 use tidecache::state::client::ClientState;
+use tidecache::state::Server;
 
 fn batch(n: usize) -> Vec<u8> {
     let mut v = Vec::new();

@@ -91,13 +91,14 @@ fn write_hash(
 ) -> CmdResult {
     let mut changed = false;
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        match ks.peek(h, key) {
+        let created = match ks.peek(h, key) {
             Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CommandError::wrongtype()),
-            Some(_) => {}
+            Some(_) => false,
             None => {
                 ks.set(h, key, Value::Hash(Box::default()), Ttl::Clear);
+                true
             }
-        }
+        };
         let r = ks
             .update(h, key, |v| match v {
                 Value::Hash(hv) => match f(hv) {
@@ -110,7 +111,11 @@ fn write_hash(
                 _ => (Err(CommandError::wrongtype()), false),
             })
             .unwrap_or(Ok(Reply::Nil));
-        ks.remove_if_empty_hash(h, key);
+        // These writes only add or change fields: a hash can be left empty only when this
+        // write created it and then failed.
+        if created && !changed {
+            ks.remove_if_empty_hash(h, key);
+        }
         if changed {
             ctx.server.notify(ctx.client.db, class::HASH, event, key);
         }

@@ -49,8 +49,10 @@ fn families() -> [&'static [CommandSpec]; 9] {
 }
 
 pub struct Table {
-    /// Keyed by the name's bytes, so a lookup needs no UTF-8 check.
-    by_name: hashbrown::HashMap<&'static [u8], &'static CommandSpec>,
+    /// Keyed by the name's bytes, so a lookup needs no UTF-8 check; both the lower-case and
+    /// the upper-case spelling, so the names clients send (`GET`, `get`) are found without
+    /// folding their case first.
+    by_name: hashbrown::HashMap<Box<[u8]>, &'static CommandSpec>,
     all: Vec<&'static CommandSpec>,
 }
 
@@ -60,8 +62,9 @@ impl Table {
         let mut all = Vec::new();
         for fam in families() {
             for spec in fam {
-                let dup = by_name.insert(spec.name.as_bytes(), spec);
+                let dup = by_name.insert(spec.name.as_bytes().into(), spec);
                 debug_assert!(dup.is_none(), "command {} registered twice", spec.name);
+                by_name.insert(spec.name.to_ascii_uppercase().into_bytes().into(), spec);
                 all.push(spec);
             }
         }
@@ -70,6 +73,9 @@ impl Table {
 
     /// Looks a command up by name, case-insensitively, without allocating.
     pub fn get(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        if let Some(spec) = self.by_name.get(name) {
+            return Some(spec);
+        }
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
             return None;
@@ -234,10 +240,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
+#[inline]
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
-    // A subcommand's handler reads from after its subcommand name.
-    let start = if spec.name.contains('|') { 2 } else { 1 };
-    let reply = match (spec.handler)(ctx, &mut args::Args::new(args, start)) {
+    let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };

@@ -276,6 +276,9 @@ pub struct CommandSpec {
     pub args: &'static str,
     pub subcommands: &'static [CommandSpec],
     pub handler: Handler,
+    /// Where the handler's cursor starts: after the name, and after the subcommand name for
+    /// a subcommand (`container|sub`). Computed from the name when the row is built.
+    pub first_arg: usize,
 }
 
 /// A family's defaults: `const HASH: CommandSpec = family("hash", acl::HASH);`, then each row
@@ -297,6 +300,7 @@ pub const fn family(group: &'static str, acl: u32) -> CommandSpec {
         args: "",
         subcommands: &[],
         handler: not_yet_implemented,
+        first_arg: 1,
     }
 }
 
@@ -306,6 +310,14 @@ impl CommandSpec {
         self.name = name;
         self.arity = arity;
         self.handler = handler;
+        let b = name.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'|' {
+                self.first_arg = 2;
+            }
+            i += 1;
+        }
         self
     }
     /// A row whose implementation has not landed: it answers a clear error.
