@@ -466,6 +466,16 @@ fn monitor_removals_are_announced_as_doc_expired() {
             format!(r#"{{"_id":"later","at":{}}}"#, date(now_ms() + 600_000)),
         ],
     );
+    expect_doc_expired(
+        &mut ps,
+        "sessions",
+        r#"{"$oid":"507f1f77bcf86cd799439011"}"#,
+    );
+}
+
+/// The two `doc.expired` events of one expiry: the keyevent channel carries the collection,
+/// the keyspace channel the document's `_id`.
+fn expect_doc_expired(ps: &mut redis::PubSub<'_>, coll: &str, id: &str) {
     let mut got = Vec::new();
     for _ in 0..2 {
         let m = ps.get_message().expect("doc.expired in time");
@@ -476,14 +486,8 @@ fn monitor_removals_are_announced_as_doc_expired() {
     assert_eq!(
         got,
         vec![
-            (
-                "__keyevent@0__:doc.expired".to_string(),
-                "sessions".to_string()
-            ),
-            (
-                "__keyspace@0__:sessions".to_string(),
-                r#"{"$oid":"507f1f77bcf86cd799439011"}"#.to_string()
-            ),
+            ("__keyevent@0__:doc.expired".to_string(), coll.to_string()),
+            (format!("__keyspace@0__:{coll}"), id.to_string()),
         ]
     );
 }
@@ -675,22 +679,6 @@ fn expiry_met_by_a_failing_write_is_announced() {
     ps.subscribe("__keyspace@0__:s").expect("subscribe");
     ps.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .expect("timeout");
-    let mut expect_expiry = |id: &str| {
-        let mut got = Vec::new();
-        for _ in 0..2 {
-            let m = ps.get_message().expect("doc.expired");
-            let payload: String = m.get_payload().expect("payload");
-            got.push((m.get_channel_name().to_string(), payload));
-        }
-        got.sort();
-        assert_eq!(
-            got,
-            vec![
-                ("__keyevent@0__:doc.expired".to_string(), "s".to_string()),
-                ("__keyspace@0__:s".to_string(), id.to_string()),
-            ]
-        );
-    };
     // The expired _id 1 matches nothing, so the upsert inserts: it removes the expired
     // document first, then fails on the unique email.
     let e = err_text(q::<redis::Value>(
@@ -704,13 +692,13 @@ fn expiry_met_by_a_failing_write_is_announced() {
         ],
     ));
     assert!(e.starts_with("DUPKEY") && e.contains("email_1"), "{e}");
-    expect_expiry("1");
+    expect_doc_expired(&mut ps, "s", "1");
     let e = err_text(q::<redis::Value>(
         &mut c,
         &["DOC.INSERT", "s", r#"{"_id":3,"email":"taken"}"#],
     ));
     assert!(e.starts_with("DUPKEY") && e.contains("email_1"), "{e}");
-    expect_expiry("3");
+    expect_doc_expired(&mut ps, "s", "3");
     // Both are gone from storage, the live document stays, and the failed writes stored
     // nothing; the expired documents' unique keys are free again.
     assert_eq!(stored(&mut c, "s", "{}"), 1);
