@@ -56,6 +56,12 @@ impl CommandError {
     }
 }
 
+impl From<crate::store::WrongType> for CommandError {
+    fn from(_: crate::store::WrongType) -> CommandError {
+        CommandError::wrongtype()
+    }
+}
+
 impl From<Reply> for CommandError {
     fn from(r: Reply) -> CommandError {
         CommandError::Reply(r)

@@ -6,18 +6,23 @@
 //! `COMMAND` and key extraction.
 
 pub mod args;
+pub mod bitmaps;
 pub mod command_info;
 pub mod connection;
 pub mod debug;
 pub mod documents;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod keyspace_admin;
+pub mod lists;
 pub mod pubsub;
 pub mod server;
+pub mod sets;
 pub mod spec;
 pub mod strings;
 pub mod transactions;
+pub mod zsets;
 
 use crate::protocol::Reply;
 use crate::state::client::ClientState;
@@ -34,13 +39,18 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 9] {
+fn families() -> [&'static [CommandSpec]; 14] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,
+        lists::COMMANDS,
+        sets::COMMANDS,
+        zsets::COMMANDS,
+        bitmaps::COMMANDS,
+        hyperloglog::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         documents::COMMANDS,

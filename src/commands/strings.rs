@@ -348,7 +348,7 @@ fn incr_generic(ctx: &mut Ctx<'_>, key: &Bytes, by: i64) -> CmdResult {
                 Value::Str(b) | Value::Raw(b) => {
                     parse_i64(b).ok_or_else(CommandError::not_integer)?
                 }
-                Value::Hash(_) => return Err(CommandError::wrongtype()),
+                _ => return Err(CommandError::wrongtype()),
             },
         };
         let n = cur
@@ -404,7 +404,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 Value::Str(b) | Value::Raw(b) => {
                     parse_f64(b).ok_or_else(CommandError::not_float)?
                 }
-                Value::Hash(_) => return Err(CommandError::wrongtype()),
+                _ => return Err(CommandError::wrongtype()),
             },
         };
         let n = cur + by;

@@ -104,12 +104,45 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Log commands slower than this many microseconds in SLOWLOG. -1: off; 0: every command." },
     Setting { name: "slowlog-max-len", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Entries kept in SLOWLOG." },
+    Setting { name: "hash-max-listpack-entries", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A hash with more fields than this leaves its packed form (listpack) for a hash table, as Redis." },
+    Setting { name: "hash-max-listpack-value", default: "64", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A hash with a field or value longer than this many bytes leaves its packed form." },
+    Setting { name: "list-max-listpack-size", default: "-2", live: true, kind: Kind::Int(-5, i64::MAX),
+        doc: "Size of each packed node of a list: positive, a number of elements; -1 to -5, 4, 8, 16, 32 or 64 KiB per node, as Redis." },
+    Setting { name: "list-compress-depth", default: "0", live: true, kind: Kind::Int(0, 0),
+        doc: "Redis's list node compression; only 0 (no compression) is available." },
+    Setting { name: "set-max-intset-entries", default: "512", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A set of integers with more members than this leaves its packed integer form (intset)." },
+    Setting { name: "set-max-listpack-entries", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A set with more members than this leaves its packed form (listpack) for a hash table, as Redis 7.2." },
+    Setting { name: "set-max-listpack-value", default: "64", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A set with a member longer than this many bytes leaves its packed form." },
+    Setting { name: "zset-max-listpack-entries", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A sorted set with more members than this leaves its packed form (listpack) for a skiplist." },
+    Setting { name: "zset-max-listpack-value", default: "64", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A sorted set with a member longer than this many bytes leaves its packed form." },
+    Setting { name: "hll-sparse-max-bytes", default: "3000", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "A HyperLogLog in the sparse representation larger than this many bytes is converted to the dense one, as Redis." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
 ];
 
 pub fn setting(name: &str) -> Option<&'static Setting> {
-    SETTINGS.iter().find(|s| s.name.eq_ignore_ascii_case(name))
+    SETTINGS
+        .iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name))
+        .or_else(|| alias_of(name))
+}
+
+/// Redis 7 still accepts the names its packed encodings had before 7.0 (`hash-max-ziplist-
+/// entries` for `hash-max-listpack-entries`, ...).
+fn alias_of(name: &str) -> Option<&'static Setting> {
+    let lower = name.to_ascii_lowercase();
+    let renamed = lower.replace("-ziplist-", "-listpack-");
+    (renamed != lower)
+        .then(|| SETTINGS.iter().find(|s| s.name == renamed))
+        .flatten()
 }
 
 /// `appendonly`: refused until the journal exists, so no configuration claims a durability

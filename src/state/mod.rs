@@ -13,6 +13,7 @@ pub mod watches;
 
 use crate::config::Config;
 use crate::store::collections::{Change, DocHooks};
+use crate::store::encoding::{EncodingLimits, LIMITS};
 use crate::store::{KeyHooks, Removal, Store};
 use client::ClientRegistry;
 use parking_lot::RwLock;
@@ -121,6 +122,9 @@ impl Server {
         config.set_normalized("shards", shards.to_string());
         let auth_required = !config.get("requirepass").is_empty();
         Self::apply_memory_config(&config);
+        for name in EncodingLimits::NAMES {
+            LIMITS.apply(name, config.get_i64(name));
+        }
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
         let pubsub = Arc::new(PubSub::new());
@@ -199,6 +203,10 @@ impl Server {
 
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if EncodingLimits::NAMES.contains(&name) {
+            let v = self.config.read().get_i64(name);
+            LIMITS.apply(name, v);
+        }
         if matches!(
             name,
             "proto-max-bulk-len" | "client-query-buffer-limit" | "timeout"

@@ -11,6 +11,9 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
+use crate::store::list::ListValue;
+use crate::store::set::SetValue;
+use crate::store::zset::ZSetValue;
 use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
 use crate::util::packed::PackedBytes;
@@ -60,6 +63,9 @@ pub enum Value {
     /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
     Raw(PackedBytes),
     Hash(Box<HashValue>),
+    List(Box<ListValue>),
+    Set(Box<SetValue>),
+    ZSet(Box<ZSetValue>),
 }
 
 impl Value {
@@ -87,6 +93,9 @@ impl Value {
         match self {
             Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
             Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -97,6 +106,9 @@ impl Value {
             Value::Str(_) | Value::Raw(_) => "raw",
             Value::Hash(h) if h.hashtable => "hashtable",
             Value::Hash(_) => "listpack",
+            Value::List(l) => l.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -107,7 +119,7 @@ impl Value {
             Value::Int(i) => Some(Bytes::copy_from_slice(
                 itoa::Buffer::new().format(*i).as_bytes(),
             )),
-            Value::Hash(_) => None,
+            _ => None,
         }
     }
 
@@ -117,6 +129,9 @@ impl Value {
             Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
             Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
+            Value::List(l) => std::mem::size_of::<ListValue>() + l.heap(),
+            Value::Set(s) => std::mem::size_of::<SetValue>() + s.heap(),
+            Value::ZSet(z) => std::mem::size_of::<ZSetValue>() + z.heap(),
         }
     }
 }
@@ -185,6 +200,48 @@ impl HashValue {
         self.map.iter().nth(n)
     }
 }
+
+/// A key's value is of another type than the command expects (`WRONGTYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrongType;
+
+/// The aggregate types (hash, list, set, sorted set) as the generic read and write paths of
+/// [`Keyspace::read_as`] and [`Keyspace::write_as`] see them.
+pub trait Aggregate: Default {
+    fn of(v: &Value) -> Option<&Self>;
+    fn of_mut(v: &mut Value) -> Option<&mut Self>;
+    fn wrap(self) -> Value;
+    fn is_empty(&self) -> bool;
+}
+
+macro_rules! aggregate {
+    ($t:ty, $variant:ident) => {
+        impl Aggregate for $t {
+            fn of(v: &Value) -> Option<&Self> {
+                match v {
+                    Value::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn of_mut(v: &mut Value) -> Option<&mut Self> {
+                match v {
+                    Value::$variant(x) => Some(x),
+                    _ => None,
+                }
+            }
+            fn wrap(self) -> Value {
+                Value::$variant(Box::new(self))
+            }
+            fn is_empty(&self) -> bool {
+                <$t>::is_empty(self)
+            }
+        }
+    };
+}
+aggregate!(HashValue, Hash);
+aggregate!(ListValue, List);
+aggregate!(SetValue, Set);
+aggregate!(ZSetValue, ZSet);
 
 #[derive(Clone, Copy, Debug)]
 struct Deadline {
@@ -707,6 +764,60 @@ impl Keyspace {
             self.books.modified(key);
         }
         Some(r)
+    }
+
+    /// Runs `f` on the value of type `T` at `key` for a read (`None` when there is no such
+    /// key); counts a hit or a miss and refreshes the access clock, as every read does.
+    pub fn read_as<T: Aggregate, R>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        f: impl FnOnce(Option<&T>) -> R,
+    ) -> Result<R, WrongType> {
+        match self.get(hash, key) {
+            None => Ok(f(None)),
+            Some(e) => T::of(&e.value).map(|v| f(Some(v))).ok_or(WrongType),
+        }
+    }
+
+    /// The one write path of the aggregate types. Runs `f` on the value of type `T` at `key`;
+    /// `f` returns its result and whether it changed anything. A missing key is `Ok(None)`
+    /// unless `create`, in which case `f` runs on an empty value that is stored only if `f`
+    /// left something in it (so a write that fails half-way creates nothing). A value `f`
+    /// empties is deleted, as Redis never keeps empty aggregates. The key's deadline is kept.
+    pub fn write_as<T: Aggregate, R>(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        create: bool,
+        f: impl FnOnce(&mut T) -> (R, bool),
+    ) -> Result<Option<R>, WrongType> {
+        match self.peek(hash, key) {
+            Some(e) if T::of(&e.value).is_none() => return Err(WrongType),
+            Some(_) => {}
+            None if !create => return Ok(None),
+            None => {
+                let mut fresh = T::default();
+                let (r, _) = f(&mut fresh);
+                if !fresh.is_empty() {
+                    self.set(hash, key, fresh.wrap(), Ttl::Clear);
+                }
+                return Ok(Some(r));
+            }
+        }
+        let mut emptied = false;
+        let r = self.update(hash, key, |v| match T::of_mut(v) {
+            Some(t) => {
+                let (r, changed) = f(t);
+                emptied = t.is_empty();
+                (Some(r), changed)
+            }
+            None => (None, false),
+        });
+        if emptied {
+            self.remove(hash, key);
+        }
+        Ok(r.flatten())
     }
 
     /// Deletes a key that a hash emptied (HDEL of the last field): Redis deletes empty hashes.

@@ -6,13 +6,22 @@
 //! so they cannot deadlock.
 
 pub mod collections;
+pub mod encoding;
 pub mod eviction;
 pub mod expiry;
 pub mod keyspace;
+pub mod list;
 pub mod multi;
+pub mod set;
 pub mod ttl_monitor;
+pub mod zset;
 
-pub use keyspace::{Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value};
+pub use keyspace::{
+    Aggregate, Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value, WrongType,
+};
+pub use list::{End, ListValue};
+pub use set::SetValue;
+pub use zset::ZSetValue;
 
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use hashbrown::HashMap;

@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod glob;
 pub mod inline;
+pub mod listpack;
 pub mod mem;
 pub mod num;
 pub mod packed;

@@ -1,0 +1,8 @@
+//! The set family. Table rows first, handlers below.
+use crate::commands::spec::{acl, family, CommandSpec};
+
+#[allow(dead_code)]
+const FAMILY: CommandSpec = family("set", acl::SET);
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[];
