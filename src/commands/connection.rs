@@ -60,6 +60,10 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         .args("action:(ON|OFF|SKIP)"),
     CONN.cmd("client|no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("7.0.0", "Sets the client eviction mode of the connection.").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("5.0.0", "Unblock a client blocked in a blocking command from a different connection.")
+        .complexity("O(log N) where N is the number of client connections")
+        .args("client-id:integer [unblock-type:(TIMEOUT|ERROR)]"),
     CONN.cmd("client|help", 2, client_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
@@ -480,6 +484,26 @@ fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// CLIENT UNBLOCK: ends another client's blocking command as if it had timed out, or with
+/// the `UNBLOCKED` error.
+fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let id = args.next_i64()?;
+    let reply = match args.next_token().as_deref() {
+        None | Some(b"TIMEOUT") => None,
+        Some(b"ERROR") => Some(Reply::error(
+            "UNBLOCKED client unblocked via CLIENT UNBLOCK",
+        )),
+        Some(_) => {
+            return Err(CommandError::msg(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    args.finish()?;
+    let done = id >= 0 && ctx.server.blocking.unblock(id as u64, reply);
+    Ok(Reply::Int(done as i64))
+}
+
 fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(help_reply(
         "client",
@@ -504,6 +528,8 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Set client meta attr.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
         ],
     ))
 }

@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod bitmaps;
+pub mod blocking;
 pub mod command_info;
 pub mod connection;
 pub mod debug;
@@ -243,10 +244,15 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         if ctx.server.pubsub.monitoring() {
             feed_monitors(ctx, spec, args);
         }
+        // Clients blocked on keys the transaction filled are served after it, as a whole.
+        let _shared = ctx.server.exec_gate.shared(ctx.client.id());
+        ctx.server.blocking.serve_ready(ctx.server);
         return reply;
     }
     let _shared = ctx.server.exec_gate.shared(ctx.client.id());
-    execute(ctx, spec, args)
+    let reply = execute(ctx, spec, args);
+    ctx.server.blocking.serve_ready(ctx.server);
+    reply
 }
 
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.

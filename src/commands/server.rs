@@ -429,6 +429,9 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         crate::commands::transactions::touch_watched_in(ctx.server, Some(a), Some(b));
         crate::commands::transactions::touch_watched_in(ctx.server, Some(b), Some(a));
         ctx.server.store.swap_dbs(a, b);
+        // Keys that clients block on may hold data now (served after this command).
+        ctx.server.blocking.signal_db(a);
+        ctx.server.blocking.signal_db(b);
     }
     Ok(Reply::ok())
 }
@@ -545,7 +548,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "clients" => {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
-            kv("blocked_clients", &0);
+            kv("blocked_clients", &ctx.server.blocking.blocked_clients());
             kv(
                 "pubsub_clients",
                 &s.clients.all().iter().filter(|c| c.is_pubsub()).count(),

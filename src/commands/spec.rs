@@ -224,6 +224,35 @@ pub struct KeySpec {
     pub find: Find,
 }
 
+impl KeySpec {
+    /// Keys counted by the argument at `at` (`numkeys key...`), as LMPOP, ZUNION or EVAL:
+    /// `const LMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(1, &["RW", "ACCESS", "DELETE"])];`
+    pub const fn keynum(at: i32, flags: &'static [&'static str]) -> KeySpec {
+        KeySpec {
+            flags,
+            begin: Begin::Index(at),
+            find: Find::Keynum {
+                keynum_idx: 0,
+                first: 1,
+                step: 1,
+            },
+        }
+    }
+
+    /// One key at `at`.
+    pub const fn at(at: i32, flags: &'static [&'static str]) -> KeySpec {
+        KeySpec {
+            flags,
+            begin: Begin::Index(at),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }
+    }
+}
+
 /// Where the search for a key spec's keys starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {

@@ -73,6 +73,23 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     } else if client.reply_mode != ReplyMode::Off || reply.is_push() {
                         reply.encode(&mut out, client.resp3);
                     }
+                    if let Some(blocked) = client.blocked.take() {
+                        // Blocked on keys: what is pending goes out now, the request's reply
+                        // when it is served, times out or is unblocked; the requests behind it
+                        // wait, as in Redis.
+                        if !out.is_empty()
+                            && write_out(&server, &handle, &mut stream, &mut out)
+                                .await
+                                .is_err()
+                        {
+                            break 'conn;
+                        }
+                        match wait_blocked(&server, &handle, &mut stream, &mut inbuf, blocked).await
+                        {
+                            Some(r) => r.encode(&mut out, client.resp3),
+                            None => break 'conn,
+                        }
+                    }
                     if client.close_after_reply || handle.killed.load(Ordering::Relaxed) {
                         close = true;
                         break;
@@ -159,12 +176,60 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         crate::commands::pubsub::leave_all(&mut ctx);
         crate::commands::transactions::reset_state(&mut ctx);
     }
+    server.blocking.forget(handle.id);
     let (_, cost) = handle.outbox.drain();
     handle.outbox.written(cost);
     if !handle.is_killed() {
         let _ = stream.shutdown().await;
     }
     server.clients.unregister(handle.id);
+}
+
+/// Waits for a blocked request's reply: served by another client's write, its timeout, or
+/// CLIENT UNBLOCK. Input that arrives meanwhile is kept for later; `None` when the client
+/// went away, was killed, or the server is shutting down.
+async fn wait_blocked(
+    server: &Arc<Server>,
+    handle: &ClientHandle,
+    stream: &mut TcpStream,
+    inbuf: &mut BytesMut,
+    mut blocked: crate::state::blocking::Blocked,
+) -> Option<Reply> {
+    let deadline = blocked.deadline;
+    let timeout = async move {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d.into()).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(timeout);
+    let qbuf_limit = server.conn_settings.qbuf_limit.load(Ordering::Relaxed) as usize;
+    loop {
+        if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            inbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            r = &mut blocked.reply => return r.ok(),
+            _ = &mut timeout => {
+                // Answered with the timeout reply, or by the attempt being made right now.
+                server.blocking.unblock(blocked.id, None);
+                return blocked.reply.await.ok();
+            }
+            r = stream.read_buf(inbuf), if inbuf.len() <= qbuf_limit => match r {
+                Ok(0) | Err(_) => {
+                    server.blocking.forget(blocked.id);
+                    return None;
+                }
+                Ok(n) => {
+                    server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            },
+            _ = handle.ended(server) => {
+                server.blocking.forget(blocked.id);
+                return None;
+            }
+        }
+    }
 }
 
 /// Writes `out` unless the client is killed first (a stalled reader must not keep its task,

@@ -85,6 +85,15 @@ impl ClientHandle {
         })
     }
 
+    /// Resolves once the client is killed or the server shuts down (what a client blocked
+    /// on keys must act on).
+    pub fn ended<'a>(
+        &'a self,
+        server: &'a crate::state::Server,
+    ) -> impl std::future::Future<Output = ()> + 'a {
+        self.woken_when(move || self.is_killed() || server.is_shutting_down())
+    }
+
     /// Resolves once the client is killed (what a blocked write must act on).
     pub fn killed_signal(&self) -> impl std::future::Future<Output = ()> + '_ {
         self.woken_when(|| self.is_killed())
@@ -197,6 +206,9 @@ pub struct ClientState {
     /// The name last stored in `ClientMeta::last_cmd`: the shared copy (CLIENT LIST) is
     /// locked only when the command changes, not for every command.
     pub last_cmd: &'static str,
+    /// Set by a blocking command (BLPOP ...) that found nothing: the connection waits on it
+    /// before running the next request.
+    pub blocked: Option<crate::state::blocking::Blocked>,
 }
 
 /// A transaction being queued.
@@ -225,6 +237,7 @@ impl ClientState {
             watch_dirty: Arc::new(AtomicBool::new(false)),
             in_exec: false,
             last_cmd: "",
+            blocked: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! which the store reports key and document changes. Commands use it; the network side
 //! (`server/`) drives it.
 
+pub mod blocking;
 pub mod client;
 pub mod gate;
 pub mod outbox;
@@ -86,6 +87,8 @@ pub struct Server {
     /// Settings every connection reads before each batch, cached so that the loop takes no
     /// lock and parses no string (kept in step by `config_changed`).
     pub conn_settings: ConnSettings,
+    /// Clients blocked on keys (BLPOP, BZPOPMIN, ...) and the keys ready to serve them.
+    pub blocking: Arc<blocking::Blocking>,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -137,9 +140,11 @@ impl Server {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let store = Store::new(shards, databases);
+        let blocking = Arc::new(blocking::Blocking::default());
         let hooks: Arc<dyn KeyHooks> = Arc::new(KeyEvents {
             pubsub: pubsub.clone(),
             watches: watches.clone(),
+            blocking: blocking.clone(),
         });
         for c in store.counters() {
             let _ = c.hooks.set(hooks.clone());
@@ -167,6 +172,7 @@ impl Server {
             exec_gate: gate::ExecGate::default(),
             base_memory: crate::util::proc::rss_bytes(),
             ttl: ttl::TtlMonitors::new(shards),
+            blocking,
         })
     }
 
@@ -249,6 +255,7 @@ impl Server {
 struct KeyEvents {
     pubsub: Arc<PubSub>,
     watches: Arc<Watches>,
+    blocking: Arc<blocking::Blocking>,
 }
 
 impl KeyHooks for KeyEvents {
@@ -272,6 +279,7 @@ impl KeyHooks for KeyEvents {
     #[inline]
     fn created(&self, db: usize, key: &[u8]) {
         self.pubsub.notify(db, pubsub::class::NEW, "new", key);
+        self.blocking.signal(db, key);
     }
 
     #[inline]

@@ -3,7 +3,7 @@
 //! Each node is a [`Listpack`] bounded by `list-max-listpack-size` (a count of elements when
 //! positive, 4 to 64 KiB of encoded bytes when -1 to -5), so an element of up to 127 bytes
 //! costs its bytes plus two, and pushes and pops at either end touch one small node. A list
-//! that fits one node reports `listpack`, a longer one `quicklist` (Redis 7.2's names).
+//! reports `quicklist`, as Redis 7.0 does for every list.
 //! Access by index walks node lengths from the nearer end: O(nodes) + O(node size).
 
 use crate::store::encoding::LIMITS;
@@ -46,13 +46,10 @@ impl ListValue {
         self.len == 0
     }
 
-    /// `listpack` while the list is one small node, `quicklist` beyond.
+    /// `quicklist`, what Redis 7.0 reports for every list (7.2 says `listpack` for a list of
+    /// one small node; the reference here is 7.0).
     pub fn encoding(&self) -> &'static str {
-        if self.nodes.len() <= 1 {
-            "listpack"
-        } else {
-            "quicklist"
-        }
+        "quicklist"
     }
 
     /// Heap bytes owned (nodes and the deque).
