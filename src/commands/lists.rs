@@ -12,8 +12,8 @@ use crate::store::{End, Keyspace, ListValue, WrongType};
 use bytes::Bytes;
 
 const LIST: CommandSpec = family("list", acl::LIST);
-const LMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(1, &["RW", "ACCESS", "DELETE"])];
-const BLMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "ACCESS", "DELETE"])];
+const LMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(1, &["RW", "access", "delete"])];
+const BLMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"])];
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[

@@ -20,6 +20,7 @@ pub mod lists;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod spec;
 pub mod strings;
 pub mod transactions;
@@ -40,11 +41,12 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 14] {
+fn families() -> [&'static [CommandSpec]; 15] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         keys::COMMANDS,
+        sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,
         lists::COMMANDS,
