@@ -2,7 +2,7 @@
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::args::{Args, CommandError, CommandResult};
 use crate::commands::keys::{scan_cursor, scan_opts};
-use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::strings::human_float;
 use crate::commands::Ctx;
 use crate::protocol::Reply;
@@ -15,11 +15,25 @@ use bytes::Bytes;
 
 const HASH: CommandSpec = family("hash", acl::HASH);
 
+const HMSET_KEYS: &[KeySpec] = &[KeySpec {
+    flags: &["RW", "update"],
+    begin: Begin::Index(1),
+    find: Find::Range {
+        last: 0,
+        step: 1,
+        limit: 0,
+    },
+}];
+
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     HASH.cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.0.0", "Set the string value of a hash field")
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
+        .args("key:key field_value:{field value}..."),
+    HASH.cmd("hmset", -4, hmset).flags(WRITE | DENYOOM | FAST).key().key_specs(HMSET_KEYS)
+        .doc("2.0.0", "Set multiple hash fields to multiple values (deprecated since 4.0.0; use HSET with multiple field-value pairs)")
+        .complexity("O(N) where N is the number of fields being set.")
         .args("key:key field_value:{field value}..."),
     HASH.cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).key()
         .doc("2.0.0", "Set the value of a hash field, only if the field does not exist")
@@ -129,6 +143,18 @@ fn hset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     write_hash(ctx, key, "hset", |hv| {
         let added = pairs.filter(|p| hv.insert(&p[0], &p[1])).count();
         Ok((Reply::Int(added as i64), true))
+    })
+}
+
+/// HMSET: HSET replying +OK.
+fn hmset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    let pairs = args.pairs()?;
+    write_hash(ctx, key, "hset", |hv| {
+        pairs.for_each(|p| {
+            hv.insert(&p[0], &p[1]);
+        });
+        Ok((Reply::ok(), true))
     })
 }
 
