@@ -135,14 +135,20 @@ pub fn setting(name: &str) -> Option<&'static Setting> {
         .or_else(|| alias_of(name))
 }
 
-/// Redis 7 still accepts the names its packed encodings had before 7.0 (`hash-max-ziplist-
-/// entries` for `hash-max-listpack-entries`, ...).
+/// Redis 7 still accepts the names its packed encodings had before 7.0: (alias, setting).
+const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+];
+
 fn alias_of(name: &str) -> Option<&'static Setting> {
-    let lower = name.to_ascii_lowercase();
-    let renamed = lower.replace("-ziplist-", "-listpack-");
-    (renamed != lower)
-        .then(|| SETTINGS.iter().find(|s| s.name == renamed))
-        .flatten()
+    let (_, target) = ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))?;
+    SETTINGS.iter().find(|s| s.name == *target)
 }
 
 /// `appendonly`: refused until the journal exists, so no configuration claims a durability
@@ -446,6 +452,17 @@ impl Config {
                     .any(|p| glob_match(p, s.name.as_bytes(), true))
             })
             .map(|s| (s.name, self.get(s.name).to_string()))
+            .chain(
+                // An alias answers under its own name, as Redis 7 does.
+                ALIASES
+                    .iter()
+                    .filter(|(alias, _)| {
+                        patterns
+                            .iter()
+                            .any(|p| glob_match(p, alias.as_bytes(), true))
+                    })
+                    .map(|(alias, target)| (*alias, self.get(target).to_string())),
+            )
             .collect()
     }
 
