@@ -28,19 +28,19 @@ const fn range(flags: &'static [&'static str], index: i32, last: i32) -> KeySpec
 }
 
 const SMOVE_KEYS: &[KeySpec] = &[
-    range(&["RW", "ACCESS", "DELETE"], 1, 0),
-    range(&["RW", "INSERT"], 2, 0),
+    range(&["RW", "access", "delete"], 1, 0),
+    range(&["RW", "insert"], 2, 0),
 ];
 const SINTERSTORE_KEYS: &[KeySpec] = &[
-    range(&["RW", "UPDATE"], 1, 0),
-    range(&["RO", "ACCESS"], 2, -1),
+    range(&["RW", "update"], 1, 0),
+    range(&["RO", "access"], 2, -1),
 ];
 const STORE_KEYS: &[KeySpec] = &[
-    range(&["OW", "UPDATE"], 1, 0),
-    range(&["RO", "ACCESS"], 2, -1),
+    range(&["OW", "update"], 1, 0),
+    range(&["RO", "access"], 2, -1),
 ];
 const SINTERCARD_KEYS: &[KeySpec] = &[KeySpec {
-    flags: &["RO", "ACCESS"],
+    flags: &["RO", "access"],
     begin: Begin::Index(1),
     find: Find::Keynum {
         keynum_idx: 0,
@@ -52,35 +52,35 @@ const SINTERCARD_KEYS: &[KeySpec] = &[KeySpec {
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     SET.cmd("sadd", -3, sadd).flags(WRITE | DENYOOM | FAST).key()
-        .key_specs(&[range(&["RW", "INSERT"], 1, 0)])
+        .key_specs(&[range(&["RW", "insert"], 1, 0)])
         .doc("1.0.0", "Add one or more members to a set")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
         .args("key:key member..."),
     SET.cmd("srem", -3, srem).flags(WRITE | FAST).key()
-        .key_specs(&[range(&["RW", "DELETE"], 1, 0)])
+        .key_specs(&[range(&["RW", "delete"], 1, 0)])
         .doc("1.0.0", "Remove one or more members from a set")
         .complexity("O(N) where N is the number of members to be removed.")
         .args("key:key member..."),
     SET.cmd("smembers", 2, smembers).flags(READONLY).key()
-        .key_specs(&[range(&["RO", "ACCESS"], 1, 0)])
+        .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("1.0.0", "Get all the members in a set")
         .complexity("O(N) where N is the set cardinality.").args("key:key"),
     SET.cmd("sismember", 3, sismember).flags(READONLY | FAST).key()
         .doc("1.0.0", "Determine if a given value is a member of a set").args("key:key member"),
     SET.cmd("smismember", -3, smismember).flags(READONLY | FAST).key()
-        .key_specs(&[range(&["RO", "ACCESS"], 1, 0)])
+        .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("6.2.0", "Returns the membership associated with the given elements for a set")
         .complexity("O(N) where N is the number of elements being checked for membership")
         .args("key:key member..."),
     SET.cmd("scard", 2, scard).flags(READONLY | FAST).key()
         .doc("1.0.0", "Get the number of members in a set").args("key:key"),
     SET.cmd("spop", -2, spop).flags(WRITE | FAST).key()
-        .key_specs(&[range(&["RW", "ACCESS", "DELETE"], 1, 0)])
+        .key_specs(&[range(&["RW", "access", "delete"], 1, 0)])
         .doc("1.0.0", "Remove and return one or multiple random members from a set")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the value of the passed count.")
         .args("key:key [count:integer]"),
     SET.cmd("srandmember", -2, srandmember).flags(READONLY).key()
-        .key_specs(&[range(&["RO", "ACCESS"], 1, 0)])
+        .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("1.0.0", "Get one or multiple random members from a set")
         .complexity("Without the count argument O(1), otherwise O(N) where N is the absolute value of the passed count.")
         .args("key:key [count:integer]"),
@@ -88,7 +88,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Move a member from one set to another")
         .args("source:key destination:key member"),
     SET.cmd("sinter", -2, sinter).flags(READONLY).keys(1, -1, 1)
-        .key_specs(&[range(&["RO", "ACCESS"], 1, -1)])
+        .key_specs(&[range(&["RO", "access"], 1, -1)])
         .doc("1.0.0", "Intersect multiple sets")
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
         .args("key:key..."),
@@ -97,12 +97,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         .complexity("O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.")
         .args("numkeys:integer key:key... [LIMIT=limit:integer]"),
     SET.cmd("sunion", -2, sunion).flags(READONLY).keys(1, -1, 1)
-        .key_specs(&[range(&["RO", "ACCESS"], 1, -1)])
+        .key_specs(&[range(&["RO", "access"], 1, -1)])
         .doc("1.0.0", "Add multiple sets")
         .complexity("O(N) where N is the total number of elements in all given sets.")
         .args("key:key..."),
     SET.cmd("sdiff", -2, sdiff).flags(READONLY).keys(1, -1, 1)
-        .key_specs(&[range(&["RO", "ACCESS"], 1, -1)])
+        .key_specs(&[range(&["RO", "access"], 1, -1)])
         .doc("1.0.0", "Subtract multiple sets")
         .complexity("O(N) where N is the total number of elements in all given sets.")
         .args("key:key..."),
@@ -122,7 +122,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .complexity("O(N) where N is the total number of elements in all given sets.")
         .args("destination:key key:key..."),
     SET.cmd("sscan", -3, sscan).flags(READONLY).key()
-        .key_specs(&[range(&["RO", "ACCESS"], 1, 0)])
+        .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("2.8.0", "Incrementally iterate Set elements")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
         .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
