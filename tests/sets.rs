@@ -163,7 +163,25 @@ fn encodings_follow_the_limits() {
         sorted(&mut c, &["SMEMBERS", "n"]),
         ["1", "2", "3", "4", "5"]
     );
+    // A new key takes the encoding Redis 7.2 picks from the argument count: more integers
+    // than an intset holds, few enough for a listpack.
+    int(&mut c, &["SADD", "n2", "1", "2", "3", "4", "5", "6"]);
+    assert_eq!(encoding(&mut c, "n2"), "listpack");
+    int(&mut c, &["SADD", "n2", "7"]);
+    assert_eq!(encoding(&mut c, "n2"), "listpack");
+    // SMOVE creates its destination for one member.
+    config_set(&mut c, "set-max-intset-entries", "0");
+    assert_eq!(int(&mut c, &["SMOVE", "n2", "n3", "7"]), 1);
+    assert_eq!(encoding(&mut c, "n3"), "listpack");
     config_set(&mut c, "set-max-intset-entries", "512");
+    // An existing packed set that could not hold as many members as SADD names converts
+    // first, even if they turn out to be duplicates.
+    int(&mut c, &["SADD", "dup", "a"]);
+    let dups = vec!["a"; 129];
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("dup").arg(&dups);
+    assert_eq!(cmd.query::<i64>(&mut c).unwrap(), 0);
+    assert_eq!(encoding(&mut c, "dup"), "hashtable");
     let many: Vec<String> = (0..512).map(|i| i.to_string()).collect();
     let mut cmd = redis::cmd("SADD");
     cmd.arg("m").arg(&many);

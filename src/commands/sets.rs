@@ -154,6 +154,13 @@ fn sadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ctx.server.store.with_key(db, key, |ks, h| {
         let n = ks
             .write_as::<SetValue, _>(h, key, true, |s| {
+                // A new key starts in the encoding Redis 7.2 picks from the argument count;
+                // an existing packed set too small for that many converts first.
+                if let Some(first) = members.first().filter(|_| s.is_empty()) {
+                    *s = SetValue::create_for(first, members.len());
+                } else {
+                    s.maybe_convert(members.len());
+                }
                 let n = members.iter().filter(|m| s.insert(m)).count();
                 (n, n > 0)
             })?
@@ -375,6 +382,9 @@ fn smove(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let added = l
         .ks(1, db)
         .write_as::<SetValue, _>(hd, dst, true, |s| {
+            if s.is_empty() {
+                *s = SetValue::create_for(member, 1);
+            }
             let a = s.insert(member);
             (a, a)
         })?

@@ -494,6 +494,34 @@ impl SetValue {
         Some((start as u64, out))
     }
 
+    /// An empty set in the encoding Redis 7.2's `setTypeCreate` picks for a new key about to
+    /// receive `first` and about `size_hint` members in all (SADD's argument count, 1 for
+    /// SMOVE): an intset for an integer if the hint fits one, else a listpack if the hint
+    /// fits one, else a hashtable sized for the hint (bounded by the request's own length).
+    pub fn create_for(first: &[u8], size_hint: usize) -> SetValue {
+        let repr = if parse_i64(first).is_some() && size_hint <= limit(&LIMITS.set_intset_entries) {
+            Repr::Ints(Vec::new())
+        } else if size_hint <= limit(&LIMITS.set_entries) {
+            Repr::Pack(Listpack::new())
+        } else {
+            Repr::Table(Table::with_capacity(size_hint))
+        };
+        SetValue { repr }
+    }
+
+    /// Redis 7.2's `setTypeMaybeConvert`: before adding about `size_hint` members, a packed
+    /// set that could not hold that many becomes a hashtable.
+    pub fn maybe_convert(&mut self, size_hint: usize) {
+        let over = match &self.repr {
+            Repr::Ints(_) => size_hint > limit(&LIMITS.set_intset_entries),
+            Repr::Pack(_) => size_hint > limit(&LIMITS.set_entries),
+            Repr::Table(_) => false,
+        };
+        if over {
+            self.convert_to_table(size_hint);
+        }
+    }
+
     /// A set of the given members (SINTERSTORE, SUNIONSTORE, SDIFFSTORE results and tests).
     pub fn from_members<'a>(members: impl IntoIterator<Item = &'a [u8]>) -> SetValue {
         let mut s = SetValue::default();
@@ -576,6 +604,26 @@ mod tests {
         w.insert(b"foo");
         assert_eq!(w.encoding(), "hashtable");
         assert_eq!(w.len(), 201);
+    }
+
+    #[test]
+    fn creation_follows_the_size_hint() {
+        assert_eq!(SetValue::create_for(b"1", 1).encoding(), "intset");
+        assert_eq!(SetValue::create_for(b"a", 1).encoding(), "listpack");
+        // Too many for an intset, few enough for a listpack.
+        assert_eq!(SetValue::create_for(b"1", 513).encoding(), "hashtable");
+        assert_eq!(SetValue::create_for(b"1", 200).encoding(), "intset");
+        assert_eq!(SetValue::create_for(b"a", 129).encoding(), "hashtable");
+        let mut v = s(&["a"]);
+        v.maybe_convert(128);
+        assert_eq!(v.encoding(), "listpack");
+        v.maybe_convert(129);
+        assert_eq!(v.encoding(), "hashtable");
+        assert!(v.contains(b"a"));
+        let mut v = s(&["1"]);
+        v.maybe_convert(513);
+        assert_eq!(v.encoding(), "hashtable");
+        assert!(v.contains(b"1"));
     }
 
     #[test]
