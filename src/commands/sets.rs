@@ -332,10 +332,16 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if count < 0 || count == 1 {
             // Repetitions allowed.
             let k = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
-            let mut picks = Vec::with_capacity(k.min(1 << 16));
-            for _ in 0..k {
-                picks.push((rand_u64() % n as u64) as usize);
+            if k >= n {
+                // Each member copied once; the picks share it.
+                let all = s.to_bytes();
+                let mut out = Vec::with_capacity(k.min(1 << 16));
+                for _ in 0..k {
+                    out.push(Reply::Bulk(all[(rand_u64() % n as u64) as usize].clone()));
+                }
+                return Reply::Array(out);
             }
+            let picks: Vec<usize> = (0..k).map(|_| (rand_u64() % n as u64) as usize).collect();
             return Reply::Array(bulks(s.members_at(&picks)));
         }
         if count as u64 >= n as u64 {
@@ -360,9 +366,8 @@ fn smove(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         return Err(CommandError::wrongtype());
     }
     if src == dst {
-        let is = l
-            .ks(0, db)
-            .read_as::<SetValue, _>(hs, src, |s| s.is_some_and(|s| s.contains(member)))?;
+        let is = matches!(l.ks(0, db).peek(hs, src),
+            Some(e) if matches!(&e.value, Value::Set(s) if s.contains(member)));
         return Ok(Reply::Int(is as i64));
     }
     let removed = l
@@ -433,8 +438,8 @@ fn with_set<R>(
     }
 }
 
-/// The intersection of the sets at `keys[first..]`, in the order of the smallest set, or
-/// `None` when a key is missing (an empty result).
+/// The intersection of the sets at `keys[first..]`, in the order of the smallest set (empty
+/// when a key is missing), or WRONGTYPE if any key holds another type.
 fn intersect(
     l: &mut crate::store::multi::Locked<'_>,
     db: usize,
