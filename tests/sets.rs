@@ -656,3 +656,42 @@ fn memory_follows_sets() {
         "{after} left after DEL (grew by {grown})"
     );
 }
+
+/// Redis's scan regression test for issue #4906: most of a hashtable removed in the middle of
+/// a scan (the table shrinks) must not hide the members that stay.
+#[test]
+fn sscan_survives_a_mass_removal() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    for round in 0..20usize {
+        let _: i64 = q(&mut c, &["DEL", "set"]).unwrap();
+        int(&mut c, &["SADD", "set", "x"]);
+        let numele = 101 + (round * 97) % 1000;
+        let all: Vec<String> = (0..numele).map(|j| j.to_string()).collect();
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg("set").arg(&all);
+        let _: i64 = cmd.query(&mut c).unwrap();
+        let toremove: Vec<String> = (100..numele).map(|j| j.to_string()).collect();
+        let mut found = HashSet::new();
+        let mut cursor = "0".to_string();
+        let mut iteration = 0;
+        loop {
+            let (next, items): (String, Vec<String>) =
+                q(&mut c, &["SSCAN", "set", &cursor]).unwrap();
+            found.extend(items);
+            iteration += 1;
+            if iteration == 1 + round % 5 && !toremove.is_empty() {
+                let mut cmd = redis::cmd("SREM");
+                cmd.arg("set").arg(&toremove);
+                let _: i64 = cmd.query(&mut c).unwrap();
+            }
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        for j in 0..100 {
+            assert!(found.contains(&j.to_string()), "round {round}: {j} missing");
+        }
+    }
+}
