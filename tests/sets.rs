@@ -373,6 +373,31 @@ fn algebra_and_store() {
         5
     );
     assert_eq!(int(&mut c, &["SINTERCARD", "1", "nokey"]), 0);
+    // Larger than one chunk of the intersection's walk, with and without a limit.
+    let big: Vec<String> = (0..5000).map(|i| format!("b{i}")).collect();
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("big1").arg(&big);
+    let _: i64 = cmd.query(&mut c).unwrap();
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("big2").arg(&big[1000..]);
+    let _: i64 = cmd.query(&mut c).unwrap();
+    assert_eq!(int(&mut c, &["SINTERCARD", "2", "big1", "big2"]), 4000);
+    assert_eq!(
+        int(
+            &mut c,
+            &["SINTERCARD", "2", "big1", "big2", "LIMIT", "2500"]
+        ),
+        2500
+    );
+    assert_eq!(
+        int(
+            &mut c,
+            &["SINTERCARD", "2", "big1", "big2", "LIMIT", "9999"]
+        ),
+        4000
+    );
+    assert_eq!(strs(&mut c, &["SINTER", "big2", "big1"]).len(), 4000);
+    assert_eq!(int(&mut c, &["SINTERSTORE", "bigr", "big2", "big1"]), 4000);
     assert_eq!(
         strs(&mut c, &["SDIFF", "set1", "set4"]),
         ["0", "1", "2", "3", "4"]

@@ -439,13 +439,17 @@ fn with_set<R>(
 }
 
 /// The intersection of the sets at `keys[first..]`, in the order of the smallest set (empty
-/// when a key is missing), or WRONGTYPE if any key holds another type.
+/// when a key is missing), or WRONGTYPE if any key holds another type. With a `limit` (> 0,
+/// SINTERCARD's LIMIT) it stops once that many members are found: the smallest set's members
+/// go through the other sets in chunks.
 fn intersect(
     l: &mut crate::store::multi::Locked<'_>,
     db: usize,
     keys: &[Bytes],
     first: usize,
+    limit: usize,
 ) -> CommandResult<Vec<Bytes>> {
+    const CHUNK: usize = 1024;
     let sizes = sizes(l, db, keys, first)?;
     if sizes.iter().any(Option::is_none) {
         return Ok(Vec::new());
@@ -455,17 +459,35 @@ fn intersect(
     let Some((&smallest, rest)) = order.split_first() else {
         return Ok(Vec::new());
     };
-    let mut cand = with_set(l, db, smallest, &keys[smallest], |s| s.to_bytes()).unwrap_or_default();
-    for &i in rest {
-        if cand.is_empty() {
+    let size = sizes[smallest - first].unwrap_or(0);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < size {
+        let mut part = with_set(l, db, smallest, &keys[smallest], |s| {
+            s.iter()
+                .skip(start)
+                .take(CHUNK)
+                .map(|m| Bytes::from(m.into_owned()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+        start += CHUNK;
+        for &i in rest {
+            if part.is_empty() {
+                break;
+            }
+            if keys[i] == keys[smallest] {
+                continue;
+            }
+            with_set(l, db, i, &keys[i], |s| part.retain(|m| s.contains(m)));
+        }
+        out.extend(part);
+        if limit > 0 && out.len() >= limit {
+            out.truncate(limit);
             break;
         }
-        if keys[i] == keys[smallest] {
-            continue;
-        }
-        with_set(l, db, i, &keys[i], |s| cand.retain(|m| s.contains(m)));
     }
-    Ok(cand)
+    Ok(out)
 }
 
 /// The union (`diff` false) or difference of the sets at `keys[first..]`, built as Redis
@@ -548,6 +570,7 @@ fn sinter(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ctx.client.db,
         keys,
         0,
+        0,
     )?)))
 }
 
@@ -578,8 +601,8 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
     }
     let mut l = ctx.server.store.lock_keys(keys);
-    let n = intersect(&mut l, ctx.client.db, keys, 0)?.len() as u64;
-    Ok(Reply::Int(if limit > 0 { n.min(limit) } else { n } as i64))
+    let n = intersect(&mut l, ctx.client.db, keys, 0, limit as usize)?.len() as u64;
+    Ok(Reply::Int(n as i64))
 }
 
 fn sunion(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -599,7 +622,7 @@ fn sdiff(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn sinterstore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let keys = args.rest();
     let mut l = ctx.server.store.lock_keys(keys);
-    let members = intersect(&mut l, ctx.client.db, keys, 1)?;
+    let members = intersect(&mut l, ctx.client.db, keys, 1, 0)?;
     let result = SetValue::from_members(members.iter().map(|m| &m[..]));
     Ok(store(ctx, &mut l, &keys[0], result, "sinterstore"))
 }

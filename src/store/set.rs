@@ -177,6 +177,15 @@ impl<'a> Iterator for Iter<'a> {
             Iter::Table(it) => it.next().map(|m| Cow::Borrowed(&**m)),
         }
     }
+
+    /// Skips without formatting the skipped intset members (O(1) but for a listpack).
+    fn nth(&mut self, n: usize) -> Option<Member<'a>> {
+        match self {
+            Iter::Ints(it) => it.nth(n).map(|&i| Cow::Owned(int_bytes(i))),
+            Iter::Pack(it) => it.nth(n).map(Cow::Borrowed),
+            Iter::Table(it) => it.nth(n).map(|m| Cow::Borrowed(&**m)),
+        }
+    }
 }
 
 /// `k` distinct random positions below `n` (`k` <= `n`), in random order. The work and
