@@ -350,6 +350,23 @@ def workloads():
          ["DOC.FIND", "users", '{"_id":"__rand_int__"}'], 1, ["json"], ["users"]),
         ("DOC.TOUCH vs HSET 1 field", ["HSET", "h:__rand_int__", "accessTime", "1700000000000"],
          ["DOC.TOUCH", "sessions", '{"_id":"__rand_int__"}'], 1, ["hash"], ["sessions"]),
+    ] + [
+        # redis-benchmark's own tests of the aggregate types, at pipeline 1 and 16.
+        (f"{name}{' -P 16' if p == 16 else ''}", cmd, cmd, p, needs, needs)
+        for name, cmd, needs in [
+            ("LPUSH", ["LPUSH", "mylist", VALUE32], []),
+            ("RPUSH", ["RPUSH", "mylist", VALUE32], []),
+            ("LPOP", ["LPOP", "mylist"], []),
+            ("RPOP", ["RPOP", "mylist"], []),
+            ("SADD", ["SADD", "myset", "element:__rand_int__"], []),
+            ("SPOP", ["SPOP", "myset"], []),
+            ("ZADD", ["ZADD", "myzset", "__rand_int__", "element:__rand_int__"], []),
+            ("ZPOPMIN", ["ZPOPMIN", "myzset"], []),
+            ("LRANGE_100", ["LRANGE", "biglist", "0", "99"], ["list600"]),
+            ("LRANGE_300", ["LRANGE", "biglist", "0", "299"], ["list600"]),
+            ("LRANGE_600", ["LRANGE", "biglist", "0", "599"], ["list600"]),
+        ]
+        for p in (1, 16)
     ]
 
 
@@ -370,6 +387,8 @@ def preload(server, keys):
         "hash": [encode("HSET", "h:%012d" % i, "a", 1, "b", "x", "c", 2.5, "d", "true")
                  for i in range(keys)],
         "json": [encode("SET", "j:%012d" % i, user_doc(i)) for i in range(keys)],
+        # redis-benchmark's LRANGE tests read the first 100/300/600 of a long list.
+        "list600": [encode("RPUSH", "biglist", *[VALUE32] * 100) for _ in range(6)],
     }
     if server.kind == "tidecache":
         now = iso_now()
@@ -612,6 +631,13 @@ def memory(env, quick):
         "keys": lambda: (encode("SET", "k:%d" % i, VALUE32, "EX", 3600) for i in range(count)),
         "hashes": lambda: (encode("HSET", "s:%d" % i, "userID", i, "accessTime", now_ms + i % 1000)
                            + encode("EXPIRE", "s:%d" % i, 3600) for i in range(count)),
+        "sets": lambda: (encode("SADD", "set:%d" % i, *("member:%d" % j for j in range(8)))
+                         for i in range(count)),
+        "zsets": lambda: (encode("ZADD", "zset:%d" % i,
+                                 *(x for j in range(8) for x in (j * 1.5, "member:%d" % j)))
+                          for i in range(count)),
+        "lists": lambda: (encode("RPUSH", "list:%d" % i, *("element:%d" % j for j in range(100)))
+                          for i in range(count // 100)),
         "docs": lambda: (encode("DOC.INSERT", "sessions",
                                 '{"userID":%d,"accessTime":{"$date":"%s.%03dZ"}}' % (i, base, i % 1000))
                          for i in range(count)),
@@ -626,6 +652,9 @@ def memory(env, quick):
         (f"{label} hashes (userID, accessTime) + EXPIRE", "hashes", "hashes", ()),
         (f"{label} session documents, TTL index vs hashes", "hashes", "docs",
          (("DOC.EXPIREINDEX", "sessions", "accessTime", 3600),)),
+        (f"{label} sets of 8 members", "sets", "sets", ()),
+        (f"{label} sorted sets of 8 members", "zsets", "zsets", ()),
+        (f"{count // 100} lists of 100 elements (per element)", "lists", "lists", ()),
     ]
     for name, rfile, tfile, tsetup in specs:
         row = {"workload": name}

@@ -125,7 +125,8 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
         };
         match &e.value {
             Value::List(l) => Ok((l.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), false)),
-            Value::Set(_) | Value::ZSet(_) => Err(CommandError::msg("ERR SORT of sets is not wired yet")),
+            Value::Set(s) => Ok((s.to_bytes().into_iter().map(|b| b.to_vec()).collect(), true)),
+            Value::ZSet(_) => Err(CommandError::msg("ERR SORT of sorted sets is not wired yet")),
             _ => Err(CommandError::wrongtype()),
         }
     })?;
