@@ -1238,8 +1238,7 @@ fn parse_setop<'a>(
             b"WITHSCORES" if !store && !card => o.withscores = true,
             b"LIMIT" if card && remaining >= 2 => {
                 o.limit = match args.next_opt().and_then(|a| parse_i64(a)) {
-                    None => return Err(CommandError::not_integer()),
-                    Some(l) if l < 0 => {
+                    None | Some(i64::MIN..=-1) => {
                         return Err(CommandError::msg("ERR LIMIT can't be negative"))
                     }
                     Some(l) => l as usize,
