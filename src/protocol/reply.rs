@@ -188,20 +188,40 @@ fn bulk(out: &mut BytesMut, b: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-/// Formats a double as Redis does (`%.17g`-like shortest round trip, `inf`, `-inf`, `nan`).
+/// Formats a double as Redis 7.0's `addReplyDouble` does: C's `%.17g` (`inf`, `-inf`, `nan`
+/// for the special values).
 pub fn format_double(d: f64) -> String {
     if d.is_nan() {
-        "nan".into()
-    } else if d.is_infinite() {
-        if d > 0.0 {
-            "inf".into()
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0".into()
         } else {
-            "-inf".into()
+            "0".into()
+        };
+    }
+    // %.17g: the exponent of the %.16e form decides between fixed and scientific notation;
+    // trailing zeros (and a trailing point) are dropped either way.
+    let sci = format!("{d:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
         }
-    } else if d == d.trunc() && d.abs() < 1e17 {
-        format!("{}", d as i64)
+    };
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{}{:02}", trim(mant), sign, exp.abs())
     } else {
-        format!("{d}")
+        let prec = (16 - exp) as usize;
+        trim(&format!("{d:.prec$}"))
     }
 }
 
@@ -224,6 +244,16 @@ mod tests {
         assert_eq!(enc(&Reply::Nil, true), "_\r\n");
         assert_eq!(enc(&Reply::Double(1.5), false), "$3\r\n1.5\r\n");
         assert_eq!(enc(&Reply::Double(1.5), true), ",1.5\r\n");
+        assert_eq!(format_double(1.1), "1.1000000000000001");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(1e-5), "1.0000000000000001e-05");
+        assert_eq!(format_double(0.0001), "0.0001");
+        assert_eq!(
+            format_double(123456789012345678.0),
+            "1.2345678901234568e+17"
+        );
+        assert_eq!(format_double(-3.0), "-3");
+        assert_eq!(format_double(-0.0), "-0");
         assert_eq!(enc(&Reply::Bool(true), false), ":1\r\n");
         assert_eq!(enc(&Reply::Bool(true), true), "#t\r\n");
         assert_eq!(
