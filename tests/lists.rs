@@ -400,3 +400,34 @@ fn many_blocked_clients_cost_no_cpu() {
     }
     assert_eq!(info_blocked(&mut c), 0);
 }
+
+/// BZPOPMIN/BZPOPMAX/BZMPOP block and are served like the list pops.
+#[test]
+fn sorted_set_blocking_pops() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    int(&mut c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
+    let r: (String, String, String) = q(&mut c, &["BZPOPMAX", "none", "z", "0"]).unwrap();
+    assert_eq!(r, ("z".into(), "c".into(), "3".into()));
+    let mut w = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    w.write_all(&resp(&["BZPOPMIN", "zz", "0"])).unwrap();
+    wait_blocked(&mut c, 1);
+    let mut w2 = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    w2.write_all(&resp(&["BZMPOP", "0", "1", "zz", "MAX", "COUNT", "5"]))
+        .unwrap();
+    wait_blocked(&mut c, 2);
+    int(&mut c, &["ZADD", "zz", "5", "x", "6", "y", "7", "w"]);
+    assert_eq!(
+        read_reply(&mut w),
+        "*3\r\n$2\r\nzz\r\n$1\r\nx\r\n$1\r\n5\r\n"
+    );
+    assert_eq!(
+        read_reply(&mut w2),
+        "*2\r\n$2\r\nzz\r\n*2\r\n*2\r\n$1\r\nw\r\n$1\r\n7\r\n*2\r\n$1\r\ny\r\n$1\r\n6\r\n"
+    );
+    assert_eq!(int(&mut c, &["EXISTS", "zz"]), 0);
+    let r: Option<Vec<String>> = q(&mut c, &["BZPOPMIN", "zz", "0.1"]).unwrap();
+    assert_eq!(r, None);
+    q::<String>(&mut c, &["SET", "str", "v"]).unwrap();
+    assert!(err_text(q::<String>(&mut c, &["BZPOPMIN", "str", "0"])).starts_with("WRONGTYPE"));
+}

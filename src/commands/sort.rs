@@ -15,7 +15,10 @@ use crate::store::{End, ListValue, Ttl, Value};
 use bytes::Bytes;
 use std::cmp::Ordering;
 
-const SORT: CommandSpec = family("generic", acl::SET | acl::SORTEDSET | acl::LIST | acl::DANGEROUS);
+const SORT: CommandSpec = family(
+    "generic",
+    acl::SET | acl::SORTEDSET | acl::LIST | acl::DANGEROUS,
+);
 const SORT_KEYS: &[KeySpec] = &[
     KeySpec::at(1, &["RO", "access"]),
     KeySpec {
@@ -126,7 +129,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
         match &e.value {
             Value::List(l) => Ok((l.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), false)),
             Value::Set(s) => Ok((s.to_bytes().into_iter().map(|b| b.to_vec()).collect(), true)),
-            Value::ZSet(_) => Err(CommandError::msg("ERR SORT of sorted sets is not wired yet")),
+            Value::ZSet(z) => Ok((z.iter().map(|(m, _)| m.to_vec()).collect(), false)),
             _ => Err(CommandError::wrongtype()),
         }
     })?;
@@ -140,7 +143,11 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
     let len = elems.len() as i64;
     let mut first = start.clamp(0, len);
     let count = count.clamp(-1, len);
-    let mut last = if count < 0 { len - 1 } else { first + count - 1 };
+    let mut last = if count < 0 {
+        len - 1
+    } else {
+        first + count - 1
+    };
     if first >= len {
         first = len - 1;
         last = len - 2;

@@ -15,6 +15,7 @@ use crate::util::num::parse_i64;
 use bytes::Bytes;
 
 const FAMILY: CommandSpec = family("sorted_set", acl::SORTEDSET);
+const BZMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"])];
 
 const KEYNUM_RO: &[KeySpec] = &[KeySpec {
     flags: &["RO", "ACCESS"],
@@ -144,6 +145,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Remove and return members with scores in a sorted set")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("numkeys:integer key:key... where:(MIN|MAX) [COUNT=count:integer]"),
+    FAMILY.cmd("bzpopmin", -3, bzpopmin).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1)
+        .doc("5.0.0", "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available")
+        .complexity("O(log(N)) with N being the number of elements in the sorted set.")
+        .args("key:key... timeout:double"),
+    FAMILY.cmd("bzpopmax", -3, bzpopmax).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1)
+        .doc("5.0.0", "Remove and return the member with the highest score from one or more sorted sets, or block until one is available")
+        .complexity("O(log(N)) with N being the number of elements in the sorted set.")
+        .args("key:key... timeout:double"),
+    FAMILY.cmd("bzmpop", -5, bzmpop).flags(WRITE | BLOCKING | MOVABLEKEYS).key_specs(BZMPOP_KEYS)
+        .doc("7.0.0", "Remove and return members with scores in a sorted set or block until one is available")
+        .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
+        .args("timeout:double numkeys:integer key:key... where:(MIN|MAX) [COUNT=count:integer]"),
     FAMILY.cmd("zrandmember", -2, zrandmember).flags(READONLY).key()
         .doc("6.2.0", "Get one or multiple random elements from a sorted set")
         .complexity("O(N) where N is the number of elements returned")
@@ -1048,6 +1061,126 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ]));
     }
     Ok(Reply::NilArray)
+}
+
+// ---------------------------------------------------------------------------------------
+// Blocking pops: BZPOPMIN BZPOPMAX BZMPOP (served like BLPOP, see `commands::blocking`)
+
+/// Pops from the sorted set at `key` for a client (blocked or not): the popped entries, with
+/// the keyspace events sent. Empty when the key holds nothing.
+fn pop_for(
+    server: &crate::state::Server,
+    db: usize,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Result<Vec<(Vec<u8>, f64)>, WrongType> {
+    server.store.with_key(db, key, |ks, h| {
+        let v = pop_from(ks, h, key, max, count)?;
+        if !v.is_empty() {
+            server.notify(
+                db,
+                class::ZSET,
+                if max { "zpopmax" } else { "zpopmin" },
+                key,
+            );
+            if !ks.contains(h, key) {
+                server.notify(db, class::GENERIC, "del", key);
+            }
+        }
+        Ok(v)
+    })
+}
+
+/// BZPOPMIN/BZPOPMAX's reply: `[key, member, score]`.
+fn bzpop_reply(key: &[u8], mut v: Vec<(Vec<u8>, f64)>) -> Option<Reply> {
+    let (m, s) = v.pop()?;
+    Some(Reply::Array(vec![
+        Reply::Bulk(Bytes::copy_from_slice(key)),
+        Reply::Bulk(m.into()),
+        score_reply(s),
+    ]))
+}
+
+fn bzpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>, max: bool) -> CmdResult {
+    let all = args.rest();
+    let (keys, timeout) = all.split_at(all.len() - 1);
+    let deadline = crate::commands::blocking::parse_timeout(&timeout[0])?;
+    let db = ctx.client.db;
+    for key in keys {
+        let v = pop_for(ctx.server, db, key, max, 1)?;
+        if let Some(r) = bzpop_reply(key, v) {
+            return Ok(r);
+        }
+    }
+    let attempt = move |server: &crate::state::Server, key: &Bytes| {
+        bzpop_reply(key, pop_for(server, db, key, max, 1).ok()?)
+    };
+    crate::commands::blocking::block_on(
+        ctx,
+        keys.to_vec(),
+        Box::new(attempt),
+        Reply::NilArray,
+        deadline,
+    )
+}
+
+fn bzpopmin(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    bzpop(ctx, args, false)
+}
+fn bzpopmax(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    bzpop(ctx, args, true)
+}
+
+fn bzmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let timeout = args.next_arg()?;
+    let numkeys = match args.next_arg().ok().and_then(|a| parse_i64(a)) {
+        Some(n) if n >= 1 => n as usize,
+        _ => return Err(CommandError::msg("ERR numkeys should be greater than 0")),
+    };
+    if numkeys >= args.len() {
+        return Err(CommandError::syntax());
+    }
+    let keys: Vec<Bytes> = (0..numkeys)
+        .filter_map(|_| args.next_opt().cloned())
+        .collect();
+    let max = match args.next_token().as_deref() {
+        Some(b"MIN") => false,
+        Some(b"MAX") => true,
+        _ => return Err(CommandError::syntax()),
+    };
+    let mut count = None;
+    while let Some(t) = args.next_token() {
+        match &*t {
+            b"COUNT" if count.is_none() && !args.is_empty() => {
+                match args.next_opt().and_then(|a| parse_i64(a)) {
+                    Some(n) if n >= 1 => count = Some(n as usize),
+                    _ => return Err(CommandError::msg("ERR count should be greater than 0")),
+                }
+            }
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    let count = count.unwrap_or(1);
+    let deadline = crate::commands::blocking::parse_timeout(timeout)?;
+    let db = ctx.client.db;
+    let reply = |key: &[u8], v: Vec<(Vec<u8>, f64)>| {
+        Reply::Array(vec![
+            Reply::Bulk(Bytes::copy_from_slice(key)),
+            Reply::Array(pop_reply(v, true)),
+        ])
+    };
+    for key in &keys {
+        let v = pop_for(ctx.server, db, key, max, count)?;
+        if !v.is_empty() {
+            return Ok(reply(key, v));
+        }
+    }
+    let attempt = move |server: &crate::state::Server, key: &Bytes| {
+        let v = pop_for(server, db, key, max, count).ok()?;
+        (!v.is_empty()).then(|| reply(key, v))
+    };
+    crate::commands::blocking::block_on(ctx, keys, Box::new(attempt), Reply::NilArray, deadline)
 }
 
 // ---------------------------------------------------------------------------------------
