@@ -271,7 +271,7 @@ fn lrange(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             };
             match clamp_range(start, stop, l.len()) {
                 None => Reply::Array(Vec::new()),
-                Some((a, b)) => Reply::Array(l.range(a, b).map(bulk).collect()),
+                Some((a, b)) => Reply::Array(l.range(a, b).map(|v| bulk(&v)).collect()),
             }
         })?)
     })
@@ -288,7 +288,7 @@ fn lindex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         Ok(ks.read_as::<ListValue, _>(h, key, |l| {
             l.and_then(|l| index_of(i, l.len()).and_then(|i| l.get(i)))
-                .map_or(Reply::Nil, bulk)
+                .map_or(Reply::Nil, |v| bulk(&v))
         })?)
     })
 }
@@ -323,7 +323,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let db = ctx.client.db;
     ctx.server.store.with_key(db, key, |ks, h| {
         let r = ks.write_as::<ListValue, _>(h, key, false, |l| {
-            let at = l.iter().position(|e| e == &pivot[..]);
+            let at = l.iter().position(|e| *e == pivot[..]);
             match at {
                 None => (-1, false),
                 Some(p) => {
@@ -436,7 +436,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 let mut matches = 0usize;
                 if from_tail {
                     for (i, e) in l.iter().rev().take(scan).enumerate() {
-                        if e == &v[..] {
+                        if *e == v[..] {
                             matches += 1;
                             if matches > skip && !f(len - 1 - i) {
                                 break;
@@ -445,7 +445,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                     }
                 } else {
                     for (i, e) in l.iter().take(scan).enumerate() {
-                        if e == &v[..] {
+                        if *e == v[..] {
                             matches += 1;
                             if matches > skip && !f(i) {
                                 break;

@@ -143,6 +143,8 @@ static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
     SRV.cmd("object|freq", 3, crate::commands::keyspace_admin::object_freq).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
         .doc("4.0.0", "Returns the logarithmic access frequency counter of an object.")
         .args("key:key"),
+    SRV.cmd("object|refcount", 3, crate::commands::keyspace_admin::object_refcount).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+        .doc("2.2.3", "Returns the reference count of a key's value.").args("key:key"),
     SRV.cmd("object|help", 2, crate::commands::keyspace_admin::object_help).flags(LOADING | STALE).acl(acl::KEYSPACE).group("generic")
         .doc("6.2.0", "Returns helpful text about the different subcommands."),
 ];
@@ -398,7 +400,15 @@ fn flush(ctx: &mut Ctx<'_>, args: &mut Args<'_>, db: Option<usize>) -> CmdResult
     let old = ctx.server.store.flush(db);
     // The data is already unreachable; ASYNC only moves the freeing off this client's path.
     if background {
-        std::thread::spawn(move || drop(old));
+        let keys: usize = old.iter().map(|d| d.keys.len()).sum();
+        let st = &ctx.server.stats;
+        let (pending, freed) = (st.lazyfree_pending.clone(), st.lazyfreed.clone());
+        pending.fetch_add(keys as u64, Ordering::Relaxed);
+        std::thread::spawn(move || {
+            drop(old);
+            pending.fetch_sub(keys as u64, Ordering::Relaxed);
+            freed.fetch_add(keys as u64, Ordering::Relaxed);
+        });
     } else {
         drop(old);
     }
@@ -566,6 +576,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("maxmemory_human", &human(cfg.get_u64("maxmemory")));
             kv("maxmemory_policy", &cfg.get("maxmemory-policy"));
             kv("mem_allocator", &"mimalloc");
+            kv(
+                "lazyfree_pending_objects",
+                &s.stats.lazyfree_pending.load(Ordering::Relaxed),
+            );
         }
         "persistence" => {
             kv("loading", &0);
@@ -591,6 +605,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 "keyspace_misses",
                 &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
             );
+            kv("lazyfreed_objects", &g(&st.lazyfreed));
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
             kv(

@@ -25,7 +25,8 @@ const SORT_KEYS: &[KeySpec] = &[
         flags: &["OW", "update"],
         begin: crate::commands::spec::Begin::Keyword {
             keyword: "STORE",
-            start_from: 1,
+            // The last STORE wins, as in Redis's `sortGetKeys`.
+            start_from: -1,
         },
         find: crate::commands::spec::Find::Range {
             last: 0,
@@ -127,7 +128,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
             return Ok((Vec::new(), false));
         };
         match &e.value {
-            Value::List(l) => Ok((l.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), false)),
+            Value::List(l) => Ok((l.iter().map(|v| v.into_owned()).collect::<Vec<_>>(), false)),
             Value::Set(s) => Ok((s.to_bytes().into_iter().map(|b| b.to_vec()).collect(), true)),
             Value::ZSet(z) => Ok((z.iter().map(|(m, _)| m.to_vec()).collect(), false)),
             _ => Err(CommandError::wrongtype()),

@@ -66,6 +66,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .args("key:key value"),
     STR.cmd("strlen", 2, strlen).flags(READONLY | FAST).key()
         .doc("2.2.0", "Get the length of the value stored in a key").args("key:key"),
+    STR.cmd("lcs", -3, lcs).flags(READONLY).keys(1, 2, 1)
+        .doc("7.0.0", "Find longest common substring")
+        .complexity("O(N*M) where N and M are the lengths of s1 and s2, respectively")
+        .args("key1:key key2:key [LEN] [IDX] [MINMATCHLEN=min-match-len:integer] [WITHMATCHLEN]"),
     STR.cmd("getrange", 4, getrange).flags(READONLY).key()
         .doc("2.4.0", "Get a substring of the string stored at a key")
         .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
@@ -524,5 +528,124 @@ fn setrange(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ks.set(h, key, Value::raw(v), Ttl::Keep);
         c.server.notify(c.client.db, class::STRING, "setrange", key);
         Ok(Reply::Int(len as i64))
+    })
+}
+
+/// LCS: the longest common subsequence of two strings by Redis 7.0's dynamic programming
+/// (t_string.c's `lcsCommand`, step for step, so IDX reports the same ranges). The table is
+/// (|a|+1)×(|b|+1) 32-bit cells, refused past `proto-max-bulk-len` bytes as Redis does.
+fn lcs(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let (ka, kb) = (args.next_key()?, args.next_key()?);
+    let (mut getlen, mut getidx, mut withmatchlen, mut minmatchlen) = (false, false, false, 0i64);
+    // Redis reads the keys first: a type error comes before an option error.
+    let db = ctx.client.db;
+    let values = {
+        let mut locked = ctx.server.store.lock_keys(&[ka, kb]);
+        let mut read = |i: usize, key: &Bytes| -> CommandResult<Bytes> {
+            let h = locked.hash(i);
+            match locked.ks(i, db).get(h, key) {
+                None => Ok(Bytes::new()),
+                Some(e) => e.value.str_bytes().ok_or_else(|| {
+                    CommandError::msg("ERR The specified keys must contain string values")
+                }),
+            }
+        };
+        (read(0, ka), read(1, kb))
+    };
+    let (a, b) = (values.0?, values.1?);
+    while let Some(opt) = args.next_token() {
+        match &*opt {
+            b"IDX" => getidx = true,
+            b"LEN" => getlen = true,
+            b"WITHMATCHLEN" => withmatchlen = true,
+            b"MINMATCHLEN" if !args.is_empty() => minmatchlen = args.next_i64()?.max(0),
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    if getlen && getidx {
+        return Err(CommandError::msg(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+        return Err(CommandError::msg("ERR String too long for LCS"));
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1) * (blen as u64 + 1);
+    if cells * 4 > ctx.server.config.read().get_u64("proto-max-bulk-len") {
+        return Err(CommandError::msg(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let w = blen + 1;
+    let mut t = vec![0u32; cells as usize];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let total = t[alen * w + blen];
+    let computelcs = getidx || !getlen;
+    let mut result = vec![0u8; if computelcs { total as usize } else { 0 }];
+    let mut idx = total as usize;
+    let mut matches = Vec::new();
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (alen, 0usize, 0usize, 0usize);
+    let (mut i, mut j) = (alen, blen);
+    while computelcs && i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            if a_start == alen {
+                (a_start, a_end, b_start, b_end) = (i - 1, i - 1, j - 1, j - 1);
+            } else if a_start == i && b_start == j {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != alen {
+                emit = true;
+            }
+        }
+        let match_len = a_end.wrapping_sub(a_start).wrapping_add(1);
+        if emit {
+            if getidx && (minmatchlen == 0 || match_len as i64 >= minmatchlen) {
+                let mut m = vec![
+                    Reply::Array(vec![Reply::Int(a_start as i64), Reply::Int(a_end as i64)]),
+                    Reply::Array(vec![Reply::Int(b_start as i64), Reply::Int(b_end as i64)]),
+                ];
+                if withmatchlen {
+                    m.push(Reply::Int(match_len as i64));
+                }
+                matches.push(Reply::Array(m));
+            }
+            a_start = alen;
+        }
+    }
+    Ok(if getidx {
+        Reply::Map(vec![
+            (Reply::bulk_str("matches"), Reply::Array(matches)),
+            (Reply::bulk_str("len"), Reply::Int(total as i64)),
+        ])
+    } else if getlen {
+        Reply::Int(total as i64)
+    } else {
+        Reply::Bulk(result.into())
     })
 }

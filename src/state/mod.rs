@@ -39,6 +39,10 @@ pub struct Stats {
     pub net_output_bytes: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
+    /// Keys handed to a background thread to free (FLUSHALL/FLUSHDB ASYNC) and not freed yet.
+    pub lazyfree_pending: Arc<AtomicU64>,
+    /// Keys freed in the background since start (or CONFIG RESETSTAT).
+    pub lazyfreed: Arc<AtomicU64>,
 }
 
 impl Stats {
@@ -51,6 +55,7 @@ impl Stats {
             &self.net_output_bytes,
             &self.keyspace_hits,
             &self.keyspace_misses,
+            &self.lazyfreed,
         ] {
             c.store(0, Ordering::Relaxed);
         }

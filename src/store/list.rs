@@ -5,16 +5,124 @@
 //! costs its bytes plus two, and pushes and pops at either end touch one small node. A list
 //! reports `quicklist`, as Redis 7.0 does for every list.
 //! Access by index walks node lengths from the nearer end: O(nodes) + O(node size).
+//! Under `list-compress-depth N`, all but the N nodes at each end are kept compressed.
 
-use crate::store::encoding::LIMITS;
+use crate::store::encoding::{limit, LIMITS};
 use crate::util::listpack::{entry_size, Listpack};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
+/// One node: a listpack, or its buffer compressed (an inner node of a list under
+/// `list-compress-depth`, as Redis's LZF-compressed quicklist nodes; LZ4 here).
+#[derive(Clone, Debug)]
+enum Node {
+    Raw(Listpack),
+    Packed {
+        data: Box<[u8]>,
+        len: u32,
+        raw: u32,
+    },
+}
+
+/// Redis's `MIN_COMPRESS_BYTES` and `MIN_COMPRESS_IMPROVE`: smaller nodes, or ones that do
+/// not shrink by this much, stay as they are.
+const MIN_COMPRESS_BYTES: usize = 48;
+const MIN_COMPRESS_IMPROVE: usize = 8;
+
+impl Node {
+    fn new() -> Node {
+        Node::Raw(Listpack::new())
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Node::Raw(lp) => lp.len(),
+            Node::Packed { len, .. } => *len as usize,
+        }
+    }
+
+    /// The bytes of the uncompressed listpack (what the node-size limit counts).
+    fn raw_bytes(&self) -> usize {
+        match self {
+            Node::Raw(lp) => lp.bytes(),
+            Node::Packed { raw, .. } => *raw as usize,
+        }
+    }
+
+    fn heap(&self) -> usize {
+        match self {
+            Node::Raw(lp) => lp.heap(),
+            Node::Packed { data, .. } => crate::util::mem::alloc_size(data.len()),
+        }
+    }
+
+    fn unpack(data: &[u8], len: u32, raw: u32) -> Listpack {
+        // The node was compressed by `pack` from a valid listpack: this cannot fail unless
+        // memory was corrupted.
+        lz4_flex::decompress(data, raw as usize)
+            .ok()
+            .and_then(|buf| Listpack::from_parts(buf, len as usize))
+            .expect("a compressed list node decompresses to the listpack it was made from")
+    }
+
+    /// The node's listpack, decompressed into a copy when it is compressed.
+    fn lp(&self) -> Cow<'_, Listpack> {
+        match self {
+            Node::Raw(lp) => Cow::Borrowed(lp),
+            Node::Packed { data, len, raw } => Cow::Owned(Node::unpack(data, *len, *raw)),
+        }
+    }
+
+    /// The node's listpack for a change, decompressed in place first.
+    fn lp_mut(&mut self) -> &mut Listpack {
+        if let Node::Packed { data, len, raw } = self {
+            *self = Node::Raw(Node::unpack(data, *len, *raw));
+        }
+        match self {
+            Node::Raw(lp) => lp,
+            Node::Packed { .. } => unreachable!("decompressed above"),
+        }
+    }
+
+    fn pack(&mut self) {
+        let Node::Raw(lp) = self else {
+            return;
+        };
+        let (buf, len) = lp.as_parts();
+        if buf.len() < MIN_COMPRESS_BYTES {
+            return;
+        }
+        let data = lz4_flex::compress(buf);
+        if data.len() + MIN_COMPRESS_IMPROVE > buf.len() {
+            return;
+        }
+        *self = Node::Packed {
+            raw: buf.len() as u32,
+            len: len as u32,
+            data: data.into_boxed_slice(),
+        };
+    }
+
+    /// Entries, borrowed from a plain node, copied out of a compressed one.
+    fn entries(&self) -> Box<dyn DoubleEndedIterator<Item = Cow<'_, [u8]>> + '_> {
+        match self {
+            Node::Raw(lp) => Box::new(lp.iter().map(Cow::Borrowed)),
+            Node::Packed { data, len, raw } => {
+                let lp = Node::unpack(data, *len, *raw);
+                let all: Vec<Vec<u8>> = lp.iter().map(<[u8]>::to_vec).collect();
+                Box::new(all.into_iter().map(Cow::Owned))
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct ListValue {
-    nodes: VecDeque<Listpack>,
+    nodes: VecDeque<Node>,
     len: usize,
+    /// The `list-compress-depth` the nodes are laid out for.
+    depth: usize,
 }
 
 /// Where the end of a list is (LPUSH/RPUSH, LMOVE's LEFT/RIGHT).
@@ -24,17 +132,21 @@ pub enum End {
     Right,
 }
 
-/// Does `node` have room for one more element of `n` bytes?
-fn fits(node: &Listpack, n: usize) -> bool {
+/// Is a node of `len` elements and `bytes` encoded bytes over `list-max-listpack-size`?
+fn over_limit(len: usize, bytes: usize) -> bool {
     let limit = LIMITS.list_size.load(Ordering::Relaxed);
     if limit > 0 {
         // A count limit; Redis still caps a node's bytes (SIZE_SAFETY_LIMIT, 8 KiB) for
         // large elements.
-        node.len() < limit as usize && (node.bytes() + entry_size(n) <= 8192 || node.is_empty())
+        len > limit as usize || bytes > 8192
     } else {
-        let bytes = 4096usize << (limit.clamp(-5, -1).unsigned_abs() - 1);
-        node.is_empty() || node.bytes() + entry_size(n) <= bytes
+        bytes > 4096usize << (limit.clamp(-5, -1).unsigned_abs() - 1)
     }
+}
+
+/// Does `node` have room for one more element of `n` bytes?
+fn fits(node: &Node, n: usize) -> bool {
+    node.len() == 0 || !over_limit(node.len() + 1, node.raw_bytes() + entry_size(n))
 }
 
 impl ListValue {
@@ -54,52 +166,103 @@ impl ListValue {
 
     /// Heap bytes owned (nodes and the deque).
     pub fn heap(&self) -> usize {
-        self.nodes.iter().map(Listpack::heap).sum::<usize>()
-            + crate::util::mem::alloc_size(self.nodes.capacity() * std::mem::size_of::<Listpack>())
+        self.nodes.iter().map(Node::heap).sum::<usize>()
+            + crate::util::mem::alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
+    }
+
+    /// Keeps `list-compress-depth` nodes plain at each end and the others compressed. After a
+    /// change at the ends or at node `touched`, only the nodes around the two boundaries and
+    /// `touched` can be out of place; a changed setting relays the whole list.
+    fn settle(&mut self, touched: Option<usize>) {
+        let depth = limit(&LIMITS.list_compress_depth);
+        if depth == 0 && self.depth == 0 {
+            return;
+        }
+        let n = self.nodes.len();
+        if depth != self.depth {
+            self.depth = depth;
+            for i in 0..n {
+                self.place(i);
+            }
+            return;
+        }
+        let candidates = [
+            touched,
+            depth.checked_sub(1),
+            Some(depth),
+            n.checked_sub(depth + 1),
+            n.checked_sub(depth),
+        ];
+        for i in candidates.into_iter().flatten() {
+            if i < n {
+                self.place(i);
+            }
+        }
+    }
+
+    /// Puts node `i` in the form its position asks for.
+    fn place(&mut self, i: usize) {
+        let n = self.nodes.len();
+        let plain = self.depth == 0 || i < self.depth || i + self.depth >= n;
+        let node = &mut self.nodes[i];
+        if plain {
+            node.lp_mut();
+        } else {
+            node.pack();
+        }
+    }
+
+    fn settle_all(&mut self) {
+        if self.depth > 0 || limit(&LIMITS.list_compress_depth) > 0 {
+            self.depth = usize::MAX;
+            self.settle(None);
+        }
     }
 
     pub fn push(&mut self, end: End, v: &[u8]) {
         match end {
             End::Left => match self.nodes.front_mut() {
-                Some(n) if fits(n, v.len()) => n.push_front(v),
+                Some(n) if fits(n, v.len()) => n.lp_mut().push_front(v),
                 _ => {
-                    let mut n = Listpack::new();
-                    n.push_back(v);
+                    let mut n = Node::new();
+                    n.lp_mut().push_back(v);
                     self.nodes.push_front(n);
                 }
             },
             End::Right => match self.nodes.back_mut() {
-                Some(n) if fits(n, v.len()) => n.push_back(v),
+                Some(n) if fits(n, v.len()) => n.lp_mut().push_back(v),
                 _ => {
-                    let mut n = Listpack::new();
-                    n.push_back(v);
+                    let mut n = Node::new();
+                    n.lp_mut().push_back(v);
                     self.nodes.push_back(n);
                 }
             },
         }
         self.len += 1;
+        self.settle(None);
     }
 
     pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
         let v = match end {
             End::Left => {
                 let n = self.nodes.front_mut()?;
-                let v = n.pop_front();
-                if n.is_empty() {
+                let v = n.lp_mut().pop_front();
+                if n.len() == 0 {
                     self.nodes.pop_front();
                 }
                 v
             }
             End::Right => {
                 let n = self.nodes.back_mut()?;
-                let v = n.pop_back();
-                if n.is_empty() {
+                let v = n.lp_mut().pop_back();
+                if n.len() == 0 {
                     self.nodes.pop_back();
                 }
                 v
             }
         }?;
         self.len -= 1;
+        self.settle(None);
         Some(v)
     }
 
@@ -128,9 +291,12 @@ impl ListValue {
         None
     }
 
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
+    pub fn get(&self, i: usize) -> Option<Cow<'_, [u8]>> {
         let (n, at) = self.locate(i)?;
-        self.nodes[n].get(at)
+        match &self.nodes[n] {
+            Node::Raw(lp) => lp.get(at).map(Cow::Borrowed),
+            packed => packed.lp().get(at).map(|v| Cow::Owned(v.to_vec())),
+        }
     }
 
     /// Replaces element `i`; false when out of range.
@@ -138,7 +304,7 @@ impl ListValue {
         let Some((n, at)) = self.locate(i) else {
             return false;
         };
-        self.nodes[n].replace(at, v);
+        self.nodes[n].lp_mut().replace(at, v);
         self.split_if_large(n);
         true
     }
@@ -154,40 +320,37 @@ impl ListValue {
         let Some((n, at)) = self.locate(i) else {
             return;
         };
-        self.nodes[n].insert(at, v);
+        self.nodes[n].lp_mut().insert(at, v);
         self.len += 1;
         self.split_if_large(n);
     }
 
-    /// A node grown past its bound by an insert or replace is cut in two.
+    /// A node grown past its bound by an insert or replace is cut in two; the node is then
+    /// put back in the form its position asks for.
     fn split_if_large(&mut self, n: usize) {
         let node = &self.nodes[n];
-        if node.len() < 2 {
-            return;
-        }
-        let over = {
-            let limit = LIMITS.list_size.load(Ordering::Relaxed);
-            if limit > 0 {
-                node.len() > limit as usize
-            } else {
-                node.bytes() > 4096usize << (limit.clamp(-5, -1).unsigned_abs() - 1)
-            }
-        };
-        if over {
+        if node.len() >= 2 && over_limit(node.len(), node.raw_bytes()) {
             let half = node.len() / 2;
-            let tail = self.nodes[n].split_off(half);
-            self.nodes.insert(n + 1, tail);
+            let tail = self.nodes[n].lp_mut().split_off(half);
+            self.nodes.insert(n + 1, Node::Raw(tail));
+            self.settle_all();
+        } else {
+            self.settle(Some(n));
         }
     }
 
     /// Removes element `i`.
     pub fn remove(&mut self, i: usize) -> Option<Vec<u8>> {
         let (n, at) = self.locate(i)?;
-        let v = self.nodes[n].remove(at);
-        if self.nodes[n].is_empty() {
+        let v = self.nodes[n].lp_mut().remove(at);
+        if self.nodes[n].len() == 0 {
             self.nodes.remove(n);
+            self.len -= 1;
+            self.settle_all();
+        } else {
+            self.len -= 1;
+            self.settle(Some(n));
         }
-        self.len -= 1;
         v
     }
 
@@ -211,7 +374,7 @@ impl ListValue {
                 self.nodes.pop_back();
             } else {
                 let l = last.len();
-                last.remove_range(l - right, l);
+                last.lp_mut().remove_range(l - right, l);
                 self.len -= right;
                 right = 0;
             }
@@ -226,14 +389,17 @@ impl ListValue {
                 self.len -= first.len();
                 self.nodes.pop_front();
             } else {
-                first.remove_range(0, left);
+                first.lp_mut().remove_range(0, left);
                 self.len -= left;
                 left = 0;
             }
         }
         for n in self.nodes.iter_mut() {
-            n.shrink();
+            if let Node::Raw(lp) = n {
+                lp.shrink();
+            }
         }
+        self.settle_all();
     }
 
     /// Removes up to `count` elements equal to `v` (0: all), from the head when `from_left`.
@@ -248,15 +414,11 @@ impl ListValue {
             if count != 0 && removed >= count {
                 break;
             }
-            let node = &mut self.nodes[n];
-            if !node.iter().any(|e| e == v) {
+            if !self.nodes[n].entries().any(|e| *e == *v) {
                 continue;
             }
-            let budget = if count == 0 {
-                usize::MAX
-            } else {
-                count - removed
-            };
+            let node = self.nodes[n].lp_mut();
+            let budget = if count == 0 { usize::MAX } else { count - removed };
             // Which positions to drop inside this node, honouring the direction.
             let hits: Vec<usize> = {
                 let all = node
@@ -285,18 +447,21 @@ impl ListValue {
             });
             removed += hits.len();
         }
-        self.nodes.retain(|n| !n.is_empty());
+        self.nodes.retain(|n| n.len() > 0);
         self.len -= removed;
+        if removed > 0 {
+            self.settle_all();
+        }
         removed
     }
 
-    /// Elements from the head.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
-        self.nodes.iter().flat_map(|n| n.iter())
+    /// Elements from the head (borrowed from plain nodes, copied out of compressed ones).
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Cow<'_, [u8]>> + '_ {
+        self.nodes.iter().flat_map(Node::entries)
     }
 
     /// Elements `start..=stop` (clamped by the caller to the list).
-    pub fn range(&self, start: usize, stop: usize) -> impl Iterator<Item = &[u8]> + '_ {
+    pub fn range(&self, start: usize, stop: usize) -> impl Iterator<Item = Cow<'_, [u8]>> + '_ {
         let (first, mut skip) = self.locate(start).unwrap_or((self.nodes.len(), 0));
         let take = if start <= stop && start < self.len {
             stop.min(self.len - 1) - start + 1
@@ -308,9 +473,17 @@ impl ListValue {
             .skip(first)
             .flat_map(move |n| {
                 let s = std::mem::take(&mut skip);
-                n.iter().skip(s)
+                n.entries().skip(s)
             })
             .take(take)
+    }
+
+    /// Nodes stored compressed (for tests and `DEBUG`-like introspection).
+    pub fn compressed_nodes(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n, Node::Packed { .. }))
+            .count()
     }
 }
 
@@ -318,8 +491,23 @@ impl ListValue {
 mod tests {
     use super::{End, ListValue};
 
+    /// The same random operations with and without compressed inner nodes (the settings are
+    /// process-wide, so both layouts are exercised in one test).
     #[test]
     fn matches_a_deque_model() {
+        use crate::store::encoding::LIMITS;
+        use std::sync::atomic::Ordering;
+        model_run();
+        LIMITS.list_size.store(4, Ordering::Relaxed);
+        LIMITS.list_compress_depth.store(1, Ordering::Relaxed);
+        let packed = model_run();
+        LIMITS.list_compress_depth.store(0, Ordering::Relaxed);
+        LIMITS.list_size.store(-2, Ordering::Relaxed);
+        assert!(packed > 0, "inner nodes were compressed");
+    }
+
+    fn model_run() -> usize {
+        let mut most_packed = 0;
         let mut l = ListValue::default();
         let mut m: std::collections::VecDeque<Vec<u8>> = Default::default();
         let mut seed = 99u64;
@@ -382,13 +570,19 @@ mod tests {
                 _ => {}
             }
             assert_eq!(l.len(), m.len());
+            most_packed = most_packed.max(l.compressed_nodes());
             if round % 501 == 0 && !m.is_empty() {
-                let got: Vec<&[u8]> = l.iter().collect();
-                let want: Vec<&[u8]> = m.iter().map(|v| v.as_slice()).collect();
+                let got: Vec<Vec<u8>> = l.iter().map(|v| v.into_owned()).collect();
+                let want: Vec<Vec<u8>> = m.iter().cloned().collect();
                 assert_eq!(got, want);
+                let rev: Vec<Vec<u8>> = l.iter().rev().map(|v| v.into_owned()).collect();
+                assert_eq!(rev, want.iter().rev().cloned().collect::<Vec<_>>());
                 let (a, b) = (m.len() / 3, m.len() * 2 / 3);
-                let got: Vec<&[u8]> = l.range(a, b).collect();
+                let got: Vec<Vec<u8>> = l.range(a, b).map(|v| v.into_owned()).collect();
                 assert_eq!(got, want[a..=b].to_vec());
+                for i in [0, a, b, m.len() - 1] {
+                    assert_eq!(l.get(i).as_deref(), Some(m[i].as_slice()));
+                }
             }
         }
         let n = l.len();
@@ -400,5 +594,6 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(l.iter().map(|v| v.to_vec()).collect::<Vec<_>>(), want);
+        most_packed
     }
 }

@@ -56,6 +56,25 @@ fn get_varint(buf: &[u8], at: usize) -> (usize, usize) {
     }
 }
 
+/// A forward varint at `at` that may run off the end: (value, bytes read).
+fn try_varint(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    let mut n = 0usize;
+    let mut shift = 0;
+    let mut i = at;
+    loop {
+        let b = *buf.get(i)?;
+        if shift > 56 {
+            return None;
+        }
+        n |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b & 0x80 == 0 {
+            return Some((n, i - at));
+        }
+        shift += 7;
+    }
+}
+
 /// Writes `n` so that it reads backwards from its last byte.
 fn put_backlen(out: &mut Vec<u8>, n: usize) {
     let start = out.len();
@@ -101,6 +120,32 @@ impl Listpack {
 
     pub fn len(&self) -> usize {
         self.len as usize
+    }
+
+    /// The encoded buffer and the entry count (to store it compressed).
+    pub fn as_parts(&self) -> (&[u8], usize) {
+        (&self.buf, self.len())
+    }
+
+    /// Rebuilds a listpack from [`as_parts`](Self::as_parts); `None` when the buffer does not
+    /// walk to exactly `len` entries.
+    pub fn from_parts(buf: Vec<u8>, len: usize) -> Option<Listpack> {
+        let lp = Listpack {
+            buf,
+            len: u32::try_from(len).ok()?,
+        };
+        let mut at = 0;
+        let mut n = 0;
+        while at < lp.buf.len() {
+            let (size, l) = try_varint(&lp.buf, at)?;
+            let total = entry_size(size);
+            if l > 9 || at.checked_add(total)? > lp.buf.len() {
+                return None;
+            }
+            at += total;
+            n += 1;
+        }
+        (n == len).then_some(lp)
     }
 
     pub fn is_empty(&self) -> bool {
