@@ -418,3 +418,79 @@ fn resp3_replies_match_redis() {
         r.roundtrip(&resp(cmd), exp);
     }
 }
+
+#[test]
+fn geo_commands() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    assert_eq!(
+        int(
+            &mut c,
+            &[
+                "GEOADD",
+                "Sicily",
+                "13.361389",
+                "38.115556",
+                "Palermo",
+                "15.087269",
+                "37.502669",
+                "Catania"
+            ]
+        ),
+        2
+    );
+    let d: String = q(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania", "km"]).unwrap();
+    assert_eq!(d, "166.2742");
+    assert_eq!(
+        strs(&mut c, &["GEOHASH", "Sicily", "Palermo"]),
+        ["sqc8b49rny0"]
+    );
+    let pos: Vec<Vec<String>> = q(&mut c, &["GEOPOS", "Sicily", "Palermo"]).unwrap();
+    assert_eq!(pos, [["13.36138933897018433", "38.11555639549629859"]]);
+    assert_eq!(
+        strs(
+            &mut c,
+            &[
+                "GEOSEARCH",
+                "Sicily",
+                "FROMLONLAT",
+                "15",
+                "37",
+                "BYRADIUS",
+                "200",
+                "km",
+                "ASC"
+            ]
+        ),
+        ["Catania", "Palermo"]
+    );
+    assert_eq!(
+        strs(
+            &mut c,
+            &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "100", "km"]
+        ),
+        ["Palermo"]
+    );
+    assert_eq!(
+        int(
+            &mut c,
+            &[
+                "GEOSEARCHSTORE",
+                "d",
+                "Sicily",
+                "FROMMEMBER",
+                "Palermo",
+                "BYBOX",
+                "400",
+                "400",
+                "km",
+                "STOREDIST"
+            ]
+        ),
+        2
+    );
+    assert_eq!(
+        strs(&mut c, &["ZRANGE", "d", "0", "-1", "WITHSCORES"]),
+        ["Palermo", "0", "Catania", "166.27415156960032"]
+    );
+}

@@ -11,6 +11,7 @@ pub mod command_info;
 pub mod connection;
 pub mod debug;
 pub mod documents;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
@@ -39,7 +40,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 14] {
+fn families() -> [&'static [CommandSpec]; 15] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -49,6 +50,7 @@ fn families() -> [&'static [CommandSpec]; 14] {
         lists::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        geo::COMMANDS,
         bitmaps::COMMANDS,
         hyperloglog::COMMANDS,
         transactions::COMMANDS,

@@ -205,7 +205,7 @@ fn strtod(b: &[u8]) -> Option<f64> {
 }
 
 /// A score argument as Redis's `getDoubleFromObject`.
-fn parse_score(b: &[u8]) -> CommandResult<f64> {
+pub(crate) fn parse_score(b: &[u8]) -> CommandResult<f64> {
     if b.is_empty() || b[0].is_ascii_whitespace() {
         return Err(CommandError::not_float());
     }
@@ -407,7 +407,7 @@ fn push_entry(out: &mut Vec<Reply>, m: &[u8], s: f64, withscores: bool, resp3: b
 // ---------------------------------------------------------------------------------------
 // Access helpers
 
-fn read_zset<R>(
+pub(crate) fn read_zset<R>(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     f: impl FnOnce(Option<&ZSetValue>) -> R,
@@ -450,13 +450,13 @@ fn notify_del(ctx: &Ctx<'_>, key: &[u8]) {
 // ZADD / ZINCRBY
 
 #[derive(Default, Clone, Copy)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(crate) struct AddFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+    pub ch: bool,
+    pub incr: bool,
 }
 
 fn zadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -511,7 +511,12 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     zadd_generic(ctx, key, f, &[(by, member)])
 }
 
-fn zadd_generic(ctx: &mut Ctx<'_>, key: &Bytes, f: AddFlags, pairs: &[(f64, &Bytes)]) -> CmdResult {
+pub(crate) fn zadd_generic(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    f: AddFlags,
+    pairs: &[(f64, &Bytes)],
+) -> CmdResult {
     let (r, _) = write_zset(ctx, key, !f.xx, |z| {
         let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
         let mut last = 0.0;
@@ -830,7 +835,7 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// Stores `entries` as a fresh sorted set at key `i` of a locked set of keys (deleting the
 /// key when empty); returns the stored size. Emits `event` or `del` as Redis.
-fn store_result(
+pub(crate) fn store_result(
     ctx: &Ctx<'_>,
     ks: &mut Keyspace,
     h: u64,
