@@ -104,11 +104,11 @@ pub static COMMANDS: &[CommandSpec] = &[
     GEO.cmd("geosearch", -7, geosearch).flags(READONLY).key()
         .doc("6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.")
         .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape")
-        .args("key:key from:(FROMMEMBER=member FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)} box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [WITHCOORD] [WITHDIST] [WITHHASH]"),
+        .args("key:key from:(FROMMEMBER=member|FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [WITHCOORD] [WITHDIST] [WITHHASH]"),
     GEO.cmd("geosearchstore", -8, geosearchstore).flags(WRITE | DENYOOM).keys(1, 2, 1)
         .doc("6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.")
         .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape")
-        .args("destination:key source:key from:(FROMMEMBER=member FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)} box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [STOREDIST]"),
+        .args("destination:key source:key from:(FROMMEMBER=member|FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [STOREDIST]"),
     GEO.cmd("georadius", -6, georadius).flags(WRITE | DENYOOM | MOVABLEKEYS).key().key_specs(RADIUS_STORE)
         .doc("3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point")
         .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.")
