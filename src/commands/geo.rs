@@ -571,7 +571,12 @@ fn human(d: f64) -> String {
     }
 }
 
-fn coord_reply(d: f64) -> Reply {
+/// A coordinate: Redis's human long double text in RESP2; a RESP3 double (whose digits are
+/// `%.17g`, where Redis prints its `%.17Lf` text, the same value once parsed).
+fn coord_reply(d: f64, resp3: bool) -> Reply {
+    if resp3 {
+        return Reply::Double(d);
+    }
     Reply::bulk(human(d))
 }
 
@@ -658,6 +663,7 @@ fn geohash(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn geopos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let resp3 = ctx.client.resp3;
     let key = args.next_key()?;
     let members = args.rest();
     read_zset(ctx, key, |z| {
@@ -667,7 +673,9 @@ fn geopos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 .map(
                     |m| match z.and_then(|z| z.score(m)).and_then(decode_score) {
                         None => Reply::NilArray,
-                        Some((lon, lat)) => Reply::Array(vec![coord_reply(lon), coord_reply(lat)]),
+                        Some((lon, lat)) => {
+                            Reply::Array(vec![coord_reply(lon, resp3), coord_reply(lat, resp3)])
+                        }
                     },
                 )
                 .collect(),
@@ -892,12 +900,10 @@ fn radius_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, v: Variant) -> CmdResu
                             v.push(Reply::Int(p.score as i64));
                         }
                         if withcoord {
-                            let c = if resp3 {
-                                vec![Reply::Double(p.lon), Reply::Double(p.lat)]
-                            } else {
-                                vec![coord_reply(p.lon), coord_reply(p.lat)]
-                            };
-                            v.push(Reply::Array(c));
+                            v.push(Reply::Array(vec![
+                                coord_reply(p.lon, resp3),
+                                coord_reply(p.lat, resp3),
+                            ]));
                         }
                         Reply::Array(v)
                     })

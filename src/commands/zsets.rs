@@ -1123,9 +1123,17 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         } else {
             let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
             let mut v = Vec::with_capacity(n.min(1 << 16));
-            for _ in 0..n {
-                if let Some(e) = z.at(rand_u64() as usize % len) {
-                    v.push(e);
+            if z.encoding() == "listpack" {
+                // Reaching a rank is a scan in the packed form: index it once.
+                let all: Vec<(&[u8], f64)> = z.iter().collect();
+                for _ in 0..n {
+                    v.push(all[rand_u64() as usize % len]);
+                }
+            } else {
+                for _ in 0..n {
+                    if let Some(e) = z.at(rand_u64() as usize % len) {
+                        v.push(e);
+                    }
                 }
             }
             v
