@@ -14,7 +14,7 @@ const GEO: CommandSpec = family("geo", acl::GEO);
 
 const RADIUS_STORE: &[KeySpec] = &[
     KeySpec {
-        flags: &["RO", "ACCESS"],
+        flags: &["RO", "access"],
         begin: Begin::Index(1),
         find: Find::Range {
             last: 0,
@@ -23,7 +23,7 @@ const RADIUS_STORE: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Keyword {
             keyword: "STORE",
             start_from: 6,
@@ -35,7 +35,7 @@ const RADIUS_STORE: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Keyword {
             keyword: "STOREDIST",
             start_from: 6,
@@ -49,7 +49,7 @@ const RADIUS_STORE: &[KeySpec] = &[
 ];
 const BYMEMBER_STORE: &[KeySpec] = &[
     KeySpec {
-        flags: &["RO", "ACCESS"],
+        flags: &["RO", "access"],
         begin: Begin::Index(1),
         find: Find::Range {
             last: 0,
@@ -58,7 +58,7 @@ const BYMEMBER_STORE: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Keyword {
             keyword: "STORE",
             start_from: 5,
@@ -70,7 +70,7 @@ const BYMEMBER_STORE: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Keyword {
             keyword: "STOREDIST",
             start_from: 5,
@@ -85,35 +85,35 @@ const BYMEMBER_STORE: &[KeySpec] = &[
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    GEO.cmd("geoadd", -5, geoadd).flags(WRITE | DENYOOM).key()
+    GEO.cmd("geoadd", -5, geoadd).flags(WRITE | DENYOOM).key().key_specs(crate::commands::zsets::KS_RW_UPDATE)
         .doc("3.2.0", "Add one or more geospatial items in the geospatial index represented using a sorted set")
         .complexity("O(log(N)) for each item added, where N is the number of elements in the sorted set.")
         .args("key:key [condition:(NX|XX)] [change=CH] longitude_latitude_member:{longitude:double latitude:double member}..."),
-    GEO.cmd("geodist", -4, geodist).flags(READONLY).key()
+    GEO.cmd("geodist", -4, geodist).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("3.2.0", "Returns the distance between two members of a geospatial index")
         .complexity("O(log(N))")
         .args("key:key member1 member2 [unit:(M|KM|FT|MI)]"),
-    GEO.cmd("geohash", -2, geohash).flags(READONLY).key()
+    GEO.cmd("geohash", -2, geohash).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("3.2.0", "Returns members of a geospatial index as standard geohash strings")
         .complexity("O(log(N)) for each member requested, where N is the number of elements in the sorted set.")
         .args("key:key [member...]"),
-    GEO.cmd("geopos", -2, geopos).flags(READONLY).key()
+    GEO.cmd("geopos", -2, geopos).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("3.2.0", "Returns longitude and latitude of members of a geospatial index")
         .complexity("O(N) where N is the number of members requested.")
         .args("key:key [member...]"),
-    GEO.cmd("geosearch", -7, geosearch).flags(READONLY).key()
+    GEO.cmd("geosearch", -7, geosearch).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.")
         .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape")
-        .args("key:key from:(FROMMEMBER=member|FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [WITHCOORD] [WITHDIST] [WITHHASH]"),
-    GEO.cmd("geosearchstore", -8, geosearchstore).flags(WRITE | DENYOOM).keys(1, 2, 1)
+        .args("key:key from:(FROMMEMBER=member|FROMLONLAT=longitude_latitude:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [WITHCOORD] [WITHDIST] [WITHHASH]"),
+    GEO.cmd("geosearchstore", -8, geosearchstore).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(crate::commands::zsets::DST_SRC)
         .doc("6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.")
         .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape")
-        .args("destination:key source:key from:(FROMMEMBER=member|FROMLONLAT=fromlonlat:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [STOREDIST]"),
+        .args("destination:key source:key from:(FROMMEMBER=member|FROMLONLAT=longitude_latitude:{longitude:double latitude:double}) by:(circle:{BYRADIUS=radius:double unit:(M|KM|FT|MI)}|box:{BYBOX=width:double height:double unit:(M|KM|FT|MI)}) [order:(ASC|DESC)] [count-block:{COUNT=count:integer [ANY]}] [STOREDIST]"),
     GEO.cmd("georadius", -6, georadius).flags(WRITE | DENYOOM | MOVABLEKEYS).key().key_specs(RADIUS_STORE)
         .doc("3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point")
         .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.")
         .args("key:key longitude:double latitude:double radius:double unit:(M|KM|FT|MI) [WITHCOORD] [WITHDIST] [WITHHASH] [count-block:{COUNT=count:integer [ANY]}] [order:(ASC|DESC)] [STORE=key:key] [STOREDIST=key:key]"),
-    GEO.cmd("georadius_ro", -6, georadius_ro).flags(READONLY).key()
+    GEO.cmd("georadius_ro", -6, georadius_ro).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("3.2.10", "A read-only variant for GEORADIUS")
         .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.")
         .args("key:key longitude:double latitude:double radius:double unit:(M|KM|FT|MI) [WITHCOORD] [WITHDIST] [WITHHASH] [count-block:{COUNT=count:integer [ANY]}] [order:(ASC|DESC)]"),
@@ -121,7 +121,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member")
         .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.")
         .args("key:key member radius:double unit:(M|KM|FT|MI) [WITHCOORD] [WITHDIST] [WITHHASH] [count-block:{COUNT=count:integer [ANY]}] [order:(ASC|DESC)] [STORE=key:key] [STOREDIST=key:key]"),
-    GEO.cmd("georadiusbymember_ro", -5, georadiusbymember_ro).flags(READONLY).key()
+    GEO.cmd("georadiusbymember_ro", -5, georadiusbymember_ro).flags(READONLY).key().key_specs(crate::commands::zsets::KS_RO_ACCESS)
         .doc("3.2.10", "A read-only variant for GEORADIUSBYMEMBER")
         .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.")
         .args("key:key member radius:double unit:(M|KM|FT|MI) [WITHCOORD] [WITHDIST] [WITHHASH] [count-block:{COUNT=count:integer [ANY]}] [order:(ASC|DESC)]"),

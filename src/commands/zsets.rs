@@ -14,10 +14,10 @@ use crate::util::glob::glob_match;
 use crate::util::num::parse_i64;
 use bytes::Bytes;
 
-const FAMILY: CommandSpec = family("sorted_set", acl::SORTEDSET);
+const FAMILY: CommandSpec = family("sorted-set", acl::SORTEDSET);
 
 const KEYNUM_RO: &[KeySpec] = &[KeySpec {
-    flags: &["RO", "ACCESS"],
+    flags: &["RO", "access"],
     begin: Begin::Index(1),
     find: Find::Keynum {
         keynum_idx: 0,
@@ -26,7 +26,7 @@ const KEYNUM_RO: &[KeySpec] = &[KeySpec {
     },
 }];
 const KEYNUM_RW: &[KeySpec] = &[KeySpec {
-    flags: &["RW", "ACCESS", "DELETE"],
+    flags: &["RW", "access", "delete"],
     begin: Begin::Index(1),
     find: Find::Keynum {
         keynum_idx: 0,
@@ -36,7 +36,7 @@ const KEYNUM_RW: &[KeySpec] = &[KeySpec {
 }];
 const STORE_KEYNUM: &[KeySpec] = &[
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Index(1),
         find: Find::Range {
             last: 0,
@@ -45,7 +45,7 @@ const STORE_KEYNUM: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["RO", "ACCESS"],
+        flags: &["RO", "access"],
         begin: Begin::Index(2),
         find: Find::Keynum {
             keynum_idx: 0,
@@ -55,88 +55,128 @@ const STORE_KEYNUM: &[KeySpec] = &[
     },
 ];
 
+/// A destination key then a source key (ZRANGESTORE, GEOSEARCHSTORE).
+pub(crate) const DST_SRC: &[KeySpec] = &[
+    KeySpec {
+        flags: &["OW", "update"],
+        begin: Begin::Index(1),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    },
+    KeySpec {
+        flags: &["RO", "access"],
+        begin: Begin::Index(2),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    },
+];
+
+const fn one_key(flags: &'static [&'static str]) -> [KeySpec; 1] {
+    [KeySpec {
+        flags,
+        begin: Begin::Index(1),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    }]
+}
+/// The single-key specs Redis reports (flags beyond RO/RW: access, update, delete).
+pub(crate) const KS_RO_ACCESS: &[KeySpec] = &one_key(&["RO", "access"]);
+pub(crate) const KS_RW_UPDATE: &[KeySpec] = &one_key(&["RW", "update"]);
+const KS_RW_ACCESS_UPDATE: &[KeySpec] = &one_key(&["RW", "access", "update"]);
+const KS_RW_DELETE: &[KeySpec] = &one_key(&["RW", "delete"]);
+const KS_RW_ACCESS_DELETE: &[KeySpec] = &one_key(&["RW", "access", "delete"]);
+
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    FAMILY.cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST).key()
+    FAMILY.cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("1.2.0", "Add one or more members to a sorted set, or update its score if it already exists")
         .complexity("O(log(N)) for each item added, where N is the number of elements in the sorted set.")
         .args("key:key [condition:(NX|XX)] [comparison:(GT|LT)] [change=CH] [increment=INCR] score_member:{score:double member}..."),
-    FAMILY.cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST).key()
+    FAMILY.cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_ACCESS_UPDATE)
         .doc("1.2.0", "Increment the score of a member in a sorted set")
         .complexity("O(log(N)) where N is the number of elements in the sorted set.")
         .args("key:key increment:integer member"),
-    FAMILY.cmd("zrem", -3, zrem).flags(WRITE | FAST).key()
+    FAMILY.cmd("zrem", -3, zrem).flags(WRITE | FAST).key().key_specs(KS_RW_DELETE)
         .doc("1.2.0", "Remove one or more members from a sorted set")
         .complexity("O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
         .args("key:key member..."),
     FAMILY.cmd("zcard", 2, zcard).flags(READONLY | FAST).key()
         .doc("1.2.0", "Get the number of members in a sorted set").args("key:key"),
-    FAMILY.cmd("zcount", 4, zcount).flags(READONLY | FAST).key()
+    FAMILY.cmd("zcount", 4, zcount).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Count the members in a sorted set with scores within the given values")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key min:double max:double"),
-    FAMILY.cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST).key()
+    FAMILY.cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Count the number of members in a sorted set between a given lexicographical range")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key min max"),
-    FAMILY.cmd("zscore", 3, zscore).flags(READONLY | FAST).key()
+    FAMILY.cmd("zscore", 3, zscore).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Get the score associated with the given member in a sorted set")
         .args("key:key member"),
-    FAMILY.cmd("zmscore", -3, zmscore).flags(READONLY | FAST).key()
+    FAMILY.cmd("zmscore", -3, zmscore).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("6.2.0", "Get the score associated with the given members in a sorted set")
         .complexity("O(N) where N is the number of members being requested.")
         .args("key:key member..."),
-    FAMILY.cmd("zrank", 3, zrank).flags(READONLY | FAST).key()
+    FAMILY.cmd("zrank", 3, zrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set")
         .complexity("O(log(N))").args("key:key member"),
-    FAMILY.cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).key()
+    FAMILY.cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low")
         .complexity("O(log(N))").args("key:key member"),
-    FAMILY.cmd("zrange", -4, zrange).flags(READONLY).key()
+    FAMILY.cmd("zrange", -4, zrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Return a range of members in a sorted set")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.")
         .args("key:key start stop [sortby:(BYSCORE|BYLEX)] [REV] [LIMIT=limit:{offset:integer count:integer}] [WITHSCORES]"),
-    FAMILY.cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    FAMILY.cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(DST_SRC)
         .doc("6.2.0", "Store a range of members from sorted set into another key")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.")
         .args("dst:key src:key min max [sortby:(BYSCORE|BYLEX)] [REV] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY).key()
+    FAMILY.cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.0.5", "Return a range of members in a sorted set, by score")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key min:double max:double [WITHSCORES] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY).key()
+    FAMILY.cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.2.0", "Return a range of members in a sorted set, by score, with scores ordered from high to low")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key max:double min:double [WITHSCORES] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrangebylex", -4, zrangebylex).flags(READONLY).key()
+    FAMILY.cmd("zrangebylex", -4, zrangebylex).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Return a range of members in a sorted set, by lexicographical range")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key min max [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY).key()
+    FAMILY.cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings.")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key max min [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrange", -4, zrevrange).flags(READONLY).key()
+    FAMILY.cmd("zrevrange", -4, zrevrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Return a range of members in a sorted set, by index, with scores ordered from high to low")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.")
         .args("key:key start:integer stop:integer [WITHSCORES]"),
-    FAMILY.cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE).key()
+    FAMILY.cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("2.0.0", "Remove all members in a sorted set within the given indexes")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key start:integer stop:integer"),
-    FAMILY.cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE).key()
+    FAMILY.cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("1.2.0", "Remove all members in a sorted set within the given scores")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key min:double max:double"),
-    FAMILY.cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE).key()
+    FAMILY.cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("2.8.9", "Remove all members in a sorted set between the given lexicographical range")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key min max"),
-    FAMILY.cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST).key()
+    FAMILY.cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST).key().key_specs(KS_RW_ACCESS_DELETE)
         .doc("5.0.0", "Remove and return members with the lowest scores in a sorted set")
         .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("key:key [count:integer]"),
-    FAMILY.cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST).key()
+    FAMILY.cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST).key().key_specs(KS_RW_ACCESS_DELETE)
         .doc("5.0.0", "Remove and return members with the highest scores in a sorted set")
         .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("key:key [count:integer]"),
@@ -144,7 +184,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Remove and return members with scores in a sorted set")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("numkeys:integer key:key... where:(MIN|MAX) [COUNT=count:integer]"),
-    FAMILY.cmd("zrandmember", -2, zrandmember).flags(READONLY).key()
+    FAMILY.cmd("zrandmember", -2, zrandmember).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("6.2.0", "Get one or multiple random elements from a sorted set")
         .complexity("O(N) where N is the number of elements returned")
         .args("key:key [options:{count:integer [WITHSCORES]}]"),
@@ -176,7 +216,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Intersect multiple sorted sets and return the cardinality of the result")
         .complexity("O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.")
         .args("numkeys:integer key:key... [LIMIT=limit:integer]"),
-    FAMILY.cmd("zscan", -3, zscan).flags(READONLY).key()
+    FAMILY.cmd("zscan", -3, zscan).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.0", "Incrementally iterate sorted sets elements and associated scores")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
         .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
