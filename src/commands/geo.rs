@@ -4,7 +4,7 @@
 //! members.
 use crate::commands::args::{Args, CommandError, CommandResult};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
-use crate::commands::zsets::{parse_score, read_zset, store_result, zadd_generic, AddFlags};
+use crate::commands::zsets::{parse_score, read_zset, store_result, zadd_generic, AddFlags, Build};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::store::zset::ZSetValue;
@@ -849,7 +849,15 @@ fn radius_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, v: Variant) -> CmdResu
         if let Some(dst) = storekey {
             let mut l = ctx.server.store.lock_keys(&[dst]);
             let h = l.hash(0);
-            store_result(ctx, l.ks(0, db), h, dst, Vec::new(), "geosearchstore");
+            store_result(
+                ctx,
+                l.ks(0, db),
+                h,
+                dst,
+                Vec::new(),
+                "geosearchstore",
+                Build::Shrink,
+            );
             return Ok(Reply::Int(0));
         }
         return Ok(Reply::Array(vec![]));
@@ -921,7 +929,7 @@ fn radius_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, v: Variant) -> CmdResu
                 "georadiusstore"
             };
             let h = l.hash(1);
-            let n = store_result(ctx, l.ks(1, db), h, dst, entries, event);
+            let n = store_result(ctx, l.ks(1, db), h, dst, entries, event, Build::Shrink);
             Ok(Reply::Int(n as i64))
         }
     }

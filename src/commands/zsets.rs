@@ -818,7 +818,10 @@ fn run_range(q: &RangeQuery, z: &ZSetValue) -> Vec<(Vec<u8>, f64)> {
                 return Vec::new();
             }
             let n = b - a;
-            let off = (q.offset as usize).min(n);
+            let off = q.offset as usize;
+            if off >= n {
+                return Vec::new();
+            }
             let take = if q.limit < 0 {
                 n - off
             } else {
@@ -875,6 +878,15 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// Stores `entries` as a fresh sorted set at key `i` of a locked set of keys (deleting the
 /// key when empty); returns the stored size. Emits `event` or `del` as Redis.
+/// How a stored result picks its encoding, as Redis builds it.
+#[derive(Clone, Copy)]
+pub(crate) enum Build {
+    /// A skiplist, packed at the end if it fits (ZUNIONSTORE & co, GEO stores).
+    Shrink,
+    /// Started for an expected size, converted while filling (ZRANGESTORE).
+    Hint(usize),
+}
+
 pub(crate) fn store_result(
     ctx: &Ctx<'_>,
     ks: &mut Keyspace,
@@ -882,6 +894,7 @@ pub(crate) fn store_result(
     key: &[u8],
     entries: Vec<(Vec<u8>, f64)>,
     event: &'static str,
+    build: Build,
 ) -> usize {
     let n = entries.len();
     if n == 0 {
@@ -890,9 +903,15 @@ pub(crate) fn store_result(
         }
         return 0;
     }
-    let mut z = ZSetValue::default();
+    let mut z = match build {
+        Build::Shrink => ZSetValue::new_skiplist(),
+        Build::Hint(n) => ZSetValue::with_size_hint(n),
+    };
     for (m, s) in entries {
         z.insert(&m, s);
+    }
+    if let Build::Shrink = build {
+        z.shrink_if_fits();
     }
     ks.set(h, key, Value::ZSet(Box::new(z)), crate::store::Ttl::Clear);
     notify(ctx, event, key);
@@ -911,7 +930,21 @@ fn zrangestore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         .ks(0, db)
         .read_as::<ZSetValue, _>(h, src, |z| z.map_or_else(Vec::new, |z| run_range(&q, z)))?;
     let h = l.hash(1);
-    let n = store_result(ctx, l.ks(1, db), h, dst, entries, "zrangestore");
+    // Redis sizes the destination by the rank range's length; score and lex ranges start
+    // packed.
+    let hint = match q.spec {
+        RangeSpec::Rank(..) => entries.len(),
+        _ => 0,
+    };
+    let n = store_result(
+        ctx,
+        l.ks(1, db),
+        h,
+        dst,
+        entries,
+        "zrangestore",
+        Build::Hint(hint),
+    );
     Ok(Reply::Int(n as i64))
 }
 
@@ -999,7 +1032,9 @@ pub fn pop_from(
         .unwrap_or_default())
 }
 
-fn pop_reply(entries: Vec<(Vec<u8>, f64)>, nested: bool) -> Vec<Reply> {
+/// The entries of a pop as reply elements: flat member, score pairs, or `[member, score]`
+/// arrays when `nested` (RESP3 with a count, ZMPOP and BZMPOP).
+pub fn pop_reply(entries: Vec<(Vec<u8>, f64)>, nested: bool) -> Vec<Reply> {
     let mut out = Vec::new();
     for (m, s) in entries {
         push_entry(&mut out, &m, s, true, nested);
@@ -1354,8 +1389,13 @@ fn compute(op: SetOp, inputs: Vec<Input>, weights: &[f64], agg: Aggregate) -> Ve
                 .collect()
         }
         SetOp::Union => {
+            // Redis accumulates the inputs from the smallest to the largest (which decides
+            // the rounding of sums).
+            let mut ins: Vec<(Input, f64)> =
+                inputs.into_iter().zip(weights.iter().copied()).collect();
+            ins.sort_by_key(|(i, _)| i.len());
             let mut acc: hashbrown::HashMap<Vec<u8>, f64> = hashbrown::HashMap::new();
-            for (input, &w) in inputs.into_iter().zip(weights) {
+            for (input, w) in ins {
                 for (m, s) in input {
                     let v = weighted(s, w);
                     match acc.get_mut(&m) {
@@ -1382,7 +1422,8 @@ fn compute(op: SetOp, inputs: Vec<Input>, weights: &[f64], agg: Aggregate) -> Ve
                 for &j in &order[1..] {
                     match maps[j].get(&m[..]) {
                         None => continue 'outer,
-                        Some(&o) => aggregate(&mut score, weighted(o, weights[j]), agg),
+                        // Redis zeroes a NaN product only for the first input here.
+                        Some(&o) => aggregate(&mut score, o * weights[j], agg),
                     }
                 }
                 out.push((m.clone(), score));
@@ -1429,7 +1470,7 @@ fn setop_store(
     let mut res = compute(op, inputs, &o.weights, o.agg);
     sort_entries(&mut res);
     let h = l.hash(0);
-    let n = store_result(ctx, l.ks(0, db), h, dst, res, event);
+    let n = store_result(ctx, l.ks(0, db), h, dst, res, event, Build::Shrink);
     Ok(Reply::Int(n as i64))
 }
 

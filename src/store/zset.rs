@@ -464,6 +464,44 @@ impl ZSetValue {
         }
     }
 
+    /// An empty set already in the skiplist form (Redis's `createZsetObject`).
+    pub fn new_skiplist() -> ZSetValue {
+        ZSetValue {
+            inner: Inner::Tree(Box::new(Tree::new())),
+        }
+    }
+
+    /// An empty set in the form Redis picks for an expected size (`zsetTypeCreate`).
+    pub fn with_size_hint(n: usize) -> ZSetValue {
+        if n > limit(&LIMITS.zset_entries) {
+            ZSetValue::new_skiplist()
+        } else {
+            ZSetValue::default()
+        }
+    }
+
+    /// Back to the listpack form when the set fits its limits (Redis's
+    /// `zsetConvertToListpackIfNeeded`, used on the results of ZUNIONSTORE and friends).
+    pub fn shrink_if_fits(&mut self) {
+        let Inner::Tree(t) = &self.inner else {
+            return;
+        };
+        let fits = t.len() <= limit(&LIMITS.zset_entries)
+            && t.nodes
+                .iter()
+                .all(|n| n.member.len() <= limit(&LIMITS.zset_value));
+        if fits {
+            let mut p = Pack::default();
+            for (m, s) in self.iter() {
+                // In order: each entry goes at the end.
+                let s = if s == 0.0 { 0.0 } else { s };
+                p.buf.extend_from_slice(&encode_entry(m, s));
+                p.len += 1;
+            }
+            self.inner = Inner::Pack(p);
+        }
+    }
+
     /// The member's score.
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.inner {
