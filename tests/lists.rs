@@ -314,7 +314,7 @@ fn blocking_rules() {
     wait_blocked(&mut c, 1);
     assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]), 0);
     assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id2.to_string()]), 1);
-    assert_eq!(read_reply(&mut w2), "$-1\r\n");
+    assert_eq!(read_reply(&mut w2), "*-1\r\n");
     w2.write_all(&resp(&["BLPOP", "nothing", "0"])).unwrap();
     wait_blocked(&mut c, 1);
     assert_eq!(

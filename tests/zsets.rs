@@ -418,3 +418,329 @@ fn resp3_replies_match_redis() {
         r.roundtrip(&resp(cmd), exp);
     }
 }
+
+#[test]
+fn geo_commands() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    assert_eq!(
+        int(
+            &mut c,
+            &[
+                "GEOADD",
+                "Sicily",
+                "13.361389",
+                "38.115556",
+                "Palermo",
+                "15.087269",
+                "37.502669",
+                "Catania"
+            ]
+        ),
+        2
+    );
+    let d: String = q(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania", "km"]).unwrap();
+    assert_eq!(d, "166.2742");
+    assert_eq!(
+        strs(&mut c, &["GEOHASH", "Sicily", "Palermo"]),
+        ["sqc8b49rny0"]
+    );
+    let pos: Vec<Vec<String>> = q(&mut c, &["GEOPOS", "Sicily", "Palermo"]).unwrap();
+    assert_eq!(pos, [["13.36138933897018433", "38.11555639549629859"]]);
+    assert_eq!(
+        strs(
+            &mut c,
+            &[
+                "GEOSEARCH",
+                "Sicily",
+                "FROMLONLAT",
+                "15",
+                "37",
+                "BYRADIUS",
+                "200",
+                "km",
+                "ASC"
+            ]
+        ),
+        ["Catania", "Palermo"]
+    );
+    assert_eq!(
+        strs(
+            &mut c,
+            &["GEORADIUSBYMEMBER", "Sicily", "Palermo", "100", "km"]
+        ),
+        ["Palermo"]
+    );
+    assert_eq!(
+        int(
+            &mut c,
+            &[
+                "GEOSEARCHSTORE",
+                "d",
+                "Sicily",
+                "FROMMEMBER",
+                "Palermo",
+                "BYBOX",
+                "400",
+                "400",
+                "km",
+                "STOREDIST"
+            ]
+        ),
+        2
+    );
+    assert_eq!(
+        strs(&mut c, &["ZRANGE", "d", "0", "-1", "WITHSCORES"]),
+        ["Palermo", "0", "Catania", "166.27415156960032"]
+    );
+}
+
+/// Reads one complete RESP reply and returns its bytes.
+fn read_reply(r: &mut std::io::BufReader<std::net::TcpStream>, out: &mut Vec<u8>) {
+    use std::io::{BufRead, Read};
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).expect("read");
+    out.extend_from_slice(&line);
+    let body = String::from_utf8_lossy(&line[1..line.len().saturating_sub(2)]).to_string();
+    let n: i64 = body.parse().unwrap_or(0);
+    match line[0] {
+        b'$' if n >= 0 => {
+            let mut b = vec![0u8; n as usize + 2];
+            r.read_exact(&mut b).expect("read bulk");
+            out.extend_from_slice(&b);
+        }
+        b'*' => {
+            for _ in 0..n.max(0) {
+                read_reply(r, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+struct Peer {
+    w: std::net::TcpStream,
+    r: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Peer {
+    fn new(port: u16) -> Peer {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .ok();
+        Peer {
+            w: s.try_clone().expect("clone"),
+            r: std::io::BufReader::new(s),
+        }
+    }
+    fn cmd(&mut self, args: &[String]) -> Vec<u8> {
+        use std::io::Write;
+        let words: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        self.w.write_all(&resp(&words)).expect("write");
+        let mut out = Vec::new();
+        read_reply(&mut self.r, &mut out);
+        out
+    }
+}
+
+/// Random sorted-set commands (deterministic replies only) sent to redis-server and to us:
+/// every reply must be the same bytes. Lex ranges go to a key whose scores are all 0 (Redis
+/// leaves lex ranges over mixed scores unspecified).
+#[test]
+fn random_commands_match_redis() {
+    let Some(redis) = support::ReferenceRedis::start() else {
+        return;
+    };
+    let ours = TestServer::start(&[]);
+    let (mut a, mut b) = (Peer::new(redis.port), Peer::new(ours.port));
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let pick =
+        |r: &mut dyn FnMut(u64) -> u64, xs: &[&str]| xs[r(xs.len() as u64) as usize].to_string();
+    const SCORES: &[&str] = &[
+        "0", "1", "2", "-1", "-3", "5", "0.1", "0.5", "1.5", "2.25", "-0.75", "1e20", "1e-7",
+        "3.3333", "inf", "-inf", "+inf", "-0",
+    ];
+    const BOUNDS: &[&str] = &[
+        "-inf", "+inf", "(1", "(0.5", "2", "-1", "(-inf", "(+inf", "0", "(2.25", "5", "1e20",
+    ];
+    const LEX: &[&str] = &["-", "+", "[a", "(a", "[b", "(m", "[mm", "(z", "[", "("];
+    const MEMBERS: &[&str] = &[
+        "a", "b", "c", "d", "e", "m", "mm", "x", "y", "z", "10", "-1",
+    ];
+    const KEYS: &[&str] = &["k1", "k2", "k3"];
+    for limit in ["0", "4", "128"] {
+        for p in [&mut a, &mut b] {
+            p.cmd(&["FLUSHALL".into()]);
+            p.cmd(&[
+                "CONFIG".into(),
+                "SET".into(),
+                "zset-max-listpack-entries".into(),
+                limit.into(),
+            ]);
+        }
+        for _ in 0..1500 {
+            let r = &mut rnd;
+            let k = pick(r, KEYS);
+            let s =
+                |r: &mut dyn FnMut(u64) -> u64| SCORES[r(SCORES.len() as u64) as usize].to_string();
+            let c: Vec<String> = match r(16) {
+                0..=3 => {
+                    let mut c = vec!["ZADD".to_string(), k];
+                    for f in ["NX", "XX", "GT", "LT", "CH"] {
+                        if r(8) == 0 {
+                            c.push(f.into());
+                        }
+                    }
+                    for _ in 0..=r(3) {
+                        c.push(s(r));
+                        c.push(pick(r, MEMBERS));
+                    }
+                    c
+                }
+                4 => vec!["ZINCRBY".into(), k, s(r), pick(r, MEMBERS)],
+                5 => vec!["ZREM".into(), k, pick(r, MEMBERS), pick(r, MEMBERS)],
+                6 => {
+                    let mut c = vec![
+                        "ZRANGE".into(),
+                        k,
+                        (r(13) as i64 - 6).to_string(),
+                        (r(13) as i64 - 6).to_string(),
+                    ];
+                    if r(2) == 0 {
+                        c.push("REV".into());
+                    }
+                    c.push("WITHSCORES".into());
+                    c
+                }
+                7 => {
+                    let mut c = vec![
+                        "ZRANGE".into(),
+                        k,
+                        pick(r, BOUNDS),
+                        pick(r, BOUNDS),
+                        "BYSCORE".into(),
+                    ];
+                    if r(2) == 0 {
+                        c.push("REV".into());
+                    }
+                    if r(2) == 0 {
+                        c.extend([
+                            "LIMIT".into(),
+                            (r(6) as i64 - 1).to_string(),
+                            (r(6) as i64 - 1).to_string(),
+                        ]);
+                    }
+                    c.push("WITHSCORES".into());
+                    c
+                }
+                8 => {
+                    if r(2) == 0 {
+                        vec!["ZADD".into(), "lx".into(), "0".into(), pick(r, MEMBERS)]
+                    } else {
+                        let mut c = vec![
+                            "ZRANGE".into(),
+                            "lx".into(),
+                            pick(r, LEX),
+                            pick(r, LEX),
+                            "BYLEX".into(),
+                        ];
+                        if r(2) == 0 {
+                            c.push("REV".into());
+                        }
+                        if r(2) == 0 {
+                            c.extend([
+                                "LIMIT".into(),
+                                (r(6) as i64 - 1).to_string(),
+                                (r(6) as i64 - 1).to_string(),
+                            ]);
+                        }
+                        c
+                    }
+                }
+                9 => vec!["ZCOUNT".into(), k, pick(r, BOUNDS), pick(r, BOUNDS)],
+                10 => vec![
+                    pick(r, &["ZLEXCOUNT", "ZREMRANGEBYLEX"]),
+                    "lx".into(),
+                    pick(r, LEX),
+                    pick(r, LEX),
+                ],
+                11 => vec![
+                    pick(r, &["ZRANK", "ZREVRANK", "ZSCORE"]),
+                    k,
+                    pick(r, MEMBERS),
+                ],
+                12 => {
+                    if r(2) == 0 {
+                        vec![
+                            "ZREMRANGEBYSCORE".into(),
+                            k,
+                            pick(r, BOUNDS),
+                            pick(r, BOUNDS),
+                        ]
+                    } else {
+                        let dst = pick(r, KEYS);
+                        vec![
+                            "ZRANGESTORE".into(),
+                            dst,
+                            k,
+                            pick(r, BOUNDS),
+                            pick(r, BOUNDS),
+                            "BYSCORE".into(),
+                        ]
+                    }
+                }
+                13 => vec![pick(r, &["ZPOPMIN", "ZPOPMAX"]), k, r(4).to_string()],
+                14 => {
+                    let n = 1 + r(3);
+                    let mut c = vec![
+                        pick(r, &["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]),
+                        pick(r, KEYS),
+                        n.to_string(),
+                    ];
+                    for _ in 0..n {
+                        c.push(pick(r, KEYS));
+                    }
+                    if c[0] != "ZDIFFSTORE" && r(2) == 0 {
+                        c.push("WEIGHTS".into());
+                        for _ in 0..n {
+                            c.push(pick(r, &["1", "2", "-1", "0", "0.5", "inf"]));
+                        }
+                    }
+                    if c[0] != "ZDIFFSTORE" && r(2) == 0 {
+                        c.extend(["AGGREGATE".into(), pick(r, &["SUM", "MIN", "MAX"])]);
+                    }
+                    c
+                }
+                _ => vec![
+                    "ZREMRANGEBYRANK".into(),
+                    k,
+                    (r(9) as i64 - 4).to_string(),
+                    (r(9) as i64 - 4).to_string(),
+                ],
+            };
+            let (x, y) = (a.cmd(&c), b.cmd(&c));
+            assert_eq!(
+                String::from_utf8_lossy(&x),
+                String::from_utf8_lossy(&y),
+                "limit {limit}: {}",
+                c.join(" ")
+            );
+        }
+        for k in KEYS.iter().chain(["lx"].iter()) {
+            let c = vec![
+                "ZRANGE".to_string(),
+                k.to_string(),
+                "0".into(),
+                "-1".into(),
+                "WITHSCORES".into(),
+            ];
+            assert_eq!(a.cmd(&c), b.cmd(&c), "{k}");
+        }
+    }
+}

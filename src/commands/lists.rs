@@ -660,11 +660,16 @@ fn blmove_generic(
                 }
             }
         };
+    // Inside MULTI the reply is a null bulk; a timeout answers a null array (Redis 7.0 times
+    // out every list block with one).
+    if ctx.client.in_exec {
+        return Ok(Reply::Nil);
+    }
     block_on(
         ctx,
         vec![src.clone()],
         Box::new(attempt),
-        Reply::Nil,
+        Reply::NilArray,
         deadline,
     )
 }

@@ -12,6 +12,7 @@ pub mod command_info;
 pub mod connection;
 pub mod debug;
 pub mod documents;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
@@ -41,7 +42,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 15] {
+fn families() -> [&'static [CommandSpec]; 16] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -52,6 +53,7 @@ fn families() -> [&'static [CommandSpec]; 15] {
         lists::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        geo::COMMANDS,
         bitmaps::COMMANDS,
         hyperloglog::COMMANDS,
         transactions::COMMANDS,

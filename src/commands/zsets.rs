@@ -14,11 +14,11 @@ use crate::util::glob::glob_match;
 use crate::util::num::parse_i64;
 use bytes::Bytes;
 
-const FAMILY: CommandSpec = family("sorted_set", acl::SORTEDSET);
+const FAMILY: CommandSpec = family("sorted-set", acl::SORTEDSET);
 const BZMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"])];
 
 const KEYNUM_RO: &[KeySpec] = &[KeySpec {
-    flags: &["RO", "ACCESS"],
+    flags: &["RO", "access"],
     begin: Begin::Index(1),
     find: Find::Keynum {
         keynum_idx: 0,
@@ -27,7 +27,7 @@ const KEYNUM_RO: &[KeySpec] = &[KeySpec {
     },
 }];
 const KEYNUM_RW: &[KeySpec] = &[KeySpec {
-    flags: &["RW", "ACCESS", "DELETE"],
+    flags: &["RW", "access", "delete"],
     begin: Begin::Index(1),
     find: Find::Keynum {
         keynum_idx: 0,
@@ -37,7 +37,7 @@ const KEYNUM_RW: &[KeySpec] = &[KeySpec {
 }];
 const STORE_KEYNUM: &[KeySpec] = &[
     KeySpec {
-        flags: &["OW", "UPDATE"],
+        flags: &["OW", "update"],
         begin: Begin::Index(1),
         find: Find::Range {
             last: 0,
@@ -46,7 +46,7 @@ const STORE_KEYNUM: &[KeySpec] = &[
         },
     },
     KeySpec {
-        flags: &["RO", "ACCESS"],
+        flags: &["RO", "access"],
         begin: Begin::Index(2),
         find: Find::Keynum {
             keynum_idx: 0,
@@ -56,88 +56,128 @@ const STORE_KEYNUM: &[KeySpec] = &[
     },
 ];
 
+/// A destination key then a source key (ZRANGESTORE, GEOSEARCHSTORE).
+pub(crate) const DST_SRC: &[KeySpec] = &[
+    KeySpec {
+        flags: &["OW", "update"],
+        begin: Begin::Index(1),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    },
+    KeySpec {
+        flags: &["RO", "access"],
+        begin: Begin::Index(2),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    },
+];
+
+const fn one_key(flags: &'static [&'static str]) -> [KeySpec; 1] {
+    [KeySpec {
+        flags,
+        begin: Begin::Index(1),
+        find: Find::Range {
+            last: 0,
+            step: 1,
+            limit: 0,
+        },
+    }]
+}
+/// The single-key specs Redis reports (flags beyond RO/RW: access, update, delete).
+pub(crate) const KS_RO_ACCESS: &[KeySpec] = &one_key(&["RO", "access"]);
+pub(crate) const KS_RW_UPDATE: &[KeySpec] = &one_key(&["RW", "update"]);
+const KS_RW_ACCESS_UPDATE: &[KeySpec] = &one_key(&["RW", "access", "update"]);
+const KS_RW_DELETE: &[KeySpec] = &one_key(&["RW", "delete"]);
+const KS_RW_ACCESS_DELETE: &[KeySpec] = &one_key(&["RW", "access", "delete"]);
+
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    FAMILY.cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST).key()
+    FAMILY.cmd("zadd", -4, zadd).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("1.2.0", "Add one or more members to a sorted set, or update its score if it already exists")
         .complexity("O(log(N)) for each item added, where N is the number of elements in the sorted set.")
         .args("key:key [condition:(NX|XX)] [comparison:(GT|LT)] [change=CH] [increment=INCR] score_member:{score:double member}..."),
-    FAMILY.cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST).key()
+    FAMILY.cmd("zincrby", 4, zincrby).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_ACCESS_UPDATE)
         .doc("1.2.0", "Increment the score of a member in a sorted set")
         .complexity("O(log(N)) where N is the number of elements in the sorted set.")
         .args("key:key increment:integer member"),
-    FAMILY.cmd("zrem", -3, zrem).flags(WRITE | FAST).key()
+    FAMILY.cmd("zrem", -3, zrem).flags(WRITE | FAST).key().key_specs(KS_RW_DELETE)
         .doc("1.2.0", "Remove one or more members from a sorted set")
         .complexity("O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
         .args("key:key member..."),
     FAMILY.cmd("zcard", 2, zcard).flags(READONLY | FAST).key()
         .doc("1.2.0", "Get the number of members in a sorted set").args("key:key"),
-    FAMILY.cmd("zcount", 4, zcount).flags(READONLY | FAST).key()
+    FAMILY.cmd("zcount", 4, zcount).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Count the members in a sorted set with scores within the given values")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key min:double max:double"),
-    FAMILY.cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST).key()
+    FAMILY.cmd("zlexcount", 4, zlexcount).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Count the number of members in a sorted set between a given lexicographical range")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key min max"),
-    FAMILY.cmd("zscore", 3, zscore).flags(READONLY | FAST).key()
+    FAMILY.cmd("zscore", 3, zscore).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Get the score associated with the given member in a sorted set")
         .args("key:key member"),
-    FAMILY.cmd("zmscore", -3, zmscore).flags(READONLY | FAST).key()
+    FAMILY.cmd("zmscore", -3, zmscore).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("6.2.0", "Get the score associated with the given members in a sorted set")
         .complexity("O(N) where N is the number of members being requested.")
         .args("key:key member..."),
-    FAMILY.cmd("zrank", 3, zrank).flags(READONLY | FAST).key()
+    FAMILY.cmd("zrank", 3, zrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set")
         .complexity("O(log(N))").args("key:key member"),
-    FAMILY.cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).key()
+    FAMILY.cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low")
         .complexity("O(log(N))").args("key:key member"),
-    FAMILY.cmd("zrange", -4, zrange).flags(READONLY).key()
+    FAMILY.cmd("zrange", -4, zrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Return a range of members in a sorted set")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.")
         .args("key:key start stop [sortby:(BYSCORE|BYLEX)] [REV] [LIMIT=limit:{offset:integer count:integer}] [WITHSCORES]"),
-    FAMILY.cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    FAMILY.cmd("zrangestore", -5, zrangestore).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(DST_SRC)
         .doc("6.2.0", "Store a range of members from sorted set into another key")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.")
         .args("dst:key src:key min max [sortby:(BYSCORE|BYLEX)] [REV] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY).key()
+    FAMILY.cmd("zrangebyscore", -4, zrangebyscore).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.0.5", "Return a range of members in a sorted set, by score")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key min:double max:double [WITHSCORES] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY).key()
+    FAMILY.cmd("zrevrangebyscore", -4, zrevrangebyscore).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.2.0", "Return a range of members in a sorted set, by score, with scores ordered from high to low")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key max:double min:double [WITHSCORES] [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrangebylex", -4, zrangebylex).flags(READONLY).key()
+    FAMILY.cmd("zrangebylex", -4, zrangebylex).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Return a range of members in a sorted set, by lexicographical range")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key min max [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY).key()
+    FAMILY.cmd("zrevrangebylex", -4, zrevrangebylex).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.9", "Return a range of members in a sorted set, by lexicographical range, ordered from higher to lower strings.")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements being returned. If M is constant (e.g. always asking for the first 10 elements with LIMIT), you can consider it O(log(N)).")
         .args("key:key max min [LIMIT=limit:{offset:integer count:integer}]"),
-    FAMILY.cmd("zrevrange", -4, zrevrange).flags(READONLY).key()
+    FAMILY.cmd("zrevrange", -4, zrevrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Return a range of members in a sorted set, by index, with scores ordered from high to low")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.")
         .args("key:key start:integer stop:integer [WITHSCORES]"),
-    FAMILY.cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE).key()
+    FAMILY.cmd("zremrangebyrank", 4, zremrangebyrank).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("2.0.0", "Remove all members in a sorted set within the given indexes")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key start:integer stop:integer"),
-    FAMILY.cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE).key()
+    FAMILY.cmd("zremrangebyscore", 4, zremrangebyscore).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("1.2.0", "Remove all members in a sorted set within the given scores")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key min:double max:double"),
-    FAMILY.cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE).key()
+    FAMILY.cmd("zremrangebylex", 4, zremrangebylex).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("2.8.9", "Remove all members in a sorted set between the given lexicographical range")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements removed by the operation.")
         .args("key:key min max"),
-    FAMILY.cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST).key()
+    FAMILY.cmd("zpopmin", -2, zpopmin).flags(WRITE | FAST).key().key_specs(KS_RW_ACCESS_DELETE)
         .doc("5.0.0", "Remove and return members with the lowest scores in a sorted set")
         .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("key:key [count:integer]"),
-    FAMILY.cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST).key()
+    FAMILY.cmd("zpopmax", -2, zpopmax).flags(WRITE | FAST).key().key_specs(KS_RW_ACCESS_DELETE)
         .doc("5.0.0", "Remove and return members with the highest scores in a sorted set")
         .complexity("O(log(N)*M) with N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("key:key [count:integer]"),
@@ -157,7 +197,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Remove and return members with scores in a sorted set or block until one is available")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("timeout:double numkeys:integer key:key... where:(MIN|MAX) [COUNT=count:integer]"),
-    FAMILY.cmd("zrandmember", -2, zrandmember).flags(READONLY).key()
+    FAMILY.cmd("zrandmember", -2, zrandmember).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("6.2.0", "Get one or multiple random elements from a sorted set")
         .complexity("O(N) where N is the number of elements returned")
         .args("key:key [options:{count:integer [WITHSCORES]}]"),
@@ -189,7 +229,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Intersect multiple sorted sets and return the cardinality of the result")
         .complexity("O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.")
         .args("numkeys:integer key:key... [LIMIT=limit:integer]"),
-    FAMILY.cmd("zscan", -3, zscan).flags(READONLY).key()
+    FAMILY.cmd("zscan", -3, zscan).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("2.8.0", "Incrementally iterate sorted sets elements and associated scores")
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
         .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
@@ -218,7 +258,7 @@ fn strtod(b: &[u8]) -> Option<f64> {
 }
 
 /// A score argument as Redis's `getDoubleFromObject`.
-fn parse_score(b: &[u8]) -> CommandResult<f64> {
+pub(crate) fn parse_score(b: &[u8]) -> CommandResult<f64> {
     if b.is_empty() || b[0].is_ascii_whitespace() {
         return Err(CommandError::not_float());
     }
@@ -420,7 +460,7 @@ fn push_entry(out: &mut Vec<Reply>, m: &[u8], s: f64, withscores: bool, resp3: b
 // ---------------------------------------------------------------------------------------
 // Access helpers
 
-fn read_zset<R>(
+pub(crate) fn read_zset<R>(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     f: impl FnOnce(Option<&ZSetValue>) -> R,
@@ -463,13 +503,13 @@ fn notify_del(ctx: &Ctx<'_>, key: &[u8]) {
 // ZADD / ZINCRBY
 
 #[derive(Default, Clone, Copy)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(crate) struct AddFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+    pub ch: bool,
+    pub incr: bool,
 }
 
 fn zadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -524,7 +564,12 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     zadd_generic(ctx, key, f, &[(by, member)])
 }
 
-fn zadd_generic(ctx: &mut Ctx<'_>, key: &Bytes, f: AddFlags, pairs: &[(f64, &Bytes)]) -> CmdResult {
+pub(crate) fn zadd_generic(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    f: AddFlags,
+    pairs: &[(f64, &Bytes)],
+) -> CmdResult {
     let (r, _) = write_zset(ctx, key, !f.xx, |z| {
         let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
         let mut last = 0.0;
@@ -786,7 +831,10 @@ fn run_range(q: &RangeQuery, z: &ZSetValue) -> Vec<(Vec<u8>, f64)> {
                 return Vec::new();
             }
             let n = b - a;
-            let off = (q.offset as usize).min(n);
+            let off = q.offset as usize;
+            if off >= n {
+                return Vec::new();
+            }
             let take = if q.limit < 0 {
                 n - off
             } else {
@@ -843,13 +891,23 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// Stores `entries` as a fresh sorted set at key `i` of a locked set of keys (deleting the
 /// key when empty); returns the stored size. Emits `event` or `del` as Redis.
-fn store_result(
+/// How a stored result picks its encoding, as Redis builds it.
+#[derive(Clone, Copy)]
+pub(crate) enum Build {
+    /// A skiplist, packed at the end if it fits (ZUNIONSTORE & co, GEO stores).
+    Shrink,
+    /// Started for an expected size, converted while filling (ZRANGESTORE).
+    Hint(usize),
+}
+
+pub(crate) fn store_result(
     ctx: &Ctx<'_>,
     ks: &mut Keyspace,
     h: u64,
     key: &[u8],
     entries: Vec<(Vec<u8>, f64)>,
     event: &'static str,
+    build: Build,
 ) -> usize {
     let n = entries.len();
     if n == 0 {
@@ -858,9 +916,15 @@ fn store_result(
         }
         return 0;
     }
-    let mut z = ZSetValue::default();
+    let mut z = match build {
+        Build::Shrink => ZSetValue::new_skiplist(),
+        Build::Hint(n) => ZSetValue::with_size_hint(n),
+    };
     for (m, s) in entries {
         z.insert(&m, s);
+    }
+    if let Build::Shrink = build {
+        z.shrink_if_fits();
     }
     ks.set(h, key, Value::ZSet(Box::new(z)), crate::store::Ttl::Clear);
     notify(ctx, event, key);
@@ -879,7 +943,21 @@ fn zrangestore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         .ks(0, db)
         .read_as::<ZSetValue, _>(h, src, |z| z.map_or_else(Vec::new, |z| run_range(&q, z)))?;
     let h = l.hash(1);
-    let n = store_result(ctx, l.ks(1, db), h, dst, entries, "zrangestore");
+    // Redis sizes the destination by the rank range's length; score and lex ranges start
+    // packed.
+    let hint = match q.spec {
+        RangeSpec::Rank(..) => entries.len(),
+        _ => 0,
+    };
+    let n = store_result(
+        ctx,
+        l.ks(1, db),
+        h,
+        dst,
+        entries,
+        "zrangestore",
+        Build::Hint(hint),
+    );
     Ok(Reply::Int(n as i64))
 }
 
@@ -967,7 +1045,9 @@ pub fn pop_from(
         .unwrap_or_default())
 }
 
-fn pop_reply(entries: Vec<(Vec<u8>, f64)>, nested: bool) -> Vec<Reply> {
+/// The entries of a pop as reply elements: flat member, score pairs, or `[member, score]`
+/// arrays when `nested` (RESP3 with a count, ZMPOP and BZMPOP).
+pub fn pop_reply(entries: Vec<(Vec<u8>, f64)>, nested: bool) -> Vec<Reply> {
     let mut out = Vec::new();
     for (m, s) in entries {
         push_entry(&mut out, &m, s, true, nested);
@@ -1251,9 +1331,17 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         } else {
             let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
             let mut v = Vec::with_capacity(n.min(1 << 16));
-            for _ in 0..n {
-                if let Some(e) = z.at(rand_u64() as usize % len) {
-                    v.push(e);
+            if z.encoding() == "listpack" {
+                // Reaching a rank is a scan in the packed form: index it once.
+                let all: Vec<(&[u8], f64)> = z.iter().collect();
+                for _ in 0..n {
+                    v.push(all[rand_u64() as usize % len]);
+                }
+            } else {
+                for _ in 0..n {
+                    if let Some(e) = z.at(rand_u64() as usize % len) {
+                        v.push(e);
+                    }
                 }
             }
             v
@@ -1308,11 +1396,8 @@ fn aggregate(acc: &mut f64, v: f64, a: Aggregate) {
 type Input = Vec<(Vec<u8>, f64)>;
 
 /// The members of a plain set as inputs of score 1.
-///
-/// The set type's member iterator lands with the SET family; until then a set input reads
-/// as empty. (Wire it to the set's iterator when both are merged.)
-fn set_members(_s: &crate::store::SetValue) -> Input {
-    Vec::new()
+fn set_members(s: &crate::store::SetValue) -> Input {
+    s.iter().map(|m| (m.into_owned(), 1.0)).collect()
 }
 
 struct SetOpArgs<'a> {
@@ -1432,8 +1517,13 @@ fn compute(op: SetOp, inputs: Vec<Input>, weights: &[f64], agg: Aggregate) -> Ve
                 .collect()
         }
         SetOp::Union => {
+            // Redis accumulates the inputs from the smallest to the largest (which decides
+            // the rounding of sums).
+            let mut ins: Vec<(Input, f64)> =
+                inputs.into_iter().zip(weights.iter().copied()).collect();
+            ins.sort_by_key(|(i, _)| i.len());
             let mut acc: hashbrown::HashMap<Vec<u8>, f64> = hashbrown::HashMap::new();
-            for (input, &w) in inputs.into_iter().zip(weights) {
+            for (input, w) in ins {
                 for (m, s) in input {
                     let v = weighted(s, w);
                     match acc.get_mut(&m) {
@@ -1460,7 +1550,8 @@ fn compute(op: SetOp, inputs: Vec<Input>, weights: &[f64], agg: Aggregate) -> Ve
                 for &j in &order[1..] {
                     match maps[j].get(&m[..]) {
                         None => continue 'outer,
-                        Some(&o) => aggregate(&mut score, weighted(o, weights[j]), agg),
+                        // Redis zeroes a NaN product only for the first input here.
+                        Some(&o) => aggregate(&mut score, o * weights[j], agg),
                     }
                 }
                 out.push((m.clone(), score));
@@ -1507,7 +1598,7 @@ fn setop_store(
     let mut res = compute(op, inputs, &o.weights, o.agg);
     sort_entries(&mut res);
     let h = l.hash(0);
-    let n = store_result(ctx, l.ks(0, db), h, dst, res, event);
+    let n = store_result(ctx, l.ks(0, db), h, dst, res, event, Build::Shrink);
     Ok(Reply::Int(n as i64))
 }
 

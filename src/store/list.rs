@@ -18,11 +18,7 @@ use std::sync::atomic::Ordering;
 #[derive(Clone, Debug)]
 enum Node {
     Raw(Listpack),
-    Packed {
-        data: Box<[u8]>,
-        len: u32,
-        raw: u32,
-    },
+    Packed { data: Box<[u8]>, len: u32, raw: u32 },
 }
 
 /// Redis's `MIN_COMPRESS_BYTES` and `MIN_COMPRESS_IMPROVE`: smaller nodes, or ones that do
@@ -418,7 +414,11 @@ impl ListValue {
                 continue;
             }
             let node = self.nodes[n].lp_mut();
-            let budget = if count == 0 { usize::MAX } else { count - removed };
+            let budget = if count == 0 {
+                usize::MAX
+            } else {
+                count - removed
+            };
             // Which positions to drop inside this node, honouring the direction.
             let hits: Vec<usize> = {
                 let all = node

@@ -391,6 +391,22 @@ impl Tree {
         out.push(t);
         self.collect_inorder(n.right, out);
     }
+    /// After many removals, rebuilds the arena without its free slots so memory follows the
+    /// set's size (Redis frees each node; an arena keeps them until it is rebuilt).
+    fn maybe_compact(&mut self) {
+        if self.free.len() <= 64 || self.free.len() * 2 <= self.nodes.len() {
+            return;
+        }
+        let mut ids = Vec::with_capacity(self.len());
+        self.collect_inorder(self.root, &mut ids);
+        let mut t = Tree::new();
+        t.rng = self.rng;
+        for i in ids {
+            let n = &self.nodes[i as usize];
+            t.insert_new(&n.member, n.score);
+        }
+        *self = t;
+    }
     fn heap(&self) -> usize {
         alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
             + alloc_size(self.free.capacity() * 4)
@@ -445,6 +461,44 @@ impl ZSetValue {
         match &self.inner {
             Inner::Pack(p) => alloc_size(p.buf.capacity()),
             Inner::Tree(t) => std::mem::size_of::<Tree>() + t.heap(),
+        }
+    }
+
+    /// An empty set already in the skiplist form (Redis's `createZsetObject`).
+    pub fn new_skiplist() -> ZSetValue {
+        ZSetValue {
+            inner: Inner::Tree(Box::new(Tree::new())),
+        }
+    }
+
+    /// An empty set in the form Redis picks for an expected size (`zsetTypeCreate`).
+    pub fn with_size_hint(n: usize) -> ZSetValue {
+        if n > limit(&LIMITS.zset_entries) {
+            ZSetValue::new_skiplist()
+        } else {
+            ZSetValue::default()
+        }
+    }
+
+    /// Back to the listpack form when the set fits its limits (Redis's
+    /// `zsetConvertToListpackIfNeeded`, used on the results of ZUNIONSTORE and friends).
+    pub fn shrink_if_fits(&mut self) {
+        let Inner::Tree(t) = &self.inner else {
+            return;
+        };
+        let fits = t.len() <= limit(&LIMITS.zset_entries)
+            && t.nodes
+                .iter()
+                .all(|n| n.member.len() <= limit(&LIMITS.zset_value));
+        if fits {
+            let mut p = Pack::default();
+            for (m, s) in self.iter() {
+                // In order: each entry goes at the end.
+                let s = if s == 0.0 { 0.0 } else { s };
+                p.buf.extend_from_slice(&encode_entry(m, s));
+                p.len += 1;
+            }
+            self.inner = Inner::Pack(p);
         }
     }
 
@@ -519,7 +573,9 @@ impl ZSetValue {
             Inner::Tree(t) => {
                 let i = t.find(member)?;
                 t.unlink(i);
-                Some(t.release(i).1)
+                let s = t.release(i).1;
+                t.maybe_compact();
+                Some(s)
             }
         }
     }
@@ -612,7 +668,9 @@ impl ZSetValue {
                 t.root = t.merge(x, y);
                 let mut ids = Vec::new();
                 t.collect_inorder(mid, &mut ids);
-                ids.into_iter().map(|i| t.release(i)).collect()
+                let out = ids.into_iter().map(|i| t.release(i)).collect();
+                t.maybe_compact();
+                out
             }
         }
     }
@@ -661,7 +719,7 @@ mod tests {
 
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    fn run(seed: u64, entries: i64, ops: usize) {
+    fn run(seed: u64, entries: i64, ops: usize, space: u64) {
         let old = LIMITS
             .zset_entries
             .load(std::sync::atomic::Ordering::Relaxed);
@@ -672,7 +730,7 @@ mod tests {
         let mut z = ZSetValue::default();
         let mut model: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
         for step in 0..ops {
-            let m = format!("m{}", r.below(60)).into_bytes();
+            let m = format!("m{}", r.below(space)).into_bytes();
             match r.below(10) {
                 0..=4 => {
                     let s = (r.below(20) as f64) - 10.0;
@@ -684,7 +742,7 @@ mod tests {
                 7 => {
                     let len = z.len();
                     let a = r.below(len as u64 + 2) as usize;
-                    let b = a + r.below(5) as usize;
+                    let b = a + r.below(if space > 100 { 40 } else { 5 }) as usize;
                     let removed = z.remove_ranks(a, b);
                     let expect: Vec<(Vec<u8>, f64)> = {
                         let mut sorted: Vec<(K, Vec<u8>)> =
@@ -720,9 +778,29 @@ mod tests {
     fn random_ops_match_a_model() {
         let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         // Large limit: stays packed; zero: tree from the start; default: converts.
-        run(1, 1 << 20, 3000);
-        run(2, 0, 3000);
-        run(3, 16, 3000);
+        run(1, 1 << 20, 3000, 60);
+        run(2, 0, 3000, 60);
+        run(3, 16, 3000, 60);
+        // Wide member space and many removals: exercises the arena's compaction.
+        run(4, 0, 20000, 400);
+    }
+
+    #[test]
+    fn removals_give_memory_back() {
+        let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut z = ZSetValue::default();
+        for i in 0..5000 {
+            z.insert(format!("member-{i}").as_bytes(), i as f64);
+        }
+        let full = z.heap();
+        for i in 0..4990 {
+            assert_eq!(z.remove(format!("member-{i}").as_bytes()), Some(i as f64));
+        }
+        assert!(z.heap() * 10 < full, "{} vs {}", z.heap(), full);
+        assert_eq!(z.rank(b"member-4995"), Some((5, 4995.0)));
+        z.remove_ranks(0, 8);
+        assert_eq!(z.len(), 2);
+        assert_eq!(z.at(1).map(|e| e.1), Some(4999.0));
     }
 
     #[test]
