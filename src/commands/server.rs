@@ -584,7 +584,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "persistence" => {
             kv("loading", &0);
             kv("async_loading", &0);
-            kv("rdb_changes_since_last_save", &0);
+            // Nothing is ever saved: every change since start counts.
+            kv("rdb_changes_since_last_save", &sum(|c| &c.dirty));
             kv("rdb_bgsave_in_progress", &0);
             kv("rdb_last_save_time", &s.started_unix);
             kv("aof_enabled", &(cfg.get_bool("appendonly") as u8));

@@ -326,6 +326,8 @@ pub struct ShardCounters {
     pub evicted: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// Changes to keys since start (INFO's `rdb_changes_since_last_save` sums them).
+    pub dirty: AtomicU64,
     /// WATCH and keyspace notifications, installed once by the server.
     pub hooks: std::sync::OnceLock<Arc<dyn KeyHooks>>,
 }
@@ -483,6 +485,7 @@ impl Books {
     }
 
     fn modified(&mut self, key: &[u8]) {
+        self.counters.dirty.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = self.counters.hooks.get() {
             h.modified(self.db, key);
         }
