@@ -431,3 +431,54 @@ fn sorted_set_blocking_pops() {
     q::<String>(&mut c, &["SET", "str", "v"]).unwrap();
     assert!(err_text(q::<String>(&mut c, &["BZPOPMIN", "str", "0"])).starts_with("WRONGTYPE"));
 }
+
+/// Under `list-compress-depth`, inner nodes are stored compressed: every read and write still
+/// sees the same list, and a list of repetitive elements takes less memory.
+#[test]
+fn compressed_inner_nodes() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let fill = |c: &mut redis::Connection, key: &str| {
+        for i in 0..400 {
+            let v = format!("element-{:04}-{}", i, "abcdefgh".repeat(8));
+            int(c, &["RPUSH", key, &v]);
+        }
+    };
+    fill(&mut c, "plain");
+    q::<String>(&mut c, &["CONFIG", "SET", "list-compress-depth", "1"]).unwrap();
+    fill(&mut c, "packed");
+    let plain: i64 = q(&mut c, &["MEMORY", "USAGE", "plain"]).unwrap();
+    let packed: i64 = q(&mut c, &["MEMORY", "USAGE", "packed"]).unwrap();
+    assert!(
+        packed * 3 < plain * 2,
+        "compressed {packed} B vs plain {plain} B"
+    );
+    // Reads and writes in the middle of compressed nodes.
+    let all = strs(&mut c, &["LRANGE", "packed", "0", "-1"]);
+    assert_eq!(all, strs(&mut c, &["LRANGE", "plain", "0", "-1"]));
+    assert_eq!(
+        q::<String>(&mut c, &["LINDEX", "packed", "200"]).unwrap(),
+        all[200]
+    );
+    q::<String>(&mut c, &["LSET", "packed", "150", "changed"]).unwrap();
+    int(
+        &mut c,
+        &["LINSERT", "packed", "BEFORE", &all[300], "inserted"],
+    );
+    assert_eq!(int(&mut c, &["LREM", "packed", "0", &all[250]]), 1);
+    let now = strs(&mut c, &["LRANGE", "packed", "0", "-1"]);
+    let mut want = all.clone();
+    want[150] = "changed".into();
+    want.insert(300, "inserted".into());
+    want.remove(250);
+    assert_eq!(now, want);
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["LPOS", "packed", "inserted", "COUNT", "0"]).unwrap(),
+        [299]
+    );
+    // Back to no compression: the list reads the same.
+    q::<String>(&mut c, &["CONFIG", "SET", "list-compress-depth", "0"]).unwrap();
+    int(&mut c, &["RPUSH", "packed", "last"]);
+    want.push("last".into());
+    assert_eq!(strs(&mut c, &["LRANGE", "packed", "0", "-1"]), want);
+}

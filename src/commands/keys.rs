@@ -50,6 +50,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("6.2.0", "Copy a key")
         .complexity("O(N) worst case for collections, where N is the number of nested items. O(1) for string values.")
         .args("source:key destination:key [DB=destination-db:integer] [REPLACE]"),
+    KEYS.cmd("move", 3, move_cmd).flags(WRITE | FAST).key()
+        .doc("1.0.0", "Move a key to another database").args("key:key db:integer"),
     KEYS.cmd("expire", -3, expire).flags(WRITE | FAST).key()
         .doc("1.0.0", "Set a key's time to live in seconds")
         .args("key:key seconds:integer [condition:(NX|XX|GT|LT)]"),
@@ -408,6 +410,39 @@ fn copy_cmd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     dks.set(hd, dst, value, at.map_or(Ttl::Clear, Ttl::At));
     ctx.server.notify(dst_db, class::GENERIC, "copy_to", dst);
+    Ok(Reply::Int(1))
+}
+
+/// MOVE key db: the key, with its deadline, to another database, unless it exists there.
+fn move_cmd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let key = args.next_key()?;
+    let n = args.next_i64()?;
+    if i32::try_from(n).is_err() {
+        return Err(CommandError::not_integer());
+    }
+    if n < 0 || n as usize >= ctx.server.store.databases() {
+        return Err(CommandError::msg("ERR DB index is out of range"));
+    }
+    let (src_db, dst_db) = (ctx.client.db, n as usize);
+    if src_db == dst_db {
+        return Err(CommandError::msg(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    // Both databases' parts of the key live in the same shard.
+    let h = ctx.server.store.hash(key);
+    let mut g = ctx.server.store.lock(ctx.server.store.shard_of_hash(h));
+    if !g.dbs[src_db].keys.contains(h, key) || g.dbs[dst_db].keys.contains(h, key) {
+        return Ok(Reply::Int(0));
+    }
+    let Some((value, at)) = g.dbs[src_db].keys.take_for_move(h, key) else {
+        return Ok(Reply::Int(0));
+    };
+    g.dbs[dst_db]
+        .keys
+        .set(h, key, value, at.map_or(Ttl::Clear, Ttl::At));
+    ctx.server.notify(src_db, class::GENERIC, "move_from", key);
+    ctx.server.notify(dst_db, class::GENERIC, "move_to", key);
     Ok(Reply::Int(1))
 }
 
