@@ -217,7 +217,12 @@ fn command_docs(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn command_list(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let all = table().all();
+    // Containers and their subcommands (`client`, `client|id`, ...), as Redis 7 lists them.
+    let all: Vec<&CommandSpec> = table()
+        .all()
+        .iter()
+        .flat_map(|s| std::iter::once(*s).chain(s.subcommands.iter()))
+        .collect();
     let names = all.iter().map(|s| s.name);
     let filtered: Vec<&str> = match args.len() {
         0 => names.collect(),

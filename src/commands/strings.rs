@@ -70,6 +70,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Find longest common substring")
         .complexity("O(N*M) where N and M are the lengths of s1 and s2, respectively")
         .args("key1:key key2:key [LEN] [IDX] [MINMATCHLEN=min-match-len:integer] [WITHMATCHLEN]"),
+    STR.cmd("substr", 4, getrange).flags(READONLY).key()
+        .doc("1.0.0", "Get a substring of the string stored at a key (deprecated since 2.0.0; use GETRANGE)")
+        .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
+        .args("key:key start:integer end:integer"),
     STR.cmd("getrange", 4, getrange).flags(READONLY).key()
         .doc("2.4.0", "Get a substring of the string stored at a key")
         .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
