@@ -117,6 +117,9 @@ impl Node {
 pub struct ListValue {
     nodes: VecDeque<Node>,
     len: usize,
+    /// The sum of the nodes' heap bytes, kept as they change, so the key space's memory
+    /// accounting (which asks after every write) costs O(1), not O(nodes).
+    node_heap: usize,
     /// The `list-compress-depth` the nodes are laid out for.
     depth: usize,
 }
@@ -160,10 +163,31 @@ impl ListValue {
         "quicklist"
     }
 
-    /// Heap bytes owned (nodes and the deque).
+    /// Heap bytes owned (nodes and the deque), in O(1).
     pub fn heap(&self) -> usize {
-        self.nodes.iter().map(Node::heap).sum::<usize>()
+        self.node_heap
             + crate::util::mem::alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
+    }
+
+    /// Changes node `i`, keeping `node_heap` in step.
+    fn edit<R>(&mut self, i: usize, f: impl FnOnce(&mut Node) -> R) -> R {
+        let node = &mut self.nodes[i];
+        let before = node.heap();
+        let r = f(node);
+        self.node_heap = self.node_heap + node.heap() - before;
+        r
+    }
+
+    /// Removes node `i` (emptied) from the deque and the count.
+    fn drop_node(&mut self, i: usize) {
+        if let Some(n) = self.nodes.remove(i) {
+            self.node_heap -= n.heap();
+        }
+    }
+
+    /// Counts `node_heap` again (after changes to many nodes).
+    fn recount(&mut self) {
+        self.node_heap = self.nodes.iter().map(Node::heap).sum();
     }
 
     /// Keeps `list-compress-depth` nodes plain at each end and the others compressed. After a
@@ -200,12 +224,13 @@ impl ListValue {
     fn place(&mut self, i: usize) {
         let n = self.nodes.len();
         let plain = self.depth == 0 || i < self.depth || i + self.depth >= n;
-        let node = &mut self.nodes[i];
-        if plain {
-            node.lp_mut();
-        } else {
-            node.pack();
-        }
+        self.edit(i, |node| {
+            if plain {
+                node.lp_mut();
+            } else {
+                node.pack();
+            }
+        });
     }
 
     fn settle_all(&mut self) {
@@ -216,47 +241,44 @@ impl ListValue {
     }
 
     pub fn push(&mut self, end: End, v: &[u8]) {
-        match end {
-            End::Left => match self.nodes.front_mut() {
-                Some(n) if fits(n, v.len()) => n.lp_mut().push_front(v),
-                _ => {
-                    let mut n = Node::new();
-                    n.lp_mut().push_back(v);
-                    self.nodes.push_front(n);
-                }
-            },
-            End::Right => match self.nodes.back_mut() {
-                Some(n) if fits(n, v.len()) => n.lp_mut().push_back(v),
-                _ => {
-                    let mut n = Node::new();
-                    n.lp_mut().push_back(v);
-                    self.nodes.push_back(n);
-                }
-            },
+        let last = self.nodes.len().wrapping_sub(1);
+        let (at, room) = match end {
+            End::Left => (0, self.nodes.front().is_some_and(|n| fits(n, v.len()))),
+            End::Right => (last, self.nodes.back().is_some_and(|n| fits(n, v.len()))),
+        };
+        if room {
+            self.edit(at, |n| match end {
+                End::Left => n.lp_mut().push_front(v),
+                End::Right => n.lp_mut().push_back(v),
+            });
+        } else {
+            let mut n = Node::new();
+            n.lp_mut().push_back(v);
+            self.node_heap += n.heap();
+            match end {
+                End::Left => self.nodes.push_front(n),
+                End::Right => self.nodes.push_back(n),
+            }
         }
         self.len += 1;
         self.settle(None);
     }
 
     pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
-        let v = match end {
-            End::Left => {
-                let n = self.nodes.front_mut()?;
-                let v = n.lp_mut().pop_front();
-                if n.len() == 0 {
-                    self.nodes.pop_front();
-                }
-                v
-            }
-            End::Right => {
-                let n = self.nodes.back_mut()?;
-                let v = n.lp_mut().pop_back();
-                if n.len() == 0 {
-                    self.nodes.pop_back();
-                }
-                v
-            }
-        }?;
+        if self.nodes.is_empty() {
+            return None;
+        }
+        let at = match end {
+            End::Left => 0,
+            End::Right => self.nodes.len() - 1,
+        };
+        let v = self.edit(at, |n| match end {
+            End::Left => n.lp_mut().pop_front(),
+            End::Right => n.lp_mut().pop_back(),
+        })?;
+        if self.nodes[at].len() == 0 {
+            self.drop_node(at);
+        }
         self.len -= 1;
         self.settle(None);
         Some(v)
@@ -300,7 +322,7 @@ impl ListValue {
         let Some((n, at)) = self.locate(i) else {
             return false;
         };
-        self.nodes[n].lp_mut().replace(at, v);
+        self.edit(n, |node| node.lp_mut().replace(at, v));
         self.split_if_large(n);
         true
     }
@@ -316,7 +338,7 @@ impl ListValue {
         let Some((n, at)) = self.locate(i) else {
             return;
         };
-        self.nodes[n].lp_mut().insert(at, v);
+        self.edit(n, |node| node.lp_mut().insert(at, v));
         self.len += 1;
         self.split_if_large(n);
     }
@@ -330,6 +352,7 @@ impl ListValue {
             let tail = self.nodes[n].lp_mut().split_off(half);
             self.nodes.insert(n + 1, Node::Raw(tail));
             self.settle_all();
+            self.recount();
         } else {
             self.settle(Some(n));
         }
@@ -338,9 +361,9 @@ impl ListValue {
     /// Removes element `i`.
     pub fn remove(&mut self, i: usize) -> Option<Vec<u8>> {
         let (n, at) = self.locate(i)?;
-        let v = self.nodes[n].lp_mut().remove(at);
+        let v = self.edit(n, |node| node.lp_mut().remove(at));
         if self.nodes[n].len() == 0 {
-            self.nodes.remove(n);
+            self.drop_node(n);
             self.len -= 1;
             self.settle_all();
         } else {
@@ -355,6 +378,7 @@ impl ListValue {
         if start > stop || start >= self.len {
             self.nodes.clear();
             self.len = 0;
+            self.node_heap = 0;
             return;
         }
         let stop = stop.min(self.len - 1);
@@ -396,6 +420,7 @@ impl ListValue {
             }
         }
         self.settle_all();
+        self.recount();
     }
 
     /// Removes up to `count` elements equal to `v` (0: all), from the head when `from_left`.
@@ -452,6 +477,7 @@ impl ListValue {
         if removed > 0 {
             self.settle_all();
         }
+        self.recount();
         removed
     }
 
@@ -489,7 +515,7 @@ impl ListValue {
 
 #[cfg(test)]
 mod tests {
-    use super::{End, ListValue};
+    use super::{End, ListValue, Node};
 
     /// The same random operations with and without compressed inner nodes (the settings are
     /// process-wide, so both layouts are exercised in one test).
@@ -570,6 +596,7 @@ mod tests {
                 _ => {}
             }
             assert_eq!(l.len(), m.len());
+            assert_eq!(l.node_heap, l.nodes.iter().map(Node::heap).sum::<usize>());
             most_packed = most_packed.max(l.compressed_nodes());
             if round % 501 == 0 && !m.is_empty() {
                 let got: Vec<Vec<u8>> = l.iter().map(|v| v.into_owned()).collect();

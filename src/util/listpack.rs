@@ -104,6 +104,44 @@ pub fn entry_size(data_len: usize) -> usize {
     head + varint_len(head)
 }
 
+/// A varint of up to 10 bytes held in place.
+struct Small {
+    buf: [u8; 10],
+    len: usize,
+}
+
+impl Small {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The length varint and the back-length of an entry of `n` bytes.
+fn frame(n: usize) -> (Small, Small) {
+    let varint = |mut x: usize, backward: bool| {
+        let mut out = Small {
+            buf: [0; 10],
+            len: 0,
+        };
+        loop {
+            let b = (x as u8 & 0x7f) | if x >= 0x80 { 0x80 } else { 0 };
+            out.buf[out.len] = b;
+            out.len += 1;
+            x >>= 7;
+            if x == 0 {
+                break;
+            }
+        }
+        if backward {
+            out.buf[..out.len].reverse();
+        }
+        out
+    };
+    let head = varint(n, false);
+    let back = varint(head.len + n, true);
+    (head, back)
+}
+
 fn encode(data: &[u8]) -> Vec<u8> {
     let mut e = Vec::with_capacity(entry_size(data.len()));
     put_varint(&mut e, data.len());
@@ -217,7 +255,12 @@ impl Listpack {
             return self.push_back(data);
         }
         let at = self.offset_of(i);
-        self.buf.splice(at..at, encode(data));
+        let (head, back) = frame(data.len());
+        // One move of the tail, no temporary buffer (LPUSH lands here for every element).
+        self.buf.splice(
+            at..at,
+            head.bytes().iter().chain(data).chain(back.bytes()).copied(),
+        );
         self.len += 1;
     }
 
