@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""End-to-end check: an unmodified Celery worker against tidecache.
+
+Usage: python3 celery_e2e.py PORT
+
+Celery uses tidecache as both its broker (kombu's Redis transport: LPUSH/BRPOP queues,
+MULTI/EXEC pipelines, the unacked hash and sorted set, PUBLISH/PSUBSCRIBE fanout) and its
+result backend (SET with expiry, GET/MGET, SUBSCRIBE on each task's channel for the result,
+list counters for chords). The script starts `celery worker` as a subprocess, then checks
+that:
+
+  * a group of 20 additions comes back complete and in order;
+  * a task that raises is reported as FAILURE with its exception type, message and traceback;
+  * a task sent with countdown=2 runs no sooner than 2 s after it was sent;
+  * a chord (a group whose results feed a callback) reaches its callback.
+
+Everything is bounded (the whole run stays well under 60 s); the worker's process group is
+killed on exit, and its log is printed when a check fails. Exits 0 when all checks pass,
+1 with a message naming the failed check, 2 when Celery is not installed.
+
+The module also serves as the worker's app module (`celery -A celery_e2e`): the port comes
+from the TIDECACHE_PORT environment variable there.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    from celery import Celery, chord, group
+except ImportError as e:  # pragma: no cover - reported to the Rust test
+    print(f"celery is not installed: {e}", file=sys.stderr)
+    sys.exit(2)
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    PORT = sys.argv[1]
+else:
+    PORT = os.environ.get("TIDECACHE_PORT", "6379")
+
+app = Celery(
+    "celery_e2e",
+    broker=f"redis://127.0.0.1:{PORT}/0",
+    backend=f"redis://127.0.0.1:{PORT}/1",
+)
+app.conf.update(
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    result_expires=300,
+    broker_connection_retry_on_startup=True,
+    # Fail fast instead of retrying forever when the server is unreachable.
+    broker_connection_max_retries=3,
+    redis_socket_connect_timeout=5,
+    worker_hijack_root_logger=False,
+)
+
+
+@app.task(name="e2e.add")
+def add(x, y):
+    return x + y
+
+
+@app.task(name="e2e.fail")
+def fail(msg):
+    raise ValueError(msg)
+
+
+@app.task(name="e2e.stamp")
+def stamp():
+    return time.time()
+
+
+@app.task(name="e2e.total")
+def total(values):
+    return sum(values)
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def wait_worker_ready(proc, log_path, timeout):
+    """Waits for the worker's 'ready.' line; fails early if the worker exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Failed(f"celery worker exited with status {proc.returncode} before it was ready")
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            if " ready." in f.read():
+                return
+        time.sleep(0.1)
+    raise Failed(f"celery worker not ready after {timeout} s")
+
+
+def stop(proc):
+    """Stops the worker and its pool children (its whole process group)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_checks():
+    t = time.monotonic()
+
+    # 1. A group of 20 additions: every result, in order.
+    res = group(add.s(i, i) for i in range(20)).apply_async()
+    got = res.get(timeout=20)
+    check(got == [2 * i for i in range(20)], f"group results: {got!r}")
+    check(res.successful(), "group not reported successful")
+    print(f"ok   group of 20 additions ({time.monotonic() - t:.2f} s)")
+
+    # 2. A task that raises: FAILURE, with its exception, through the result backend.
+    t = time.monotonic()
+    r = fail.delay("boom from e2e")
+    try:
+        r.get(timeout=15)
+        raise Failed("failing task: get() did not raise")
+    except ValueError as e:
+        check("boom from e2e" in str(e), f"failing task: exception text {e!r}")
+    check(r.state == "FAILURE", f"failing task: state {r.state}")
+    check(r.failed(), "failing task: failed() is false")
+    check(isinstance(r.result, ValueError), f"failing task: result {r.result!r}")
+    check(
+        r.traceback and "ValueError: boom from e2e" in r.traceback,
+        f"failing task: traceback {r.traceback!r}",
+    )
+    # Read back by a fresh AsyncResult (the backend's stored meta, not a cached value).
+    again = app.AsyncResult(r.id)
+    check(again.state == "FAILURE", f"failing task re-read: state {again.state}")
+    check(isinstance(again.result, ValueError), f"failing task re-read: {again.result!r}")
+    print(f"ok   failing task reported as FAILURE/ValueError ({time.monotonic() - t:.2f} s)")
+
+    # 3. countdown=2: runs no sooner than 2 s after it was sent.
+    t = time.monotonic()
+    sent = time.time()
+    r = stamp.apply_async(countdown=2)
+    check(r.state == "PENDING", f"countdown task: state right after sending {r.state}")
+    ran = r.get(timeout=20)
+    check(ran - sent >= 2.0, f"countdown task ran {ran - sent:.3f} s after sending (< 2 s)")
+    check(ran - sent < 15.0, f"countdown task ran {ran - sent:.3f} s after sending (too late)")
+    print(f"ok   countdown=2 task ran after {ran - sent:.2f} s ({time.monotonic() - t:.2f} s)")
+
+    # 4. A chord: the redis backend counts the header's results in the backend itself.
+    t = time.monotonic()
+    r = chord(add.s(i, 1) for i in range(10))(total.s())
+    got = r.get(timeout=20)
+    check(got == sum(i + 1 for i in range(10)), f"chord result {got!r}")
+    print(f"ok   chord of 10 into a callback ({time.monotonic() - t:.2f} s)")
+
+
+def main():
+    if len(sys.argv) != 2 or not sys.argv[1].isdigit():
+        print("usage: celery_e2e.py PORT", file=sys.stderr)
+        return 64
+    port = sys.argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(
+        os.environ, TIDECACHE_PORT=port, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p),
+    )
+    log = tempfile.NamedTemporaryFile(prefix="celery_e2e_worker_", suffix=".log", delete=False)
+    log.close()
+    started = time.monotonic()
+    with open(log.name, "w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "celery_e2e", "worker",
+                "--loglevel", "INFO", "--concurrency", "2", "--pool", "prefork",
+                "--hostname", f"e2e-{os.getpid()}@%h",
+            ],
+            cwd=here,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    status = 1
+    try:
+        wait_worker_ready(proc, log.name, 20)
+        print(f"ok   worker ready ({time.monotonic() - started:.2f} s)")
+        run_checks()
+        status = 0
+    except Failed as e:
+        print(f"FAIL celery end-to-end: {e}", file=sys.stderr)
+    except Exception as e:  # timeouts, connection errors, unexpected replies
+        print(f"FAIL celery end-to-end: {type(e).__name__}: {e}", file=sys.stderr)
+    finally:
+        stop(proc)
+        if status != 0:
+            with open(log.name, encoding="utf-8", errors="replace") as f:
+                tail = f.read()[-6000:]
+            print("---- celery worker log (tail) ----", file=sys.stderr)
+            print(tail, file=sys.stderr)
+        os.unlink(log.name)
+    print(f"{'passed' if status == 0 else 'failed'} in {time.monotonic() - started:.2f} s")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
