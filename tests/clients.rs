@@ -217,6 +217,21 @@ fn celery_worker_broker_and_result_backend() {
     });
 }
 
+/// The same Celery checks (but the chord) with the few Lua scripts a worker needs to start
+/// and run plain tasks (redis-py's lock release, kombu's binding refresh and sweep) run client
+/// side by the script instead of by EVALSHA: not Celery unmodified, but all the rest of its
+/// broker and result-backend traffic (BRPOP, MULTI/EXEC, the unacked hash and sorted set,
+/// PUBLISH/PSUBSCRIBE, per-task SUBSCRIBE, SETEX/MGET, SELECT) against the server today.
+#[test]
+fn celery_with_its_scripts_run_client_side() {
+    run_client(&Client {
+        script: "celery_e2e.py",
+        args: &["--emulate-scripts"],
+        modules: &["celery", "kombu", "redis"],
+        needs: &[],
+    });
+}
+
 /// rq: a burst worker runs successful, failing and dependent jobs; results, the failed
 /// registry and the dependency are read back.
 #[test]
