@@ -120,6 +120,17 @@ fn run_script(client: &Client, port: u16) -> (bool, String, f64) {
             break Some(st);
         }
         if started.elapsed() > SCRIPT_TIMEOUT {
+            // SIGTERM first: the script then stops the worker it started.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(15) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = child.kill();
             let _ = child.wait();
             break None;

@@ -147,6 +147,19 @@ class Failed(Exception):
     pass
 
 
+#: The whole run (worker start, checks, worker stop) stays within this many seconds.
+BUDGET = 45.0
+_deadline = time.monotonic() + BUDGET
+
+
+def within(seconds):
+    """`seconds`, cut to what is left of the run's budget; fails once it is spent."""
+    left = _deadline - time.monotonic()
+    if left <= 0:
+        raise Failed(f"over the run's {BUDGET:.0f} s budget")
+    return min(seconds, left)
+
+
 def check(cond, what):
     if not cond:
         raise Failed(what)
@@ -154,7 +167,7 @@ def check(cond, what):
 
 def wait_worker_ready(proc, log_path, timeout):
     """Waits for the worker's 'ready.' line; fails early if the worker exits."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within(timeout)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise Failed(f"celery worker exited with status {proc.returncode} before it was ready")
@@ -166,25 +179,26 @@ def wait_worker_ready(proc, log_path, timeout):
 
 
 def stop(proc):
-    """Stops the worker and its pool children (its whole process group)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+    """Stops the worker (a warm shutdown: SIGTERM to the main process, which ends its pool),
+    then kills whatever is left of its process group."""
+    if proc.poll() is None:
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
+            proc.terminate()
+            proc.wait(10)
         except subprocess.TimeoutExpired:
-            continue
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if proc.poll() is None:
+        proc.wait(5)
 
 
 def run_checks(hostname):
     # 0. Remote control: a broadcast (fanout over PUBLISH/PSUBSCRIBE) answered on a reply queue.
     t = time.monotonic()
-    replies = app.control.ping(destination=[hostname], timeout=5)
+    replies = app.control.ping(destination=[hostname], timeout=within(5))
     check(
         any(r.get(hostname) == {"ok": "pong"} for r in replies),
         f"control ping: replies {replies!r}",
@@ -194,7 +208,7 @@ def run_checks(hostname):
     t = time.monotonic()
     # 1. A group of 20 additions: every result, in order.
     res = group(add.s(i, i) for i in range(20)).apply_async()
-    got = res.get(timeout=20)
+    got = res.get(timeout=within(20))
     check(got == [2 * i for i in range(20)], f"group results: {got!r}")
     check(res.successful(), "group not reported successful")
     print(f"ok   group of 20 additions ({time.monotonic() - t:.2f} s)")
@@ -203,7 +217,7 @@ def run_checks(hostname):
     t = time.monotonic()
     r = fail.delay("boom from e2e")
     try:
-        r.get(timeout=15)
+        r.get(timeout=within(15))
         raise Failed("failing task: get() did not raise")
     except ValueError as e:
         check("boom from e2e" in str(e), f"failing task: exception text {e!r}")
@@ -225,7 +239,7 @@ def run_checks(hostname):
     sent = time.time()
     r = stamp.apply_async(countdown=2)
     check(r.state == "PENDING", f"countdown task: state right after sending {r.state}")
-    ran = r.get(timeout=20)
+    ran = r.get(timeout=within(20))
     check(ran - sent >= 2.0, f"countdown task ran {ran - sent:.3f} s after sending (< 2 s)")
     check(ran - sent < 15.0, f"countdown task ran {ran - sent:.3f} s after sending (too late)")
     print(f"ok   countdown=2 task ran after {ran - sent:.2f} s ({time.monotonic() - t:.2f} s)")
@@ -236,12 +250,14 @@ def run_checks(hostname):
         return
     t = time.monotonic()
     r = chord(add.s(i, 1) for i in range(10))(total.s())
-    got = r.get(timeout=20)
+    got = r.get(timeout=within(20))
     check(got == sum(i + 1 for i in range(10)), f"chord result {got!r}")
     print(f"ok   chord of 10 into a callback ({time.monotonic() - t:.2f} s)")
 
 
 def main():
+    # Killed by a harness's timeout: still run the cleanup (stop the worker).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = [a for a in sys.argv[1:] if a != "--emulate-scripts"]
     if len(args) != 1 or not args[0].isdigit():
         print("usage: celery_e2e.py PORT [--emulate-scripts]", file=sys.stderr)
@@ -255,7 +271,9 @@ def main():
     )
     log = tempfile.NamedTemporaryFile(prefix="celery_e2e_worker_", suffix=".log", delete=False)
     log.close()
+    global _deadline
     started = time.monotonic()
+    _deadline = started + BUDGET
     hostname = f"e2e-{os.getpid()}@{socket.gethostname()}"
     with open(log.name, "w") as out:
         proc = subprocess.Popen(

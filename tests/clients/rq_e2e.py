@@ -65,6 +65,19 @@ class Failed(Exception):
     pass
 
 
+#: The whole run (worker start, checks, worker stop) stays within this many seconds.
+BUDGET = 45.0
+_deadline = time.monotonic() + BUDGET
+
+
+def within(seconds):
+    """`seconds`, cut to what is left of the run's budget; fails once it is spent."""
+    left = _deadline - time.monotonic()
+    if left <= 0:
+        raise Failed(f"over the run's {BUDGET:.0f} s budget")
+    return min(seconds, left)
+
+
 def check(cond, what):
     if not cond:
         raise Failed(what)
@@ -105,7 +118,7 @@ def run_worker(url, queue, log_path, here, extra, timeout):
             start_new_session=True,
         )
     try:
-        proc.wait(timeout)
+        proc.wait(within(timeout))
     except subprocess.TimeoutExpired:
         stop(proc)
         raise Failed(f"rq worker --burst did not finish within {timeout} s")
@@ -171,7 +184,7 @@ def run_checks(port, scheduled, log_path, here):
     if scheduled:
         later.refresh()
         # A burst worker with a scheduler may finish before the job is due: run it again.
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + within(15)
         while later.get_status() != JobStatus.FINISHED and time.monotonic() < deadline:
             time.sleep(0.5)
             run_worker(url, qname, log_path, here, extra, 30)
@@ -188,6 +201,8 @@ def run_checks(port, scheduled, log_path, here):
 
 
 def main():
+    # Killed by a harness's timeout: still run the cleanup (stop the worker).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     scheduled = "--scheduled" in sys.argv[1:]
     if len(args) != 1 or not args[0].isdigit():
@@ -196,7 +211,9 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     log = tempfile.NamedTemporaryFile(prefix="rq_e2e_worker_", suffix=".log", delete=False)
     log.close()
+    global _deadline
     started = time.monotonic()
+    _deadline = started + BUDGET
     status = 1
     try:
         run_checks(args[0], scheduled, log.name, here)
