@@ -1,0 +1,284 @@
+//! Real job-queue libraries, unmodified, against the real server: each test runs a Python
+//! script of tests/clients/ (it starts the library's worker, sends jobs, reads results back,
+//! and exits non-zero saying what failed) with the server's port.
+//!
+//! Without the Python packages (tests/clients/requirements.txt) a test prints a NOTICE and
+//! passes, except under CI (`CI` set), which installs them: there it fails.
+//!
+//! A library that needs commands the server does not have yet is not run against it: the
+//! test asks `COMMAND INFO` first, prints `SKIPPED` with the missing commands and what the
+//! library needs them for, and runs the script against a reference `redis-server` instead
+//! (when one is installed), so the script itself stays known to work. Once the commands
+//! exist, the same test runs against the server with no change here.
+
+mod support;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{ReferenceRedis, TestServer};
+
+/// The scripts bound themselves well under a minute; this only catches one that hangs.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Client {
+    /// Script under tests/clients/.
+    script: &'static str,
+    /// Extra arguments after the port.
+    args: &'static [&'static str],
+    /// Python modules the script imports (checked before running it).
+    modules: &'static [&'static str],
+    /// Commands the library sends, with what it needs each for; the test is skipped while
+    /// the server lacks one of them.
+    needs: &'static [(&'static str, &'static str)],
+}
+
+/// `Some(reason)` when the Python side can't run here (python3 or a package missing).
+fn python_missing(modules: &[&str]) -> Option<String> {
+    let imports = format!("import {}", modules.join(", "));
+    match Command::new("python3")
+        .args(["-c", &imports])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Err(e) => Some(format!("python3 not runnable ({e})")),
+        Ok(o) if !o.status.success() => Some(format!(
+            "`{imports}` failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// The commands of `names` that the server at `port` does not know (`COMMAND INFO` nil).
+fn missing_commands(s: &TestServer, names: &[&str]) -> Vec<String> {
+    let mut c = s.conn();
+    names
+        .iter()
+        .filter(|name| {
+            let info: Vec<redis::Value> = redis::cmd("COMMAND")
+                .arg("INFO")
+                .arg(**name)
+                .query(&mut c)
+                .expect("COMMAND INFO");
+            matches!(info.first(), None | Some(redis::Value::Nil))
+        })
+        .map(|n| n.to_uppercase())
+        .collect()
+}
+
+/// Runs the script with `port`; returns (success, combined output, seconds).
+fn run_script(client: &Client, port: u16) -> (bool, String, f64) {
+    let path: PathBuf = [
+        env!("CARGO_MANIFEST_DIR"),
+        "tests",
+        "clients",
+        client.script,
+    ]
+    .iter()
+    .collect();
+    let started = Instant::now();
+    let mut child = Command::new("python3")
+        .arg(&path)
+        .arg(port.to_string())
+        .args(client.args)
+        // Keep the source tree free of __pycache__ (the workers import the scripts).
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn python3");
+    let mut readers = Vec::new();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        readers.push(std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        }));
+    }
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        if started.elapsed() > SCRIPT_TIMEOUT {
+            // SIGTERM first: the script then stops the worker it started.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(15) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output: String = readers
+        .into_iter()
+        .map(|r| r.join().unwrap_or_default())
+        .collect();
+    let secs = started.elapsed().as_secs_f64();
+    match status {
+        Some(st) => (st.success(), output, secs),
+        None => (
+            false,
+            format!("{output}\n(killed after {SCRIPT_TIMEOUT:?})"),
+            secs,
+        ),
+    }
+}
+
+fn run_client(client: &Client) {
+    if let Some(why) = python_missing(client.modules) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{}: the Python packages are needed under CI \
+             (python3 -m pip install -r tests/clients/requirements.txt): {why}",
+            client.script
+        );
+        eprintln!(
+            "NOTICE: {} skipped: {why} (python3 -m pip install -r tests/clients/requirements.txt)",
+            client.script
+        );
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let names: Vec<&str> = client.needs.iter().map(|(n, _)| *n).collect();
+    let missing = missing_commands(&server, &names);
+    if missing.is_empty() {
+        let (ok, output, secs) = run_script(client, server.port);
+        eprintln!(
+            "{} against tidecache ({secs:.1} s):\n{output}",
+            client.script
+        );
+        assert!(ok, "{} failed against tidecache:\n{output}", client.script);
+        return;
+    }
+    drop(server);
+    let reasons: Vec<String> = client
+        .needs
+        .iter()
+        .filter(|(n, _)| missing.iter().any(|m| m.eq_ignore_ascii_case(n)))
+        .map(|(n, why)| format!("{} ({why})", n.to_uppercase()))
+        .collect();
+    eprintln!(
+        "SKIPPED: {} against tidecache: the server lacks {}",
+        client.script,
+        reasons.join("; ")
+    );
+    // Keep the script honest while it can't run against tidecache.
+    if let Some(reference) = ReferenceRedis::start() {
+        let (ok, output, secs) = run_script(client, reference.port);
+        eprintln!(
+            "{} against redis-server instead ({secs:.1} s):\n{output}",
+            client.script
+        );
+        assert!(
+            ok,
+            "{} failed against redis-server:\n{output}",
+            client.script
+        );
+    }
+}
+
+/// Celery 5 with the Redis broker and the Redis result backend: a group of 20 additions,
+/// a failing task reported with its exception, a countdown=2 task, a chord.
+#[test]
+fn celery_worker_broker_and_result_backend() {
+    run_client(&Client {
+        script: "celery_e2e.py",
+        args: &[],
+        modules: &["celery", "kombu", "redis"],
+        needs: &[
+            (
+                "evalsha",
+                "kombu's unacked-restore mutex is a redis-py Lock, released by a script, when \
+                 the worker starts; kombu's binding refresh/sweep of expiring queues; the \
+                 result backend's chord counting",
+            ),
+            (
+                "script",
+                "SCRIPT LOAD and SCRIPT EXISTS, which redis-py sends before EVALSHA",
+            ),
+        ],
+    });
+}
+
+/// The same Celery checks (but the chord) with the few Lua scripts a worker needs to start
+/// and run plain tasks (redis-py's lock release, kombu's binding refresh and sweep) run client
+/// side by the script instead of by EVALSHA: not Celery unmodified, but all the rest of its
+/// broker and result-backend traffic (BRPOP, MULTI/EXEC, the unacked hash and sorted set,
+/// PUBLISH/PSUBSCRIBE, per-task SUBSCRIBE, SETEX/MGET, SELECT) against the server today.
+#[test]
+fn celery_with_its_scripts_run_client_side() {
+    run_client(&Client {
+        script: "celery_e2e.py",
+        args: &["--emulate-scripts"],
+        modules: &["celery", "kombu", "redis"],
+        needs: &[],
+    });
+}
+
+/// rq: a burst worker runs successful, failing and dependent jobs; results, the failed
+/// registry and the dependency are read back.
+#[test]
+fn rq_burst_worker_results_and_failed_registry() {
+    run_client(&Client {
+        script: "rq_e2e.py",
+        args: &[],
+        modules: &["rq", "redis"],
+        needs: &[
+            (
+                "xadd",
+                "rq stores every job's result in a stream rq:results:<id>",
+            ),
+            ("xrevrange", "reading a job's latest result back"),
+        ],
+    });
+}
+
+/// rq's scheduler: a job enqueued with enqueue_in(2 s) runs no sooner than 2 s later.
+#[test]
+fn rq_scheduler_enqueue_in() {
+    run_client(&Client {
+        script: "rq_e2e.py",
+        args: &["--scheduled"],
+        modules: &["rq", "redis"],
+        needs: &[
+            (
+                "xadd",
+                "rq stores every job's result in a stream rq:results:<id>",
+            ),
+            ("xrevrange", "reading a job's latest result back"),
+            (
+                "evalsha",
+                "the scheduler's lock is taken, refreshed and released by scripts",
+            ),
+            ("script", "SCRIPT LOAD, which redis-py sends before EVALSHA"),
+        ],
+    });
+}
