@@ -271,7 +271,7 @@ fn lrange(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             };
             match clamp_range(start, stop, l.len()) {
                 None => Reply::Array(Vec::new()),
-                Some((a, b)) => Reply::Array(l.range(a, b).map(|v| bulk(&v)).collect()),
+                Some((a, b)) => Reply::bulk_array(l.range(a, b)),
             }
         })?)
     })

@@ -35,6 +35,9 @@ pub enum Reply {
     Multi(Vec<Reply>),
     /// Nothing is written (CLIENT REPLY OFF, QUIT's close, ...).
     NoReply,
+    /// A reply already encoded, the same in RESP2 and RESP3 (an array of bulk strings):
+    /// built straight from stored bytes, with no allocation per element (LRANGE).
+    Encoded(Bytes),
 }
 
 pub const OK: Reply = Reply::Simple("OK");
@@ -153,7 +156,24 @@ impl Reply {
                 }
             }
             Reply::NoReply => {}
+            Reply::Encoded(b) => out.put_slice(b),
         }
+    }
+}
+
+impl Reply {
+    /// An array of bulk strings, encoded at once (see [`Reply::Encoded`]).
+    pub fn bulk_array<T: AsRef<[u8]>>(items: impl IntoIterator<Item = T>) -> Reply {
+        let mut body = BytesMut::new();
+        let mut n = 0i64;
+        for b in items {
+            bulk(&mut body, b.as_ref());
+            n += 1;
+        }
+        let mut out = BytesMut::with_capacity(body.len() + 16);
+        int_line(&mut out, b'*', n);
+        out.put_slice(&body);
+        Reply::Encoded(out.freeze())
     }
 }
 
