@@ -71,11 +71,66 @@ fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     }
 }
 
+/// The decimal exponent that marks a score stored as its 8 raw bytes.
+const RAW_SCORE: u64 = 15;
+
+/// Writes a score in as few bytes as the packed form can: a score that is exactly `m /
+/// 10^e` for an integer `m` and `e < 15` (what people use: 0, 3, 1.5, 1700000000000, 0.25)
+/// is the varint of `zigzag(m) << 4 | e`, usually 1 to 3 bytes where the raw double takes 8
+/// (Redis's listpack stores such scores as short strings for the same reason).
+fn put_score(out: &mut Vec<u8>, score: f64) {
+    let mut scale = 1.0f64;
+    // A negative zero keeps its sign only in the raw form.
+    let exponents = if score == 0.0 && score.is_sign_negative() {
+        0
+    } else {
+        RAW_SCORE
+    };
+    for e in 0..exponents {
+        let m = (score * scale).round();
+        if m.abs() < 9.0e15 && m / scale == score {
+            let m = m as i64;
+            let zigzag = ((m << 1) ^ (m >> 63)) as u64;
+            if zigzag < (1 << 59) {
+                put_varint(out, ((zigzag << 4) | e) as usize);
+                return;
+            }
+        }
+        scale *= 10.0;
+    }
+    put_varint(out, RAW_SCORE as usize);
+    out.extend_from_slice(&score.to_le_bytes());
+}
+
+/// Reads a score written by [`put_score`] at `pos`; returns it and the position after it.
+fn get_score(buf: &[u8], mut pos: usize) -> (f64, usize) {
+    let mut n = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = buf[pos];
+        pos += 1;
+        n |= ((b & 0x7f) as u64) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    let e = n & 0xf;
+    if e == RAW_SCORE {
+        let mut sb = [0u8; 8];
+        sb.copy_from_slice(&buf[pos..pos + 8]);
+        return (f64::from_le_bytes(sb), pos + 8);
+    }
+    let zigzag = n >> 4;
+    let m = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
+    (m as f64 / 10f64.powi(e as i32), pos)
+}
+
 fn encode_entry(member: &[u8], score: f64) -> Vec<u8> {
     let mut e = Vec::with_capacity(member.len() + 12);
     put_varint(&mut e, member.len());
     e.extend_from_slice(member);
-    e.extend_from_slice(&score.to_le_bytes());
+    put_score(&mut e, score);
     e
 }
 
@@ -105,10 +160,9 @@ impl<'a> Iterator for PackIter<'a> {
         }
         let m = &self.buf[self.pos..self.pos + n];
         self.pos += n;
-        let mut sb = [0u8; 8];
-        sb.copy_from_slice(&self.buf[self.pos..self.pos + 8]);
-        self.pos += 8;
-        Some((m, f64::from_le_bytes(sb), start, self.pos))
+        let (score, next) = get_score(self.buf, self.pos);
+        self.pos = next;
+        Some((m, score, start, self.pos))
     }
 }
 
@@ -464,6 +518,19 @@ impl ZSetValue {
         }
     }
 
+    /// Gives back the packed form's spare capacity (after a bulk insert). The buffer grew by
+    /// doubling, so every set of the same size leaves the same block size free, and the
+    /// allocator reuses it for the next; growing to the exact size each time instead would
+    /// free a block of every size class on the way and fragment the heap.
+    pub fn compact(&mut self) {
+        if let Inner::Pack(p) = &mut self.inner {
+            let fit = alloc_size(p.buf.len());
+            if alloc_size(p.buf.capacity()) > fit {
+                p.buf.shrink_to_fit();
+            }
+        }
+    }
+
     /// An empty set already in the skiplist form (Redis's `createZsetObject`).
     pub fn new_skiplist() -> ZSetValue {
         ZSetValue {
@@ -816,5 +883,55 @@ mod tests {
         let mut z = ZSetValue::default();
         z.insert(b"z", -0.0);
         assert!(z.score(b"z").unwrap().is_sign_positive());
+    }
+}
+
+#[cfg(test)]
+mod score_tests {
+    use super::{get_score, put_score};
+
+    #[test]
+    fn scores_round_trip_exactly() {
+        let mut seed = 1u64;
+        let mut samples = vec![
+            0.0,
+            1.0,
+            -1.0,
+            1.5,
+            3.0,
+            0.1,
+            0.25,
+            -7.125,
+            1700000000000.0,
+            1e15,
+            9e15,
+            1e300,
+            -1e-300,
+            5e-324,
+            f64::MAX,
+            f64::MIN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.30000000000000004,
+            123456.789,
+        ];
+        for _ in 0..10000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            samples.push(f64::from_bits(seed));
+            samples.push((seed % 100000) as f64 / 100.0);
+            samples.push(-((seed % 1000) as f64) * 0.5);
+        }
+        for x in samples.into_iter().filter(|x| !x.is_nan()) {
+            let mut out = Vec::new();
+            put_score(&mut out, x);
+            let (y, end) = get_score(&out, 0);
+            assert_eq!(end, out.len());
+            assert_eq!(x.to_bits(), y.to_bits(), "{x}");
+        }
+        let mut out = Vec::new();
+        put_score(&mut out, 1.5);
+        assert_eq!(out.len(), 2);
     }
 }

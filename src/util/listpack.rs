@@ -236,7 +236,21 @@ impl Listpack {
         }
     }
 
+    /// Makes room for `extra` more bytes. The buffer grows to the allocator's size class of
+    /// what it needs rather than doubling (as Redis reallocates a listpack to its exact
+    /// size): a node of 100 small elements would otherwise carry up to as much again in
+    /// unused capacity. mimalloc's classes are 12.5-25% apart, so a run of pushes still
+    /// reallocates only once per class.
+    fn make_room(&mut self, extra: usize) {
+        let need = self.buf.len() + extra;
+        if need > self.buf.capacity() {
+            let want = crate::util::mem::alloc_size(need).max(need);
+            self.buf.reserve_exact(want - self.buf.len());
+        }
+    }
+
     pub fn push_back(&mut self, data: &[u8]) {
+        self.make_room(entry_size(data.len()));
         let start = self.buf.len();
         put_varint(&mut self.buf, data.len());
         self.buf.extend_from_slice(data);
@@ -256,6 +270,7 @@ impl Listpack {
         }
         let at = self.offset_of(i);
         let (head, back) = frame(data.len());
+        self.make_room(head.len + data.len() + back.len);
         // One move of the tail, no temporary buffer (LPUSH lands here for every element).
         self.buf.splice(
             at..at,
@@ -336,6 +351,7 @@ impl Listpack {
         }
         let at = self.offset_of(i);
         let size = self.entry_at(at).1;
+        self.make_room(entry_size(data.len()).saturating_sub(size));
         self.buf.splice(at..at + size, encode(data));
     }
 
@@ -372,6 +388,7 @@ impl Listpack {
 
     /// Appends every entry of `other`.
     pub fn append(&mut self, other: &Listpack) {
+        self.make_room(other.buf.len());
         self.buf.extend_from_slice(&other.buf);
         self.len += other.len;
     }
