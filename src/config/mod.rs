@@ -144,6 +144,52 @@ const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
 ];
 
+/// Redis settings that have no effect in tidecache, accepted from the config file and the
+/// command line so a redis.conf (or Redis's test-suite `default.conf`) starts as it is; the
+/// server logs one warning naming those it met. Each comes with the values accepted (empty:
+/// any): a value that would claim what tidecache does not do (`daemonize yes`) is refused
+/// like any bad value. Settings with a meaning that is not there (`appendonly yes`, a `save`
+/// schedule, `aclfile`, `user`) are not in this list and still stop the start.
+pub const IGNORED: &[(&str, &[&str])] = &[
+    // The start-up banner always carries the PID.
+    ("always-show-logo", &[]),
+    // tidecache always runs in the foreground and writes no PID file.
+    ("daemonize", &["no"]),
+    ("supervised", &["no"]),
+    ("pidfile", &[]),
+    // No Unix-domain socket listener: clients connect over TCP only.
+    ("unixsocket", &[]),
+    ("unixsocketperm", &[]),
+    // Snapshot file settings: no snapshot is ever written (only `save ""` is accepted).
+    ("dbfilename", &[]),
+    ("rdbcompression", &[]),
+    ("rdbchecksum", &[]),
+    ("no-appendfsync-on-rewrite", &[]),
+    // Replication settings: tidecache has no replicas.
+    ("slave-serve-stale-data", &[]),
+    ("replica-serve-stale-data", &[]),
+    ("repl-diskless-sync-delay", &[]),
+    ("propagation-error-behavior", &[]),
+    // Hash tables here are Rust's, resized as they grow.
+    ("activerehashing", &[]),
+    // Guards for commands tidecache does not have (MODULE) or configs it does not protect.
+    ("enable-protected-configs", &[]),
+    ("enable-module-command", &[]),
+    // No latency monitor yet.
+    ("latency-monitor-threshold", &[]),
+];
+
+/// The `IGNORED` entry for `name`, if `name` is not a setting.
+pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {
+    if setting(name).is_some() {
+        return None;
+    }
+    IGNORED
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .copied()
+}
+
 fn alias_of(name: &str) -> Option<&'static Setting> {
     let (_, target) = ALIASES
         .iter()
@@ -316,6 +362,8 @@ pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
 pub struct Config {
     values: HashMap<&'static str, String>,
     pub file: Option<PathBuf>,
+    /// `IGNORED` settings met at start, in order, each once (the server warns about them).
+    pub ignored: Vec<&'static str>,
 }
 
 impl Default for Config {
@@ -329,7 +377,11 @@ impl Default for Config {
                 )
             })
             .collect();
-        Config { values, file: None }
+        Config {
+            values,
+            file: None,
+            ignored: Vec::new(),
+        }
     }
 }
 
@@ -403,6 +455,18 @@ impl Config {
     }
 
     fn set_from_source(&mut self, name: &str, value: &str) -> Result<(), String> {
+        if let Some((name, only)) = ignored(name) {
+            if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(value.trim())) {
+                return Err(format!(
+                    "'{name} {value}' is not available in tidecache: only '{name} {}' is accepted",
+                    only.join("' or '")
+                ));
+            }
+            if !self.ignored.contains(&name) {
+                self.ignored.push(name);
+            }
+            return Ok(());
+        }
         let s = setting(name)
             .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
         let v = normalize(s, value)?;
@@ -565,6 +629,41 @@ mod tests {
         }
         let mut c = Config::default();
         c.load_text(text).unwrap();
+    }
+
+    #[test]
+    fn ignored_settings_are_accepted_once_and_named() {
+        for (name, _) in IGNORED {
+            assert!(
+                setting(name).is_none(),
+                "{name} is a setting now: drop it from IGNORED"
+            );
+        }
+        let mut c = Config::default();
+        c.load_text("always-show-logo yes\ndaemonize no\npidfile /var/run/redis.pid\nALWAYS-show-logo no\nport 7000\n")
+            .unwrap();
+        assert_eq!(c.ignored, ["always-show-logo", "daemonize", "pidfile"]);
+        assert_eq!(c.get("port"), "7000");
+        let e = Config::default().load_text("daemonize yes").unwrap_err();
+        assert!(e.contains("'daemonize yes' is not available"), "{e}");
+        // Settings with a meaning that is not there still stop the start.
+        for line in [
+            "appendonly yes",
+            "save 900 1",
+            "aclfile users.acl",
+            "nosuch 1",
+        ] {
+            assert!(Config::default().load_text(line).is_err(), "{line}");
+        }
+        let c = Config::from_args(&["--unixsocket".into(), "/tmp/s".into()]).unwrap();
+        assert_eq!(c.ignored, ["unixsocket"]);
+        let conf = include_str!("../../conf/tidecache.conf").replace("\n# ", " ");
+        for (name, _) in IGNORED {
+            assert!(
+                conf.contains(name),
+                "conf/tidecache.conf does not list {name}"
+            );
+        }
     }
 
     #[test]
