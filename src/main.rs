@@ -23,6 +23,12 @@ fn main() {
         }
     };
     init_logging(&config);
+    if !config.ignored.is_empty() {
+        tracing::warn!(
+            "Ignoring settings that have no effect in tidecache: {}",
+            config.ignored.join(", ")
+        );
+    }
     // Measured on 2 cores with the load generator on the same machine: one thread served
     // GET at pipeline 1 about 10% faster than two (no cross-thread wake-ups, no fight with
     // the client for a core); see docs/BENCHMARKS.md.
@@ -49,25 +55,42 @@ fn main() {
 }
 
 async fn run(config: Config) -> i32 {
+    let log = RedisLog::new(&config);
+    let port = config.get_i64("port");
     let server = Server::new(config);
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("{e}");
+            // Redis's words, which its test suite waits for to retry on another port.
+            log.line(Level::Warning, &format!("Warning: {e}"));
+            log.line(
+                Level::Warning,
+                &format!("Failed listening on port {port} (TCP), aborting."),
+            );
             return 1;
         }
     };
+    let pid = std::process::id();
     tracing::info!(
         "tidecache {VERSION} (Redis {} compatible) started: port {}, pid {}, {} shards, {} databases",
         tidecache::state::REDIS_COMPAT_VERSION,
         server.port.load(std::sync::atomic::Ordering::Relaxed),
-        std::process::id(),
+        pid,
         server.store.shard_count(),
         server.store.databases()
     );
-    tracing::info!("Ready to accept connections tcp");
+    log.line(
+        Level::Notice,
+        &format!(
+            "tidecache {VERSION} (Redis {} compatible) standalone, port {}, PID: {pid}",
+            tidecache::state::REDIS_COMPAT_VERSION,
+            server.port.load(std::sync::atomic::Ordering::Relaxed),
+        ),
+    );
     tokio::spawn(watch_signals(server.clone()));
     start_background(&server);
+    log.line(Level::Notice, "Ready to accept connections");
     listener::run(server, listeners).await;
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0
@@ -102,7 +125,9 @@ fn init_logging(config: &Config) {
         .with_target(false);
     let logfile = config.get("logfile");
     if logfile.is_empty() {
-        builder.with_writer(std::io::stderr).init();
+        // Colours only on a terminal, not in a file the standard error was sent to.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        builder.with_writer(std::io::stderr).with_ansi(ansi).init();
     } else {
         match std::fs::OpenOptions::new()
             .create(true)
@@ -119,4 +144,87 @@ fn init_logging(config: &Config) {
             }
         }
     }
+}
+
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Level {
+    Verbose,
+    Notice,
+    Warning,
+}
+
+/// The few start-up lines written as Redis writes them (`<pid>:M <date> * text`) to where
+/// Redis writes its log: standard output when `logfile` is empty, else that file. Tools
+/// that start Redis (its own test suite among them) wait for them there: the banner's
+/// ` PID: <pid>`, "Ready to accept connections", "Failed listening on port". Every other
+/// line goes through `tracing` (standard error or the log file).
+struct RedisLog {
+    file: Option<std::path::PathBuf>,
+    min: Option<Level>,
+}
+
+impl RedisLog {
+    fn new(config: &Config) -> RedisLog {
+        let min = match config.get("loglevel") {
+            "debug" | "verbose" => Some(Level::Verbose),
+            "notice" => Some(Level::Notice),
+            "warning" => Some(Level::Warning),
+            _ => None,
+        };
+        let file = Some(config.get("logfile"))
+            .filter(|f| !f.is_empty())
+            .map(std::path::PathBuf::from);
+        RedisLog { file, min }
+    }
+
+    fn line(&self, level: Level, msg: &str) {
+        use std::io::Write;
+        if self.min.is_none_or(|min| level < min) {
+            return;
+        }
+        let mark = match level {
+            Level::Verbose => '-',
+            Level::Notice => '*',
+            Level::Warning => '#',
+        };
+        let text = format!("{}:M {} {mark} {msg}\n", std::process::id(), redis_time());
+        let _ = match &self.file {
+            None => std::io::stdout().lock().write_all(text.as_bytes()),
+            Some(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(text.as_bytes())),
+        };
+    }
+}
+
+/// The current time as Redis's log shows it, in UTC: `24 Nov 2026 12:55:57.123`.
+fn redis_time() -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{day:02} {} {year} {:02}:{:02}:{:02}.{:03}",
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        now.subsec_millis()
+    )
 }

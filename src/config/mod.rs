@@ -144,6 +144,52 @@ const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
 ];
 
+/// Redis settings that have no effect in tidecache, accepted from the config file and the
+/// command line so a redis.conf (or Redis's test-suite `default.conf`) starts as it is; the
+/// server logs one warning naming those it met. Each comes with the values accepted (empty:
+/// any): a value that would claim what tidecache does not do (`daemonize yes`) is refused
+/// like any bad value. Settings with a meaning that is not there (`appendonly yes`, a `save`
+/// schedule, `aclfile`, `user`) are not in this list and still stop the start.
+pub const IGNORED: &[(&str, &[&str])] = &[
+    // The start-up banner always carries the PID.
+    ("always-show-logo", &[]),
+    // tidecache always runs in the foreground and writes no PID file.
+    ("daemonize", &["no"]),
+    ("supervised", &["no"]),
+    ("pidfile", &[]),
+    // No Unix-domain socket listener: clients connect over TCP only.
+    ("unixsocket", &[]),
+    ("unixsocketperm", &[]),
+    // Snapshot file settings: no snapshot is ever written (only `save ""` is accepted).
+    ("dbfilename", &[]),
+    ("rdbcompression", &[]),
+    ("rdbchecksum", &[]),
+    ("no-appendfsync-on-rewrite", &[]),
+    // Replication settings: tidecache has no replicas.
+    ("slave-serve-stale-data", &[]),
+    ("replica-serve-stale-data", &[]),
+    ("repl-diskless-sync-delay", &[]),
+    ("propagation-error-behavior", &[]),
+    // Hash tables here are Rust's, resized as they grow.
+    ("activerehashing", &[]),
+    // Guards for commands tidecache does not have (MODULE) or configs it does not protect.
+    ("enable-protected-configs", &[]),
+    ("enable-module-command", &[]),
+    // No latency monitor yet.
+    ("latency-monitor-threshold", &[]),
+];
+
+/// The `IGNORED` entry for `name`, if `name` is not a setting.
+pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {
+    if setting(name).is_some() {
+        return None;
+    }
+    IGNORED
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .copied()
+}
+
 fn alias_of(name: &str) -> Option<&'static Setting> {
     let (_, target) = ALIASES
         .iter()
@@ -316,6 +362,8 @@ pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
 pub struct Config {
     values: HashMap<&'static str, String>,
     pub file: Option<PathBuf>,
+    /// `IGNORED` settings met at start, in order, each once (the server warns about them).
+    pub ignored: Vec<&'static str>,
 }
 
 impl Default for Config {
@@ -329,47 +377,41 @@ impl Default for Config {
                 )
             })
             .collect();
-        Config { values, file: None }
+        Config {
+            values,
+            file: None,
+            ignored: Vec::new(),
+        }
     }
 }
 
 impl Config {
-    /// Builds the configuration from `tidecache-server [conf] [--name value ...]`.
+    /// Builds the configuration from `tidecache-server [conf] [--name value ...]`. As Redis
+    /// does, the options become config lines appended after the file's text (see
+    /// `args_to_lines`), so both are read by the same parser and an error names its line.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
         let mut cfg = Config::default();
         let mut rest = args;
+        let mut text = String::new();
         if let Some(first) = rest.first() {
             if !first.starts_with("--") {
                 let path = PathBuf::from(first);
-                let text = std::fs::read_to_string(&path).map_err(|e| {
+                text = std::fs::read_to_string(&path).map_err(|e| {
                     format!(
                         "Fatal error, can't open config file '{}': {e}",
                         path.display()
                     )
                 })?;
-                cfg.load_text(&text)?;
                 cfg.file = Some(std::fs::canonicalize(&path).unwrap_or(path));
                 rest = &rest[1..];
             }
         }
-        // `--name v1 v2 --other v` : everything up to the next `--name` is the value.
-        let mut i = 0;
-        while i < rest.len() {
-            let Some(name) = rest[i].strip_prefix("--") else {
-                return Err(format!(
-                    "Invalid argument '{}': options are --name value",
-                    rest[i]
-                ));
-            };
-            let mut j = i + 1;
-            while j < rest.len() && !rest[j].starts_with("--") {
-                j += 1;
-            }
-            let value = rest[i + 1..j].join(" ");
-            cfg.set_from_source(name, &value)
-                .map_err(|e| format!("Invalid option --{name}: {e}"))?;
-            i = j;
+        let options = args_to_lines(rest);
+        if !options.is_empty() {
+            text.push('\n');
+            text.push_str(&options);
         }
+        cfg.load_text(&text)?;
         Ok(cfg)
     }
 
@@ -396,6 +438,16 @@ impl Config {
             let Some((name, vals)) = words.split_first() else {
                 continue;
             };
+            // One value for a setting of one word (a number, yes/no, a choice), as Redis.
+            let scalar = setting(name).is_some_and(|s| {
+                matches!(
+                    s.kind,
+                    Kind::Bool | Kind::Int(..) | Kind::Memory | Kind::Enum(_)
+                )
+            });
+            if vals.is_empty() || (scalar && vals.len() != 1) {
+                return Err(fatal("wrong number of arguments"));
+            }
             self.set_from_source(name, &vals.join(" "))
                 .map_err(|e| fatal(&e))?;
         }
@@ -403,6 +455,18 @@ impl Config {
     }
 
     fn set_from_source(&mut self, name: &str, value: &str) -> Result<(), String> {
+        if let Some((name, only)) = ignored(name) {
+            if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(value.trim())) {
+                return Err(format!(
+                    "'{name} {value}' is not available in tidecache: only '{name} {}' is accepted",
+                    only.join("' or '")
+                ));
+            }
+            if !self.ignored.contains(&name) {
+                self.ignored.push(name);
+            }
+            return Ok(());
+        }
         let s = setting(name)
             .ok_or_else(|| "Bad directive or wrong number of arguments".to_string())?;
         let v = normalize(s, value)?;
@@ -512,6 +576,65 @@ impl Config {
     }
 }
 
+/// Redis's command line as config lines (its `main`): `--name` starts a line, every other
+/// argument is appended to it quoted, so `--port 6379 6380` is the line `port "6379" "6380"`
+/// (and an error). An argument holding both, `"--maxmemory 700mb"`, is a whole line. A name
+/// with no value yet takes the next argument as its value even if it starts with `--`
+/// (`--logfile --my--file`), except that `--save` followed by an option, or last, is `save ""`.
+fn args_to_lines(args: &[String]) -> String {
+    let mut out = String::new();
+    let mut value_given = true;
+    for (j, arg) in args.iter().enumerate() {
+        match arg.strip_prefix("--") {
+            Some(name) if value_given => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(name);
+                out.push(' ');
+                let words = split_args(arg.as_bytes()).map_or(0, |w| w.len());
+                value_given = words != 1;
+                if words == 1 && arg.eq_ignore_ascii_case("--save") {
+                    match args.get(j + 1) {
+                        Some(next) if next.starts_with("--") => {
+                            out.push_str("\"\"");
+                            value_given = true;
+                        }
+                        None => out.push_str("\"\""),
+                        Some(_) => {}
+                    }
+                }
+            }
+            _ => {
+                out.push_str(&repr(arg));
+                out.push(' ');
+                value_given = true;
+            }
+        }
+    }
+    out
+}
+
+/// A string quoted as Redis's `sdscatrepr`, which `split_args` reads back.
+fn repr(v: &str) -> String {
+    let mut out = String::from("\"");
+    for &b in v.as_bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn quote(v: &str) -> String {
     if v.is_empty() || v.contains(['"', '\'', '\\']) {
         format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
@@ -565,6 +688,100 @@ mod tests {
         }
         let mut c = Config::default();
         c.load_text(text).unwrap();
+    }
+
+    #[test]
+    fn ignored_settings_are_accepted_once_and_named() {
+        for (name, _) in IGNORED {
+            assert!(
+                setting(name).is_none(),
+                "{name} is a setting now: drop it from IGNORED"
+            );
+        }
+        let mut c = Config::default();
+        c.load_text("always-show-logo yes\ndaemonize no\npidfile /var/run/redis.pid\nALWAYS-show-logo no\nport 7000\n")
+            .unwrap();
+        assert_eq!(c.ignored, ["always-show-logo", "daemonize", "pidfile"]);
+        assert_eq!(c.get("port"), "7000");
+        let e = Config::default().load_text("daemonize yes").unwrap_err();
+        assert!(e.contains("'daemonize yes' is not available"), "{e}");
+        // Settings with a meaning that is not there still stop the start.
+        for line in [
+            "appendonly yes",
+            "save 900 1",
+            "aclfile users.acl",
+            "nosuch 1",
+        ] {
+            assert!(Config::default().load_text(line).is_err(), "{line}");
+        }
+        let c = Config::from_args(&["--unixsocket".into(), "/tmp/s".into()]).unwrap();
+        assert_eq!(c.ignored, ["unixsocket"]);
+        let conf = include_str!("../../conf/tidecache.conf").replace("\n# ", " ");
+        for (name, _) in IGNORED {
+            assert!(
+                conf.contains(name),
+                "conf/tidecache.conf does not list {name}"
+            );
+        }
+    }
+
+    /// The cases of Redis's tests/unit/introspection.tcl "redis-server command line arguments".
+    #[test]
+    fn command_line_is_read_as_redis_reads_it() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let lines = |a: &[&str]| args_to_lines(&args(a));
+        assert_eq!(
+            lines(&["--port", "6379", "6380"]),
+            "port \"6379\" \"6380\" "
+        );
+        assert_eq!(
+            lines(&["--port", "--loglevel", "verbose"]),
+            "port \"--loglevel\" \"verbose\" "
+        );
+        assert_eq!(
+            lines(&["--save", "--loglevel", "verbose"]),
+            "save \"\"\nloglevel \"verbose\" "
+        );
+        assert_eq!(
+            lines(&["--loglevel", "verbose", "--save"]),
+            "loglevel \"verbose\" \nsave \"\""
+        );
+        assert_eq!(
+            lines(&["--maxmemory 700mb", "x\"\u{e9}"]),
+            "maxmemory 700mb \"x\\\"\\xc3\\xa9\" "
+        );
+        let fails = |a: &[&str], why: &str| {
+            let e = Config::from_args(&args(a)).unwrap_err();
+            assert!(e.contains(why), "{a:?}: {e}");
+        };
+        fails(&["--port"], "'port' wrong number of arguments");
+        fails(
+            &["--port", "6379", "6380"],
+            "'port \"6379\" \"6380\"' wrong number of arguments",
+        );
+        fails(
+            &["--port", "--bla", "--loglevel", "verbose"],
+            "'port \"--bla\"' argument couldn't be parsed into an integer",
+        );
+        fails(
+            &["--logfile", "--my--log--file", "--loglevel", "--bla"],
+            "'loglevel \"--bla\"' argument(s) must be one of the following",
+        );
+        let c = Config::from_args(&args(&[
+            "--maxmemory 700mb",
+            "--maxmemory-policy volatile-lru",
+            "--logfile",
+            "--my--log--file",
+            "--save",
+            "--requirepass",
+            "a b\"c",
+        ]))
+        .unwrap();
+        assert_eq!(c.get("maxmemory"), "734003200");
+        assert_eq!(c.get("maxmemory-policy"), "volatile-lru");
+        assert_eq!(c.get("logfile"), "--my--log--file");
+        assert_eq!(c.get("save"), "");
+        assert_eq!(c.get("requirepass"), "a b\"c");
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
             Err(e) => {
                 return Err(std::io::Error::new(
                     e.kind(),
-                    format!("could not bind {addr}:{port}: {e}"),
+                    format!(
+                        "Could not create server TCP listening socket {addr}:{port}: bind: {e}"
+                    ),
                 ))
             }
         }
