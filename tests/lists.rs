@@ -350,26 +350,27 @@ fn blocking_rules() {
     assert_eq!(int(&mut c, &["EXISTS", "from", "to"]), 0);
 }
 
-/// Many clients blocked on many keys (in every shard) plus many on one key cost no CPU while
-/// they wait, and each is served in arrival order.
+/// 1,000 clients blocked on 1,000 keys (in every shard) plus 100 on one key cost no CPU
+/// while they wait, and each is served in arrival order.
 #[test]
 fn many_blocked_clients_cost_no_cpu() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();
     let mut per_key = Vec::new();
-    for i in 0..200 {
+    for i in 0..1000 {
         let mut w = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         w.write_all(&resp(&["BRPOP", &format!("key:{i}"), "0"]))
             .unwrap();
         per_key.push(w);
     }
+    wait_blocked(&mut c, 1000);
     let mut shared = Vec::new();
-    for _ in 0..50 {
+    for _ in 0..100 {
         let mut w = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         w.write_all(&resp(&["BLPOP", "hot", "0"])).unwrap();
         shared.push(w);
         // Arrival order is the order of registration: wait for each before the next.
-        wait_blocked(&mut c, 200 + shared.len() as i64);
+        wait_blocked(&mut c, 1000 + shared.len() as i64);
     }
     let pid = s.child.id();
     let cpu = || {
@@ -381,22 +382,22 @@ fn many_blocked_clients_cost_no_cpu() {
     let before = cpu();
     std::thread::sleep(Duration::from_millis(1000));
     let spent = cpu() - before;
-    // Clock ticks (1/100 s): an idle server with 250 waiters spends well under 5% of a core.
+    // Clock ticks (1/100 s): an idle server with 1,100 waiters spends well under 5% of a core.
     assert!(spent <= 5, "{spent} ticks spent while clients waited");
-    for i in 0..200 {
+    for i in 0..1000 {
         int(&mut c, &["LPUSH", &format!("key:{i}"), &format!("v{i}")]);
     }
     for (i, w) in per_key.iter_mut().enumerate() {
         let r = read_reply(w);
         assert!(r.ends_with(&format!("\r\nv{i}\r\n")), "{r}");
     }
-    let items: Vec<String> = (0..50).map(|i| format!("{i:02}")).collect();
+    let items: Vec<String> = (0..100).map(|i| format!("{i:03}")).collect();
     let mut cmd = vec!["RPUSH", "hot"];
     cmd.extend(items.iter().map(String::as_str));
     int(&mut c, &cmd);
     for (i, w) in shared.iter_mut().enumerate() {
         let r = read_reply(w);
-        assert!(r.ends_with(&format!("$2\r\n{i:02}\r\n")), "{i}: {r}");
+        assert!(r.ends_with(&format!("$3\r\n{i:03}\r\n")), "{i}: {r}");
     }
     assert_eq!(info_blocked(&mut c), 0);
 }
