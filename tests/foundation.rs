@@ -516,3 +516,33 @@ fn sigterm_exits_zero() {
     assert!(st.success());
     assert_eq!(s.wait_exit(), Some(0));
 }
+
+/// INFO cpu reports the process's CPU time as Redis names it, and it grows with work.
+#[test]
+fn info_cpu_section() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let read = |c: &mut redis::Connection, f: &str| -> f64 {
+        support::info_value(c, "cpu", f)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    for f in [
+        "used_cpu_sys",
+        "used_cpu_user",
+        "used_cpu_sys_children",
+        "used_cpu_user_children",
+        "used_cpu_sys_main_thread",
+        "used_cpu_user_main_thread",
+    ] {
+        assert!(read(&mut c, f) >= 0.0, "{f}");
+    }
+    let before = read(&mut c, "used_cpu_user") + read(&mut c, "used_cpu_sys");
+    let mut pipe = redis::pipe();
+    for i in 0..20000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let after = read(&mut c, "used_cpu_user") + read(&mut c, "used_cpu_sys");
+    assert!(after > before, "{before} -> {after}");
+}

@@ -512,7 +512,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
     let s = ctx.server;
     let cfg = s.config.read();
     let uptime = s.started.elapsed().as_secs();
-    let title = {
+    let title = if section == "cpu" {
+        "CPU".to_string()
+    } else {
         let mut c = section.chars();
         c.next()
             .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
@@ -623,7 +625,19 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("role", &"master");
             kv("connected_slaves", &0);
         }
-        "cpu" => {}
+        "cpu" => {
+            let t = crate::util::proc::cpu_times();
+            for (name, v) in [
+                ("used_cpu_sys", t.sys),
+                ("used_cpu_user", t.user),
+                ("used_cpu_sys_children", t.children_sys),
+                ("used_cpu_user_children", t.children_user),
+                ("used_cpu_sys_main_thread", t.thread_sys),
+                ("used_cpu_user_main_thread", t.thread_user),
+            ] {
+                kv(name, &format!("{v:.6}"));
+            }
+        }
         "keyspace" => {
             for (db, (keys, expires, avg_ttl)) in s.store.keyspace_info().into_iter().enumerate() {
                 if keys > 0 {

@@ -12,3 +12,41 @@ pub fn rss_bytes() -> u64 {
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
+
+/// CPU seconds as `/proc` counts them, for INFO's `cpu` section.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CpuTimes {
+    pub user: f64,
+    pub sys: f64,
+    pub children_user: f64,
+    pub children_sys: f64,
+    /// The calling thread's own time (a runtime thread that executes commands).
+    pub thread_user: f64,
+    pub thread_sys: f64,
+}
+
+/// utime, stime, cutime, cstime (fields 14-17) of a `/proc/.../stat` file, in clock ticks.
+fn stat_ticks(path: &str) -> Option<[u64; 4]> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // The command name may hold spaces: the fields start after its closing parenthesis.
+    let rest = text.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some([get(11)?, get(12)?, get(13)?, get(14)?])
+}
+
+/// The process's, its children's and the calling thread's CPU time (zeros where `/proc`
+/// is unavailable). Linux reports it in ticks of 1/100 s (`USER_HZ`).
+pub fn cpu_times() -> CpuTimes {
+    const HZ: f64 = 100.0;
+    let p = stat_ticks("/proc/self/stat").unwrap_or_default();
+    let t = stat_ticks("/proc/thread-self/stat").unwrap_or_default();
+    CpuTimes {
+        user: p[0] as f64 / HZ,
+        sys: p[1] as f64 / HZ,
+        children_user: p[2] as f64 / HZ,
+        children_sys: p[3] as f64 / HZ,
+        thread_user: t[0] as f64 / HZ,
+        thread_sys: t[1] as f64 / HZ,
+    }
+}
