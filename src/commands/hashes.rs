@@ -285,6 +285,9 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
     let by = args.next_f64()?;
+    if !by.is_finite() {
+        return Err(CommandError::msg("ERR value is NaN or Infinity"));
+    }
     write_hash(ctx, key, "hincrbyfloat", |hv| {
         let cur = match hv.get(field) {
             None => 0.0,
@@ -349,9 +352,12 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let count = match args.next_opt() {
         None => None,
         Some(c) => match parse_i64(c) {
-            // Redis refuses counts whose doubling (WITHVALUES) could overflow.
-            Some(n) if n.unsigned_abs() < (i64::MAX / 2) as u64 => Some(n),
-            Some(_) => return Err(CommandError::msg("ERR value is out of range")),
+            Some(i64::MIN) => {
+                return Err(CommandError::msg(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            Some(n) => Some(n),
             None => return Err(CommandError::not_integer()),
         },
     };
@@ -360,6 +366,10 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         Some(a) if crate::commands::is(a, "WITHVALUES") && args.is_empty() => true,
         Some(_) => return Err(CommandError::syntax()),
     };
+    // Redis refuses counts whose doubling (WITHVALUES) could overflow.
+    if withvalues && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
+        return Err(CommandError::msg("ERR value is out of range"));
+    }
     read_hash(ctx, key, |hv| {
         let Some(count) = count else {
             return match hv {
