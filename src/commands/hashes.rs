@@ -394,10 +394,17 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             // Repetitions allowed: the reply is as long as asked, up to a bound that keeps
             // one request from exhausting memory (Redis would build it whatever its size).
             let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
-            let all: Vec<(&[u8], &[u8])> = hv.iter().collect();
             let mut v = Vec::with_capacity(n.min(1 << 16));
-            for _ in 0..n {
-                v.push(all[rand_u64() as usize % all.len()]);
+            if hv.encoding() == "hashtable" {
+                // A position is one index away in a hashtable.
+                for _ in 0..n {
+                    v.extend(hv.nth(rand_u64() as usize % hv.len()));
+                }
+            } else {
+                let all: Vec<(&[u8], &[u8])> = hv.iter().collect();
+                for _ in 0..n {
+                    v.push(all[rand_u64() as usize % all.len()]);
+                }
             }
             v
         };
