@@ -8,6 +8,7 @@ use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
 use crate::store::eviction::rand_u64;
+use crate::store::set::distinct_positions;
 use crate::store::{HashValue, Ttl, Value};
 use crate::util::glob::glob_match;
 use crate::util::num::{parse_f64, parse_i64};
@@ -78,6 +79,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .args("key:key [options:{count:integer [WITHVALUES]}]"),
 ];
 
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(b))
+}
+
 /// Runs `f` on the hash at `key` for a read (`None` when there is no such key).
 fn read_hash(
     ctx: &mut Ctx<'_>,
@@ -115,13 +120,17 @@ fn write_hash(
         };
         let r = ks
             .update(h, key, |v| match v {
-                Value::Hash(hv) => match f(hv) {
-                    Ok((r, m)) => {
-                        changed = m;
-                        (Ok(r), m)
+                Value::Hash(hv) => {
+                    let r = f(hv);
+                    hv.compact();
+                    match r {
+                        Ok((r, m)) => {
+                            changed = m;
+                            (Ok(r), m)
+                        }
+                        Err(e) => (Err(e), false),
                     }
-                    Err(e) => (Err(e), false),
-                },
+                }
                 _ => (Err(CommandError::wrongtype()), false),
             })
             .unwrap_or(Ok(Reply::Nil));
@@ -141,6 +150,7 @@ fn hset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let pairs = args.pairs()?;
     write_hash(ctx, key, "hset", |hv| {
+        hv.try_conversion(pairs.clone().flatten().map(|a| &a[..]));
         let added = pairs.filter(|p| hv.insert(&p[0], &p[1])).count();
         Ok((Reply::Int(added as i64), true))
     })
@@ -151,6 +161,7 @@ fn hmset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let pairs = args.pairs()?;
     write_hash(ctx, key, "hset", |hv| {
+        hv.try_conversion(pairs.clone().flatten().map(|a| &a[..]));
         pairs.for_each(|p| {
             hv.insert(&p[0], &p[1]);
         });
@@ -173,8 +184,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
     read_hash(ctx, key, |hv| {
-        hv.and_then(|hv| hv.get(field))
-            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+        hv.and_then(|hv| hv.get(field)).map_or(Reply::Nil, bulk)
     })
 }
 
@@ -185,10 +195,7 @@ fn hmget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         Reply::Array(
             fields
                 .iter()
-                .map(|f| {
-                    hv.and_then(|hv| hv.get(f))
-                        .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
-                })
+                .map(|f| hv.and_then(|hv| hv.get(f)).map_or(Reply::Nil, bulk))
                 .collect(),
         )
     })
@@ -197,9 +204,7 @@ fn hmget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hgetall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     read_hash(ctx, args.next_key()?, |hv| {
         Reply::Map(hv.map_or_else(Vec::new, |hv| {
-            hv.iter()
-                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
-                .collect()
+            hv.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()
         }))
     })
 }
@@ -219,6 +224,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                     return (0, false);
                 };
                 let n = fields.iter().filter(|f| hv.remove(f)).count();
+                hv.compact();
                 (n, n > 0)
             })
             .unwrap_or(0);
@@ -248,17 +254,13 @@ fn hlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn hkeys(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     read_hash(ctx, args.next_key()?, |hv| {
-        Reply::Array(hv.map_or_else(Vec::new, |hv| {
-            hv.iter().map(|(f, _)| Reply::Bulk(f.clone())).collect()
-        }))
+        Reply::Array(hv.map_or_else(Vec::new, |hv| hv.iter().map(|(f, _)| bulk(f)).collect()))
     })
 }
 
 fn hvals(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     read_hash(ctx, args.next_key()?, |hv| {
-        Reply::Array(hv.map_or_else(Vec::new, |hv| {
-            hv.iter().map(|(_, v)| Reply::Bulk(v.clone())).collect()
-        }))
+        Reply::Array(hv.map_or_else(Vec::new, |hv| hv.iter().map(|(_, v)| bulk(v)).collect()))
     })
 }
 
@@ -283,6 +285,9 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
     let by = args.next_f64()?;
+    if !by.is_finite() {
+        return Err(CommandError::msg("ERR value is NaN or Infinity"));
+    }
     write_hash(ctx, key, "hincrbyfloat", |hv| {
         let cur = match hv.get(field) {
             None => 0.0,
@@ -309,23 +314,32 @@ fn hstrlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     })
 }
 
-/// HSCAN returns the whole hash in one reply with cursor 0 (as Redis does for listpack-encoded
-/// hashes), so no field present for the whole iteration can be missed.
+/// HSCAN: a listpack hash is returned whole with cursor 0 (as Redis does); a hashtable in
+/// batches of about COUNT fields under a cursor that never misses a field present for the
+/// whole iteration (see `HashValue::scan_table`).
 fn hscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
-    scan_cursor(args)?;
+    let cursor = scan_cursor(args)?;
     let o = scan_opts(args, false)?;
     read_hash(ctx, key, |hv| {
         let mut out = Vec::new();
+        let mut next = 0;
+        let mut push = |f: &[u8], v: &[u8]| {
+            if o.pattern.as_ref().is_none_or(|p| glob_match(p, f, false)) {
+                out.push(bulk(f));
+                out.push(bulk(v));
+            }
+        };
         if let Some(hv) = hv {
-            for (f, v) in hv.iter() {
-                if o.pattern.as_ref().is_none_or(|p| glob_match(p, f, false)) {
-                    out.push(Reply::Bulk(f.clone()));
-                    out.push(Reply::Bulk(v.clone()));
+            match hv.scan_table(cursor, o.count) {
+                Some((c, batch)) => {
+                    next = c;
+                    batch.into_iter().for_each(|(f, v)| push(f, v));
                 }
+                None => hv.iter().for_each(|(f, v)| push(f, v)),
             }
         }
-        Reply::Array(vec![Reply::bulk_str("0"), Reply::Array(out)])
+        Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)])
     })
 }
 
@@ -338,9 +352,12 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let count = match args.next_opt() {
         None => None,
         Some(c) => match parse_i64(c) {
-            // Redis refuses counts whose doubling (WITHVALUES) could overflow.
-            Some(n) if n.unsigned_abs() < (i64::MAX / 2) as u64 => Some(n),
-            Some(_) => return Err(CommandError::msg("ERR value is out of range")),
+            Some(i64::MIN) => {
+                return Err(CommandError::msg(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            Some(n) => Some(n),
             None => return Err(CommandError::not_integer()),
         },
     };
@@ -349,35 +366,45 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         Some(a) if crate::commands::is(a, "WITHVALUES") && args.is_empty() => true,
         Some(_) => return Err(CommandError::syntax()),
     };
+    // Redis refuses counts whose doubling (WITHVALUES) could overflow.
+    if withvalues && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
+        return Err(CommandError::msg("ERR value is out of range"));
+    }
     read_hash(ctx, key, |hv| {
         let Some(count) = count else {
             return match hv {
                 None => Reply::Nil,
                 Some(hv) => hv
                     .nth(rand_u64() as usize % hv.len().max(1))
-                    .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())),
+                    .map_or(Reply::Nil, |(f, _)| bulk(f)),
             };
         };
         let Some(hv) = hv.filter(|hv| !hv.is_empty()) else {
             return Reply::Array(vec![]);
         };
-        let picks: Vec<(&Bytes, &Bytes)> = if count >= 0 {
+        let picks: Vec<(&[u8], &[u8])> = if count >= 0 {
             let n = (count as usize).min(hv.len());
             if n == hv.len() {
                 hv.iter().collect()
             } else {
-                // Distinct fields: a random window of the table's order, started at random.
-                let skip = rand_u64() as usize % hv.len();
-                hv.iter().chain(hv.iter()).skip(skip).take(n).collect()
+                // Distinct fields, each subset equally likely (the work bounded by the size).
+                hv.pairs_at(&distinct_positions(hv.len(), n, &mut || rand_u64()))
             }
         } else {
             // Repetitions allowed: the reply is as long as asked, up to a bound that keeps
             // one request from exhausting memory (Redis would build it whatever its size).
             let n = (count.unsigned_abs() as usize).min(MAX_RANDOM_REPLY);
-            let all: Vec<(&Bytes, &Bytes)> = hv.iter().collect();
             let mut v = Vec::with_capacity(n.min(1 << 16));
-            for _ in 0..n {
-                v.push(all[rand_u64() as usize % all.len()]);
+            if hv.encoding() == "hashtable" {
+                // A position is one index away in a hashtable.
+                for _ in 0..n {
+                    v.extend(hv.nth(rand_u64() as usize % hv.len()));
+                }
+            } else {
+                let all: Vec<(&[u8], &[u8])> = hv.iter().collect();
+                for _ in 0..n {
+                    v.push(all[rand_u64() as usize % all.len()]);
+                }
             }
             v
         };
@@ -385,11 +412,11 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             .into_iter()
             .map(|(f, v)| {
                 if !withvalues {
-                    Reply::Bulk(f.clone())
+                    bulk(f)
                 } else if resp3 {
-                    Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                    Reply::Array(vec![bulk(f), bulk(v)])
                 } else {
-                    Reply::Multi(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                    Reply::Multi(vec![bulk(f), bulk(v)])
                 }
             })
             .collect::<Vec<_>>();

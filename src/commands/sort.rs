@@ -79,7 +79,7 @@ fn lookup(ctx: &Ctx<'_>, pattern: &[u8], elem: &[u8]) -> Option<Bytes> {
         let e = ks.get(h, &key)?;
         match (field, &e.value) {
             (None, v) => v.str_bytes(),
-            (Some(f), Value::Hash(hv)) => hv.get(f).cloned(),
+            (Some(f), Value::Hash(hv)) => hv.get(f).map(Bytes::copy_from_slice),
             _ => None,
         }
     })

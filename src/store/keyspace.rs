@@ -11,6 +11,7 @@
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
 
 use crate::store::eviction;
+use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
 use crate::store::set::SetValue;
 use crate::store::zset::ZSetValue;
@@ -19,7 +20,7 @@ use crate::util::mem::alloc_size;
 use crate::util::packed::PackedBytes;
 use crate::wheel::{EntryId, Wheel};
 use bytes::Bytes;
-use hashbrown::{HashMap, HashTable};
+use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,10 +33,6 @@ pub const SEGMENTS: usize = 1024;
 /// the tick only decides how soon after its deadline the sweep reclaims a key.
 pub const WHEEL_TICK_MS: u64 = 1;
 
-/// Redis's `hash-max-listpack-entries` / `hash-max-listpack-value`: past these a hash reports
-/// `hashtable` encoding (and keeps it, as Redis never converts back).
-const LISTPACK_ENTRIES: usize = 128;
-const LISTPACK_VALUE: usize = 64;
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
 const EMBSTR_LIMIT: usize = 44;
 
@@ -104,8 +101,7 @@ impl Value {
             Value::Int(_) => "int",
             Value::Str(b) if b.len() <= EMBSTR_LIMIT => "embstr",
             Value::Str(_) | Value::Raw(_) => "raw",
-            Value::Hash(h) if h.hashtable => "hashtable",
-            Value::Hash(_) => "listpack",
+            Value::Hash(h) => h.encoding(),
             Value::List(l) => l.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
@@ -128,76 +124,11 @@ impl Value {
         match self {
             Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
-            Value::Hash(h) => std::mem::size_of::<HashValue>() + h.bytes,
+            Value::Hash(h) => std::mem::size_of::<HashValue>() + h.heap(),
             Value::List(l) => std::mem::size_of::<ListValue>() + l.heap(),
             Value::Set(s) => std::mem::size_of::<SetValue>() + s.heap(),
             Value::ZSet(z) => std::mem::size_of::<ZSetValue>() + z.heap(),
         }
-    }
-}
-
-/// A hash value with its byte estimate kept up to date by its own methods.
-#[derive(Debug, Clone, Default)]
-pub struct HashValue {
-    map: HashMap<Bytes, Bytes>,
-    bytes: usize,
-    /// True once Redis would have converted it from listpack to hashtable.
-    hashtable: bool,
-}
-
-fn field_cost(f: &[u8], v: &[u8]) -> usize {
-    // Slot (two `Bytes`) over the table's load factor, plus both allocations.
-    (2 * std::mem::size_of::<Bytes>()) * 8 / 7 + 1 + alloc_size(f.len()) + alloc_size(v.len())
-}
-
-impl HashValue {
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-    pub fn get(&self, f: &[u8]) -> Option<&Bytes> {
-        self.map.get(f)
-    }
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
-        self.map.iter()
-    }
-    /// Sets a field; true if it is new.
-    pub fn insert(&mut self, f: &[u8], v: &[u8]) -> bool {
-        if f.len() > LISTPACK_VALUE || v.len() > LISTPACK_VALUE {
-            self.hashtable = true;
-        }
-        let new = match self.map.get_mut(f) {
-            Some(old) => {
-                self.bytes -= field_cost(f, old);
-                *old = Bytes::copy_from_slice(v);
-                false
-            }
-            None => {
-                self.map
-                    .insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
-                true
-            }
-        };
-        self.bytes += field_cost(f, v);
-        if self.map.len() > LISTPACK_ENTRIES {
-            self.hashtable = true;
-        }
-        new
-    }
-    pub fn remove(&mut self, f: &[u8]) -> bool {
-        match self.map.remove(f) {
-            Some(v) => {
-                self.bytes -= field_cost(f, &v);
-                true
-            }
-            None => false,
-        }
-    }
-    /// A field chosen at random (for HRANDFIELD).
-    pub fn nth(&self, n: usize) -> Option<(&Bytes, &Bytes)> {
-        self.map.iter().nth(n)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod collections;
 pub mod encoding;
 pub mod eviction;
 pub mod expiry;
+pub mod hash;
 pub mod keyspace;
 pub mod list;
 pub mod multi;
@@ -16,8 +17,9 @@ pub mod set;
 pub mod ttl_monitor;
 pub mod zset;
 
+pub use hash::HashValue;
 pub use keyspace::{
-    Aggregate, Entry, HashValue, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value, WrongType,
+    Aggregate, Entry, KeyHooks, Keyspace, Removal, ShardCounters, Ttl, Value, WrongType,
 };
 pub use list::{End, ListValue};
 pub use set::SetValue;

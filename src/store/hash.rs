@@ -1,0 +1,607 @@
+//! A hash value in Redis's two encodings.
+//!
+//! - `listpack`: field, value, field, value... packed in one [`Listpack`] (insertion order,
+//!   linear lookups) while there are at most `hash-max-listpack-entries` fields and no field
+//!   or value is longer than `hash-max-listpack-value` bytes;
+//! - `hashtable`: beyond those. A hash converts once and never goes back, as Redis's do.
+//!
+//! The hashtable keeps each field and its value together in one allocation
+//! (`[varint field length][field][value]`, see [`Pair`]) in a `Vec`, indexed by a hashbrown
+//! table of positions: a field costs one 16-byte slot, one 8-byte index slot and one
+//! allocation, against two `Bytes` (32 bytes each plus a shared header each) before. The
+//! vector gives HRANDFIELD a field by position in O(1) and HSCAN a cursor that survives
+//! removals (see [`HashValue::scan_table`]), as the set's hashtable does.
+
+use crate::store::encoding::{limit, LIMITS};
+use crate::util::listpack::Listpack;
+use crate::util::mem::alloc_size;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+fn hasher() -> &'static hashbrown::DefaultHashBuilder {
+    static H: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
+    H.get_or_init(hashbrown::DefaultHashBuilder::default)
+}
+
+fn hash_of(f: &[u8]) -> u64 {
+    hasher().hash_one(f)
+}
+
+/// A field and its value in one allocation: the field's length as a varint (7 bits a byte,
+/// low first), the field, then the value up to the end.
+type Pair = Box<[u8]>;
+
+fn pack_pair(f: &[u8], v: &[u8]) -> Pair {
+    let mut n = f.len();
+    let mut out = Vec::with_capacity(varint_len(n) + f.len() + v.len());
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out.extend_from_slice(f);
+    out.extend_from_slice(v);
+    out.into_boxed_slice()
+}
+
+fn varint_len(mut n: usize) -> usize {
+    let mut l = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        l += 1;
+    }
+    l
+}
+
+/// (field, value) of a packed pair.
+fn split(p: &[u8]) -> (&[u8], &[u8]) {
+    let mut n = 0usize;
+    let mut shift = 0;
+    let mut i = 0;
+    while let Some(&b) = p.get(i) {
+        n |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let end = (i + n).min(p.len());
+    (&p[i..end], &p[end..])
+}
+
+fn field_of(p: &[u8]) -> &[u8] {
+    split(p).0
+}
+
+/// What one pair costs beyond the vector's and the index's slots: its allocation.
+fn field_cost(f: &[u8], v: &[u8]) -> usize {
+    alloc_size(varint_len(f.len()) + f.len() + v.len())
+}
+
+/// The `hashtable` encoding: pairs in a vector, indexed by a table of positions.
+#[derive(Clone, Default)]
+struct Table {
+    pairs: Vec<Pair>,
+    index: HashTable<usize>,
+    /// Sum of the pairs' allocations.
+    bytes: usize,
+}
+
+impl Table {
+    fn with_capacity(n: usize) -> Table {
+        Table {
+            pairs: Vec::with_capacity(n),
+            index: HashTable::with_capacity(n),
+            bytes: 0,
+        }
+    }
+
+    fn find(&self, f: &[u8]) -> Option<usize> {
+        let pairs = &self.pairs;
+        self.index
+            .find(hash_of(f), |&i| field_of(&pairs[i]) == f)
+            .copied()
+    }
+
+    /// Sets a field; true if it is new.
+    fn insert(&mut self, f: &[u8], v: &[u8]) -> bool {
+        let cost = field_cost(f, v);
+        if let Some(i) = self.find(f) {
+            let old = std::mem::replace(&mut self.pairs[i], pack_pair(f, v));
+            self.bytes -= alloc_size(old.len());
+            self.bytes += cost;
+            return false;
+        }
+        let i = self.pairs.len();
+        self.pairs.push(pack_pair(f, v));
+        self.bytes += cost;
+        let pairs = &self.pairs;
+        self.index
+            .insert_unique(hash_of(f), i, |&j| hash_of(field_of(&pairs[j])));
+        true
+    }
+
+    /// Removes the pair at position `i`; the last pair takes its place.
+    fn remove_at(&mut self, i: usize) -> Option<Pair> {
+        if i >= self.pairs.len() {
+            return None;
+        }
+        let h = hash_of(field_of(&self.pairs[i]));
+        if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
+            e.remove();
+        }
+        let last = self.pairs.len() - 1;
+        if i != last {
+            let hl = hash_of(field_of(&self.pairs[last]));
+            if let Some(slot) = self.index.find_mut(hl, |&j| j == last) {
+                *slot = i;
+            }
+        }
+        let p = self.pairs.swap_remove(i);
+        self.bytes -= alloc_size(p.len());
+        self.maybe_shrink();
+        Some(p)
+    }
+
+    /// Gives memory back once the table is mostly empty (as Redis resizes its dicts).
+    fn maybe_shrink(&mut self) {
+        let (len, cap) = (self.pairs.len(), self.pairs.capacity());
+        if cap > 64 && len < cap / 4 {
+            self.pairs.shrink_to(len * 2);
+            let pairs = &self.pairs;
+            self.index
+                .shrink_to(len * 2, |&j| hash_of(field_of(&pairs[j])));
+        }
+    }
+
+    fn heap(&self) -> usize {
+        alloc_size(std::mem::size_of::<Table>())
+            + alloc_size(self.pairs.capacity() * std::mem::size_of::<Pair>())
+            + alloc_size(self.index.allocation_size())
+            + self.bytes
+    }
+}
+
+#[derive(Clone)]
+enum Repr {
+    /// field, value, field, value...
+    Pack(Listpack),
+    /// Boxed so that a hash (the common, small case) is the 32 bytes of a listpack.
+    Table(Box<Table>),
+}
+
+/// A hash value. Its `heap()` is what it allocates, as the allocator counts it.
+#[derive(Clone)]
+pub struct HashValue {
+    repr: Repr,
+}
+
+const _: () = assert!(std::mem::size_of::<HashValue>() == 32);
+
+impl Default for HashValue {
+    fn default() -> HashValue {
+        HashValue {
+            repr: Repr::Pack(Listpack::new()),
+        }
+    }
+}
+
+impl std::fmt::Debug for HashValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(
+                self.iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k), String::from_utf8_lossy(v))),
+            )
+            .finish()
+    }
+}
+
+/// A field and its value, borrowed from the hash.
+pub type FieldValue<'a> = (&'a [u8], &'a [u8]);
+
+/// Iterates a hash's (field, value) pairs in its encoding's order (insertion order for a
+/// listpack, the vector's order for a hashtable).
+pub enum Iter<'a> {
+    Pack(crate::util::listpack::Iter<'a>),
+    Table(std::slice::Iter<'a, Pair>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Pack(it) => {
+                let f = it.next()?;
+                let v = it.next().unwrap_or_default();
+                Some((f, v))
+            }
+            Iter::Table(it) => it.next().map(|p| split(p)),
+        }
+    }
+
+    fn nth(&mut self, n: usize) -> Option<Self::Item> {
+        match self {
+            Iter::Pack(it) => {
+                if n > 0 {
+                    it.nth(n.checked_mul(2)? - 1)?;
+                }
+                self.next()
+            }
+            Iter::Table(it) => it.nth(n).map(|p| split(p)),
+        }
+    }
+}
+
+/// Position of `f` among the fields of a listpack hash (pair index, not entry index).
+fn pack_find(lp: &Listpack, f: &[u8]) -> Option<usize> {
+    lp.iter().step_by(2).position(|e| e == f)
+}
+
+impl HashValue {
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Pack(lp) => lp.len() / 2,
+            Repr::Table(t) => t.pairs.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Redis's name of the encoding (OBJECT ENCODING).
+    pub fn encoding(&self) -> &'static str {
+        match &self.repr {
+            Repr::Pack(_) => "listpack",
+            Repr::Table(_) => "hashtable",
+        }
+    }
+
+    /// Heap bytes owned besides the value's own box: the listpack's buffer, or the table
+    /// with its vector, its index and every pair.
+    pub fn heap(&self) -> usize {
+        match &self.repr {
+            Repr::Pack(lp) => lp.heap(),
+            Repr::Table(t) => t.heap(),
+        }
+    }
+
+    pub fn get(&self, f: &[u8]) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Pack(lp) => {
+                let mut it = lp.iter();
+                while let Some(e) = it.next() {
+                    let v = it.next();
+                    if e == f {
+                        return v;
+                    }
+                }
+                None
+            }
+            Repr::Table(t) => t.find(f).map(|i| split(&t.pairs[i]).1),
+        }
+    }
+
+    pub fn contains(&self, f: &[u8]) -> bool {
+        self.get(f).is_some()
+    }
+
+    /// Converts a listpack to a hashtable (sized for `extra` more fields); no-op otherwise.
+    fn convert(&mut self, extra: usize) {
+        let Repr::Pack(lp) = &self.repr else {
+            return;
+        };
+        let mut t = Table::with_capacity(lp.len() / 2 + extra);
+        let mut it = lp.iter();
+        while let Some(f) = it.next() {
+            t.insert(f, it.next().unwrap_or_default());
+        }
+        self.repr = Repr::Table(Box::new(t));
+    }
+
+    /// Redis's `hashTypeTryConversion`: before a write of these arguments, a listpack that
+    /// one of them would not fit becomes a hashtable (even if the write then sets nothing).
+    pub fn try_conversion<'a>(&mut self, args: impl IntoIterator<Item = &'a [u8]>) {
+        if matches!(self.repr, Repr::Pack(_)) {
+            let max = limit(&LIMITS.hash_value);
+            if args.into_iter().any(|a| a.len() > max) {
+                self.convert(0);
+            }
+        }
+    }
+
+    /// Sets a field; true if it is new. Converts as Redis's `hashTypeSet` does: a field or
+    /// value over `hash-max-listpack-value` before the write, more fields than
+    /// `hash-max-listpack-entries` after it.
+    pub fn insert(&mut self, f: &[u8], v: &[u8]) -> bool {
+        let max_value = limit(&LIMITS.hash_value);
+        if f.len() > max_value || v.len() > max_value {
+            self.convert(1);
+        }
+        let new = match &mut self.repr {
+            Repr::Pack(lp) => match pack_find(lp, f) {
+                Some(i) => {
+                    lp.replace(2 * i + 1, v);
+                    false
+                }
+                None => {
+                    lp.push_back(f);
+                    lp.push_back(v);
+                    true
+                }
+            },
+            Repr::Table(t) => return t.insert(f, v),
+        };
+        if self.len() > limit(&LIMITS.hash_entries) {
+            self.convert(0);
+        }
+        new
+    }
+
+    /// Removes a field; true if it was there.
+    pub fn remove(&mut self, f: &[u8]) -> bool {
+        match &mut self.repr {
+            Repr::Pack(lp) => match pack_find(lp, f) {
+                Some(i) => {
+                    lp.remove_range(2 * i, 2 * i + 2);
+                    lp.shrink();
+                    true
+                }
+                None => false,
+            },
+            Repr::Table(t) => match t.find(f) {
+                Some(i) => t.remove_at(i).is_some(),
+                None => false,
+            },
+        }
+    }
+
+    /// Gives back a listpack's spare capacity once a write is done, so a small hash holds
+    /// one exactly sized buffer (as Redis's listpacks are reallocated to size on every write)
+    /// rather than the doubling growth of its `Vec`. Called by the commands after a write.
+    pub fn compact(&mut self) {
+        if let Repr::Pack(lp) = &mut self.repr {
+            if lp.heap() > alloc_size(lp.bytes()) {
+                // A clone allocates exactly the bytes in use.
+                *lp = lp.clone();
+            }
+        }
+    }
+
+    pub fn iter(&self) -> Iter<'_> {
+        match &self.repr {
+            Repr::Pack(lp) => Iter::Pack(lp.iter()),
+            Repr::Table(t) => Iter::Table(t.pairs.iter()),
+        }
+    }
+
+    /// The pair at position `n` of the encoding's order (O(1) for a hashtable).
+    pub fn nth(&self, n: usize) -> Option<(&[u8], &[u8])> {
+        match &self.repr {
+            Repr::Pack(_) => self.iter().nth(n),
+            Repr::Table(t) => t.pairs.get(n).map(|p| split(p)),
+        }
+    }
+
+    /// The pairs at `positions` (each below `len`), in that order; one walk of a listpack.
+    pub fn pairs_at(&self, positions: &[usize]) -> Vec<(&[u8], &[u8])> {
+        match &self.repr {
+            Repr::Pack(_) => {
+                let all: Vec<(&[u8], &[u8])> = self.iter().collect();
+                positions
+                    .iter()
+                    .filter_map(|&i| all.get(i).copied())
+                    .collect()
+            }
+            Repr::Table(t) => positions
+                .iter()
+                .filter_map(|&i| t.pairs.get(i).map(|p| split(p)))
+                .collect(),
+        }
+    }
+
+    /// HSCAN over a hashtable: `cursor` 0 starts; a cursor is the number of positions not
+    /// visited yet, walked from the end of the pair vector down. A removal moves the last
+    /// pair into the freed position, so a pair not returned yet only ever moves down, below
+    /// the cursor, and an insertion appends: every field present for the whole scan is
+    /// returned. `None` for a listpack (which Redis returns whole, with cursor 0).
+    pub fn scan_table(&self, cursor: u64, count: usize) -> Option<(u64, Vec<FieldValue<'_>>)> {
+        let Repr::Table(t) = &self.repr else {
+            return None;
+        };
+        let len = t.pairs.len();
+        let end = if cursor == 0 {
+            len
+        } else {
+            usize::try_from(cursor).unwrap_or(usize::MAX).min(len)
+        };
+        let start = end.saturating_sub(count.max(1));
+        let out = t.pairs[start..end].iter().rev().map(|p| split(p)).collect();
+        Some((start as u64, out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    fn h(pairs: &[(&str, &str)]) -> HashValue {
+        let mut v = HashValue::default();
+        for (f, x) in pairs {
+            v.insert(f.as_bytes(), x.as_bytes());
+        }
+        v
+    }
+
+    fn sorted(v: &HashValue) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = v
+            .iter()
+            .map(|(f, x)| {
+                (
+                    String::from_utf8_lossy(f).into_owned(),
+                    String::from_utf8_lossy(x).into_owned(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn pairs_pack_and_split() {
+        for flen in [0usize, 1, 127, 128, 300, 20000] {
+            let f = vec![b'f'; flen];
+            for v in [&b""[..], b"x", &[b'v'; 200]] {
+                let p = pack_pair(&f, v);
+                assert_eq!(split(&p), (&f[..], v));
+                assert_eq!(p.len(), varint_len(flen) + flen + v.len());
+            }
+        }
+    }
+
+    #[test]
+    fn listpack_then_hashtable() {
+        // These tests read the default limits (128 / 64); none of them changes them.
+        assert_eq!(LIMITS.hash_entries.load(Ordering::Relaxed), 128);
+        let mut v = h(&[("a", "1"), ("b", "2")]);
+        assert_eq!(v.encoding(), "listpack");
+        assert_eq!(v.len(), 2);
+        assert_eq!(v.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(v.get(b"1"), None, "a value is not a field");
+        assert!(!v.insert(b"a", b"3"));
+        assert_eq!(
+            v.iter().collect::<Vec<_>>(),
+            vec![(&b"a"[..], &b"3"[..]), (b"b", b"2")],
+            "insertion order"
+        );
+        assert_eq!(v.nth(1), Some((&b"b"[..], &b"2"[..])));
+        assert_eq!(v.nth(2), None);
+        assert!(v.remove(b"a"));
+        assert!(!v.remove(b"a"));
+        assert_eq!(v.len(), 1);
+        // A value at the limit stays packed, one byte over converts.
+        v.insert(b"edge", &[b'x'; 64]);
+        assert_eq!(v.encoding(), "listpack");
+        v.insert(b"long", &[b'x'; 65]);
+        assert_eq!(v.encoding(), "hashtable");
+        assert_eq!(sorted(&v).len(), 3);
+        // ...and never goes back.
+        assert!(v.remove(b"long"));
+        assert_eq!(v.encoding(), "hashtable");
+        assert_eq!(v.get(b"b"), Some(&b"2"[..]));
+        // A long field converts too.
+        let mut w = h(&[("a", "1")]);
+        w.insert(&[b'f'; 65], b"1");
+        assert_eq!(w.encoding(), "hashtable");
+        assert_eq!(w.get(&[b'f'; 65]), Some(&b"1"[..]));
+        assert_eq!(w.get(b"a"), Some(&b"1"[..]));
+        // Too many fields.
+        let mut w = HashValue::default();
+        for i in 0..128 {
+            assert!(w.insert(format!("f{i}").as_bytes(), i.to_string().as_bytes()));
+        }
+        assert_eq!(w.encoding(), "listpack");
+        assert!(!w.insert(b"f5", b"five"));
+        assert_eq!(w.encoding(), "listpack");
+        assert!(w.insert(b"f128", b"128"));
+        assert_eq!(w.encoding(), "hashtable");
+        assert_eq!(w.len(), 129);
+        for i in 0..=128 {
+            let want = if i == 5 {
+                "five".to_string()
+            } else {
+                i.to_string()
+            };
+            assert_eq!(w.get(format!("f{i}").as_bytes()), Some(want.as_bytes()));
+        }
+        // try_conversion converts on a long argument even when nothing is set.
+        let mut w = h(&[("a", "1")]);
+        w.try_conversion([&b"a"[..], &b"b"[..]]);
+        assert_eq!(w.encoding(), "listpack");
+        w.try_conversion([&b"a"[..], &[b'v'; 65][..]]);
+        assert_eq!(w.encoding(), "hashtable");
+        assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn table_removal_keeps_the_index() {
+        let mut w = HashValue::default();
+        for i in 0..1000 {
+            w.insert(format!("k{i}").as_bytes(), format!("v{i}").as_bytes());
+        }
+        assert_eq!(w.encoding(), "hashtable");
+        for i in (0..1000).step_by(3) {
+            assert!(w.remove(format!("k{i}").as_bytes()));
+        }
+        for i in 0..1000 {
+            let got = w.get(format!("k{i}").as_bytes());
+            if i % 3 == 0 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(got, Some(format!("v{i}").as_bytes()));
+            }
+        }
+        let full = w.heap();
+        for i in 0..1000 {
+            w.remove(format!("k{i}").as_bytes());
+        }
+        assert!(w.is_empty());
+        assert!(w.heap() < full / 4);
+    }
+
+    #[test]
+    fn scan_cursor_survives_removals() {
+        let mut w = HashValue::default();
+        for i in 0..300 {
+            w.insert(format!("k{i}").as_bytes(), b"v");
+        }
+        let mut seen = hashbrown::HashSet::new();
+        let mut cursor = 0;
+        let mut removed = 0;
+        loop {
+            let (next, batch) = w.scan_table(cursor, 10).unwrap();
+            seen.extend(batch.iter().map(|(f, _)| f.to_vec()));
+            // Remove fields not returned yet (odd ones), and some already returned.
+            for i in (removed..removed + 3).map(|x| x * 2 + 1) {
+                w.remove(format!("k{i}").as_bytes());
+            }
+            // Add some, which may or may not be returned.
+            w.insert(format!("new{removed}").as_bytes(), b"v");
+            removed += 3;
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        for i in (0..300).step_by(2) {
+            assert!(seen.contains(format!("k{i}").as_bytes()), "k{i} missed");
+        }
+        assert!(h(&[("a", "1")]).scan_table(0, 10).is_none());
+    }
+
+    #[test]
+    fn heap_is_what_is_allocated() {
+        // Two short fields: one exactly sized buffer once compacted.
+        let mut v = h(&[("userID", "1234567"), ("accessTime", "1700000000000")]);
+        v.compact();
+        let bytes = (2 + 6) + (2 + 7) + (2 + 10) + (2 + 13);
+        assert_eq!(v.heap(), alloc_size(bytes));
+        assert_eq!(v.get(b"accessTime"), Some(&b"1700000000000"[..]));
+        // A hashtable counts its vector, index and pairs.
+        let mut w = HashValue::default();
+        for i in 0..200 {
+            w.insert(format!("field-{i}").as_bytes(), b"value");
+        }
+        assert!(w.heap() > 200 * (16 + 16));
+        let before = w.heap();
+        w.insert(b"field-0", &[b'x'; 100]);
+        assert_eq!(
+            w.heap(),
+            before - alloc_size(1 + 7 + 5) + alloc_size(1 + 7 + 100)
+        );
+    }
+}
