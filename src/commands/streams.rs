@@ -679,7 +679,10 @@ fn serve_blocked(
         None => {
             let r = ks.read_as::<StreamValue, _>(h, key, |s| {
                 let s = s?;
-                if s.last_id > req.after {
+                // The last entry present, not the last ID: the attempt also runs when the
+                // client blocks, and a stream whose newer entries were deleted has nothing
+                // to give yet.
+                if s.last_entry()?.0 > req.after {
                     let start = req.after.incr()?;
                     Some(entries_reply(s.range(start, StreamId::MAX, count, false)))
                 } else {
@@ -703,11 +706,12 @@ fn serve_blocked(
             }
             let mut created = false;
             let r = ks.write_as::<StreamValue, _>(h, key, false, |s| {
+                let top = s.last_entry().map(|e| e.0);
                 let Some(g) = s.groups.get_mut(&gr.group) else {
                     return (None, false);
                 };
                 let last = g.last_id;
-                if s.last_id <= last {
+                if top.is_none_or(|t| t <= last) {
                     return (None, false);
                 }
                 let now = now_ms();
