@@ -17,8 +17,20 @@ use std::time::{Duration, Instant};
 
 const STREAM: CommandSpec = family("stream", acl::STREAM);
 
+const fn key_at(at: i32, flags: &'static [&'static str]) -> [KeySpec; 1] {
+    [KeySpec::at(at, flags)]
+}
+const KS_RO: &[KeySpec] = &key_at(1, &["RO"]);
+const KS_RO_ACCESS: &[KeySpec] = &key_at(1, &["RO", "access"]);
+const KS_RW_UPDATE: &[KeySpec] = &key_at(1, &["RW", "update"]);
+const KS_RW_DELETE: &[KeySpec] = &key_at(1, &["RW", "delete"]);
+const KS2_RW_INSERT: &[KeySpec] = &key_at(2, &["RW", "insert"]);
+const KS2_RW_DELETE: &[KeySpec] = &key_at(2, &["RW", "delete"]);
+const KS2_RW_UPDATE: &[KeySpec] = &key_at(2, &["RW", "update"]);
+const KS2_RO_ACCESS: &[KeySpec] = &key_at(2, &["RO", "access"]);
+
 const XREAD_KEYS: &[KeySpec] = &[KeySpec {
-    flags: &["RO", "ACCESS"],
+    flags: &["RO", "access"],
     begin: Begin::Keyword {
         keyword: "STREAMS",
         start_from: 1,
@@ -30,7 +42,7 @@ const XREAD_KEYS: &[KeySpec] = &[KeySpec {
     },
 }];
 const XREADGROUP_KEYS: &[KeySpec] = &[KeySpec {
-    flags: &["RW", "ACCESS"],
+    flags: &["RO", "access"],
     begin: Begin::Keyword {
         keyword: "STREAMS",
         start_from: 4,
@@ -44,29 +56,29 @@ const XREADGROUP_KEYS: &[KeySpec] = &[KeySpec {
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    STREAM.cmd("xadd", -5, xadd).flags(WRITE | DENYOOM | FAST).key()
+    STREAM.cmd("xadd", -5, xadd).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("5.0.0", "Appends a new entry to a stream")
         .complexity("O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.")
         .args("key:key [NOMKSTREAM] [trim:{strategy:(MAXLEN|MINID) [operator:(equal='='|approximately='~')] threshold [LIMIT=count:integer]}] id_or_auto:(auto_id='*'|id) field_value:{field value}..."),
-    STREAM.cmd("xlen", 2, xlen).flags(READONLY | FAST).key()
+    STREAM.cmd("xlen", 2, xlen).flags(READONLY | FAST).key().key_specs(KS_RO)
         .doc("5.0.0", "Return the number of entries in a stream").args("key:key"),
-    STREAM.cmd("xrange", -4, xrange).flags(READONLY).key()
+    STREAM.cmd("xrange", -4, xrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval")
         .complexity("O(N) with N being the number of elements being returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).")
         .args("key:key start end [COUNT=count:integer]"),
-    STREAM.cmd("xrevrange", -4, xrevrange).flags(READONLY).key()
+    STREAM.cmd("xrevrange", -4, xrevrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE")
         .complexity("O(N) with N being the number of elements returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1).")
         .args("key:key end start [COUNT=count:integer]"),
-    STREAM.cmd("xdel", -3, xdel).flags(WRITE | FAST).key()
+    STREAM.cmd("xdel", -3, xdel).flags(WRITE | FAST).key().key_specs(KS_RW_DELETE)
         .doc("5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.")
         .complexity("O(1) for each single item to delete in the stream, regardless of the stream size.")
         .args("key:key id..."),
-    STREAM.cmd("xtrim", -4, xtrim).flags(WRITE).key()
+    STREAM.cmd("xtrim", -4, xtrim).flags(WRITE).key().key_specs(KS_RW_DELETE)
         .doc("5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size")
         .complexity("O(N), with N being the number of evicted entries. Constant times are very small however, since entries are organized in macro nodes containing multiple entries that can be released with a single deallocation.")
         .args("key:key trim:{strategy:(MAXLEN|MINID) [operator:(equal='='|approximately='~')] threshold [LIMIT=count:integer]}"),
-    STREAM.cmd("xsetid", -3, xsetid).flags(WRITE | DENYOOM | FAST).key()
+    STREAM.cmd("xsetid", -3, xsetid).flags(WRITE | DENYOOM | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("5.0.0", "An internal command for replicating stream values")
         .args("key:key last-id [ENTRIESADDED=entries_added:integer] [MAXDELETEDID=max_deleted_entry_id]"),
     STREAM.cmd("xread", -4, xread).flags(READONLY | BLOCKING | MOVABLEKEYS).key_specs(XREAD_KEYS)
@@ -77,61 +89,61 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.")
         .complexity("For each stream mentioned: O(M) with M being the number of elements returned. If M is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, XADD will pay the O(N) time in order to serve the N clients blocked on the stream getting new data.")
         .args("GROUP=group_consumer:{group consumer} [COUNT=count:integer] [BLOCK=milliseconds:integer] [NOACK] streams:{STREAMS key:key... id...}"),
-    STREAM.cmd("xack", -4, xack).flags(WRITE | FAST).key()
+    STREAM.cmd("xack", -4, xack).flags(WRITE | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group. Return value of the command is the number of messages successfully acknowledged, that is, the IDs we were actually able to resolve in the PEL.")
         .complexity("O(1) for each message ID processed.")
         .args("key:key group id..."),
-    STREAM.cmd("xpending", -3, xpending).flags(READONLY).key()
+    STREAM.cmd("xpending", -3, xpending).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.")
         .complexity("O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.")
         .args("key:key group [filters:{[IDLE=min-idle-time:integer] start end count:integer [consumer]}]"),
-    STREAM.cmd("xclaim", -6, xclaim).flags(WRITE | FAST).key()
+    STREAM.cmd("xclaim", -6, xclaim).flags(WRITE | FAST).key().key_specs(KS_RW_UPDATE)
         .doc("5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.")
         .complexity("O(log N) with N being the number of messages in the PEL of the consumer group.")
         .args("key:key group consumer min-idle-time id... [IDLE=ms:integer] [TIME=unix-time-milliseconds:unix-time] [RETRYCOUNT=count:integer] [FORCE] [JUSTID] [LASTID=id]"),
-    STREAM.cmd("xautoclaim", -6, xautoclaim).flags(WRITE | FAST).key()
+    STREAM.cmd("xautoclaim", -6, xautoclaim).flags(WRITE | FAST).key().key_specs(KS_RW_DELETE)
         .doc("6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.")
         .complexity("O(1) if COUNT is small.")
         .args("key:key group consumer min-idle-time start [COUNT=count:integer] [JUSTID]"),
-    STREAM.cmd("xgroup", -2, container)
+    STREAM.cmd("xgroup", -2, container).only_acl(0)
         .doc("5.0.0", "A container for consumer groups commands")
         .complexity("Depends on subcommand.").subs(XGROUP_SUBCOMMANDS),
-    STREAM.cmd("xinfo", -2, container)
+    STREAM.cmd("xinfo", -2, container).only_acl(0)
         .doc("5.0.0", "A container for stream introspection commands")
         .complexity("Depends on subcommand.").subs(XINFO_SUBCOMMANDS),
 ];
 
 #[rustfmt::skip]
 static XGROUP_SUBCOMMANDS: &[CommandSpec] = &[
-    STREAM.cmd("xgroup|create", -5, xgroup_create).flags(WRITE | DENYOOM).keys(2, 2, 1)
+    STREAM.cmd("xgroup|delconsumer", 5, xgroup_delconsumer).flags(WRITE).keys(2, 2, 1).key_specs(KS2_RW_DELETE)
+        .doc("5.0.0", "Delete a consumer from a consumer group.").args("key:key groupname consumername"),
+    STREAM.cmd("xgroup|setid", -5, xgroup_setid).flags(WRITE).keys(2, 2, 1).key_specs(KS2_RW_UPDATE)
+        .doc("5.0.0", "Set a consumer group to an arbitrary last delivered ID value.")
+        .args("key:key groupname id:(id|new_id='$') [ENTRIESREAD=entries_read:integer]"),
+    STREAM.cmd("xgroup|create", -5, xgroup_create).flags(WRITE | DENYOOM).keys(2, 2, 1).key_specs(KS2_RW_INSERT)
         .doc("5.0.0", "Create a consumer group.")
         .args("key:key groupname id:(id|new_id='$') [MKSTREAM] [ENTRIESREAD=entries_read:integer]"),
-    STREAM.cmd("xgroup|createconsumer", 5, xgroup_createconsumer).flags(WRITE | DENYOOM).keys(2, 2, 1)
-        .doc("6.2.0", "Create a consumer in a consumer group.").args("key:key groupname consumername"),
-    STREAM.cmd("xgroup|delconsumer", 5, xgroup_delconsumer).flags(WRITE).keys(2, 2, 1)
-        .doc("5.0.0", "Delete a consumer from a consumer group.").args("key:key groupname consumername"),
-    STREAM.cmd("xgroup|destroy", 4, xgroup_destroy).flags(WRITE).keys(2, 2, 1)
+    STREAM.cmd("xgroup|destroy", 4, xgroup_destroy).flags(WRITE).keys(2, 2, 1).key_specs(KS2_RW_DELETE)
         .doc("5.0.0", "Destroy a consumer group.")
         .complexity("O(N) where N is the number of entries in the group's pending entries list (PEL).")
         .args("key:key groupname"),
-    STREAM.cmd("xgroup|setid", -5, xgroup_setid).flags(WRITE).keys(2, 2, 1)
-        .doc("5.0.0", "Set a consumer group to an arbitrary last delivered ID value.")
-        .args("key:key groupname id:(id|new_id='$') [ENTRIESREAD=entries_read:integer]"),
+    STREAM.cmd("xgroup|createconsumer", 5, xgroup_createconsumer).flags(WRITE | DENYOOM).keys(2, 2, 1).key_specs(KS2_RW_INSERT)
+        .doc("6.2.0", "Create a consumer in a consumer group.").args("key:key groupname consumername"),
     STREAM.cmd("xgroup|help", 2, xgroup_help).flags(LOADING | STALE)
         .doc("5.0.0", "Show helpful text about the different subcommands"),
 ];
 
 #[rustfmt::skip]
 static XINFO_SUBCOMMANDS: &[CommandSpec] = &[
-    STREAM.cmd("xinfo|stream", -3, xinfo_stream).flags(READONLY).keys(2, 2, 1)
-        .doc("5.0.0", "Get information about a stream")
-        .args("key:key [full:{FULL [COUNT=count:integer]}]"),
-    STREAM.cmd("xinfo|groups", 3, xinfo_groups).flags(READONLY).keys(2, 2, 1)
-        .doc("5.0.0", "List the consumer groups of a stream").args("key:key"),
-    STREAM.cmd("xinfo|consumers", 4, xinfo_consumers).flags(READONLY).keys(2, 2, 1)
-        .doc("5.0.0", "List the consumers in a consumer group").args("key:key groupname"),
     STREAM.cmd("xinfo|help", 2, xinfo_help).flags(LOADING | STALE)
         .doc("5.0.0", "Show helpful text about the different subcommands"),
+    STREAM.cmd("xinfo|consumers", 4, xinfo_consumers).flags(READONLY).keys(2, 2, 1).key_specs(KS2_RO_ACCESS)
+        .doc("5.0.0", "List the consumers in a consumer group").args("key:key groupname"),
+    STREAM.cmd("xinfo|stream", -3, xinfo_stream).flags(READONLY).keys(2, 2, 1).key_specs(KS2_RO_ACCESS)
+        .doc("5.0.0", "Get information about a stream")
+        .args("key:key [full:{FULL [COUNT=count:integer]}]"),
+    STREAM.cmd("xinfo|groups", 3, xinfo_groups).flags(READONLY).keys(2, 2, 1).key_specs(KS2_RO_ACCESS)
+        .doc("5.0.0", "List the consumer groups of a stream").args("key:key"),
 ];
 
 /// Only reached with no subcommand, which the arity check already refuses.
