@@ -539,7 +539,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ctx.server.store.with_key(db, key, |ks, h| {
         let r = ks.write_as::<StreamValue, _>(h, key, false, |s| {
             if s.has_entries() {
-                let top = s.last_entry().map(|e| e.0).unwrap_or_default();
+                let top = s.last_entry_id().unwrap_or_default();
                 if id < top {
                     return (Err(CommandError::msg("ERR The ID specified in XSETID is smaller than the target stream top item")), false);
                 }
@@ -694,7 +694,7 @@ fn serve_blocked(
                 // The last entry present, not the last ID: the attempt also runs when the
                 // client blocks, and a stream whose newer entries were deleted has nothing
                 // to give yet.
-                if s.last_entry()?.0 > req.after {
+                if s.last_entry_id()? > req.after {
                     let start = req.after.incr()?;
                     Some(entries_reply(s.range(start, StreamId::MAX, count, false)))
                 } else {
@@ -718,7 +718,7 @@ fn serve_blocked(
             }
             let mut created = false;
             let r = ks.write_as::<StreamValue, _>(h, key, false, |s| {
-                let top = s.last_entry().map(|e| e.0);
+                let top = s.last_entry_id();
                 let Some(g) = s.groups.get_mut(&gr.group) else {
                     return (None, false);
                 };
@@ -868,7 +868,7 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, xreadgroup: bool) -> Cm
                 match &group {
                     None => Ok(ks.read_as::<StreamValue, _>(h, key, |s| {
                         let s = s?;
-                        let top = s.last_entry()?.0;
+                        let top = s.last_entry_id()?;
                         if top > req.after {
                             let start = req.after.incr()?;
                             Some(entries_reply(s.range(start, StreamId::MAX, count, false)))
@@ -884,7 +884,7 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, xreadgroup: bool) -> Cm
                             };
                             let history = req.after != StreamId::MAX;
                             let glast = g.last_id;
-                            let top = s.last_entry().map(|e| e.0);
+                            let top = s.last_entry_id();
                             if !history && top.is_none_or(|t| t <= glast) {
                                 return (None, false);
                             }

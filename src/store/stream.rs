@@ -435,6 +435,13 @@ impl StreamValue {
             }
         };
         if need_new {
+            // The block being left is full: give its spare capacity back.
+            if let Some((_, prev)) = self.blocks.iter_mut().next_back() {
+                let before = prev.cost();
+                prev.data.shrink();
+                prev.fields.shrink_to_fit();
+                self.block_bytes = self.block_bytes + prev.cost() - before;
+            }
             let b = Block {
                 fields: fv.iter().step_by(2).cloned().collect(),
                 ..Block::default()
@@ -546,6 +553,11 @@ impl StreamValue {
             let (&m, b) = self.blocks.iter().next()?;
             b.first_id(m)
         }
+    }
+
+    /// The ID of the last entry present (not `last_id`, which may have been deleted).
+    pub fn last_entry_id(&self) -> Option<StreamId> {
+        self.edge(true)
     }
 
     pub fn last_entry(&self) -> Option<Entry> {
