@@ -140,6 +140,45 @@ struct Block {
     deleted: usize,
     /// The last ID ever appended to it.
     last: StreamId,
+    /// The size Redis's listpack for the same entries would have (deleted entries stay in
+    /// it), which `stream-node-max-bytes` bounds.
+    redis_bytes: usize,
+}
+
+/// Bytes of a listpack entry holding this integer (encoding and back-length).
+fn lp_int_size(v: i64) -> usize {
+    match v {
+        0..=127 => 2,
+        -4096..=4095 => 3,
+        -32768..=32767 => 4,
+        -8_388_608..=8_388_607 => 5,
+        -2_147_483_648..=2_147_483_647 => 6,
+        _ => 10,
+    }
+}
+
+/// Bytes of a listpack entry holding this string (stored as an integer when it reads as one).
+fn lp_str_size(b: &[u8]) -> usize {
+    if b.len() <= 20 {
+        if let Some(v) = crate::util::num::parse_i64(b) {
+            return lp_int_size(v);
+        }
+    }
+    let l = b.len();
+    let head = if l <= 63 {
+        1 + l
+    } else if l <= 4095 {
+        2 + l
+    } else {
+        5 + l
+    };
+    head + match head {
+        0..=127 => 1,
+        128..=16382 => 2,
+        16383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
+        _ => 5,
+    }
 }
 
 /// Where one entry sits in its block's listpack.
@@ -422,15 +461,12 @@ impl StreamValue {
             0 => usize::MAX >> 1,
             b => b.min(1 << 30),
         };
-        let est: usize = fv
-            .iter()
-            .map(|b| crate::util::listpack::entry_size(b.len()))
-            .sum::<usize>()
-            + 24;
+        // Redis compares the node's listpack size plus the new fields' and values' lengths.
+        let raw: usize = fv.iter().map(|b| b.len()).sum();
         let need_new = match self.blocks.iter().next_back() {
             None => true,
             Some((_, b)) => {
-                b.data.bytes() + est >= max_bytes
+                b.redis_bytes + raw >= max_bytes
                     || (max_entries > 0 && b.live + b.deleted >= max_entries)
             }
         };
@@ -442,8 +478,16 @@ impl StreamValue {
                 prev.fields.shrink_to_fit();
                 self.block_bytes = self.block_bytes + prev.cost() - before;
             }
+            let fields: Vec<Bytes> = fv.iter().step_by(2).cloned().collect();
+            // Listpack header and end, master entry: count, deleted, field count, the
+            // fields, and its terminator.
+            let redis_bytes = 7
+                + 3 * lp_int_size(0)
+                + fields.iter().map(|f| lp_str_size(f)).sum::<usize>()
+                + lp_int_size(0);
             let b = Block {
-                fields: fv.iter().step_by(2).cloned().collect(),
+                fields,
+                redis_bytes,
                 ..Block::default()
             };
             self.block_bytes += b.cost();
@@ -472,6 +516,22 @@ impl StreamValue {
                 b.data.push_back(x);
             }
         }
+        let dms = id.ms.wrapping_sub(master.ms) as i64;
+        let dseq = id.seq.wrapping_sub(master.seq) as i64;
+        // Flags, the ID deltas, (the field count and fields), the values, the item count.
+        b.redis_bytes += lp_int_size(0)
+            + lp_int_size(dms)
+            + lp_int_size(dseq)
+            + if same {
+                fv.iter()
+                    .skip(1)
+                    .step_by(2)
+                    .map(|v| lp_str_size(v))
+                    .sum::<usize>()
+            } else {
+                lp_int_size(n as i64) + fv.iter().map(|v| lp_str_size(v)).sum::<usize>()
+            }
+            + lp_int_size(0);
         b.live += 1;
         b.last = id;
         self.block_bytes = self.block_bytes + b.cost() - before;
