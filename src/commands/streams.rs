@@ -1540,7 +1540,7 @@ fn bulk(s: &str) -> Reply {
 
 fn lag_reply(s: &StreamValue, g: &Group) -> Reply {
     match s.lag(g) {
-        Some(l) => Reply::Int(l as i64),
+        Some(l) => Reply::Int(l),
         None => Reply::Nil,
     }
 }

@@ -760,16 +760,18 @@ impl StreamValue {
         None
     }
 
-    /// A group's lag as XINFO reports it (`None`: unknown).
-    pub fn lag(&self, g: &Group) -> Option<u64> {
+    /// A group's lag as XINFO reports it (`None`: unknown). Negative when ENTRIESREAD or
+    /// XSETID claimed more than was added, as Redis reports it.
+    pub fn lag(&self, g: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let added = self.entries_added as i64;
         if g.entries_read != ENTRIES_READ_UNKNOWN && !self.has_tombstones_from(g.last_id) {
-            return Some(self.entries_added.saturating_sub(g.entries_read as u64));
+            return Some(added.wrapping_sub(g.entries_read));
         }
         self.estimate_entries_read(g.last_id)
-            .map(|r| self.entries_added.saturating_sub(r))
+            .map(|r| added.wrapping_sub(r as i64))
     }
 
     /// Moves a group's last delivered ID forward to `id` after delivering it, as Redis's
