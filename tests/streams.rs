@@ -318,3 +318,40 @@ fn node_settings_size_the_blocks() {
     let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "stream-node-max-bytes"]).unwrap();
     assert_eq!(got, ["stream-node-max-bytes", "100"]);
 }
+
+#[test]
+fn keyspace_events_and_resp3_shapes() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let _: String = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Et"]).unwrap();
+    let mut sub = s.raw();
+    sub.send(&resp(&[
+        "SUBSCRIBE",
+        "__keyevent@0__:xadd",
+        "__keyevent@0__:xgroup-createconsumer",
+        "__keyevent@0__:xtrim",
+    ]));
+    sub.read_until(b"xtrim\r\n:3\r\n");
+    let _: String = q(&mut c, &["XADD", "s", "MAXLEN", "0", "1-0", "a", "1"]).unwrap();
+    let _: String = q(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]).unwrap();
+    let _: i64 = q(&mut c, &["XGROUP", "CREATECONSUMER", "s", "g", "c"]).unwrap();
+    let got = sub.read_until(b"xgroup-createconsumer\r\n$1\r\ns\r\n");
+    let text = String::from_utf8_lossy(&got);
+    let order: Vec<&str> = ["xadd", "xtrim", "xgroup-createconsumer"]
+        .into_iter()
+        .filter(|e| text.contains(&format!("__keyevent@0__:{e}\r\n$1\r\ns")))
+        .collect();
+    assert_eq!(order, ["xadd", "xtrim", "xgroup-createconsumer"]);
+    // RESP3: XREAD answers a map of key to entries, a timeout is a null.
+    let mut r = s.raw();
+    r.send(&resp(&["HELLO", "3"]));
+    r.read_until(b"modules\r\n*0\r\n");
+    let _: String = q(&mut c, &["XADD", "t", "5-0", "f", "v"]).unwrap();
+    r.send(&resp(&["XREAD", "STREAMS", "t", "0"]));
+    assert_eq!(
+        r.read_until(b"$1\r\nv\r\n"),
+        b"%1\r\n$1\r\nt\r\n*1\r\n*2\r\n$3\r\n5-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+    );
+    r.send(&resp(&["XREAD", "BLOCK", "10", "STREAMS", "t", "$"]));
+    assert_eq!(r.read_until(b"\r\n"), b"_\r\n");
+}
