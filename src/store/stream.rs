@@ -604,14 +604,16 @@ impl StreamValue {
         self.get(id).is_some()
     }
 
-    /// The first (or last) entry's ID, `None` when empty.
+    /// The first (or last) entry's ID, `None` when empty. A block an exact MINID trim
+    /// emptied stays (as Redis's node with every entry flagged deleted), so it is skipped.
     fn edge(&self, last: bool) -> Option<StreamId> {
         if last {
-            let (&m, b) = self.blocks.iter().next_back()?;
-            b.last_live_id(m)
+            self.blocks
+                .iter()
+                .rev()
+                .find_map(|(&m, b)| b.last_live_id(m))
         } else {
-            let (&m, b) = self.blocks.iter().next()?;
-            b.first_id(m)
+            self.blocks.iter().find_map(|(&m, b)| b.first_id(m))
         }
     }
 
@@ -860,5 +862,25 @@ mod tests {
         assert_eq!(s.len(), 0);
         assert_eq!(s.nodes(), 0);
         assert_eq!(s.block_bytes, 0);
+    }
+
+    /// An exact MINID trim that empties a block whose last appended entry was deleted keeps
+    /// the block; the stream's edges skip it.
+    #[test]
+    fn minid_trim_emptying_a_block() {
+        let mut s = StreamValue::default();
+        for i in 1..=100u64 {
+            s.append(StreamId::new(i, 0), &fv(&[("a", "1")]));
+        }
+        assert!(s.delete(StreamId::new(100, 0)));
+        s.append(StreamId::new(101, 0), &fv(&[("a", "1")]));
+        assert_eq!(s.nodes(), 2);
+        assert_eq!(s.trim(Trim::MinId(StreamId::new(100, 0)), false, 0), 99);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.nodes(), 2);
+        assert_eq!(s.first_id(), StreamId::new(101, 0));
+        assert_eq!(s.first_entry().map(|e| e.0), Some(StreamId::new(101, 0)));
+        assert_eq!(s.last_entry_id(), Some(StreamId::new(101, 0)));
+        assert_eq!(s.range(StreamId::MIN, StreamId::MAX, 0, true).len(), 1);
     }
 }
