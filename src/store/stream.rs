@@ -249,6 +249,49 @@ impl Block {
         out
     }
 
+    /// Entries with `start <= id <= end` in order, at most `max` (0: all), copying only
+    /// those: the ones before `start` are skipped over without decoding their values.
+    fn entries_in(
+        &self,
+        master: StreamId,
+        start: StreamId,
+        end: StreamId,
+        max: usize,
+    ) -> Vec<Entry> {
+        let mut out = Vec::new();
+        let mut it = self.data.iter();
+        while let Some(h) = it.next() {
+            let (flags, id, n) = decode_header(h, master);
+            let same = flags & SAMEFIELDS != 0;
+            let body = if same { n } else { 2 * n };
+            if id < start {
+                for _ in 0..body {
+                    it.next();
+                }
+                continue;
+            }
+            if id > end {
+                break;
+            }
+            let mut fv = Vec::with_capacity(2 * n);
+            if same {
+                for f in self.fields.iter().take(n) {
+                    fv.push(f.clone());
+                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
+                }
+            } else {
+                for _ in 0..body {
+                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
+                }
+            }
+            out.push((id, fv));
+            if max > 0 && out.len() >= max {
+                break;
+            }
+        }
+        out
+    }
+
     fn first_id(&self, master: StreamId) -> Option<StreamId> {
         self.data.first().map(|h| decode_header(h, master).1)
     }
@@ -558,17 +601,10 @@ impl StreamValue {
         if !rev {
             let from = self.block_of(start).unwrap_or(start);
             for (&m, b) in self.blocks.range(from..=end) {
-                for e in b.entries(m) {
-                    if e.0 < start {
-                        continue;
-                    }
-                    if e.0 > end {
-                        return out;
-                    }
-                    out.push(e);
-                    if count > 0 && out.len() >= count {
-                        return out;
-                    }
+                let want = if count > 0 { count - out.len() } else { 0 };
+                out.extend(b.entries_in(m, start, end, want));
+                if count > 0 && out.len() >= count {
+                    return out;
                 }
             }
         } else {
@@ -593,11 +629,7 @@ impl StreamValue {
     /// The entry with this ID.
     pub fn get(&self, id: StreamId) -> Option<Entry> {
         let m = self.block_of(id)?;
-        self.blocks
-            .get(&m)?
-            .entries(m)
-            .into_iter()
-            .find(|e| e.0 == id)
+        self.blocks.get(&m)?.entries_in(m, id, id, 1).pop()
     }
 
     pub fn contains(&self, id: StreamId) -> bool {
