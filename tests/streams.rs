@@ -279,6 +279,32 @@ fn blocked_xreadgroup_is_served_new_entries() {
         "{}",
         String::from_utf8_lossy(&got)
     );
+    // The stream replaced by another type under a blocked reader: NOGROUP too.
+    let _: String = q(&mut c, &["XGROUP", "CREATE", "s", "g", "$"]).unwrap();
+    waiter.send(&resp(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]));
+    std::thread::sleep(Duration::from_millis(200));
+    let _: String = q(&mut c, &["SET", "s", "x"]).unwrap();
+    let got = waiter.read_until(b"\r\n");
+    assert!(
+        got.starts_with(b"-NOGROUP the consumer group this client was blocked on no longer exists")
+    );
+    // A plain XREAD stays blocked when its key is deleted, and takes the entry added later.
+    let _: i64 = q(&mut c, &["DEL", "s"]).unwrap();
+    waiter.send(&resp(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let _: String = q(&mut c, &["XADD", "s", "1-0", "f", "v"]).unwrap();
+    let got = waiter.read_until(b"$1\r\nv\r\n");
+    assert!(got.ends_with(b"$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"));
 }
 
 #[test]

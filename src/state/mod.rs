@@ -268,7 +268,9 @@ impl KeyHooks for KeyEvents {
     fn modified(&self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
         // A client blocked in XREADGROUP learns that its stream (and group) went away.
-        self.blocking.signal(db, key);
+        if crate::commands::streams::group_waiters() {
+            self.blocking.signal(db, key);
+        }
     }
 
     fn removed(&self, db: usize, key: &[u8], why: Removal) {
