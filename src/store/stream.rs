@@ -188,7 +188,6 @@ struct Slot {
     at: usize,
     /// Items it takes, header included.
     items: usize,
-    same: bool,
 }
 
 impl Block {
@@ -211,8 +210,7 @@ impl Block {
         let mut at = 0;
         while let Some(h) = it.next() {
             let (flags, id, n) = decode_header(h, master);
-            let same = flags & SAMEFIELDS != 0;
-            let body = if same { n } else { 2 * n };
+            let body = if flags & SAMEFIELDS != 0 { n } else { 2 * n };
             for _ in 0..body {
                 it.next();
             }
@@ -220,7 +218,6 @@ impl Block {
                 id,
                 at,
                 items: 1 + body,
-                same,
             });
             at += 1 + body;
         }
@@ -304,7 +301,6 @@ impl Block {
         self.data.remove_range(s.at, s.at + s.items);
         self.live -= 1;
         self.deleted += 1;
-        let _ = s.same;
     }
 }
 
@@ -834,7 +830,7 @@ impl StreamValue {
         }
     }
 
-    /// Per block (master ID, live entries) for tests and DEBUG-like views.
+    /// Entries each block has held (present and deleted), in order.
     pub fn block_sizes(&self) -> Vec<usize> {
         self.blocks.values().map(|b| b.live + b.deleted).collect()
     }
