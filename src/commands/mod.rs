@@ -23,6 +23,7 @@ pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod spec;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -42,7 +43,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 16] {
+fn families() -> [&'static [CommandSpec]; 17] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -53,6 +54,7 @@ fn families() -> [&'static [CommandSpec]; 16] {
         lists::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         geo::COMMANDS,
         bitmaps::COMMANDS,
         hyperloglog::COMMANDS,

@@ -124,6 +124,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "A sorted set with a member longer than this many bytes leaves its packed form." },
     Setting { name: "hll-sparse-max-bytes", default: "3000", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "A HyperLogLog in the sparse representation larger than this many bytes is converted to the dense one, as Redis." },
+    Setting { name: "stream-node-max-bytes", default: "4096", live: true, kind: Kind::Memory,
+        doc: "Largest packed block of a stream in bytes: an entry that would take a block past it starts a new one (0: no limit)." },
+    Setting { name: "stream-node-max-entries", default: "100", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Most entries a packed block of a stream holds, deleted ones included, before a new block starts (0: no limit)." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
 ];

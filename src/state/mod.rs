@@ -267,6 +267,10 @@ impl KeyHooks for KeyEvents {
     #[inline]
     fn modified(&self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
+        // A client blocked in XREADGROUP learns that its stream (and group) went away.
+        if crate::commands::streams::group_waiters() {
+            self.blocking.signal(db, key);
+        }
     }
 
     fn removed(&self, db: usize, key: &[u8], why: Removal) {

@@ -16,6 +16,8 @@ pub struct EncodingLimits {
     pub zset_entries: AtomicI64,
     pub zset_value: AtomicI64,
     pub hll_sparse_bytes: AtomicI64,
+    pub stream_node_bytes: AtomicI64,
+    pub stream_node_entries: AtomicI64,
 }
 
 pub static LIMITS: EncodingLimits = EncodingLimits {
@@ -29,6 +31,8 @@ pub static LIMITS: EncodingLimits = EncodingLimits {
     zset_entries: AtomicI64::new(128),
     zset_value: AtomicI64::new(64),
     hll_sparse_bytes: AtomicI64::new(3000),
+    stream_node_bytes: AtomicI64::new(4096),
+    stream_node_entries: AtomicI64::new(100),
 };
 
 /// Reads one limit as a `usize` (negative settings read as 0).
@@ -50,6 +54,8 @@ impl EncodingLimits {
             "zset-max-listpack-entries" => &self.zset_entries,
             "zset-max-listpack-value" => &self.zset_value,
             "hll-sparse-max-bytes" => &self.hll_sparse_bytes,
+            "stream-node-max-bytes" => &self.stream_node_bytes,
+            "stream-node-max-entries" => &self.stream_node_entries,
             _ => return false,
         };
         slot.store(value, Ordering::Relaxed);
@@ -68,5 +74,7 @@ impl EncodingLimits {
         "zset-max-listpack-entries",
         "zset-max-listpack-value",
         "hll-sparse-max-bytes",
+        "stream-node-max-bytes",
+        "stream-node-max-entries",
     ];
 }

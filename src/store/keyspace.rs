@@ -14,6 +14,7 @@ use crate::store::eviction;
 use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
 use crate::store::set::SetValue;
+use crate::store::stream::StreamValue;
 use crate::store::zset::ZSetValue;
 use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
@@ -63,6 +64,7 @@ pub enum Value {
     List(Box<ListValue>),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
+    Stream(Box<StreamValue>),
 }
 
 impl Value {
@@ -93,6 +95,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -105,6 +108,7 @@ impl Value {
             Value::List(l) => l.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -128,6 +132,7 @@ impl Value {
             Value::List(l) => std::mem::size_of::<ListValue>() + l.heap(),
             Value::Set(s) => std::mem::size_of::<SetValue>() + s.heap(),
             Value::ZSet(z) => std::mem::size_of::<ZSetValue>() + z.heap(),
+            Value::Stream(x) => std::mem::size_of::<StreamValue>() + x.heap(),
         }
     }
 }
@@ -173,6 +178,7 @@ aggregate!(HashValue, Hash);
 aggregate!(ListValue, List);
 aggregate!(SetValue, Set);
 aggregate!(ZSetValue, ZSet);
+aggregate!(StreamValue, Stream);
 
 #[derive(Clone, Copy, Debug)]
 struct Deadline {

@@ -14,6 +14,7 @@ pub mod keyspace;
 pub mod list;
 pub mod multi;
 pub mod set;
+pub mod stream;
 pub mod ttl_monitor;
 pub mod zset;
 
@@ -23,6 +24,7 @@ pub use keyspace::{
 };
 pub use list::{End, ListValue};
 pub use set::SetValue;
+pub use stream::StreamValue;
 pub use zset::ZSetValue;
 
 use crate::documents::collection::{CollectionMeta, CollectionShard};
