@@ -13,7 +13,6 @@ use crate::store::stream::{Entry, Group, StreamId, StreamValue, Trim, ENTRIES_RE
 use crate::util::clock::now_ms;
 use crate::util::num::parse_i64;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const STREAM: CommandSpec = family("stream", acl::STREAM);
@@ -581,33 +580,6 @@ struct GroupReq {
     noack: bool,
 }
 
-/// XREADGROUP clients blocked right now. While there are some, every change to a key wakes
-/// its waiters (`state::KeyEvents::modified`), so a reader whose stream was deleted or
-/// replaced learns its group is gone; otherwise writes do not pay for that.
-static GROUP_WAITERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether some client is blocked in XREADGROUP.
-pub fn group_waiters() -> bool {
-    GROUP_WAITERS.load(Ordering::Relaxed) > 0
-}
-
-/// Counts one blocked XREADGROUP for as long as its attempt lives (the registry drops it
-/// when the client is served, times out, is unblocked or goes away).
-struct GroupWaiter;
-
-impl GroupWaiter {
-    fn new() -> GroupWaiter {
-        GROUP_WAITERS.fetch_add(1, Ordering::Relaxed);
-        GroupWaiter
-    }
-}
-
-impl Drop for GroupWaiter {
-    fn drop(&mut self) {
-        GROUP_WAITERS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// The timeout of XREAD's BLOCK in milliseconds (0: forever), as Redis's
 /// `getTimeoutFromObjectOrReply` with `UNIT_MILLISECONDS`.
 fn parse_block_ms(b: &[u8]) -> CommandResult<Option<Instant>> {
@@ -955,7 +927,9 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, xreadgroup: bool) -> Cm
     };
     let count = if count == 0 { 1000 } else { count };
     let block_keys: Vec<Bytes> = reqs.iter().map(|r| r.key.clone()).collect();
-    let waiter = group.is_some().then(GroupWaiter::new);
+    let waiter = group
+        .is_some()
+        .then(crate::state::blocking::WriteWatch::new);
     let attempt = Box::new(move |server: &Server, key: &Bytes| {
         let _counted = &waiter;
         let req = reqs.iter().find(|r| r.key == key)?;

@@ -275,3 +275,31 @@ fn remove(g: &mut Inner, id: u64) -> Option<Waiter> {
     }
     Some(w)
 }
+
+/// Clients blocked in a way that must hear of every write to their keys, not only of their
+/// creation (XREADGROUP: a stream deleted or replaced takes its group with it). While there
+/// are none, the key space's `modified` hook costs one load for this.
+static WRITE_WATCHERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether some blocked client watches every write to its keys.
+pub fn write_watchers() -> bool {
+    WRITE_WATCHERS.load(Ordering::Relaxed) > 0
+}
+
+/// Counts one such blocked client for as long as its attempt lives (the registry drops it
+/// when the client is served, times out, is unblocked or goes away).
+pub struct WriteWatch;
+
+impl WriteWatch {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> WriteWatch {
+        WRITE_WATCHERS.fetch_add(1, Ordering::Relaxed);
+        WriteWatch
+    }
+}
+
+impl Drop for WriteWatch {
+    fn drop(&mut self) {
+        WRITE_WATCHERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -268,7 +268,7 @@ impl KeyHooks for KeyEvents {
     fn modified(&self, db: usize, key: &[u8]) {
         self.watches.touch(db, key);
         // A client blocked in XREADGROUP learns that its stream (and group) went away.
-        if crate::commands::streams::group_waiters() {
+        if blocking::write_watchers() {
             self.blocking.signal(db, key);
         }
     }
