@@ -232,10 +232,11 @@ G.math.random = api.random
 G.math.randomseed = api.randomseed
 G.cjson = api.cjson
 G.bit = api.bit
+G.cmsgpack = api.cmsgpack
 for _, name in ipairs({"dofile", "loadfile", "print", "require", "module", "package", "os", "io", "debug", "gcinfo"}) do
   rawset(G, name, nil)
 end
-for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "coroutine"}) do
+for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "coroutine"}) do
   rawset(G, name, readonly(rawget(G, name)))
 end
 G._G = env
@@ -439,6 +440,7 @@ impl Engine {
         )?;
         api.set("cjson", cjson_lib(&lua)?)?;
         api.set("bit", bit_lib(&lua)?)?;
+        api.set("cmsgpack", cmsgpack_lib(&lua)?)?;
         let handler = lua.create_function(error_handler)?;
         api.set(
             "errtext",
@@ -1709,6 +1711,302 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
                 s.to_string()
             })
         })?,
+    )?;
+    Ok(t)
+}
+
+// ---------------------------------------------------------------------------------------------
+// cmsgpack (lua-cmsgpack as Redis bundles it).
+
+const MSGPACK_MAX_NESTING: usize = 16;
+
+fn mp_int(n: i64, out: &mut Vec<u8>) {
+    if n >= 0 {
+        if n <= 127 {
+            out.push(n as u8);
+        } else if n <= 0xff {
+            out.extend_from_slice(&[0xcc, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xcd);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else if n <= 0xffff_ffff {
+            out.push(0xce);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        } else {
+            out.push(0xcf);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    } else if n >= -32 {
+        out.push(n as i8 as u8);
+    } else if n >= -128 {
+        out.extend_from_slice(&[0xd0, n as i8 as u8]);
+    } else if n >= -32768 {
+        out.push(0xd1);
+        out.extend_from_slice(&(n as i16).to_be_bytes());
+    } else if n >= -2_147_483_648 {
+        out.push(0xd2);
+        out.extend_from_slice(&(n as i32).to_be_bytes());
+    } else {
+        out.push(0xd3);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn mp_number(n: f64, out: &mut Vec<u8>) {
+    if n.is_finite() && (n as i64) as f64 == n {
+        mp_int(n as i64, out);
+    } else if (n as f32) as f64 == n || n.is_nan() {
+        out.push(0xca);
+        out.extend_from_slice(&(n as f32).to_be_bytes());
+    } else {
+        out.push(0xcb);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn mp_len(len: usize, fix: u8, fix_max: usize, c16: u8, c32: u8, out: &mut Vec<u8>) {
+    if len <= fix_max {
+        out.push(fix | len as u8);
+    } else if len <= 0xffff {
+        out.push(c16);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        out.push(c32);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    }
+}
+
+fn mp_encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
+    match v {
+        Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
+        Value::Integer(n) => mp_int(*n, out),
+        Value::Number(n) => mp_number(*n, out),
+        Value::String(s) => {
+            let b = s.as_bytes();
+            let len = b.len();
+            if len < 32 {
+                out.push(0xa0 | len as u8);
+            } else if len <= 0xff {
+                out.extend_from_slice(&[0xd9, len as u8]);
+            } else if len <= 0xffff {
+                out.push(0xda);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            } else {
+                out.push(0xdb);
+                out.extend_from_slice(&(len as u32).to_be_bytes());
+            }
+            out.extend_from_slice(&b);
+        }
+        Value::Table(t) if level < MSGPACK_MAX_NESTING => {
+            // An array if every key is a positive integer and there are no holes.
+            let mut count = 0i64;
+            let mut max = 0i64;
+            let mut array = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair?;
+                count += 1;
+                let n = match k {
+                    Value::Integer(i) => i as f64,
+                    Value::Number(n) => n,
+                    _ => {
+                        array = false;
+                        break;
+                    }
+                };
+                if n <= 0.0 || n.fract() != 0.0 {
+                    array = false;
+                    break;
+                }
+                max = max.max(n as i64);
+            }
+            if array && max == count {
+                let len = t.raw_len();
+                mp_len(len, 0x90, 15, 0xdc, 0xdd, out);
+                for i in 1..=len {
+                    let v: Value = t.raw_get(i)?;
+                    mp_encode(&v, level + 1, out)?;
+                }
+            } else {
+                // Counted first, then encoded pair by pair (each live value holds a slot of
+                // mlua's reference stack, so a big table is never collected whole).
+                let len = t.pairs::<Value, Value>().count();
+                mp_len(len, 0x80, 15, 0xde, 0xdf, out);
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    mp_encode(&k, level + 1, out)?;
+                    mp_encode(&v, level + 1, out)?;
+                }
+            }
+        }
+        _ => out.push(0xc0),
+    }
+    Ok(())
+}
+
+enum MpErr {
+    Eof,
+    BadFormat,
+}
+
+struct MpCur<'b> {
+    buf: &'b [u8],
+    pos: usize,
+}
+
+impl MpCur<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], MpErr> {
+        if self.buf.len() - self.pos < n {
+            return Err(MpErr::Eof);
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn uint(&mut self, n: usize) -> Result<u64, MpErr> {
+        Ok(self.take(n)?.iter().fold(0u64, |a, &b| (a << 8) | b as u64))
+    }
+}
+
+fn mp_decode(lua: &Lua, c: &mut MpCur<'_>) -> mlua::Result<Result<Value, MpErr>> {
+    macro_rules! tri {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+    }
+    let tag = tri!(c.take(1))[0];
+    let num = |n: f64| Value::Number(n);
+    let v = match tag {
+        0x00..=0x7f => num(tag as f64),
+        0xe0..=0xff => num(tag as i8 as f64),
+        0xc0 => Value::Nil,
+        0xc2 => Value::Boolean(false),
+        0xc3 => Value::Boolean(true),
+        0xca => num(f32::from_bits(tri!(c.uint(4)) as u32) as f64),
+        0xcb => num(f64::from_bits(tri!(c.uint(8)))),
+        0xcc => num(tri!(c.uint(1)) as f64),
+        0xcd => num(tri!(c.uint(2)) as f64),
+        0xce => num(tri!(c.uint(4)) as f64),
+        0xcf => num(tri!(c.uint(8)) as f64),
+        0xd0 => num(tri!(c.uint(1)) as u8 as i8 as f64),
+        0xd1 => num(tri!(c.uint(2)) as u16 as i16 as f64),
+        0xd2 => num(tri!(c.uint(4)) as u32 as i32 as f64),
+        0xd3 => num(tri!(c.uint(8)) as i64 as f64),
+        0xa0..=0xbf | 0xd9 | 0xda | 0xdb | 0xc4 | 0xc5 | 0xc6 => {
+            let len = match tag {
+                0xa0..=0xbf => (tag & 0x1f) as usize,
+                0xd9 | 0xc4 => tri!(c.uint(1)) as usize,
+                0xda | 0xc5 => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            Value::String(lua.create_string(tri!(c.take(len)))?)
+        }
+        0x90..=0x9f | 0xdc | 0xdd => {
+            let len = match tag {
+                0x90..=0x9f => (tag & 0x0f) as usize,
+                0xdc => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            let t = lua.create_table()?;
+            for i in 0..len {
+                let v = tri!(mp_decode(lua, c)?);
+                t.raw_set(i + 1, v)?;
+            }
+            Value::Table(t)
+        }
+        0x80..=0x8f | 0xde | 0xdf => {
+            let len = match tag {
+                0x80..=0x8f => (tag & 0x0f) as usize,
+                0xde => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            let t = lua.create_table()?;
+            for _ in 0..len {
+                let k = tri!(mp_decode(lua, c)?);
+                let v = tri!(mp_decode(lua, c)?);
+                if !k.is_nil() {
+                    t.raw_set(k, v)?;
+                }
+            }
+            Value::Table(t)
+        }
+        _ => return Ok(Err(MpErr::BadFormat)),
+    };
+    Ok(Ok(v))
+}
+
+/// lua-cmsgpack's `mp_unpack_full`.
+fn mp_unpack(lua: &Lua, s: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+    let decode_all = limit == 0 && offset == 0;
+    let len = s.len() as i64;
+    if offset < 0 || limit < 0 {
+        return Err(mlua::Error::runtime(format!(
+            "Invalid request to unpack with offset of {offset} and limit of {len}."
+        )));
+    }
+    if offset > len {
+        return Err(mlua::Error::runtime(format!(
+            "Start offset {offset} greater than input length {len}."
+        )));
+    }
+    let limit = if decode_all { i64::MAX } else { limit };
+    let mut c = MpCur {
+        buf: s,
+        pos: offset as usize,
+    };
+    let mut out = Vec::new();
+    let mut cnt = 0;
+    while c.pos < s.len() && cnt < limit {
+        match mp_decode(lua, &mut c)? {
+            Ok(v) => out.push(v),
+            Err(MpErr::Eof) => return Err(mlua::Error::runtime("Missing bytes in input.")),
+            Err(MpErr::BadFormat) => return Err(mlua::Error::runtime("Bad data format in input.")),
+        }
+        cnt += 1;
+    }
+    if !decode_all {
+        let next = if c.pos >= s.len() { -1 } else { c.pos as i64 };
+        out.insert(0, Value::Integer(next));
+    }
+    Ok(MultiValue::from_iter(out))
+}
+
+fn cmsgpack_lib(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("_NAME", "cmsgpack")?;
+    t.raw_set("_VERSION", "lua-cmsgpack 0.4.0")?;
+    t.raw_set(
+        "pack",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.is_empty() {
+                return Err(mlua::Error::runtime("MessagePack pack needs input."));
+            }
+            let mut out = Vec::new();
+            for v in args.iter() {
+                mp_encode(v, 0, &mut out)?;
+            }
+            lua.create_string(&out)
+        })?,
+    )?;
+    t.raw_set(
+        "unpack",
+        lua.create_function(|lua, s: mlua::LuaString| mp_unpack(lua, &s.as_bytes(), 0, 0))?,
+    )?;
+    t.raw_set(
+        "unpack_one",
+        lua.create_function(|lua, (s, offset): (mlua::LuaString, Option<i64>)| {
+            mp_unpack(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
+        })?,
+    )?;
+    t.raw_set(
+        "unpack_limit",
+        lua.create_function(
+            |lua, (s, limit, offset): (mlua::LuaString, i64, Option<i64>)| {
+                mp_unpack(lua, &s.as_bytes(), limit, offset.unwrap_or(0))
+            },
+        )?,
     )?;
     Ok(t)
 }
