@@ -118,8 +118,6 @@ struct Script {
 struct Engine {
     lua: Lua,
     scripts: HashMap<String, Script>,
-    /// Hidden table the Lua-side API wrappers read the per-run functions from.
-    api: Table,
     /// The environment scripts run in (the read-only proxy of the globals).
     env: Table,
     /// `function(f) return xpcall(f, handler) end`.
@@ -175,19 +173,17 @@ local function readonly(t)
   return p
 end
 
-local function raise(r, e) if e ~= nil then error(e) end return r end
 
 local redis = {}
-redis.sha1hex = function(...) return raise(api.sha1hex(...)) end
+redis.sha1hex = api.sha1hex
 redis.error_reply = api.error_reply
 redis.status_reply = api.status_reply
-redis.log = function(...) return raise(api.log(...)) end
-redis.setresp = function(...) return raise(api.setresp(...)) end
-redis.set_repl = function(...) return raise(api.set_repl(...)) end
+redis.log = api.log
+redis.set_repl = api.set_repl
 redis.replicate_commands = function() return true end
 redis.breakpoint = function() return false end
 redis.debug = function() end
-redis.acl_check_cmd = function(...) return raise(api.acl_check_cmd(...)) end
+redis.acl_check_cmd = api.acl_check_cmd
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.REDIS_VERSION = api.version
@@ -210,11 +206,11 @@ local function fix(ok, ...)
 end
 G.pcall = function(...) return fix(raw_pcall(...)) end
 G.setmetatable = function(t, mt)
-  if protected[t] then error("Attempt to modify a readonly table", 2) end
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
   return setmetatable(t, mt)
 end
 G.rawset = function(t, k, v)
-  if protected[t] then error("Attempt to modify a readonly table", 2) end
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
   return rawset(t, k, v)
 end
 G.loadstring = function(s, name)
@@ -259,10 +255,7 @@ impl Engine {
             "sha1hex",
             lua.create_function(|lua, args: MultiValue| {
                 if args.len() != 1 {
-                    return Ok((
-                        Value::Nil,
-                        Value::Table(err_table(lua, "wrong number of arguments")?),
-                    ));
+                    return Err(raise("wrong number of arguments"));
                 }
                 let s = match &args[0] {
                     Value::String(s) => s.as_bytes().to_vec(),
@@ -270,7 +263,7 @@ impl Engine {
                     Value::Integer(n) => n.to_string().into_bytes(),
                     _ => Vec::new(),
                 };
-                Ok((Value::String(lua.create_string(sha1_hex(&s))?), Value::Nil))
+                Ok(Value::String(lua.create_string(sha1_hex(&s))?))
             })?,
         )?;
         api.set(
@@ -304,9 +297,9 @@ impl Engine {
         )?;
         api.set(
             "log",
-            lua.create_function(|lua, args: MultiValue| {
+            lua.create_function(|_, args: MultiValue| {
                 if args.len() < 2 {
-                    return fail(lua, "redis.log() requires two arguments or more.");
+                    return Err(raise("redis.log() requires two arguments or more."));
                 }
                 let level = match &args[0] {
                     Value::Number(n) => *n as i64,
@@ -315,14 +308,14 @@ impl Engine {
                         match s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()) {
                             Some(n) => n as i64,
                             None => {
-                                return fail(lua, "First argument must be a number (log level).")
+                                return Err(raise("First argument must be a number (log level)."))
                             }
                         }
                     }
-                    _ => return fail(lua, "First argument must be a number (log level)."),
+                    _ => return Err(raise("First argument must be a number (log level).")),
                 };
                 if !(0..=3).contains(&level) {
-                    return fail(lua, "Invalid debug level.");
+                    return Err(raise("Invalid debug level."));
                 }
                 let mut text = String::new();
                 for (i, v) in args.iter().skip(1).enumerate() {
@@ -342,14 +335,14 @@ impl Engine {
                     2 => tracing::info!(target: "lua", "{text}"),
                     _ => tracing::debug!(target: "lua", "{text}"),
                 }
-                Ok((Value::Nil, Value::Nil))
+                Ok(Value::Nil)
             })?,
         )?;
         api.set(
             "set_repl",
-            lua.create_function(|lua, args: MultiValue| {
+            lua.create_function(|_, args: MultiValue| {
                 if args.len() != 1 {
-                    return fail(lua, "redis.set_repl() requires two arguments.");
+                    return Err(raise("redis.set_repl() requires two arguments."));
                 }
                 let flags = match &args[0] {
                     Value::Number(n) => *n as i64,
@@ -357,12 +350,11 @@ impl Engine {
                     _ => 0,
                 };
                 if flags & !3 != 0 {
-                    return fail(
-                        lua,
+                    return Err(raise(
                         "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
-                    );
+                    ));
                 }
-                Ok((Value::Nil, Value::Nil))
+                Ok(Value::Nil)
             })?,
         )?;
         api.set(
@@ -370,12 +362,12 @@ impl Engine {
             lua.create_function(|lua, args: MultiValue| {
                 let argv = match lua_args(lua, args)? {
                     Ok(a) => a,
-                    Err(e) => return Ok((Value::Nil, Value::Table(e))),
+                    Err(e) => return Err(raise_table(&e)),
                 };
                 if crate::commands::resolve(&argv).is_err() {
-                    return fail(lua, "Invalid command passed to redis.acl_check_cmd()");
+                    return Err(raise("Invalid command passed to redis.acl_check_cmd()"));
                 }
-                Ok((Value::Boolean(true), Value::Nil))
+                Ok(Value::Boolean(true))
             })?,
         )?;
         api.set(
@@ -458,7 +450,6 @@ impl Engine {
         Ok(Engine {
             lua,
             scripts: HashMap::new(),
-            api,
             env,
             runner,
             redis,
@@ -492,12 +483,27 @@ impl Engine {
     }
 }
 
+/// Raises Redis's error table for `msg` from a Rust function (see [`Raised`]).
+fn raise(msg: &str) -> mlua::Error {
+    mlua::Error::external(Raised(err_text(msg)))
+}
+
+fn raise_table(t: &Table) -> mlua::Error {
+    mlua::Error::external(Raised(t.raw_get::<String>("err").unwrap_or_default()))
+}
+
 fn fail(lua: &Lua, msg: &str) -> mlua::Result<(Value, Value)> {
     Ok((Value::Nil, Value::Table(err_table(lua, msg)?)))
 }
 
 /// Redis's `luaPushErrorBuff`: `-CODE msg` keeps its code, a bare message gets `ERR`.
 fn err_table(lua: &Lua, text: &str) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("err", err_text(text))?;
+    Ok(t)
+}
+
+fn err_text(text: &str) -> String {
     let (code, msg) = match text.strip_prefix('-') {
         Some(rest) => match rest.split_once(' ') {
             Some((code, msg)) => (code, msg),
@@ -506,9 +512,7 @@ fn err_table(lua: &Lua, text: &str) -> mlua::Result<Table> {
         None => ("ERR", text),
     };
     let msg = msg.trim_matches(|c| c == '\r' || c == '\n');
-    let t = lua.create_table()?;
-    t.raw_set("err", format!("{code} {msg}"))?;
-    Ok(t)
+    format!("{code} {msg}")
 }
 
 /// The message handler of a script run: a non-table error becomes `{err="ERR <text>"}`, and
@@ -858,9 +862,9 @@ fn run_script(
         })?;
         eng.redis.raw_set("call", call)?;
         eng.redis.raw_set("pcall", pcall)?;
-        let setresp = scope.create_function_mut(|lua, args: MultiValue| {
+        let setresp = scope.create_function_mut(|_, args: MultiValue| {
             if args.len() != 1 {
-                return fail(lua, "redis.setresp() requires one argument.");
+                return Err(raise("redis.setresp() requires one argument."));
             }
             let v = match &args[0] {
                 Value::Number(n) => *n as i64,
@@ -874,12 +878,12 @@ fn run_script(
                 _ => 0,
             };
             if v != 2 && v != 3 {
-                return fail(lua, "RESP version must be 2 or 3.");
+                return Err(raise("RESP version must be 2 or 3."));
             }
             ctx_resp3_set(v == 3);
-            Ok((Value::Nil, Value::Nil))
+            Ok(Value::Nil)
         })?;
-        eng.api.raw_set("setresp", setresp)?;
+        eng.redis.raw_set("setresp", setresp)?;
         RESP3.with(|c| c.set(false));
         let res: MultiValue = eng.runner.call(func.clone())?;
         let resp3 = RESP3.with(|c| c.get());
@@ -893,7 +897,7 @@ fn run_script(
     });
     let _ = eng.redis.raw_set("call", Value::Nil);
     let _ = eng.redis.raw_set("pcall", Value::Nil);
-    let _ = eng.api.raw_set("setresp", Value::Nil);
+    let _ = eng.redis.raw_set("setresp", Value::Nil);
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
     GC_COUNT.with(|c| {
         let n = c.get() + 1;
