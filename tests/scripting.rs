@@ -306,6 +306,9 @@ fn errors_and_cache() {
     )
     .unwrap();
     assert_eq!(q::<String>(&mut c, &["GET", "k0"]).unwrap(), "db0");
+    // INFO inside a script reads the cache's counters without taking the engine's lock.
+    let info: String = eval(&mut c, "return redis.call('info', 'memory')", &[], &[]).unwrap();
+    assert!(info.contains("number_of_cached_scripts:"), "{info}");
     // Blocking commands are refused (NOSCRIPT in Redis 7.0).
     let e = err_text(eval::<Value>(
         &mut c,
@@ -442,6 +445,33 @@ fn scripts_are_atomic_across_shards() {
     }
     pw.join().unwrap();
     assert_eq!(int(&mut c, &["GET", "scratch"]), 50 * 200);
+}
+
+/// A client blocked on a list is served after a script that pushes to it, with what the
+/// script left there.
+#[test]
+fn blocked_client_served_after_script() {
+    let s = Arc::new(TestServer::start(&[]));
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut c = s.conn();
+            q::<Vec<String>>(&mut c, &["BLPOP", "queue", "5"]).unwrap()
+        })
+    };
+    let mut c = s.conn();
+    assert!(support::eventually(3.0, || {
+        support::info_value(&mut c, "clients", "blocked_clients").as_deref() == Some("1")
+    }));
+    let n: i64 = eval(
+        &mut c,
+        "redis.call('rpush', KEYS[1], 'first', 'second') return redis.call('llen', KEYS[1])",
+        &["queue"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(waiter.join().unwrap(), ["queue", "first"]);
 }
 
 #[test]

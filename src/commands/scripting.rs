@@ -133,18 +133,32 @@ static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 /// Redis's `redisLrand48` state, shared by every script (math.random).
 static RAND48: AtomicU64 = AtomicU64::new(0x1234_ABCD_330E);
 
+/// What INFO memory reports, kept in atomics: INFO may run inside a script, while the engine's
+/// lock is held.
+static CACHED_SCRIPTS: AtomicU64 = AtomicU64::new(0);
+static SCRIPT_BYTES: AtomicU64 = AtomicU64::new(0);
+static LUA_MEMORY: AtomicU64 = AtomicU64::new(0);
+
 /// Number of cached scripts and the bytes their bodies hold (INFO memory).
-pub fn cache_stats() -> (usize, usize) {
-    let g = ENGINE.lock();
-    g.as_ref()
-        .map(|e| (e.scripts.len(), e.body_bytes))
-        .unwrap_or((0, 0))
+pub fn cache_stats() -> (u64, u64) {
+    (
+        CACHED_SCRIPTS.load(Ordering::Relaxed),
+        SCRIPT_BYTES.load(Ordering::Relaxed),
+    )
 }
 
-/// Memory the Lua state uses (INFO's used_memory_lua).
-pub fn lua_memory() -> usize {
-    let g = ENGINE.lock();
-    g.as_ref().map(|e| e.lua.used_memory()).unwrap_or(0)
+/// Memory the Lua state uses (INFO's used_memory_lua), as of the last script run or load.
+pub fn lua_memory() -> u64 {
+    LUA_MEMORY.load(Ordering::Relaxed)
+}
+
+fn publish_stats(eng: Option<&Engine>) {
+    let (n, bytes, mem) = eng
+        .map(|e| (e.scripts.len(), e.body_bytes, e.lua.used_memory()))
+        .unwrap_or((0, 0, 0));
+    CACHED_SCRIPTS.store(n as u64, Ordering::Relaxed);
+    SCRIPT_BYTES.store(bytes as u64, Ordering::Relaxed);
+    LUA_MEMORY.store(mem as u64, Ordering::Relaxed);
 }
 
 fn engine(slot: &mut Option<Engine>) -> Result<&mut Engine, Reply> {
@@ -479,6 +493,7 @@ impl Engine {
             })?;
         self.body_bytes += body.len() + 40;
         self.scripts.insert(sha.clone(), Script { func, flags });
+        publish_stats(Some(self));
         Ok(sha)
     }
 }
@@ -820,6 +835,7 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
         ctx.client.with_meta(|m| m.db = saved_db);
     }
     let _ = script_resp3;
+    LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
     match result {
         Ok(r) => r,
         Err(e) => Reply::error(format!("ERR Error running script: {}", root_error(&e))),
@@ -1258,6 +1274,7 @@ fn script_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     // A fresh interpreter, as Redis's scriptingReset.
     *ENGINE.lock() = None;
+    publish_stats(None);
     Ok(Reply::ok())
 }
 
