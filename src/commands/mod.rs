@@ -19,6 +19,7 @@ pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -59,6 +60,7 @@ fn families() -> [&'static [CommandSpec]; 17] {
         bitmaps::COMMANDS,
         hyperloglog::COMMANDS,
         transactions::COMMANDS,
+        scripting::COMMANDS,
         pubsub::COMMANDS,
         documents::COMMANDS,
         debug::COMMANDS,
@@ -251,6 +253,16 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             feed_monitors(ctx, spec, args);
         }
         // Clients blocked on keys the transaction filled are served after it, as a whole.
+        let _shared = ctx.server.exec_gate.shared(ctx.client.id());
+        ctx.server.blocking.serve_ready(ctx.server);
+        return reply;
+    }
+    if scripting::runs_exclusive(spec) {
+        // A script is one atomic step, as EXEC: the gate exclusively while it runs.
+        let reply = {
+            let _exclusive = ctx.server.exec_gate.exclusive();
+            execute(ctx, spec, args)
+        };
         let _shared = ctx.server.exec_gate.shared(ctx.client.id());
         ctx.server.blocking.serve_ready(ctx.server);
         return reply;

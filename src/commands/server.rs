@@ -582,6 +582,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("used_memory", &used);
             kv("used_memory_human", &human(used));
             kv("used_memory_dataset", &s.store.used_bytes());
+            let (scripts, script_bytes) = crate::commands::scripting::cache_stats();
+            let lua = crate::commands::scripting::lua_memory();
+            kv("used_memory_lua", &lua);
+            kv("used_memory_vm_eval", &lua);
+            kv("used_memory_scripts_eval", &script_bytes);
+            kv("number_of_cached_scripts", &scripts);
             kv("used_memory_rss", &rss);
             kv("used_memory_rss_human", &human(rss));
             kv("maxmemory", &cfg.get("maxmemory"));

@@ -1,0 +1,2067 @@
+//! Scripting family: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP,
+//! running Lua 5.1 as Redis 7.0 does (`eval.c`, `script_lua.c`, `script.c`).
+//!
+//! **One Lua state per server**, behind a mutex ([`ENGINE`], created at first use, replaced by
+//! SCRIPT FLUSH), with the script cache (SHA1 hex of the body → compiled function and shebang
+//! flags) shared by every client, as Redis has one interpreter. A script runs with the exec
+//! gate held exclusively (the dispatcher takes it for [`runs_exclusive`] commands, EXEC for
+//! queued ones), so the state's mutex is never contended by two scripts; only SCRIPT LOAD /
+//! EXISTS / FLUSH from other clients may wait on it.
+//!
+//! **Atomicity**: with the gate exclusive no other client's command runs until the script ends,
+//! whatever keys (declared or not) and shards it touches. The commands a script calls go through
+//! the command table (`resolve` + `execute`), with `in_exec` set so blocking commands answer at
+//! once as on timeout. The calls reach the client's state through closures made for each run in
+//! an `mlua` scope (no raw pointers).
+//!
+//! **Sandbox**: vanilla Lua 5.1 has no read-only tables (Redis patches its Lua for them), so a
+//! script runs in an environment table that is an empty proxy: reads fall through to the real
+//! globals (a missing name raises Redis's "Script attempted to access nonexistent global
+//! variable" error), writes raise "Attempt to modify a readonly table", and the library tables
+//! (`redis`, `string`, `math`, `table`, `cjson`, `bit`, `coroutine`) are read-only proxies too;
+//! `setmetatable`/`rawset` refuse protected tables and `getmetatable` sees a read-only copy.
+//! `os`, `io`, `debug`, `print`, `dofile`, `loadfile`, `require` are not there; `loadstring`
+//! refuses bytecode. `cjson` and `bit` are implemented here in Rust; `struct` and `cmsgpack`
+//! are not provided.
+//!
+//! **Not implemented**: busy scripts (`busy-reply-threshold`/`lua-time-limit`, `-BUSY`, killing
+//! a running script): a script runs to its end and SCRIPT KILL answers NOTBUSY. SCRIPT DEBUG,
+//! FUNCTION/FCALL are not here.
+use crate::commands::args::{Args, CommandError};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec, KeySpec};
+use crate::commands::{execute, help_reply, resolve, table, Ctx};
+use crate::protocol::Reply;
+use bytes::{Bytes, BytesMut};
+use mlua::{Function, LightUserData, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const FAMILY: CommandSpec = family("scripting", acl::SCRIPTING);
+
+const EVAL_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "ACCESS", "UPDATE"])];
+const EVAL_RO_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RO", "ACCESS"])];
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    FAMILY.cmd("eval", -3, eval).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+        .doc("2.6.0", "Execute a Lua script server side")
+        .complexity("Depends on the script that is executed.")
+        .args("script numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("evalsha", -3, evalsha).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+        .doc("2.6.0", "Execute a Lua script server side")
+        .complexity("Depends on the script that is executed.")
+        .args("sha1 numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("eval_ro", -3, eval_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+        .doc("7.0.0", "Execute a read-only Lua script server side")
+        .complexity("Depends on the script that is executed.")
+        .args("script numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("evalsha_ro", -3, evalsha_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+        .doc("7.0.0", "Execute a read-only Lua script server side")
+        .complexity("Depends on the script that is executed.")
+        .args("sha1 numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("script", -2, container)
+        .doc("2.6.0", "A container for Lua scripts management commands")
+        .complexity("Depends on subcommand.").subs(SCRIPT_SUBCOMMANDS),
+];
+
+#[rustfmt::skip]
+static SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
+    FAMILY.cmd("script|help", 2, script_help).flags(LOADING | STALE)
+        .doc("5.0.0", "Show helpful text about the different subcommands").complexity("O(1)"),
+    FAMILY.cmd("script|flush", -2, script_flush).flags(NOSCRIPT)
+        .doc("2.6.0", "Remove all the scripts from the script cache.")
+        .complexity("O(N) with N being the number of scripts in cache")
+        .args("[flush_type:(ASYNC|SYNC)]"),
+    FAMILY.cmd("script|exists", -3, script_exists).flags(NOSCRIPT)
+        .doc("2.6.0", "Check existence of scripts in the script cache.")
+        .complexity("O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation).")
+        .args("sha1..."),
+    FAMILY.cmd("script|kill", 2, script_kill).flags(NOSCRIPT | ALLOW_BUSY)
+        .doc("2.6.0", "Kill the script currently in execution.").complexity("O(1)"),
+    FAMILY.cmd("script|load", 3, script_load).flags(NOSCRIPT | STALE)
+        .doc("2.6.0", "Load the specified Lua script into the script cache.")
+        .complexity("O(N) with N being the length in bytes of the script body.")
+        .args("script"),
+];
+
+/// The commands the dispatcher runs with the exec gate held exclusively (a script is one
+/// atomic step, like EXEC).
+pub fn runs_exclusive(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+}
+
+fn container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Err(CommandError::WrongArity)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine: one Lua state and the script cache.
+
+/// Shebang flags (`#!lua flags=...`).
+mod sflag {
+    pub const NO_WRITES: u32 = 1 << 0;
+    pub const ALLOW_OOM: u32 = 1 << 1;
+    pub const ALLOW_STALE: u32 = 1 << 2;
+    pub const NO_CLUSTER: u32 = 1 << 3;
+    pub const ALLOW_CROSS_SLOT: u32 = 1 << 4;
+    /// No shebang: Redis's "eval compatibility mode".
+    pub const COMPAT: u32 = 1 << 5;
+}
+
+struct Script {
+    func: Function,
+    flags: u32,
+}
+
+struct Engine {
+    lua: Lua,
+    scripts: HashMap<String, Script>,
+    /// The environment scripts run in (the read-only proxy of the globals).
+    env: Table,
+    /// `function(f) return xpcall(f, handler) end`.
+    runner: Function,
+    /// The real `redis` table (scripts see a read-only proxy): `call`/`pcall` are set per run.
+    redis: Table,
+    /// Bytes of script bodies held (INFO's used_memory_scripts).
+    body_bytes: usize,
+}
+
+static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
+
+/// Redis's `redisLrand48` state, shared by every script (math.random).
+static RAND48: AtomicU64 = AtomicU64::new(0x1234_ABCD_330E);
+
+/// What INFO memory reports, kept in atomics: INFO may run inside a script, while the engine's
+/// lock is held.
+static CACHED_SCRIPTS: AtomicU64 = AtomicU64::new(0);
+static SCRIPT_BYTES: AtomicU64 = AtomicU64::new(0);
+static LUA_MEMORY: AtomicU64 = AtomicU64::new(0);
+
+/// Number of cached scripts and the bytes their bodies hold (INFO memory).
+pub fn cache_stats() -> (u64, u64) {
+    (
+        CACHED_SCRIPTS.load(Ordering::Relaxed),
+        SCRIPT_BYTES.load(Ordering::Relaxed),
+    )
+}
+
+/// Memory the Lua state uses (INFO's used_memory_lua), as of the last script run or load.
+pub fn lua_memory() -> u64 {
+    LUA_MEMORY.load(Ordering::Relaxed)
+}
+
+fn publish_stats(eng: Option<&Engine>) {
+    let (n, bytes, mem) = eng
+        .map(|e| (e.scripts.len(), e.body_bytes, e.lua.used_memory()))
+        .unwrap_or((0, 0, 0));
+    CACHED_SCRIPTS.store(n as u64, Ordering::Relaxed);
+    SCRIPT_BYTES.store(bytes as u64, Ordering::Relaxed);
+    LUA_MEMORY.store(mem as u64, Ordering::Relaxed);
+}
+
+fn engine(slot: &mut Option<Engine>) -> Result<&mut Engine, Reply> {
+    if slot.is_none() {
+        *slot = Some(Engine::new().map_err(|e| Reply::error(format!("ERR Lua init: {e}")))?);
+    }
+    Ok(slot.as_mut().expect("just set"))
+}
+
+const PRELUDE: &str = r#"
+local api, handler = ...
+local G = _G
+local error, type, rawget, rawset, setmetatable, getmetatable, tostring, xpcall, setfenv =
+      error, type, rawget, rawset, setmetatable, getmetatable, tostring, xpcall, setfenv
+local raw_pcall, raw_loadstring, raw_load = pcall, loadstring, load
+
+local function readonly_err() error("Attempt to modify a readonly table", 2) end
+local protected = setmetatable({}, {__mode = "k"})
+local function readonly(t)
+  local mt = {__index = t, __newindex = readonly_err}
+  local p = setmetatable({}, mt)
+  local mtp = setmetatable({}, {__index = mt, __newindex = readonly_err})
+  mt.__metatable = mtp
+  protected[p] = true
+  protected[mtp] = true
+  return p
+end
+
+
+local redis = {}
+redis.sha1hex = api.sha1hex
+redis.error_reply = api.error_reply
+redis.status_reply = api.status_reply
+redis.log = api.log
+redis.set_repl = api.set_repl
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.acl_check_cmd = api.acl_check_cmd
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = api.version
+redis.REDIS_VERSION_NUM = api.version_num
+G.redis = redis
+
+local env_mt = {__index = G, __newindex = readonly_err}
+local env = setmetatable({}, env_mt)
+local env_mtp = setmetatable({}, {__index = env_mt, __newindex = readonly_err})
+env_mt.__metatable = env_mtp
+protected[env] = true
+protected[env_mtp] = true
+
+local function fix(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == "userdata" then e = api.errtext(e) end
+  if type(e) == "table" and type(rawget(e, "err")) == "string" then e = rawget(e, "err") end
+  return false, e
+end
+G.pcall = function(...) return fix(raw_pcall(...)) end
+G.setmetatable = function(t, mt)
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
+  return setmetatable(t, mt)
+end
+G.rawset = function(t, k, v)
+  if protected[t] then error("Attempt to modify a readonly table", 0) end
+  return rawset(t, k, v)
+end
+G.loadstring = function(s, name)
+  if type(s) == "string" and s:byte(1) == 27 then return nil, "binary chunks are not allowed" end
+  local f, e = raw_loadstring(s, name)
+  if f then setfenv(f, env) end
+  return f, e
+end
+G.load = function(fn, name)
+  local f, e = raw_load(fn, name)
+  if f then setfenv(f, env) end
+  return f, e
+end
+G.math.random = api.random
+G.math.randomseed = api.randomseed
+G.cjson = api.cjson
+G.bit = api.bit
+G.cmsgpack = api.cmsgpack
+for _, name in ipairs({"dofile", "loadfile", "print", "require", "module", "package", "os", "io", "debug", "gcinfo"}) do
+  rawset(G, name, nil)
+end
+for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "coroutine"}) do
+  rawset(G, name, readonly(rawget(G, name)))
+end
+G._G = env
+setmetatable(G, {__index = function(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end})
+return env, function(f) return xpcall(f, handler) end, redis
+"#;
+
+impl Engine {
+    fn new() -> mlua::Result<Engine> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let api = lua.create_table()?;
+        api.set("version", "7.0.15")?;
+        api.set("version_num", 0x0007_000f)?;
+        api.set(
+            "sha1hex",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise("wrong number of arguments"));
+                }
+                let s = match &args[0] {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    Value::Number(n) => fmt_g(*n, 14).into_bytes(),
+                    Value::Integer(n) => n.to_string().into_bytes(),
+                    _ => Vec::new(),
+                };
+                Ok(Value::String(lua.create_string(sha1_hex(&s))?))
+            })?,
+        )?;
+        api.set(
+            "error_reply",
+            lua.create_function(|lua, args: MultiValue| {
+                let e = match (args.len(), args.front()) {
+                    (1, Some(Value::String(s))) => {
+                        let s = s.as_bytes();
+                        let mut t = Vec::with_capacity(s.len() + 1);
+                        if s.first() != Some(&b'-') {
+                            t.push(b'-');
+                        }
+                        t.extend_from_slice(&s);
+                        err_table(lua, &String::from_utf8_lossy(&t))?
+                    }
+                    _ => err_table(lua, "wrong number or type of arguments")?,
+                };
+                Ok(e)
+            })?,
+        )?;
+        api.set(
+            "status_reply",
+            lua.create_function(|lua, args: MultiValue| match (args.len(), args.front()) {
+                (1, Some(Value::String(s))) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("ok", s.clone())?;
+                    Ok(t)
+                }
+                _ => err_table(lua, "wrong number or type of arguments"),
+            })?,
+        )?;
+        api.set(
+            "log",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() < 2 {
+                    return Err(raise("redis.log() requires two arguments or more."));
+                }
+                let level = match &args[0] {
+                    Value::Number(n) => *n as i64,
+                    Value::Integer(n) => *n,
+                    Value::String(s) => {
+                        match s.to_str().ok().and_then(|s| s.trim().parse::<f64>().ok()) {
+                            Some(n) => n as i64,
+                            None => {
+                                return Err(raise("First argument must be a number (log level)."))
+                            }
+                        }
+                    }
+                    _ => return Err(raise("First argument must be a number (log level).")),
+                };
+                if !(0..=3).contains(&level) {
+                    return Err(raise("Invalid debug level."));
+                }
+                let mut text = String::new();
+                for (i, v) in args.iter().skip(1).enumerate() {
+                    let part = match v {
+                        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                        Value::Number(n) => fmt_g(*n, 14),
+                        Value::Integer(n) => n.to_string(),
+                        _ => continue,
+                    };
+                    if i > 0 {
+                        text.push(' ');
+                    }
+                    text.push_str(&part);
+                }
+                match level {
+                    3 => tracing::warn!(target: "lua", "{text}"),
+                    2 => tracing::info!(target: "lua", "{text}"),
+                    _ => tracing::debug!(target: "lua", "{text}"),
+                }
+                Ok(Value::Nil)
+            })?,
+        )?;
+        api.set(
+            "set_repl",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise("redis.set_repl() requires two arguments."));
+                }
+                let flags = match &args[0] {
+                    Value::Number(n) => *n as i64,
+                    Value::Integer(n) => *n,
+                    _ => 0,
+                };
+                if flags & !3 != 0 {
+                    return Err(raise(
+                        "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
+                    ));
+                }
+                Ok(Value::Nil)
+            })?,
+        )?;
+        api.set(
+            "acl_check_cmd",
+            lua.create_function(|lua, args: MultiValue| {
+                let argv = match lua_args(lua, args)? {
+                    Ok(a) => a,
+                    Err(e) => return Err(raise_table(&e)),
+                };
+                if crate::commands::resolve(&argv).is_err() {
+                    return Err(raise("Invalid command passed to redis.acl_check_cmd()"));
+                }
+                Ok(Value::Boolean(true))
+            })?,
+        )?;
+        api.set(
+            "random",
+            lua.create_function(|_, args: MultiValue| {
+                let r = (lrand48() % i32::MAX as u32) as f64 / i32::MAX as f64;
+                let int = |v: &Value| -> mlua::Result<i64> {
+                    match v {
+                        Value::Number(n) => Ok(*n as i64),
+                        Value::Integer(n) => Ok(*n),
+                        Value::String(s) => s
+                            .to_str()
+                            .ok()
+                            .and_then(|s| s.trim().parse::<f64>().ok())
+                            .map(|n| n as i64)
+                            .ok_or_else(|| mlua::Error::runtime("bad argument (number expected)")),
+                        _ => Err(mlua::Error::runtime("bad argument (number expected)")),
+                    }
+                };
+                match args.len() {
+                    0 => Ok(r),
+                    1 => {
+                        let u = int(&args[0])?;
+                        if u < 1 {
+                            return Err(mlua::Error::runtime(
+                                "bad argument #1 to 'random' (interval is empty)",
+                            ));
+                        }
+                        Ok((r * u as f64).floor() + 1.0)
+                    }
+                    2 => {
+                        let l = int(&args[0])?;
+                        let u = int(&args[1])?;
+                        if l > u {
+                            return Err(mlua::Error::runtime(
+                                "bad argument #2 to 'random' (interval is empty)",
+                            ));
+                        }
+                        Ok((r * (u - l + 1) as f64).floor() + l as f64)
+                    }
+                    _ => Err(mlua::Error::runtime("wrong number of arguments")),
+                }
+            })?,
+        )?;
+        api.set(
+            "randomseed",
+            lua.create_function(|_, seed: Value| {
+                let s = match seed {
+                    Value::Number(n) => n as i64,
+                    Value::Integer(n) => n,
+                    Value::String(s) => s
+                        .to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse::<f64>().ok())
+                        .map(|n| n as i64)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                srand48(s as i32);
+                Ok(())
+            })?,
+        )?;
+        api.set("cjson", cjson_lib(&lua)?)?;
+        api.set("bit", bit_lib(&lua)?)?;
+        api.set("cmsgpack", cmsgpack_lib(&lua)?)?;
+        let handler = lua.create_function(error_handler)?;
+        api.set(
+            "errtext",
+            lua.create_function(|_, e: Value| {
+                Ok(match e {
+                    Value::Error(e) => raised(&e).unwrap_or_else(|| root_error(&e)),
+                    _ => String::new(),
+                })
+            })?,
+        )?;
+        let (env, runner, redis): (Table, Function, Table) = lua
+            .load(PRELUDE)
+            .set_name("=prelude")
+            .call((api.clone(), handler))?;
+        Ok(Engine {
+            lua,
+            scripts: HashMap::new(),
+            env,
+            runner,
+            redis,
+            body_bytes: 0,
+        })
+    }
+
+    /// Compiles and caches `body` (no-op if cached); returns its SHA1 hex.
+    fn create(&mut self, body: &[u8]) -> Result<String, Reply> {
+        let sha = sha1_hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        let (flags, skip) = shebang(body).map_err(|e| Reply::error(format!("ERR {e}")))?;
+        let func = self
+            .lua
+            .load(&body[skip..])
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                Reply::error(format!("ERR Error compiling script (new function): {msg}"))
+            })?;
+        self.body_bytes += body.len() + 40;
+        self.scripts.insert(sha.clone(), Script { func, flags });
+        publish_stats(Some(self));
+        Ok(sha)
+    }
+}
+
+/// Raises Redis's error table for `msg` from a Rust function (see [`Raised`]).
+fn raise(msg: &str) -> mlua::Error {
+    mlua::Error::external(Raised(err_text(msg)))
+}
+
+fn raise_table(t: &Table) -> mlua::Error {
+    mlua::Error::external(Raised(t.raw_get::<String>("err").unwrap_or_default()))
+}
+
+fn fail(lua: &Lua, msg: &str) -> mlua::Result<(Value, Value)> {
+    Ok((Value::Nil, Value::Table(err_table(lua, msg)?)))
+}
+
+/// Redis's `luaPushErrorBuff`: `-CODE msg` keeps its code, a bare message gets `ERR`.
+fn err_table(lua: &Lua, text: &str) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("err", err_text(text))?;
+    Ok(t)
+}
+
+fn err_text(text: &str) -> String {
+    let (code, msg) = match text.strip_prefix('-') {
+        Some(rest) => match rest.split_once(' ') {
+            Some((code, msg)) => (code, msg),
+            None => ("ERR", rest),
+        },
+        None => ("ERR", text),
+    };
+    let msg = msg.trim_matches(|c| c == '\r' || c == '\n');
+    format!("{code} {msg}")
+}
+
+/// The message handler of a script run: a non-table error becomes `{err="ERR <text>"}`, and
+/// the error learns the line of the user script it was raised from.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
+    let t = match err {
+        Value::Table(t) => t,
+        other => {
+            let text = match &other {
+                Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                Value::Nil => "nil".into(),
+                Value::Boolean(b) => b.to_string(),
+                Value::Number(n) => fmt_g(*n, 14),
+                Value::Integer(n) => n.to_string(),
+                Value::Error(e) => match raised(e) {
+                    Some(text) => {
+                        let t = lua.create_table()?;
+                        t.raw_set("err", text)?;
+                        return locate(lua, t);
+                    }
+                    None => root_error(e),
+                },
+                v => v.type_name().to_string(),
+            };
+            let t = lua.create_table()?;
+            t.raw_set("err", format!("ERR {text}"))?;
+            t
+        }
+    };
+    locate(lua, t)
+}
+
+/// Adds the line of the innermost user-script frame to an error table.
+fn locate(lua: &Lua, t: Table) -> mlua::Result<Value> {
+    for level in 1..64 {
+        let Some(found) = lua.inspect_stack(level, |d| {
+            let src = d.source();
+            let is_user = src.source.as_deref() == Some("@user_script");
+            (is_user, d.current_line())
+        }) else {
+            break;
+        };
+        if let (true, Some(line)) = found {
+            // A read-only table (the sandbox's) refuses this like Redis's would.
+            let _ = t.raw_set("source", "@user_script");
+            let _ = t.raw_set("line", line as i64);
+            break;
+        }
+    }
+    Ok(Value::Table(t))
+}
+
+/// An error table raised by redis.call (its `err` text), carried through mlua as an external
+/// error so redis.call can be a C function (a Lua wrapper would be tail-called away and lose
+/// the caller's line).
+#[derive(Debug)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+fn raised(e: &mlua::Error) -> Option<String> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => raised(cause),
+        mlua::Error::ExternalError(x) => x.downcast_ref::<Raised>().map(|r| r.0.clone()),
+        _ => None,
+    }
+}
+
+/// The message of an error raised by a Rust callback, without mlua's wrapping.
+fn root_error(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => root_error(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Parses `#!lua flags=a,b` (Redis's `evalExtractShebangFlags`): the flags and the length of
+/// the shebang line (the newline stays, so line numbers hold).
+fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((sflag::COMPAT, 0));
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err("Invalid script shebang".into());
+    };
+    let line = String::from_utf8_lossy(&body[..end]);
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    let Some(engine) = parts.first() else {
+        return Err("Invalid engine in script shebang".into());
+    };
+    if *engine != "#!lua" {
+        return Err(format!("Unexpected engine in script shebang: {engine}"));
+    }
+    let mut flags = 0;
+    for p in &parts[1..] {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(format!("Unknown lua shebang option: {p}"));
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for f in list.split(',') {
+            flags |= match f {
+                "no-writes" => sflag::NO_WRITES,
+                "allow-oom" => sflag::ALLOW_OOM,
+                "allow-stale" => sflag::ALLOW_STALE,
+                "no-cluster" => sflag::NO_CLUSTER,
+                "allow-cross-slot-keys" => sflag::ALLOW_CROSS_SLOT,
+                _ => return Err(format!("Unexpected flag in script shebang: {f}")),
+            };
+        }
+    }
+    Ok((flags, end))
+}
+
+pub fn sha1_hex(data: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    let digest = Sha1::digest(data);
+    let mut out = String::with_capacity(40);
+    for b in digest.iter() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+fn lrand48() -> u32 {
+    let mut x = RAND48.load(Ordering::Relaxed);
+    x = (x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB)) & 0xFFFF_FFFF_FFFF;
+    RAND48.store(x, Ordering::Relaxed);
+    (x >> 17) as u32
+}
+
+fn srand48(seed: i32) {
+    RAND48.store(((seed as u32 as u64) << 16) | 0x330E, Ordering::Relaxed);
+}
+
+/// C's `%.<prec>g`.
+pub fn fmt_g(x: f64, prec: usize) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let p = prec.max(1);
+    let e = format!("{:.*e}", p - 1, x);
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if exp < -4 || exp >= p as i32 {
+        let mant = trim_zeros(mant);
+        format!("{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        trim_zeros(&format!("{x:.decimals$}")).to_string()
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// The arguments of redis.call as byte strings, or Redis's error table.
+fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Table>> {
+    if args.is_empty() {
+        return Ok(Err(err_table(
+            lua,
+            "Please specify at least one argument for this redis lib call",
+        )?));
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for v in args.iter() {
+        out.push(match v {
+            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
+            Value::Number(n) => Bytes::from(fmt_g(*n, 17)),
+            Value::Integer(n) => Bytes::from(n.to_string()),
+            _ => {
+                return Ok(Err(err_table(
+                    lua,
+                    "Lua redis lib command arguments must be strings or integers",
+                )?))
+            }
+        });
+    }
+    Ok(Ok(out))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a script.
+
+/// What one run knows: its flags and whether it wrote yet.
+struct Run {
+    read_only: bool,
+    allow_oom: bool,
+    oom_at_start: bool,
+    dirty: bool,
+}
+
+fn eval(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(eval_generic(ctx, args.all(), false, false))
+}
+fn evalsha(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(eval_generic(ctx, args.all(), true, false))
+}
+fn eval_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(eval_generic(ctx, args.all(), false, true))
+}
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    Ok(eval_generic(ctx, args.all(), true, true))
+}
+
+fn noscript() -> Reply {
+    Reply::error("NOSCRIPT No matching script. Please use EVAL.")
+}
+
+fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> Reply {
+    if ctx.server.pubsub.monitoring() {
+        let from = ctx.client.handle.addr.to_string();
+        ctx.server.pubsub.feed_monitors(ctx.client.db, &from, argv);
+    }
+    if evalsha && argv[1].len() != 40 {
+        return noscript();
+    }
+    let numkeys = match crate::util::num::parse_i64(&argv[2]) {
+        Some(n) => n,
+        None => return Reply::error("ERR value is not an integer or out of range"),
+    };
+    if numkeys > (argv.len() - 3) as i64 {
+        return Reply::error("ERR Number of keys can't be greater than number of args");
+    }
+    if numkeys < 0 {
+        return Reply::error("ERR Number of keys can't be negative");
+    }
+    let numkeys = numkeys as usize;
+    let mut guard = ENGINE.lock();
+    let eng = match engine(&mut guard) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let sha = if evalsha {
+        String::from_utf8_lossy(&argv[1]).to_ascii_lowercase()
+    } else {
+        match eng.create(&argv[1]) {
+            Ok(s) => s,
+            Err(r) => return r,
+        }
+    };
+    let Some(script) = eng.scripts.get(&sha) else {
+        return noscript();
+    };
+    let flags = script.flags;
+    let compat = flags & sflag::COMPAT != 0;
+    let oom = crate::store::eviction::maxmemory() > 0
+        && !crate::store::eviction::make_room(&ctx.server.store);
+    if !compat {
+        if ro && flags & sflag::NO_WRITES == 0 {
+            return Reply::error(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            );
+        }
+        if oom && flags & (sflag::ALLOW_OOM | sflag::NO_WRITES) == 0 {
+            return Reply::error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
+        }
+    }
+    let func = script.func.clone();
+    let mut run = Run {
+        read_only: ro || (!compat && flags & sflag::NO_WRITES != 0),
+        allow_oom: !compat && flags & sflag::ALLOW_OOM != 0,
+        oom_at_start: oom,
+        dirty: false,
+    };
+    // The script's client: RESP2 until redis.setresp(3), its own SELECT, never blocking.
+    let saved_db = ctx.client.db;
+    let saved_resp3 = ctx.client.resp3;
+    let saved_in_exec = ctx.client.in_exec;
+    ctx.client.resp3 = false;
+    ctx.client.in_exec = true;
+    let result = run_script(
+        eng,
+        ctx,
+        &mut run,
+        &func,
+        &sha,
+        &argv[3..3 + numkeys],
+        &argv[3 + numkeys..],
+    );
+    let script_resp3 = ctx.client.resp3;
+    ctx.client.resp3 = saved_resp3;
+    ctx.client.in_exec = saved_in_exec;
+    if ctx.client.db != saved_db {
+        ctx.client.db = saved_db;
+        ctx.client.with_meta(|m| m.db = saved_db);
+    }
+    let _ = script_resp3;
+    LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
+    match result {
+        Ok(r) => r,
+        Err(e) => Reply::error(format!("ERR Error running script: {}", root_error(&e))),
+    }
+}
+
+fn run_script(
+    eng: &Engine,
+    ctx: &mut Ctx<'_>,
+    run: &mut Run,
+    func: &Function,
+    sha: &str,
+    keys: &[Bytes],
+    argv: &[Bytes],
+) -> mlua::Result<Reply> {
+    let lua = &eng.lua;
+    let globals = lua.globals();
+    globals.raw_set("KEYS", string_array(lua, keys)?)?;
+    globals.raw_set("ARGV", string_array(lua, argv)?)?;
+    let shared = std::cell::RefCell::new((ctx, run));
+    let out = lua.scope(|scope| {
+        let call = scope.create_function(|lua, args: MultiValue| {
+            let mut g = shared.borrow_mut();
+            let (ctx, run) = &mut *g;
+            match redis_call(lua, ctx, run, args)? {
+                (_, Value::Table(e)) => {
+                    let text: String = e.raw_get("err")?;
+                    Err(mlua::Error::external(Raised(text)))
+                }
+                (v, _) => Ok(v),
+            }
+        })?;
+        let pcall = scope.create_function(|lua, args: MultiValue| {
+            let mut g = shared.borrow_mut();
+            let (ctx, run) = &mut *g;
+            match redis_call(lua, ctx, run, args)? {
+                (_, Value::Table(e)) => Ok(Value::Table(e)),
+                (v, _) => Ok(v),
+            }
+        })?;
+        eng.redis.raw_set("call", call)?;
+        eng.redis.raw_set("pcall", pcall)?;
+        let setresp = scope.create_function_mut(|_, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise("redis.setresp() requires one argument."));
+            }
+            let v = match &args[0] {
+                Value::Number(n) => *n as i64,
+                Value::Integer(n) => *n,
+                Value::String(s) => s
+                    .to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse::<f64>().ok())
+                    .map(|n| n as i64)
+                    .unwrap_or(0),
+                _ => 0,
+            };
+            if v != 2 && v != 3 {
+                return Err(raise("RESP version must be 2 or 3."));
+            }
+            ctx_resp3_set(v == 3);
+            Ok(Value::Nil)
+        })?;
+        eng.redis.raw_set("setresp", setresp)?;
+        RESP3.with(|c| c.set(false));
+        let res: MultiValue = eng.runner.call(func.clone())?;
+        let resp3 = RESP3.with(|c| c.get());
+        let mut it = res.into_iter();
+        let ok = matches!(it.next(), Some(Value::Boolean(true)));
+        let val = it.next().unwrap_or(Value::Nil);
+        if ok {
+            return Ok(lua_to_reply(&val, resp3, 0));
+        }
+        Ok(script_error(&val, sha))
+    });
+    let _ = eng.redis.raw_set("call", Value::Nil);
+    let _ = eng.redis.raw_set("pcall", Value::Nil);
+    let _ = eng.redis.raw_set("setresp", Value::Nil);
+    // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
+    GC_COUNT.with(|c| {
+        let n = c.get() + 1;
+        if n >= 50 {
+            let _ = lua.gc_step();
+            c.set(0);
+        } else {
+            c.set(n);
+        }
+    });
+    out
+}
+
+thread_local! {
+    /// The RESP version the running script chose (redis.setresp); reset at each run.
+    static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn ctx_resp3_set(v: bool) {
+    RESP3.with(|c| c.set(v));
+}
+
+/// The reply of a script that raised an error (Redis's `luaCallFunction` error path).
+fn script_error(val: &Value, sha: &str) -> Reply {
+    let Value::Table(t) = val else {
+        let msg = match val {
+            Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+            _ => "execution failure".into(),
+        };
+        let msg: String = msg.chars().take(100).collect();
+        return Reply::error(format!("ERR Error running script {sha}, {msg}"));
+    };
+    let msg = match t.raw_get::<Value>("err") {
+        Ok(Value::String(s)) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+        _ => String::new(),
+    };
+    let source = t.raw_get::<Option<String>>("source").ok().flatten();
+    let line = match t.raw_get::<Value>("line") {
+        Ok(Value::Integer(n)) => Some(n.to_string()),
+        Ok(Value::Number(n)) => Some(fmt_g(n, 14)),
+        _ => None,
+    };
+    let mut out = msg;
+    if let (Some(source), Some(line)) = (source, line) {
+        out.push_str(&format!(" script: {sha}, on {source}:{line}."));
+    }
+    Reply::Error(out.replace(['\r', '\n'], " "))
+}
+
+fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, b) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(b)?)?;
+    }
+    Ok(t)
+}
+
+/// redis.call / redis.pcall: runs one command through the command table. Returns the
+/// converted reply, or (nil, error table).
+fn redis_call(
+    lua: &Lua,
+    ctx: &mut Ctx<'_>,
+    run: &mut Run,
+    args: MultiValue,
+) -> mlua::Result<(Value, Value)> {
+    let argv = match lua_args(lua, args)? {
+        Ok(a) => a,
+        Err(e) => return Ok((Value::Nil, Value::Table(e))),
+    };
+    let spec = match resolve(&argv) {
+        Ok(s) => s,
+        Err(Reply::Error(e)) if e.starts_with("ERR wrong number") => {
+            return fail(
+                lua,
+                "Wrong number of args calling Redis command from script",
+            )
+        }
+        Err(_) => return fail(lua, "Unknown Redis command called from script"),
+    };
+    let _ = table;
+    if spec.has(NOSCRIPT) {
+        return fail(lua, "This Redis command is not allowed from script");
+    }
+    if run.read_only && spec.has(WRITE) {
+        return fail(
+            lua,
+            "Write commands are not allowed from read-only scripts.",
+        );
+    }
+    if !run.allow_oom && !run.dirty && run.oom_at_start && spec.has(DENYOOM) {
+        return fail(
+            lua,
+            "-OOM command not allowed when used memory > 'maxmemory'.",
+        );
+    }
+    if spec.has(WRITE) {
+        run.dirty = true;
+    }
+    let resp3 = RESP3.with(|c| c.get());
+    ctx.client.resp3 = resp3;
+    let reply = execute(ctx, spec, &argv);
+    if let Reply::Error(e) = &reply {
+        let mut text = String::with_capacity(e.len() + 1);
+        text.push('-');
+        text.push_str(e);
+        return Ok((Value::Nil, Value::Table(err_table(lua, &text)?)));
+    }
+    let mut buf = BytesMut::new();
+    reply.encode(&mut buf, resp3);
+    let mut pos = 0;
+    let v = resp_to_lua(lua, &buf, &mut pos)?;
+    Ok((v, Value::Nil))
+}
+
+fn read_line<'b>(buf: &'b [u8], pos: &mut usize) -> &'b [u8] {
+    let start = *pos;
+    let end = buf[start..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|i| start + i)
+        .unwrap_or(buf.len());
+    *pos = (end + 2).min(buf.len());
+    &buf[start..end]
+}
+
+fn line_i64(l: &[u8]) -> i64 {
+    std::str::from_utf8(l)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Redis's `redisProtocolToLuaType`: one RESP value from `buf` at `pos` as a Lua value.
+fn resp_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Value> {
+    if *pos >= buf.len() {
+        return Ok(Value::Nil);
+    }
+    let kind = buf[*pos];
+    *pos += 1;
+    let line = read_line(buf, pos);
+    Ok(match kind {
+        b'+' => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(line)?)?;
+            Value::Table(t)
+        }
+        b'-' => {
+            let mut text = vec![b'-'];
+            text.extend_from_slice(line);
+            Value::Table(err_table(lua, &String::from_utf8_lossy(&text))?)
+        }
+        b':' => Value::Number(line_i64(line) as f64),
+        b'$' | b'=' => {
+            let n = line_i64(line);
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let end = (*pos + n as usize).min(buf.len());
+            let data = &buf[*pos..end];
+            *pos = (end + 2).min(buf.len());
+            if kind == b'=' && data.len() >= 4 {
+                let t = lua.create_table()?;
+                let inner = lua.create_table()?;
+                inner.raw_set("string", lua.create_string(&data[4..])?)?;
+                inner.raw_set("format", lua.create_string(&data[..3])?)?;
+                t.raw_set("verbatim_string", inner)?;
+                Value::Table(t)
+            } else {
+                Value::String(lua.create_string(data)?)
+            }
+        }
+        b'*' | b'>' => {
+            let n = line_i64(line);
+            if n < 0 {
+                return Ok(Value::Boolean(false));
+            }
+            let t = lua.create_table()?;
+            for i in 0..n {
+                let v = resp_to_lua(lua, buf, pos)?;
+                t.raw_set(i + 1, v)?;
+            }
+            Value::Table(t)
+        }
+        b'%' => {
+            let n = line_i64(line);
+            let t = lua.create_table()?;
+            let m = lua.create_table()?;
+            for _ in 0..n {
+                let k = resp_to_lua(lua, buf, pos)?;
+                let v = resp_to_lua(lua, buf, pos)?;
+                if !k.is_nil() {
+                    m.raw_set(k, v)?;
+                }
+            }
+            t.raw_set("map", m)?;
+            Value::Table(t)
+        }
+        b'~' => {
+            let n = line_i64(line);
+            let t = lua.create_table()?;
+            let s = lua.create_table()?;
+            for _ in 0..n {
+                let k = resp_to_lua(lua, buf, pos)?;
+                if !k.is_nil() {
+                    s.raw_set(k, true)?;
+                }
+            }
+            t.raw_set("set", s)?;
+            Value::Table(t)
+        }
+        b',' => {
+            let text = String::from_utf8_lossy(line);
+            let d = match text.as_ref() {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                "nan" | "-nan" => f64::NAN,
+                s => s.parse().unwrap_or(0.0),
+            };
+            let t = lua.create_table()?;
+            t.raw_set("double", d)?;
+            Value::Table(t)
+        }
+        b'(' => {
+            let t = lua.create_table()?;
+            t.raw_set("big_number", lua.create_string(line)?)?;
+            Value::Table(t)
+        }
+        b'#' => Value::Boolean(line == b"t"),
+        b'_' => Value::Nil,
+        b'|' => {
+            let n = line_i64(line);
+            for _ in 0..2 * n {
+                resp_to_lua(lua, buf, pos)?;
+            }
+            resp_to_lua(lua, buf, pos)?
+        }
+        _ => Value::Nil,
+    })
+}
+
+/// Redis's `luaReplyToRedisReply`.
+fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
+    if depth > 1000 {
+        return Reply::error("ERR reached lua stack limit");
+    }
+    match v {
+        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Boolean(b) => {
+            if resp3 {
+                Reply::Bool(*b)
+            } else if *b {
+                Reply::Int(1)
+            } else {
+                Reply::Nil
+            }
+        }
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Integer(n) => Reply::Int(*n),
+        Value::Table(t) => table_to_reply(t, resp3, depth),
+        _ => Reply::Nil,
+    }
+}
+
+fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
+    let one_line = |s: &[u8]| String::from_utf8_lossy(s).replace(['\r', '\n'], " ");
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Reply::Error(one_line(&e.as_bytes()));
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        return Reply::Status(one_line(&s.as_bytes()));
+    }
+    match t.raw_get::<Value>("double") {
+        Ok(Value::Number(d)) => return Reply::Double(d),
+        Ok(Value::Integer(d)) => return Reply::Double(d as f64),
+        _ => {}
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return Reply::Bulk(Bytes::from(one_line(&s.as_bytes())));
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let (Ok(Value::String(_)), Ok(Value::String(s))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        {
+            return Reply::Verbatim(Bytes::copy_from_slice(&s.as_bytes()));
+        }
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let mut out = Vec::new();
+        for (k, v) in m.pairs::<Value, Value>().flatten() {
+            out.push((
+                lua_to_reply(&k, resp3, depth + 1),
+                lua_to_reply(&v, resp3, depth + 1),
+            ));
+        }
+        return Reply::Map(out);
+    }
+    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+        let mut out = Vec::new();
+        for (k, _) in s.pairs::<Value, Value>().flatten() {
+            out.push(lua_to_reply(&k, resp3, depth + 1));
+        }
+        return Reply::Set(out);
+    }
+    let mut out = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => {
+                let r = lua_to_reply(&v, resp3, depth + 1);
+                let stop = depth + 1 > 1000;
+                out.push(r);
+                if stop {
+                    break;
+                }
+            }
+        }
+    }
+    Reply::Array(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// SCRIPT subcommands.
+
+fn script_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
+        "script",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    ))
+}
+
+fn script_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let rest = args.rest();
+    let ok = match rest {
+        [] => true,
+        [m] => crate::commands::is(m, "sync") || crate::commands::is(m, "async"),
+        _ => false,
+    };
+    if !ok {
+        return Err(CommandError::msg(
+            "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+        ));
+    }
+    // A fresh interpreter, as Redis's scriptingReset.
+    *ENGINE.lock() = None;
+    publish_stats(None);
+    Ok(Reply::ok())
+}
+
+fn script_exists(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let g = ENGINE.lock();
+    let out = args
+        .rest()
+        .iter()
+        .map(|sha| {
+            let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+            Reply::Int(g.as_ref().is_some_and(|e| e.scripts.contains_key(&sha)) as i64)
+        })
+        .collect();
+    Ok(Reply::Array(out))
+}
+
+fn script_kill(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    // A script holds the exec gate until it ends, so none is running when this runs.
+    Err(CommandError::msg(
+        "NOTBUSY No scripts in execution right now.",
+    ))
+}
+
+fn script_load(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let body = args.next_arg()?;
+    let mut g = ENGINE.lock();
+    let eng = match engine(&mut g) {
+        Ok(e) => e,
+        Err(r) => return Ok(r),
+    };
+    match eng.create(body) {
+        Ok(sha) => Ok(Reply::Bulk(Bytes::from(sha))),
+        Err(r) => Ok(r),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cjson (lua-cjson's API over serde_json) and bit (LuaBitOp).
+
+#[derive(Clone, Copy)]
+struct CjsonCfg {
+    encode_max_depth: i64,
+    decode_max_depth: i64,
+    encode_invalid_numbers: bool,
+    decode_invalid_numbers: bool,
+    sparse_convert: bool,
+    sparse_ratio: i64,
+    sparse_safe: i64,
+    precision: usize,
+}
+
+fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
+    let cfg = Arc::new(Mutex::new(CjsonCfg {
+        encode_max_depth: 1000,
+        decode_max_depth: 1000,
+        encode_invalid_numbers: false,
+        decode_invalid_numbers: true,
+        sparse_convert: false,
+        sparse_ratio: 2,
+        sparse_safe: 10,
+        precision: 14,
+    }));
+    let t = lua.create_table()?;
+    t.raw_set(
+        "null",
+        Value::LightUserData(LightUserData(std::ptr::null_mut())),
+    )?;
+    t.raw_set("_NAME", "cjson")?;
+    t.raw_set("_VERSION", "2.1.0")?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode",
+        lua.create_function(move |lua, v: Value| {
+            let cfg = *c.lock();
+            let mut out = Vec::new();
+            json_encode(&v, &cfg, 0, &mut out)?;
+            lua.create_string(&out)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "decode",
+        lua.create_function(move |lua, s: mlua::LuaString| {
+            let cfg = *c.lock();
+            let bytes = s.as_bytes();
+            let parsed: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+                mlua::Error::runtime(format!(
+                    "Expected value but found invalid token at character {}",
+                    e.column().max(1)
+                ))
+            })?;
+            json_to_lua(lua, &parsed, &cfg, 1)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_max_depth",
+        lua.create_function(move |_, v: Option<i64>| {
+            let mut g = c.lock();
+            if let Some(v) = v {
+                g.encode_max_depth = v;
+            }
+            Ok(g.encode_max_depth)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "decode_max_depth",
+        lua.create_function(move |_, v: Option<i64>| {
+            let mut g = c.lock();
+            if let Some(v) = v {
+                g.decode_max_depth = v;
+            }
+            Ok(g.decode_max_depth)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_invalid_numbers",
+        lua.create_function(move |_, v: Option<Value>| {
+            let mut g = c.lock();
+            if let Some(v) = v {
+                g.encode_invalid_numbers = truthy(&v);
+            }
+            Ok(g.encode_invalid_numbers)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "decode_invalid_numbers",
+        lua.create_function(move |_, v: Option<Value>| {
+            let mut g = c.lock();
+            if let Some(v) = v {
+                g.decode_invalid_numbers = truthy(&v);
+            }
+            Ok(g.decode_invalid_numbers)
+        })?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_sparse_array",
+        lua.create_function(
+            move |_, (conv, ratio, safe): (Option<Value>, Option<i64>, Option<i64>)| {
+                let mut g = c.lock();
+                if let Some(v) = conv {
+                    g.sparse_convert = truthy(&v);
+                }
+                if let Some(r) = ratio {
+                    g.sparse_ratio = r;
+                }
+                if let Some(s) = safe {
+                    g.sparse_safe = s;
+                }
+                Ok((g.sparse_convert, g.sparse_ratio, g.sparse_safe))
+            },
+        )?,
+    )?;
+    let c = cfg.clone();
+    t.raw_set(
+        "encode_number_precision",
+        lua.create_function(move |_, p: Option<i64>| {
+            let mut g = c.lock();
+            if let Some(p) = p {
+                if !(1..=14).contains(&p) {
+                    return Err(mlua::Error::runtime(
+                        "bad argument #1 to '?' (expected integer between 1 and 14)",
+                    ));
+                }
+                g.precision = p as usize;
+            }
+            Ok(g.precision as i64)
+        })?,
+    )?;
+    t.raw_set(
+        "encode_keep_buffer",
+        lua.create_function(|_, v: Option<Value>| Ok(v.map(|v| truthy(&v)).unwrap_or(true)))?,
+    )?;
+    Ok(t)
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Boolean(b) => *b,
+        Value::Nil => false,
+        Value::String(s) => &*s.as_bytes() == b"on",
+        _ => true,
+    }
+}
+
+fn json_string(s: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in s {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'/' => out.extend_from_slice(b"\\/"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b if b < 0x20 || b == 0x7f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+fn json_number(n: f64, cfg: &CjsonCfg, out: &mut Vec<u8>) -> mlua::Result<()> {
+    if !n.is_finite() {
+        if !cfg.encode_invalid_numbers {
+            return Err(mlua::Error::runtime(
+                "Cannot serialise number: must not be NaN or Inf",
+            ));
+        }
+        out.extend_from_slice(if n.is_nan() {
+            b"nan"
+        } else if n > 0.0 {
+            b"inf"
+        } else {
+            b"-inf"
+        });
+        return Ok(());
+    }
+    out.extend_from_slice(fmt_g(n, cfg.precision).as_bytes());
+    Ok(())
+}
+
+fn json_encode(v: &Value, cfg: &CjsonCfg, depth: i64, out: &mut Vec<u8>) -> mlua::Result<()> {
+    match v {
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Integer(n) => out.extend_from_slice(n.to_string().as_bytes()),
+        Value::Number(n) => json_number(*n, cfg, out)?,
+        Value::String(s) => json_string(&s.as_bytes(), out),
+        Value::Table(t) => {
+            let depth = depth + 1;
+            if depth > cfg.encode_max_depth {
+                return Err(mlua::Error::runtime(format!(
+                    "Cannot serialise, excessive nesting ({depth})"
+                )));
+            }
+            // An array if every key is a positive integer (lua-cjson's rule).
+            let mut max = 0i64;
+            let mut items = 0i64;
+            let mut array = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair?;
+                items += 1;
+                let idx = match k {
+                    Value::Integer(i) => Some(i as f64),
+                    Value::Number(n) => Some(n),
+                    _ => None,
+                };
+                match idx {
+                    Some(n) if n >= 1.0 && n.fract() == 0.0 => max = max.max(n as i64),
+                    _ => {
+                        array = false;
+                        break;
+                    }
+                }
+            }
+            if array && items > 0 {
+                if cfg.sparse_ratio > 0 && max > items * cfg.sparse_ratio && max > cfg.sparse_safe {
+                    if !cfg.sparse_convert {
+                        return Err(mlua::Error::runtime(
+                            "Cannot serialise table: excessively sparse array",
+                        ));
+                    }
+                } else {
+                    out.push(b'[');
+                    for i in 1..=max {
+                        if i > 1 {
+                            out.push(b',');
+                        }
+                        let v: Value = t.raw_get(i)?;
+                        json_encode(&v, cfg, depth, out)?;
+                    }
+                    out.push(b']');
+                    return Ok(());
+                }
+            }
+            out.push(b'{');
+            let mut first = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                match &k {
+                    Value::String(s) => json_string(&s.as_bytes(), out),
+                    Value::Integer(i) => json_string(i.to_string().as_bytes(), out),
+                    Value::Number(n) => json_string(fmt_g(*n, cfg.precision).as_bytes(), out),
+                    other => {
+                        return Err(mlua::Error::runtime(format!(
+                            "Cannot serialise {}: table key must be a number or string",
+                            other.type_name()
+                        )))
+                    }
+                }
+                out.push(b':');
+                json_encode(&v, cfg, depth, out)?;
+            }
+            out.push(b'}');
+        }
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "Cannot serialise {}: type not supported",
+                other.type_name()
+            )))
+        }
+    }
+    Ok(())
+}
+
+fn json_to_lua(
+    lua: &Lua,
+    v: &serde_json::Value,
+    cfg: &CjsonCfg,
+    depth: i64,
+) -> mlua::Result<Value> {
+    use serde_json::Value as J;
+    let nested = |depth: i64| -> mlua::Result<()> {
+        if depth > cfg.decode_max_depth {
+            return Err(mlua::Error::runtime(format!(
+                "Found too many nested data structures ({depth}) at character 1"
+            )));
+        }
+        Ok(())
+    };
+    Ok(match v {
+        J::Null => Value::LightUserData(LightUserData(std::ptr::null_mut())),
+        J::Bool(b) => Value::Boolean(*b),
+        J::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
+        J::String(s) => Value::String(lua.create_string(s)?),
+        J::Array(items) => {
+            nested(depth)?;
+            let t = lua.create_table()?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, json_to_lua(lua, item, cfg, depth + 1)?)?;
+            }
+            Value::Table(t)
+        }
+        J::Object(map) => {
+            nested(depth)?;
+            let t = lua.create_table()?;
+            for (k, item) in map {
+                t.raw_set(
+                    lua.create_string(k)?,
+                    json_to_lua(lua, item, cfg, depth + 1)?,
+                )?;
+            }
+            Value::Table(t)
+        }
+    })
+}
+
+/// LuaBitOp's normalisation of a number to a signed 32-bit integer.
+fn tobit(v: &Value) -> mlua::Result<i32> {
+    let n = match v {
+        Value::Integer(i) => *i as f64,
+        Value::Number(n) => *n,
+        Value::String(s) => s
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .ok_or_else(|| mlua::Error::runtime("bad argument (number expected)"))?,
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "bad argument (number expected, got {})",
+                other.type_name()
+            )))
+        }
+    };
+    // x + 2^52 + 2^51 keeps the low 32 bits of the rounded integer in the mantissa.
+    let b = (n + 6_755_399_441_055_744.0).to_bits();
+    Ok(b as u32 as i32)
+}
+
+fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set(
+        "tobit",
+        lua.create_function(|_, v: Value| Ok(tobit(&v)? as f64))?,
+    )?;
+    t.raw_set(
+        "bnot",
+        lua.create_function(|_, v: Value| Ok(!tobit(&v)? as f64))?,
+    )?;
+    fn fold(args: &MultiValue, f: fn(i32, i32) -> i32) -> mlua::Result<f64> {
+        let mut it = args.iter();
+        let mut acc = tobit(it.next().unwrap_or(&Value::Nil))?;
+        for v in it {
+            acc = f(acc, tobit(v)?);
+        }
+        Ok(acc as f64)
+    }
+    t.raw_set(
+        "band",
+        lua.create_function(|_, a: MultiValue| fold(&a, |x, y| x & y))?,
+    )?;
+    t.raw_set(
+        "bor",
+        lua.create_function(|_, a: MultiValue| fold(&a, |x, y| x | y))?,
+    )?;
+    t.raw_set(
+        "bxor",
+        lua.create_function(|_, a: MultiValue| fold(&a, |x, y| x ^ y))?,
+    )?;
+    fn shift(f: fn(i32, u32) -> i32) -> impl Fn(&Lua, (Value, Value)) -> mlua::Result<f64> {
+        move |_, (x, n)| Ok(f(tobit(&x)?, (tobit(&n)? & 31) as u32) as f64)
+    }
+    t.raw_set(
+        "lshift",
+        lua.create_function(shift(|x, n| ((x as u32) << n) as i32))?,
+    )?;
+    t.raw_set(
+        "rshift",
+        lua.create_function(shift(|x, n| ((x as u32) >> n) as i32))?,
+    )?;
+    t.raw_set("arshift", lua.create_function(shift(|x, n| x >> n))?)?;
+    t.raw_set(
+        "rol",
+        lua.create_function(shift(|x, n| (x as u32).rotate_left(n) as i32))?,
+    )?;
+    t.raw_set(
+        "ror",
+        lua.create_function(shift(|x, n| (x as u32).rotate_right(n) as i32))?,
+    )?;
+    t.raw_set(
+        "bswap",
+        lua.create_function(|_, v: Value| Ok(tobit(&v)?.swap_bytes() as f64))?,
+    )?;
+    t.raw_set(
+        "tohex",
+        lua.create_function(|_, (x, n): (Value, Option<Value>)| {
+            let x = tobit(&x)? as u32;
+            let n = match n {
+                Some(v) => tobit(&v)?,
+                None => 8,
+            };
+            let (upper, n) = if n < 0 {
+                (true, (-n) as usize)
+            } else {
+                (false, n as usize)
+            };
+            let n = n.min(8);
+            let s = format!("{x:08x}");
+            let s = &s[8 - n..];
+            Ok(if upper {
+                s.to_uppercase()
+            } else {
+                s.to_string()
+            })
+        })?,
+    )?;
+    Ok(t)
+}
+
+// ---------------------------------------------------------------------------------------------
+// cmsgpack (lua-cmsgpack as Redis bundles it).
+
+const MSGPACK_MAX_NESTING: usize = 16;
+
+fn mp_int(n: i64, out: &mut Vec<u8>) {
+    if n >= 0 {
+        if n <= 127 {
+            out.push(n as u8);
+        } else if n <= 0xff {
+            out.extend_from_slice(&[0xcc, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xcd);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else if n <= 0xffff_ffff {
+            out.push(0xce);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        } else {
+            out.push(0xcf);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    } else if n >= -32 {
+        out.push(n as i8 as u8);
+    } else if n >= -128 {
+        out.extend_from_slice(&[0xd0, n as i8 as u8]);
+    } else if n >= -32768 {
+        out.push(0xd1);
+        out.extend_from_slice(&(n as i16).to_be_bytes());
+    } else if n >= -2_147_483_648 {
+        out.push(0xd2);
+        out.extend_from_slice(&(n as i32).to_be_bytes());
+    } else {
+        out.push(0xd3);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn mp_number(n: f64, out: &mut Vec<u8>) {
+    if n.is_finite() && (n as i64) as f64 == n {
+        mp_int(n as i64, out);
+    } else if (n as f32) as f64 == n || n.is_nan() {
+        out.push(0xca);
+        out.extend_from_slice(&(n as f32).to_be_bytes());
+    } else {
+        out.push(0xcb);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn mp_len(len: usize, fix: u8, fix_max: usize, c16: u8, c32: u8, out: &mut Vec<u8>) {
+    if len <= fix_max {
+        out.push(fix | len as u8);
+    } else if len <= 0xffff {
+        out.push(c16);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        out.push(c32);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    }
+}
+
+fn mp_encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
+    match v {
+        Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
+        Value::Integer(n) => mp_int(*n, out),
+        Value::Number(n) => mp_number(*n, out),
+        Value::String(s) => {
+            let b = s.as_bytes();
+            let len = b.len();
+            if len < 32 {
+                out.push(0xa0 | len as u8);
+            } else if len <= 0xff {
+                out.extend_from_slice(&[0xd9, len as u8]);
+            } else if len <= 0xffff {
+                out.push(0xda);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            } else {
+                out.push(0xdb);
+                out.extend_from_slice(&(len as u32).to_be_bytes());
+            }
+            out.extend_from_slice(&b);
+        }
+        Value::Table(t) if level < MSGPACK_MAX_NESTING => {
+            // An array if every key is a positive integer and there are no holes.
+            let mut count = 0i64;
+            let mut max = 0i64;
+            let mut array = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair?;
+                count += 1;
+                let n = match k {
+                    Value::Integer(i) => i as f64,
+                    Value::Number(n) => n,
+                    _ => {
+                        array = false;
+                        break;
+                    }
+                };
+                if n <= 0.0 || n.fract() != 0.0 {
+                    array = false;
+                    break;
+                }
+                max = max.max(n as i64);
+            }
+            if array && max == count {
+                let len = t.raw_len();
+                mp_len(len, 0x90, 15, 0xdc, 0xdd, out);
+                for i in 1..=len {
+                    let v: Value = t.raw_get(i)?;
+                    mp_encode(&v, level + 1, out)?;
+                }
+            } else {
+                // Counted first, then encoded pair by pair (each live value holds a slot of
+                // mlua's reference stack, so a big table is never collected whole).
+                let len = t.pairs::<Value, Value>().count();
+                mp_len(len, 0x80, 15, 0xde, 0xdf, out);
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    mp_encode(&k, level + 1, out)?;
+                    mp_encode(&v, level + 1, out)?;
+                }
+            }
+        }
+        _ => out.push(0xc0),
+    }
+    Ok(())
+}
+
+enum MpErr {
+    Eof,
+    BadFormat,
+}
+
+struct MpCur<'b> {
+    buf: &'b [u8],
+    pos: usize,
+}
+
+impl MpCur<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], MpErr> {
+        if self.buf.len() - self.pos < n {
+            return Err(MpErr::Eof);
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn uint(&mut self, n: usize) -> Result<u64, MpErr> {
+        Ok(self.take(n)?.iter().fold(0u64, |a, &b| (a << 8) | b as u64))
+    }
+}
+
+fn mp_decode(lua: &Lua, c: &mut MpCur<'_>) -> mlua::Result<Result<Value, MpErr>> {
+    macro_rules! tri {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+    }
+    let tag = tri!(c.take(1))[0];
+    let num = |n: f64| Value::Number(n);
+    let v = match tag {
+        0x00..=0x7f => num(tag as f64),
+        0xe0..=0xff => num(tag as i8 as f64),
+        0xc0 => Value::Nil,
+        0xc2 => Value::Boolean(false),
+        0xc3 => Value::Boolean(true),
+        0xca => num(f32::from_bits(tri!(c.uint(4)) as u32) as f64),
+        0xcb => num(f64::from_bits(tri!(c.uint(8)))),
+        0xcc => num(tri!(c.uint(1)) as f64),
+        0xcd => num(tri!(c.uint(2)) as f64),
+        0xce => num(tri!(c.uint(4)) as f64),
+        0xcf => num(tri!(c.uint(8)) as f64),
+        0xd0 => num(tri!(c.uint(1)) as u8 as i8 as f64),
+        0xd1 => num(tri!(c.uint(2)) as u16 as i16 as f64),
+        0xd2 => num(tri!(c.uint(4)) as u32 as i32 as f64),
+        0xd3 => num(tri!(c.uint(8)) as i64 as f64),
+        0xa0..=0xbf | 0xd9 | 0xda | 0xdb | 0xc4 | 0xc5 | 0xc6 => {
+            let len = match tag {
+                0xa0..=0xbf => (tag & 0x1f) as usize,
+                0xd9 | 0xc4 => tri!(c.uint(1)) as usize,
+                0xda | 0xc5 => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            Value::String(lua.create_string(tri!(c.take(len)))?)
+        }
+        0x90..=0x9f | 0xdc | 0xdd => {
+            let len = match tag {
+                0x90..=0x9f => (tag & 0x0f) as usize,
+                0xdc => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            let t = lua.create_table()?;
+            for i in 0..len {
+                let v = tri!(mp_decode(lua, c)?);
+                t.raw_set(i + 1, v)?;
+            }
+            Value::Table(t)
+        }
+        0x80..=0x8f | 0xde | 0xdf => {
+            let len = match tag {
+                0x80..=0x8f => (tag & 0x0f) as usize,
+                0xde => tri!(c.uint(2)) as usize,
+                _ => tri!(c.uint(4)) as usize,
+            };
+            let t = lua.create_table()?;
+            for _ in 0..len {
+                let k = tri!(mp_decode(lua, c)?);
+                let v = tri!(mp_decode(lua, c)?);
+                if !k.is_nil() {
+                    t.raw_set(k, v)?;
+                }
+            }
+            Value::Table(t)
+        }
+        _ => return Ok(Err(MpErr::BadFormat)),
+    };
+    Ok(Ok(v))
+}
+
+/// lua-cmsgpack's `mp_unpack_full`.
+fn mp_unpack(lua: &Lua, s: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+    let decode_all = limit == 0 && offset == 0;
+    let len = s.len() as i64;
+    if offset < 0 || limit < 0 {
+        return Err(mlua::Error::runtime(format!(
+            "Invalid request to unpack with offset of {offset} and limit of {len}."
+        )));
+    }
+    if offset > len {
+        return Err(mlua::Error::runtime(format!(
+            "Start offset {offset} greater than input length {len}."
+        )));
+    }
+    let limit = if decode_all { i64::MAX } else { limit };
+    let mut c = MpCur {
+        buf: s,
+        pos: offset as usize,
+    };
+    let mut out = Vec::new();
+    let mut cnt = 0;
+    while c.pos < s.len() && cnt < limit {
+        match mp_decode(lua, &mut c)? {
+            Ok(v) => out.push(v),
+            Err(MpErr::Eof) => return Err(mlua::Error::runtime("Missing bytes in input.")),
+            Err(MpErr::BadFormat) => return Err(mlua::Error::runtime("Bad data format in input.")),
+        }
+        cnt += 1;
+    }
+    if !decode_all {
+        let next = if c.pos >= s.len() { -1 } else { c.pos as i64 };
+        out.insert(0, Value::Integer(next));
+    }
+    Ok(MultiValue::from_iter(out))
+}
+
+fn cmsgpack_lib(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("_NAME", "cmsgpack")?;
+    t.raw_set("_VERSION", "lua-cmsgpack 0.4.0")?;
+    t.raw_set(
+        "pack",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.is_empty() {
+                return Err(mlua::Error::runtime("MessagePack pack needs input."));
+            }
+            let mut out = Vec::new();
+            for v in args.iter() {
+                mp_encode(v, 0, &mut out)?;
+            }
+            lua.create_string(&out)
+        })?,
+    )?;
+    t.raw_set(
+        "unpack",
+        lua.create_function(|lua, s: mlua::LuaString| mp_unpack(lua, &s.as_bytes(), 0, 0))?,
+    )?;
+    t.raw_set(
+        "unpack_one",
+        lua.create_function(|lua, (s, offset): (mlua::LuaString, Option<i64>)| {
+            mp_unpack(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
+        })?,
+    )?;
+    t.raw_set(
+        "unpack_limit",
+        lua.create_function(
+            |lua, (s, limit, offset): (mlua::LuaString, i64, Option<i64>)| {
+                mp_unpack(lua, &s.as_bytes(), limit, offset.unwrap_or(0))
+            },
+        )?,
+    )?;
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fmt_g_matches_c() {
+        assert_eq!(fmt_g(1.0, 17), "1");
+        assert_eq!(fmt_g(0.1, 17), "0.10000000000000001");
+        assert_eq!(fmt_g(1e20, 17), "1e+20");
+        assert_eq!(fmt_g(123456789.0, 14), "123456789");
+        assert_eq!(fmt_g(0.0003, 14), "0.0003");
+        assert_eq!(fmt_g(-5000.0, 14), "-5000");
+        assert_eq!(fmt_g(1.5e-7, 14), "1.5e-07");
+    }
+
+    #[test]
+    fn sha1_of_empty() {
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    }
+
+    #[test]
+    fn shebang_flags() {
+        assert_eq!(shebang(b"return 1").unwrap(), (sflag::COMPAT, 0));
+        assert_eq!(
+            shebang(b"#!lua flags=no-writes\nreturn 1").unwrap().0,
+            sflag::NO_WRITES
+        );
+        assert!(shebang(b"#!lua").is_err());
+        assert!(shebang(b"#!lua x=1\n")
+            .unwrap_err()
+            .starts_with("Unknown lua shebang option"));
+    }
+}

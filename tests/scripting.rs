@@ -1,0 +1,494 @@
+//! EVAL / EVALSHA / SCRIPT: conversions, errors, the sandbox, the lock pattern under
+//! contention and atomicity across shards.
+
+mod support;
+
+use redis::Value;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use support::{err_text, int, q, TestServer};
+
+fn eval<T: redis::FromRedisValue>(
+    c: &mut redis::Connection,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+}
+
+#[test]
+fn conversions() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    assert_eq!(eval::<i64>(&mut c, "return 100.5", &[], &[]).unwrap(), 100);
+    assert_eq!(eval::<i64>(&mut c, "return -3.99", &[], &[]).unwrap(), -3);
+    assert_eq!(
+        eval::<String>(&mut c, "return 'hello'", &[], &[]).unwrap(),
+        "hello"
+    );
+    assert_eq!(eval::<i64>(&mut c, "return true", &[], &[]).unwrap(), 1);
+    assert_eq!(
+        eval::<Value>(&mut c, "return false", &[], &[]).unwrap(),
+        Value::Nil
+    );
+    assert_eq!(
+        eval::<Value>(&mut c, "return nil", &[], &[]).unwrap(),
+        Value::Nil
+    );
+    assert_eq!(
+        eval::<Value>(&mut c, "return {ok='fine'}", &[], &[]).unwrap(),
+        Value::SimpleString("fine".into())
+    );
+    assert_eq!(
+        err_text(eval::<Value>(&mut c, "return {err='MY error'}", &[], &[])),
+        "MY error"
+    );
+    // Arrays stop at the first nil; nested tables nest.
+    let v: Value = eval(&mut c, "return {1, 'two', {3, 'four'}, nil, 5}", &[], &[]).unwrap();
+    assert_eq!(
+        v,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::BulkString(b"two".to_vec()),
+            Value::Array(vec![Value::Int(3), Value::BulkString(b"four".to_vec())]),
+        ])
+    );
+    // KEYS and ARGV.
+    let v: Vec<String> = eval(
+        &mut c,
+        "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}",
+        &["a", "b"],
+        &["c", "d"],
+    )
+    .unwrap();
+    assert_eq!(v, ["a", "b", "c", "d"]);
+    // Redis -> Lua: integers are numbers, bulks strings, nil bulks false, status {ok=}.
+    q::<()>(&mut c, &["SET", "x", "10"]).unwrap();
+    assert_eq!(
+        eval::<String>(&mut c, "return type(redis.call('incr', 'x'))", &[], &[]).unwrap(),
+        "number"
+    );
+    assert_eq!(
+        eval::<String>(&mut c, "return type(redis.call('get', 'x'))", &[], &[]).unwrap(),
+        "string"
+    );
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "return tostring(redis.call('get', 'nokey'))",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        "false"
+    );
+    assert_eq!(
+        eval::<String>(&mut c, "return redis.call('set', 'y', 1)['ok']", &[], &[]).unwrap(),
+        "OK"
+    );
+    // Numbers passed to redis.call are written with 17 significant digits.
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "redis.call('set', 'f', 0.1) return redis.call('get', 'f')",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        "0.10000000000000001"
+    );
+    // RESP3 under setresp(3): a map comes back as {map=...}.
+    q::<()>(&mut c, &["HSET", "h", "f", "v"]).unwrap();
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "redis.setresp(3) return redis.call('hgetall', 'h')['map']['f']",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        "v"
+    );
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "return redis.sha1hex('Pizza & Mandolino')",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        "74822d82031af7493c20eefa13bd07ec4fada82f"
+    );
+    assert_eq!(
+        eval::<String>(&mut c, "return cjson.encode({1, 2, 'a/b'})", &[], &[]).unwrap(),
+        "[1,2,\"a\\/b\"]"
+    );
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "return cjson.decode('{\"a\":[1,2,{\"b\":\"c\"}]}').a[3].b",
+            &[],
+            &[]
+        )
+        .unwrap(),
+        "c"
+    );
+    assert_eq!(
+        eval::<i64>(&mut c, "return bit.bor(1, 2, 4, 8)", &[], &[]).unwrap(),
+        15
+    );
+}
+
+#[test]
+fn errors_and_cache() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('nosuch')",
+        &[],
+        &[],
+    ));
+    assert_eq!(e, "ERR Unknown Redis command called from script script: 206396248e12c6e742fd7296250433c8d7343b74, on @user_script:1.");
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('incr', 'a', 'b')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR Wrong number of args calling Redis command from script"),
+        "{e}"
+    );
+    q::<()>(&mut c, &["SET", "s", "x"]).unwrap();
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('lpush', KEYS[1], 'x')",
+        &["s"],
+        &[],
+    ));
+    assert!(
+        e.starts_with("WRONGTYPE Operation against a key holding the wrong kind of value script: "),
+        "{e}"
+    );
+    // pcall gives the error table back instead.
+    assert_eq!(
+        eval::<String>(
+            &mut c,
+            "return redis.pcall('lpush', KEYS[1], 'x')['err']",
+            &["s"],
+            &[]
+        )
+        .unwrap(),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    let e = err_text(eval::<Value>(&mut c, "error('boom')", &[], &[]));
+    assert!(e.starts_with("ERR user_script:1: boom script: "), "{e}");
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('eval', 'return 1', 0)",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR This Redis command is not allowed from script"),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(&mut c, "return 'a", &[], &[]));
+    assert_eq!(
+        e,
+        "ERR Error compiling script (new function): user_script:1: unfinished string near '<eof>'"
+    );
+    // The sandbox.
+    let e = err_text(eval::<Value>(&mut c, "return undefined_thing", &[], &[]));
+    assert!(
+        e.contains("Script attempted to access nonexistent global variable 'undefined_thing'"),
+        "{e}"
+    );
+    for script in [
+        "x = 1",
+        "redis.call = 1",
+        "setmetatable(_G, {})",
+        "cjson.encode = nil",
+        "_G = {}",
+    ] {
+        let e = err_text(eval::<Value>(&mut c, script, &[], &[]));
+        assert!(
+            e.contains("Attempt to modify a readonly table"),
+            "{script}: {e}"
+        );
+    }
+    for name in ["os", "io", "loadfile", "dofile", "print", "require"] {
+        let e = err_text(eval::<Value>(&mut c, &format!("return {name}"), &[], &[]));
+        assert!(e.contains("nonexistent global variable"), "{name}: {e}");
+    }
+    // Read-only scripts.
+    let mut ro = redis::cmd("EVAL_RO");
+    ro.arg("return redis.call('set', 'k', 'v')").arg(0);
+    let e = err_text(ro.query::<Value>(&mut c));
+    assert!(
+        e.starts_with("ERR Write commands are not allowed from read-only scripts."),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "#!lua flags=no-writes\nreturn redis.call('del', 'k')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR Write commands are not allowed from read-only scripts."),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "#!lua flags=bogus\nreturn 1",
+        &[],
+        &[],
+    ));
+    assert_eq!(e, "ERR Unexpected flag in script shebang: bogus");
+    // Key count checks.
+    let e = err_text(q::<Value>(&mut c, &["EVAL", "return 1", "2", "a"]));
+    assert_eq!(e, "ERR Number of keys can't be greater than number of args");
+    assert_eq!(
+        err_text(q::<Value>(&mut c, &["EVAL", "return 1", "-1"])),
+        "ERR Number of keys can't be negative"
+    );
+    // The cache.
+    let sha: String = q(&mut c, &["SCRIPT", "LOAD", "return 'loaded'"]).unwrap();
+    assert_eq!(sha, "b534286061d4b9e4026607613b95c06c06015ae8");
+    assert_eq!(
+        q::<String>(&mut c, &["EVALSHA", &sha.to_uppercase(), "0"]).unwrap(),
+        "loaded"
+    );
+    assert_eq!(
+        q::<Vec<i64>>(
+            &mut c,
+            &[
+                "SCRIPT",
+                "EXISTS",
+                &sha,
+                "ffffffffffffffffffffffffffffffffffffffff"
+            ]
+        )
+        .unwrap(),
+        [1, 0]
+    );
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "FLUSH"]).unwrap(), "OK");
+    assert_eq!(
+        err_text(q::<Value>(&mut c, &["EVALSHA", &sha, "0"])),
+        "NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(
+        err_text(q::<Value>(&mut c, &["EVALSHA", "abc", "0"])),
+        "NOSCRIPT No matching script. Please use EVAL."
+    );
+    assert_eq!(
+        err_text(q::<Value>(&mut c, &["SCRIPT", "KILL"])),
+        "NOTBUSY No scripts in execution right now."
+    );
+    // SELECT inside a script does not move the caller.
+    q::<()>(&mut c, &["SET", "k0", "db0"]).unwrap();
+    let _: Value = eval(
+        &mut c,
+        "redis.call('select', 1) redis.call('set', 'k1', 'db1')",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(q::<String>(&mut c, &["GET", "k0"]).unwrap(), "db0");
+    // INFO inside a script reads the cache's counters without taking the engine's lock.
+    let info: String = eval(&mut c, "return redis.call('info', 'memory')", &[], &[]).unwrap();
+    assert!(info.contains("number_of_cached_scripts:"), "{info}");
+    // Blocking commands are refused (NOSCRIPT in Redis 7.0).
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('blpop', 'nolist', 0)",
+        &[],
+        &[],
+    ));
+    assert!(e.contains("not allowed from script"), "{e}");
+}
+
+const ACQUIRE: &str = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+const RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+const EXTEND: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// Eight clients contend for one lock (SET NX PX, compare-and-delete, compare-and-PEXPIRE):
+/// never two holders at once.
+#[test]
+fn lock_pattern_never_two_holders() {
+    let s = Arc::new(TestServer::start(&[]));
+    let holders = Arc::new(AtomicI64::new(0));
+    let acquired = Arc::new(AtomicI64::new(0));
+    let bad = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let s = s.clone();
+            let holders = holders.clone();
+            let acquired = acquired.clone();
+            let bad = bad.clone();
+            std::thread::spawn(move || {
+                let mut c = s.conn();
+                let token = format!("client-{i}");
+                let mut mine = 0;
+                while mine < 25 {
+                    let got: Value = eval(&mut c, ACQUIRE, &["lock"], &[&token, "10000"]).unwrap();
+                    if got != Value::Okay {
+                        continue;
+                    }
+                    if holders.fetch_add(1, Ordering::SeqCst) != 0 {
+                        bad.store(true, Ordering::SeqCst);
+                    }
+                    let ext: i64 = eval(&mut c, EXTEND, &["lock"], &[&token, "10000"]).unwrap();
+                    assert_eq!(ext, 1);
+                    // Another client's token never releases it.
+                    let other: i64 = eval(&mut c, RELEASE, &["lock"], &["someone-else"]).unwrap();
+                    assert_eq!(other, 0);
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    let rel: i64 = eval(&mut c, RELEASE, &["lock"], &[&token]).unwrap();
+                    assert_eq!(rel, 1);
+                    mine += 1;
+                    acquired.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(!bad.load(Ordering::SeqCst), "two holders at once");
+    assert_eq!(acquired.load(Ordering::SeqCst), 200);
+}
+
+/// A script moving value between keys on different shards (not declared as keys) is never
+/// seen half done by other clients, and other clients' writes never land in its middle.
+#[test]
+fn scripts_are_atomic_across_shards() {
+    let s = Arc::new(TestServer::start(&[]));
+    let mut c = s.conn();
+    let keys: Vec<String> = (0..16).map(|i| format!("acct:{i}")).collect();
+    for k in &keys {
+        q::<()>(&mut c, &["SET", k, "100"]).unwrap();
+    }
+    // Moves one unit around the ring of 16 keys, reading the key names from ARGV.
+    let transfer = "for i = 1, #ARGV do local from = ARGV[i] local to = ARGV[(i % #ARGV) + 1] \
+                    redis.call('decrby', from, 1) redis.call('incrby', to, 1) end \
+                    local sum = 0 for i = 1, #ARGV do sum = sum + tonumber(redis.call('get', ARGV[i])) end return sum";
+    let stop = Arc::new(AtomicBool::new(false));
+    let checkers: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            let stop = stop.clone();
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let mut c = s.conn();
+                let mut reads = 0;
+                while !stop.load(Ordering::SeqCst) || reads < 50 {
+                    let mut cmd = redis::cmd("MGET");
+                    for k in &keys {
+                        cmd.arg(k);
+                    }
+                    let vals: Vec<i64> = cmd.query(&mut c).unwrap();
+                    assert_eq!(vals.iter().sum::<i64>(), 1600, "saw a script half done");
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let mut c = s.conn();
+                for _ in 0..100 {
+                    let refs: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+                    let sum: i64 = eval(&mut c, transfer, &[], &refs).unwrap();
+                    assert_eq!(sum, 1600);
+                }
+            })
+        })
+        .collect();
+    // Another client writes a key the script reads; a script never sees it change midway.
+    let mut w = s.conn();
+    let probe =
+        "local a = redis.call('get', 'probe') for i = 1, 200 do redis.call('incr', 'scratch') end \
+                 return (a == redis.call('get', 'probe')) and 1 or 0";
+    let pw = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut c = s.conn();
+            for i in 0..500 {
+                q::<()>(&mut c, &["SET", "probe", &i.to_string()]).unwrap();
+            }
+        })
+    };
+    for _ in 0..50 {
+        assert_eq!(eval::<i64>(&mut w, probe, &[], &[]).unwrap(), 1);
+    }
+    for t in writers {
+        t.join().unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    for t in checkers {
+        t.join().unwrap();
+    }
+    pw.join().unwrap();
+    assert_eq!(int(&mut c, &["GET", "scratch"]), 50 * 200);
+}
+
+/// A client blocked on a list is served after a script that pushes to it, with what the
+/// script left there.
+#[test]
+fn blocked_client_served_after_script() {
+    let s = Arc::new(TestServer::start(&[]));
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut c = s.conn();
+            q::<Vec<String>>(&mut c, &["BLPOP", "queue", "5"]).unwrap()
+        })
+    };
+    let mut c = s.conn();
+    assert!(support::eventually(3.0, || {
+        support::info_value(&mut c, "clients", "blocked_clients").as_deref() == Some("1")
+    }));
+    let n: i64 = eval(
+        &mut c,
+        "redis.call('rpush', KEYS[1], 'first', 'second') return redis.call('llen', KEYS[1])",
+        &["queue"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(waiter.join().unwrap(), ["queue", "first"]);
+}
+
+#[test]
+fn scripts_inside_multi() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    q::<()>(&mut c, &["MULTI"]).unwrap();
+    q::<()>(
+        &mut c,
+        &["EVAL", "return redis.call('incr', KEYS[1])", "1", "m"],
+    )
+    .unwrap();
+    q::<()>(
+        &mut c,
+        &["EVAL", "return redis.call('incr', KEYS[1])", "1", "m"],
+    )
+    .unwrap();
+    let v: Vec<i64> = q(&mut c, &["EXEC"]).unwrap();
+    assert_eq!(v, [1, 2]);
+}
