@@ -492,3 +492,35 @@ fn scripts_inside_multi() {
     let v: Vec<i64> = q(&mut c, &["EXEC"]).unwrap();
     assert_eq!(v, [1, 2]);
 }
+
+/// A script that runs past `busy-reply-threshold` without writing is stopped with an error
+/// (no other client could send SCRIPT KILL while it holds the server); one that wrote runs to
+/// its end, so no half of its writes is left behind.
+#[test]
+fn a_script_past_the_time_limit_is_stopped_unless_it_wrote() {
+    let s = TestServer::start(&["--busy-reply-threshold", "300"]);
+    let mut c = s.conn();
+    let t = std::time::Instant::now();
+    let e = support::err_text(support::q::<String>(
+        &mut c,
+        &["EVAL", "while true do end", "0"],
+    ));
+    assert!(e.contains("Script killed"), "{e}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    let n: i64 = support::q(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('set','w','1') local t = 0 for i = 1, 40000000 do t = t + 1 end return t",
+            "0",
+        ],
+    )
+    .unwrap();
+    assert_eq!(n, 40_000_000);
+    let v: String = support::q(&mut c, &["GET", "w"]).unwrap();
+    assert_eq!(v, "1");
+    // The old name of the setting, as Redis 7 accepts it.
+    let _: () = support::q(&mut c, &["CONFIG", "SET", "lua-time-limit", "0"]).unwrap();
+    let got: Vec<String> = support::q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).unwrap();
+    assert_eq!(got, ["busy-reply-threshold", "0"]);
+}

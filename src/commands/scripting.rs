@@ -262,6 +262,12 @@ impl Engine {
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
+        // Every 100,000 instructions: a script past `busy-reply-threshold` that has not
+        // written is stopped (see `check_time_limit`).
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            |_, _| check_time_limit(),
+        )?;
         let api = lua.create_table()?;
         api.set("version", "7.0.15")?;
         api.set("version_num", 0x0007_000f)?;
@@ -901,7 +907,11 @@ fn run_script(
         })?;
         eng.redis.raw_set("setresp", setresp)?;
         RESP3.with(|c| c.set(false));
-        let res: MultiValue = eng.runner.call(func.clone())?;
+        RUN_STARTED.with(|c| c.set(Some(std::time::Instant::now())));
+        RUN_DIRTY.with(|c| c.set(false));
+        let res = eng.runner.call::<MultiValue>(func.clone());
+        RUN_STARTED.with(|c| c.set(None));
+        let res = res?;
         let resp3 = RESP3.with(|c| c.get());
         let mut it = res.into_iter();
         let ok = matches!(it.next(), Some(Value::Boolean(true)));
@@ -927,7 +937,31 @@ fn run_script(
     out
 }
 
+/// Stops a script that has run past `busy-reply-threshold` without writing. In Redis, other
+/// clients get `-BUSY` past that threshold and one of them may send SCRIPT KILL, which stops
+/// a script that has not written. Here a script holds the server for itself (the exclusive
+/// exec gate, on the thread that runs commands), so no other client could ever send that
+/// SCRIPT KILL: the server makes it itself, at the same point and with the same condition.
+/// A script that wrote is left to finish, as Redis leaves it (only SHUTDOWN NOSAVE would stop
+/// it there), since stopping it would leave half its writes behind.
+fn check_time_limit() -> mlua::Result<mlua::VmState> {
+    let limit = crate::state::BUSY_REPLY_THRESHOLD_MS.load(Ordering::Relaxed);
+    let over = RUN_STARTED.with(|c| {
+        c.get()
+            .is_some_and(|t| limit > 0 && t.elapsed().as_millis() as u64 > limit)
+    });
+    if over && !RUN_DIRTY.with(|c| c.get()) {
+        return Err(raise(
+            "Script killed: it ran past busy-reply-threshold without writing (a script stops every other client of this server)",
+        ));
+    }
+    Ok(mlua::VmState::Continue)
+}
+
 thread_local! {
+    /// When the running script started, and whether it wrote yet (for the time limit).
+    static RUN_STARTED: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    static RUN_DIRTY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -1012,6 +1046,7 @@ fn redis_call(
     }
     if spec.has(WRITE) {
         run.dirty = true;
+        RUN_DIRTY.with(|c| c.set(true));
     }
     let resp3 = RESP3.with(|c| c.get());
     ctx.client.resp3 = resp3;

@@ -128,6 +128,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest packed block of a stream in bytes: an entry that would take a block past it starts a new one (0: no limit)." },
     Setting { name: "stream-node-max-entries", default: "100", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Most entries a packed block of a stream holds, deleted ones included, before a new block starts (0: no limit)." },
+    Setting { name: "busy-reply-threshold", default: "5000", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Milliseconds after which a Lua script that has not written is stopped with an error (Redis answers other clients -BUSY then and lets them SCRIPT KILL it; here a script holds the whole server, so the server stops it itself). A script that wrote runs to its end. 0: no limit. Alias: lua-time-limit." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
 ];
@@ -146,6 +148,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("list-max-ziplist-size", "list-max-listpack-size"),
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("lua-time-limit", "busy-reply-threshold"),
 ];
 
 /// Redis settings that have no effect in tidecache, accepted from the config file and the

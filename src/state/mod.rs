@@ -133,6 +133,7 @@ impl Server {
         for name in EncodingLimits::NAMES {
             LIMITS.apply(name, config.get_i64(name));
         }
+        BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
         let pubsub = Arc::new(PubSub::new());
@@ -214,6 +215,10 @@ impl Server {
 
     /// Called after a live config change so cached copies follow.
     pub fn config_changed(&self, name: &str) {
+        if name == "busy-reply-threshold" {
+            let v = self.config.read().get_u64(name);
+            BUSY_REPLY_THRESHOLD_MS.store(v, Ordering::Relaxed);
+        }
         if EncodingLimits::NAMES.contains(&name) {
             let v = self.config.read().get_i64(name);
             LIMITS.apply(name, v);
@@ -254,6 +259,10 @@ impl Server {
         self.pubsub.notify(db, class, event, key);
     }
 }
+
+/// `busy-reply-threshold` in milliseconds: a script that runs longer without writing is
+/// stopped (read on the scripting engine's instruction hook, without a lock).
+pub static BUSY_REPLY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
 
 /// The key space's choke points report here: writes touch WATCHers, expiry and eviction
 /// publish their keyspace notifications.
