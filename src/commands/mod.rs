@@ -12,6 +12,7 @@ pub mod command_info;
 pub mod connection;
 pub mod debug;
 pub mod documents;
+pub mod dump;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
@@ -41,11 +42,12 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 15] {
+fn families() -> [&'static [CommandSpec]; 16] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,

@@ -12,6 +12,7 @@ pub mod expiry;
 pub mod keyspace;
 pub mod list;
 pub mod multi;
+pub mod rdb;
 pub mod set;
 pub mod ttl_monitor;
 pub mod zset;
