@@ -225,29 +225,6 @@ fn lp_backlen(out: &mut Vec<u8>, l: u64) {
     }
 }
 
-/// The bytes of one listpack entry of `s` (encoding, data, back-length).
-fn lp_entry_size(s: &[u8]) -> usize {
-    let enc = match parse_i64(s) {
-        Some(v) if (0..=127).contains(&v) => 1,
-        Some(v) if (-4096..=4095).contains(&v) => 2,
-        Some(v) if (-32768..=32767).contains(&v) => 3,
-        Some(v) if (-8388608..=8388607).contains(&v) => 4,
-        Some(v) if (i32::MIN as i64..=i32::MAX as i64).contains(&v) => 5,
-        Some(_) => 9,
-        None if s.len() < 64 => 1 + s.len(),
-        None if s.len() < 4096 => 2 + s.len(),
-        None => 5 + s.len(),
-    };
-    let back = match enc {
-        0..=127 => 1,
-        128..=16382 => 2,
-        16383..=2097150 => 3,
-        2097151..=268435454 => 4,
-        _ => 5,
-    };
-    enc + back
-}
-
 impl LpWriter {
     fn new() -> LpWriter {
         LpWriter {
@@ -345,18 +322,18 @@ fn score_text(d: f64) -> String {
     }
 }
 
-/// Does a listpack node with `bytes` and `count` entries have room for one of `entry` bytes
-/// under `list-max-listpack-size`?
-fn node_fits(bytes: usize, count: usize, entry: usize) -> bool {
+/// Redis 7.0's `_quicklistNodeAllowInsert`: may a node of `bytes` listpack bytes and `count`
+/// entries take one more element of `len` bytes under `list-max-listpack-size`?
+fn node_fits(bytes: usize, count: usize, len: usize) -> bool {
     if count == 0 {
         return true;
     }
-    let limit = LIMITS.list_size.load(Ordering::Relaxed);
-    if limit > 0 {
-        count < limit as usize && bytes + entry <= 8192
+    let fill = LIMITS.list_size.load(Ordering::Relaxed).clamp(-5, 1 << 15);
+    let new_sz = bytes + len + 8;
+    if fill < 0 {
+        new_sz <= 4096usize << (fill.unsigned_abs() - 1)
     } else {
-        let max = 4096usize << (limit.clamp(-5, -1).unsigned_abs() - 1);
-        bytes + entry <= max
+        new_sz <= 8192 && (count as i64) < fill
     }
 }
 
@@ -375,8 +352,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             let mut nodes: Vec<Vec<u8>> = Vec::new();
             let mut cur = LpWriter::new();
             for e in l.iter() {
-                let sz = lp_entry_size(e);
-                if !node_fits(cur.buf.len() + 1, cur.count, sz) {
+                if !node_fits(cur.buf.len() + 1, cur.count, e.len()) {
                     nodes.push(std::mem::replace(&mut cur, LpWriter::new()).finish());
                 }
                 cur.push(e);
