@@ -4,8 +4,10 @@
 //!
 //! The writer produces what Redis 7.0 writes (RDB version 10): strings with Redis's integer
 //! encodings, lists as `QUICKLIST_2` of listpack nodes, sets as `SET_INTSET` or `SET`, hashes
-//! and sorted sets as listpacks when small, else `HASH` / `ZSET_2`. Strings are never LZF
-//! compressed on write (Redis reads both).
+//! and sorted sets as listpacks when small, else `HASH` / `ZSET_2`; every string and blob of
+//! more than 20 bytes LZF-compressed as Redis's default `rdbcompression yes` does, with
+//! Redis's own compressor, so payloads are byte for byte Redis's where the order of the
+//! elements is the same.
 //!
 //! The reader takes every encoding Redis 7.0 loads (and 7.2's `SET_LISTPACK`): the legacy
 //! `LIST`, `ZSET` (text doubles), `HASH_ZIPMAP`, ziplists, intsets, listpacks, quicklists of
@@ -167,7 +169,9 @@ fn put_int_enc(out: &mut Vec<u8>, v: i64) -> bool {
     true
 }
 
-/// Redis's `rdbSaveRawString` without compression.
+/// Redis's `rdbSaveRawString` with `rdbcompression yes` (its default): a small integer in
+/// an integer encoding, more than 20 bytes LZF-compressed when that saves 4 bytes or more,
+/// anything else verbatim.
 fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = parse_i64(s) {
@@ -176,8 +180,162 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
             }
         }
     }
+    if s.len() > 20 {
+        if let Some(c) = lzf_compress(s, s.len() - 4) {
+            out.push(0xc0 | ENC_LZF as u8);
+            put_len(out, c.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
+        }
+    }
     put_len(out, s.len() as u64);
     out.extend_from_slice(s);
+}
+
+const LZF_HLOG: u32 = 16;
+const LZF_MAX_LIT: usize = 1 << 5;
+const LZF_MAX_OFF: usize = 1 << 13;
+const LZF_MAX_REF: usize = (1 << 8) + (1 << 3);
+
+fn lzf_idx(h: u32) -> usize {
+    ((h >> (3 * 8 - LZF_HLOG)).wrapping_sub(h.wrapping_mul(5)) & ((1 << LZF_HLOG) - 1)) as usize
+}
+
+thread_local! {
+    /// LZF's hash table, reused: each slot holds (call number << 32) | position, so a slot
+    /// written by an earlier call reads as empty without clearing 64K slots per string.
+    static LZF_TABLE: std::cell::RefCell<(u32, Vec<u64>)> =
+        const { std::cell::RefCell::new((0, Vec::new())) };
+}
+
+/// Redis's `lzf_compress` (lzf_c.c with its settings: HLOG 16, VERY_FAST), step for step so
+/// the output is the same bytes; `None` when the result would not fit in `out_len` bytes.
+/// (Redis leaves the hash table uninitialized; this one starts empty.)
+pub fn lzf_compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let n = input.len();
+    if n < 2 || out_len == 0 {
+        return None;
+    }
+    LZF_TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let (gen, table) = &mut *t;
+        if table.is_empty() {
+            table.resize(1 << LZF_HLOG, 0);
+        }
+        *gen = gen.wrapping_add(1);
+        if *gen == 0 {
+            table.iter_mut().for_each(|s| *s = 0);
+            *gen = 1;
+        }
+        let g = (*gen as u64) << 32;
+        let get = |table: &Vec<u64>, i: usize| -> Option<usize> {
+            let v = table[i];
+            (v >> 32 == g >> 32).then_some((v & 0xffff_ffff) as usize)
+        };
+        let mut out = vec![0u8; out_len + 4];
+        let mut op = 1usize;
+        let mut lit = 0usize;
+        let mut ip = 0usize;
+        let mut hval: u32 = ((input[0] as u32) << 8) | input[1] as u32;
+        while ip + 2 < n {
+            hval = (hval << 8) | input[ip + 2] as u32;
+            let slot = lzf_idx(hval);
+            let r = get(table, slot);
+            table[slot] = g | ip as u64;
+            let found = r.filter(|&r| {
+                r < ip
+                    && ip - r - 1 < LZF_MAX_OFF
+                    && r > 0
+                    && input[r + 2] == input[ip + 2]
+                    && input[r] == input[ip]
+                    && input[r + 1] == input[ip + 1]
+            });
+            if let Some(r) = found {
+                let off = ip - r - 1;
+                let mut len = 2usize;
+                let maxlen = (n - ip - len).min(LZF_MAX_REF);
+                if op + 3 + 1 >= out_len && op - (lit == 0) as usize + 3 + 1 >= out_len {
+                    return None;
+                }
+                out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+                op -= (lit == 0) as usize;
+                'm: {
+                    if maxlen > 16 {
+                        for _ in 0..16 {
+                            len += 1;
+                            if input[r + len] != input[ip + len] {
+                                break 'm;
+                            }
+                        }
+                    }
+                    loop {
+                        len += 1;
+                        if !(len < maxlen && input[r + len] == input[ip + len]) {
+                            break;
+                        }
+                    }
+                }
+                len -= 2;
+                ip += 1;
+                if len < 7 {
+                    out[op] = ((off >> 8) + (len << 5)) as u8;
+                    op += 1;
+                } else {
+                    out[op] = ((off >> 8) + (7 << 5)) as u8;
+                    out[op + 1] = (len - 7) as u8;
+                    op += 2;
+                }
+                out[op] = off as u8;
+                op += 1;
+                lit = 0;
+                op += 1;
+                ip += len + 1;
+                if ip + 2 >= n {
+                    break;
+                }
+                ip -= 2;
+                hval = ((input[ip] as u32) << 8) | input[ip + 1] as u32;
+                hval = (hval << 8) | input[ip + 2] as u32;
+                table[lzf_idx(hval)] = g | ip as u64;
+                ip += 1;
+                hval = (hval << 8) | input[ip + 2] as u32;
+                table[lzf_idx(hval)] = g | ip as u64;
+                ip += 1;
+            } else {
+                if op >= out_len {
+                    return None;
+                }
+                lit += 1;
+                out[op] = input[ip];
+                op += 1;
+                ip += 1;
+                if lit == LZF_MAX_LIT {
+                    out[op - lit - 1] = (lit - 1) as u8;
+                    lit = 0;
+                    op += 1;
+                }
+            }
+        }
+        if op + 3 > out_len {
+            return None;
+        }
+        while ip < n {
+            lit += 1;
+            out[op] = input[ip];
+            op += 1;
+            ip += 1;
+            if lit == LZF_MAX_LIT {
+                out[op - lit - 1] = (lit - 1) as u8;
+                lit = 0;
+                op += 1;
+            }
+        }
+        out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+        op -= (lit == 0) as usize;
+        out.truncate(op);
+        Some(out)
+    })
 }
 
 /// Redis's `rdbSaveLongLongAsStringObject`.
@@ -363,8 +521,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             put_len(out, nodes.len() as u64);
             for n in &nodes {
                 put_len(out, QUICKLIST_PACKED);
-                put_len(out, n.len() as u64);
-                out.extend_from_slice(n);
+                put_string(out, n);
             }
         }
         Value::Set(s) if s.encoding() == "intset" => {
@@ -383,8 +540,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             for i in &ints {
                 blob.extend_from_slice(&i.to_le_bytes()[..width]);
             }
-            put_len(out, blob.len() as u64);
-            out.extend_from_slice(&blob);
+            put_string(out, &blob);
         }
         Value::Set(s) => {
             out.push(TYPE_SET);
@@ -402,8 +558,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
                     lp.push(val);
                 }
                 let lp = lp.finish();
-                put_len(out, lp.len() as u64);
-                out.extend_from_slice(&lp);
+                put_string(out, &lp);
             } else {
                 out.push(TYPE_HASH);
                 put_len(out, h.len() as u64);
@@ -422,8 +577,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
                     lp.push(score_text(s).as_bytes());
                 }
                 let lp = lp.finish();
-                put_len(out, lp.len() as u64);
-                out.extend_from_slice(&lp);
+                put_string(out, &lp);
             } else {
                 out.push(TYPE_ZSET_2);
                 put_len(out, z.len() as u64);
@@ -1158,6 +1312,43 @@ mod tests {
         assert_eq!(lzf_decompress(&c, 10).unwrap(), vec![b'a'; 10]);
         assert!(lzf_decompress(&c, 11).is_err());
         assert!(lzf_decompress(&c, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn lzf_compress_round_trips() {
+        let mut x = 7u64;
+        let mut inputs: Vec<Vec<u8>> = vec![
+            b"abcabcabcabcabcabcabcabcabc".to_vec(),
+            vec![b'a'; 1000],
+            vec![0; 70000],
+        ];
+        for n in [21usize, 100, 5000, 20000] {
+            let v: Vec<u8> = (0..n)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 3 == 0 {
+                        (x % 4) as u8
+                    } else {
+                        b"hello"[i % 5]
+                    }
+                })
+                .collect();
+            inputs.push(v);
+        }
+        let mut compressed = 0;
+        for v in inputs {
+            if let Some(c) = lzf_compress(&v, v.len() - 4) {
+                assert_eq!(lzf_decompress(&c, v.len() as u64).unwrap(), v);
+                compressed += 1;
+            }
+        }
+        assert!(compressed >= 5);
+        let noise: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        assert!(lzf_compress(&noise, noise.len() - 4).is_none());
     }
 
     #[test]
