@@ -703,13 +703,14 @@ fn parse_score(s: &[u8]) -> R<f64> {
 
 /// LZF decompression (Redis's lzf_d.c) into exactly `len` bytes.
 pub fn lzf_decompress(input: &[u8], len: u64) -> R<Vec<u8>> {
-    // Every input byte yields at most 264/2 output bytes; a claimed length beyond what the
-    // input could produce is corrupt, and nothing is allocated for it.
-    if len == 0 || len > (input.len() as u64).saturating_mul(133) {
+    // A 3-byte back-reference yields at most 264 bytes, so no input expands more than 88
+    // times: a claimed length beyond that is corrupt. The output grows with what the input
+    // actually produces rather than being allocated up front from the claim.
+    if len == 0 || len > (input.len() as u64).saturating_mul(88) {
         return Err(BadData);
     }
     let len = len as usize;
-    let mut out: Vec<u8> = Vec::with_capacity(len);
+    let mut out: Vec<u8> = Vec::with_capacity(len.min(input.len().saturating_mul(4)));
     let mut i = 0;
     while i < input.len() {
         let ctrl = input[i] as usize;
