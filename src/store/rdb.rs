@@ -126,10 +126,9 @@ pub fn load(payload: &[u8]) -> R<Value> {
     if payload.len() < 10 {
         return Err(BadData);
     }
-    let mut rd = Reader {
-        b: &payload[..payload.len() - 10],
-        at: 0,
-    };
+    // As Redis's RESTORE, the reader runs over the whole payload, footer included: a value
+    // that reads into the footer loads as it does there, and trailing bytes are ignored.
+    let mut rd = Reader { b: payload, at: 0 };
     let t = rd.byte()?;
     read_object(&mut rd, t)
 }
@@ -695,10 +694,29 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A score as text (strtod-like: what Redis's loaders accept).
+/// A text double of the old `ZSET` type, as Redis's `sscanf("%lg")` reads it: the longest
+/// prefix that is a number, an error when there is none.
 fn parse_score(s: &[u8]) -> R<f64> {
-    let t = std::str::from_utf8(s).map_err(|_| BadData)?;
-    t.trim().parse::<f64>().map_err(|_| BadData)
+    float_prefix(s).ok_or(BadData)
+}
+
+fn float_prefix(s: &[u8]) -> Option<f64> {
+    let start = s
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let s = &s[start..];
+    (1..=s.len()).rev().find_map(|end| {
+        std::str::from_utf8(&s[..end])
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+    })
+}
+
+/// Redis's `zzlStrtod`: C's strtod on (up to 127 bytes of) a listpack score, so the longest
+/// prefix that reads as a number counts and text that does not is 0.
+fn strtod_prefix(s: &[u8]) -> f64 {
+    float_prefix(&s[..s.len().min(127)]).unwrap_or(0.0)
 }
 
 /// LZF decompression (Redis's lzf_d.c) into exactly `len` bytes.
@@ -706,7 +724,12 @@ pub fn lzf_decompress(input: &[u8], len: u64) -> R<Vec<u8>> {
     // A 3-byte back-reference yields at most 264 bytes, so no input expands more than 88
     // times: a claimed length beyond that is corrupt. The output grows with what the input
     // actually produces rather than being allocated up front from the claim.
-    if len == 0 || len > (input.len() as u64).saturating_mul(88) {
+    if len == 0 {
+        // Redis's lzf_decompress answers 0 for any failure, which a claimed length of 0
+        // takes for success: an empty string.
+        return Ok(Vec::new());
+    }
+    if len > (input.len() as u64).saturating_mul(88) {
         return Err(BadData);
     }
     let len = len as usize;
@@ -1220,7 +1243,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             } else {
                 listpack_entries(&blob)?
             };
-            zset_from(pairs(entries, |m, s| Ok((m, parse_score(&s)?)))?)
+            zset_from(pairs(entries, |m, s| Ok((m, strtod_prefix(&s))))?)
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
             let blob = rd.string()?;
