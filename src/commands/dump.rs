@@ -111,7 +111,9 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         let deadline = match ttl {
             0 => None,
             t if absttl => Some(t),
-            t => Some(t.saturating_add(crate::util::clock::now_ms())),
+            // Redis adds the time without an overflow check: a sum that wraps is in the
+            // past, and no key is created.
+            t => Some(t.wrapping_add(crate::util::clock::now_ms())),
         };
         if let Some(at) = deadline {
             if at <= crate::util::clock::now_ms() {
