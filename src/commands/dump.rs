@@ -79,8 +79,9 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
         j += 1;
     }
-    // IDLETIME and FREQ are accepted and checked; the key space keeps its own access clock
-    // for a new key (there is no way to set it from here yet).
+    // IDLETIME and FREQ are parsed and checked as Redis does, but not applied: a key's
+    // access word (LRU clock / LFU counter) is private to the key space, which offers no
+    // way to set it, so a restored key starts with a fresh one as any new key does.
     let _ = (idle, freq);
 
     // Decode before taking the lock; the errors are reported in Redis's order below.
