@@ -12,6 +12,7 @@ pub mod command_info;
 pub mod connection;
 pub mod debug;
 pub mod documents;
+pub mod dump;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -44,11 +45,12 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 18] {
+fn families() -> [&'static [CommandSpec]; 19] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod keyspace;
 pub mod list;
 pub mod multi;
+pub mod rdb;
 pub mod set;
 pub mod stream;
 pub mod ttl_monitor;

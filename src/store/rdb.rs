@@ -1,0 +1,1403 @@
+//! One value in Redis's RDB serialization, as DUMP writes it and RESTORE reads it: the type
+//! byte, the object, the 2-byte RDB version (little endian) and the CRC64 (Jones polynomial,
+//! reflected, little endian) of everything before it.
+//!
+//! The writer produces what Redis 7.0 writes (RDB version 10): strings with Redis's integer
+//! encodings, lists as `QUICKLIST_2` of listpack nodes, sets as `SET_INTSET` or `SET`, hashes
+//! and sorted sets as listpacks when small, else `HASH` / `ZSET_2`; every string and blob of
+//! more than 20 bytes LZF-compressed as Redis's default `rdbcompression yes` does, with
+//! Redis's own compressor, so payloads are byte for byte Redis's where the order of the
+//! elements is the same.
+//!
+//! The reader takes every encoding Redis 7.0 loads (and 7.2's `SET_LISTPACK`): the legacy
+//! `LIST`, `ZSET` (text doubles), `HASH_ZIPMAP`, ziplists, intsets, listpacks, quicklists of
+//! either, and LZF-compressed strings anywhere a string may be. Nothing in a payload is
+//! trusted: every length is checked against the bytes that are there before anything is
+//! read or allocated, and every inner structure (listpack, ziplist, intset, zipmap) is fully
+//! validated, so a bad payload is an error, never a panic or a huge allocation.
+
+use crate::store::encoding::{limit, LIMITS};
+use crate::store::{End, HashValue, ListValue, SetValue, Value, ZSetValue};
+use crate::util::num::parse_i64;
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+
+/// The RDB version this writer stamps (Redis 7.0's).
+pub const RDB_VERSION: u16 = 10;
+/// The newest version the reader accepts (Redis 7.2's, which adds `SET_LISTPACK`).
+pub const RDB_VERSION_MAX: u16 = 11;
+
+pub const TYPE_STRING: u8 = 0;
+pub const TYPE_LIST: u8 = 1;
+pub const TYPE_SET: u8 = 2;
+pub const TYPE_ZSET: u8 = 3;
+pub const TYPE_HASH: u8 = 4;
+pub const TYPE_ZSET_2: u8 = 5;
+pub const TYPE_HASH_ZIPMAP: u8 = 9;
+pub const TYPE_LIST_ZIPLIST: u8 = 10;
+pub const TYPE_SET_INTSET: u8 = 11;
+pub const TYPE_ZSET_ZIPLIST: u8 = 12;
+pub const TYPE_HASH_ZIPLIST: u8 = 13;
+pub const TYPE_LIST_QUICKLIST: u8 = 14;
+pub const TYPE_HASH_LISTPACK: u8 = 16;
+pub const TYPE_ZSET_LISTPACK: u8 = 17;
+pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
+pub const TYPE_SET_LISTPACK: u8 = 20;
+
+const ENC_INT8: u64 = 0;
+const ENC_INT16: u64 = 1;
+const ENC_INT32: u64 = 2;
+const ENC_LZF: u64 = 3;
+
+const QUICKLIST_PLAIN: u64 = 1;
+const QUICKLIST_PACKED: u64 = 2;
+
+// ---------------------------------------------------------------------------------------
+// CRC64 (Redis's src/crc64.c: Jones polynomial, reflected in and out, init 0, no xor out)
+
+const CRC64_POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+
+const fn crc64_table() -> [u64; 256] {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u64;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ CRC64_POLY_REFLECTED
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+}
+
+static CRC64_TABLE: [u64; 256] = crc64_table();
+
+/// Redis's `crc64(crc, data)`.
+pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        crc = CRC64_TABLE[((crc ^ b as u64) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+// ---------------------------------------------------------------------------------------
+// The envelope
+
+/// The DUMP payload of a value; `None` for a stream, whose RDB form is not written yet.
+pub fn dump(v: &Value) -> Option<Vec<u8>> {
+    if matches!(v, Value::Stream(_)) {
+        return None;
+    }
+    let mut out = Vec::new();
+    write_object(&mut out, v);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Some(out)
+}
+
+/// Redis's `verifyDumpPayload`: a footer of a known version and a matching checksum.
+pub fn verify(payload: &[u8]) -> bool {
+    if payload.len() < 10 {
+        return false;
+    }
+    let footer = &payload[payload.len() - 10..];
+    let ver = u16::from_le_bytes([footer[0], footer[1]]);
+    if ver > RDB_VERSION_MAX {
+        return false;
+    }
+    let crc = crc64(0, &payload[..payload.len() - 8]);
+    crc.to_le_bytes() == footer[2..10]
+}
+
+/// Why a payload did not load (RESTORE answers `ERR Bad data format` for all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadData;
+
+type R<T> = Result<T, BadData>;
+
+/// The value a verified payload holds. Empty aggregates, duplicate members and anything
+/// malformed are errors.
+pub fn load(payload: &[u8]) -> R<Value> {
+    if payload.len() < 10 {
+        return Err(BadData);
+    }
+    // As Redis's RESTORE, the reader runs over the whole payload, footer included: a value
+    // that reads into the footer loads as it does there, and trailing bytes are ignored.
+    let mut rd = Reader { b: payload, at: 0 };
+    let t = rd.byte()?;
+    read_object(&mut rd, t)
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+
+fn put_len(out: &mut Vec<u8>, len: u64) {
+    if len < 1 << 6 {
+        out.push(len as u8);
+    } else if len < 1 << 14 {
+        out.push(((len >> 8) as u8) | 0x40);
+        out.push(len as u8);
+    } else if len <= u32::MAX as u64 {
+        out.push(0x80);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Redis's `rdbEncodeInteger`: the 8/16/32-bit string encodings, false if `v` fits none.
+fn put_int_enc(out: &mut Vec<u8>, v: i64) -> bool {
+    if (-128..=127).contains(&v) {
+        out.push(0xc0 | ENC_INT8 as u8);
+        out.push(v as i8 as u8);
+    } else if (-32768..=32767).contains(&v) {
+        out.push(0xc0 | ENC_INT16 as u8);
+        out.extend_from_slice(&(v as i16).to_le_bytes());
+    } else if (i32::MIN as i64..=i32::MAX as i64).contains(&v) {
+        out.push(0xc0 | ENC_INT32 as u8);
+        out.extend_from_slice(&(v as i32).to_le_bytes());
+    } else {
+        return false;
+    }
+    true
+}
+
+/// Redis's `rdbSaveRawString` with `rdbcompression yes` (its default): a small integer in
+/// an integer encoding, more than 20 bytes LZF-compressed when that saves 4 bytes or more,
+/// anything else verbatim.
+fn put_string(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() <= 11 {
+        if let Some(v) = parse_i64(s) {
+            if put_int_enc(out, v) {
+                return;
+            }
+        }
+    }
+    if s.len() > 20 {
+        if let Some(c) = lzf_compress(s, s.len() - 4) {
+            out.push(0xc0 | ENC_LZF as u8);
+            put_len(out, c.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
+        }
+    }
+    put_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+const LZF_HLOG: u32 = 16;
+const LZF_MAX_LIT: usize = 1 << 5;
+const LZF_MAX_OFF: usize = 1 << 13;
+const LZF_MAX_REF: usize = (1 << 8) + (1 << 3);
+
+fn lzf_idx(h: u32) -> usize {
+    ((h >> (3 * 8 - LZF_HLOG)).wrapping_sub(h.wrapping_mul(5)) & ((1 << LZF_HLOG) - 1)) as usize
+}
+
+thread_local! {
+    /// LZF's hash table, reused: each slot holds (call number << 32) | position, so a slot
+    /// written by an earlier call reads as empty without clearing 64K slots per string.
+    static LZF_TABLE: std::cell::RefCell<(u32, Vec<u64>)> =
+        const { std::cell::RefCell::new((0, Vec::new())) };
+}
+
+/// Redis's `lzf_compress` (lzf_c.c with its settings: HLOG 16, VERY_FAST), step for step so
+/// the output is the same bytes; `None` when the result would not fit in `out_len` bytes.
+/// (Redis leaves the hash table uninitialized; this one starts empty.)
+pub fn lzf_compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let n = input.len();
+    if n < 2 || out_len == 0 {
+        return None;
+    }
+    LZF_TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let (gen, table) = &mut *t;
+        if table.is_empty() {
+            table.resize(1 << LZF_HLOG, 0);
+        }
+        *gen = gen.wrapping_add(1);
+        if *gen == 0 {
+            table.iter_mut().for_each(|s| *s = 0);
+            *gen = 1;
+        }
+        let g = (*gen as u64) << 32;
+        let get = |table: &Vec<u64>, i: usize| -> Option<usize> {
+            let v = table[i];
+            (v >> 32 == g >> 32).then_some((v & 0xffff_ffff) as usize)
+        };
+        let mut out = vec![0u8; out_len + 4];
+        let mut op = 1usize;
+        let mut lit = 0usize;
+        let mut ip = 0usize;
+        let mut hval: u32 = ((input[0] as u32) << 8) | input[1] as u32;
+        while ip + 2 < n {
+            hval = (hval << 8) | input[ip + 2] as u32;
+            let slot = lzf_idx(hval);
+            let r = get(table, slot);
+            table[slot] = g | ip as u64;
+            let found = r.filter(|&r| {
+                r < ip
+                    && ip - r - 1 < LZF_MAX_OFF
+                    && r > 0
+                    && input[r + 2] == input[ip + 2]
+                    && input[r] == input[ip]
+                    && input[r + 1] == input[ip + 1]
+            });
+            if let Some(r) = found {
+                let off = ip - r - 1;
+                let mut len = 2usize;
+                let maxlen = (n - ip - len).min(LZF_MAX_REF);
+                if op + 3 + 1 >= out_len && op - (lit == 0) as usize + 3 + 1 >= out_len {
+                    return None;
+                }
+                out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+                op -= (lit == 0) as usize;
+                'm: {
+                    if maxlen > 16 {
+                        for _ in 0..16 {
+                            len += 1;
+                            if input[r + len] != input[ip + len] {
+                                break 'm;
+                            }
+                        }
+                    }
+                    loop {
+                        len += 1;
+                        if !(len < maxlen && input[r + len] == input[ip + len]) {
+                            break;
+                        }
+                    }
+                }
+                len -= 2;
+                ip += 1;
+                if len < 7 {
+                    out[op] = ((off >> 8) + (len << 5)) as u8;
+                    op += 1;
+                } else {
+                    out[op] = ((off >> 8) + (7 << 5)) as u8;
+                    out[op + 1] = (len - 7) as u8;
+                    op += 2;
+                }
+                out[op] = off as u8;
+                op += 1;
+                lit = 0;
+                op += 1;
+                ip += len + 1;
+                if ip + 2 >= n {
+                    break;
+                }
+                ip -= 2;
+                hval = ((input[ip] as u32) << 8) | input[ip + 1] as u32;
+                hval = (hval << 8) | input[ip + 2] as u32;
+                table[lzf_idx(hval)] = g | ip as u64;
+                ip += 1;
+                hval = (hval << 8) | input[ip + 2] as u32;
+                table[lzf_idx(hval)] = g | ip as u64;
+                ip += 1;
+            } else {
+                if op >= out_len {
+                    return None;
+                }
+                lit += 1;
+                out[op] = input[ip];
+                op += 1;
+                ip += 1;
+                if lit == LZF_MAX_LIT {
+                    out[op - lit - 1] = (lit - 1) as u8;
+                    lit = 0;
+                    op += 1;
+                }
+            }
+        }
+        if op + 3 > out_len {
+            return None;
+        }
+        while ip < n {
+            lit += 1;
+            out[op] = input[ip];
+            op += 1;
+            ip += 1;
+            if lit == LZF_MAX_LIT {
+                out[op - lit - 1] = (lit - 1) as u8;
+                lit = 0;
+                op += 1;
+            }
+        }
+        out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+        op -= (lit == 0) as usize;
+        out.truncate(op);
+        Some(out)
+    })
+}
+
+/// Redis's `rdbSaveLongLongAsStringObject`.
+fn put_int_string(out: &mut Vec<u8>, v: i64) {
+    if !put_int_enc(out, v) {
+        let mut b = itoa::Buffer::new();
+        let s = b.format(v);
+        put_len(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// A Redis listpack being built (header, entries, terminator).
+struct LpWriter {
+    buf: Vec<u8>,
+    count: usize,
+}
+
+fn lp_backlen(out: &mut Vec<u8>, l: u64) {
+    if l <= 127 {
+        out.push(l as u8);
+    } else if l < 16383 {
+        out.extend_from_slice(&[(l >> 7) as u8, (l & 127) as u8 | 128]);
+    } else if l < 2097151 {
+        out.extend_from_slice(&[
+            (l >> 14) as u8,
+            ((l >> 7) & 127) as u8 | 128,
+            (l & 127) as u8 | 128,
+        ]);
+    } else if l < 268435455 {
+        out.extend_from_slice(&[
+            (l >> 21) as u8,
+            ((l >> 14) & 127) as u8 | 128,
+            ((l >> 7) & 127) as u8 | 128,
+            (l & 127) as u8 | 128,
+        ]);
+    } else {
+        out.extend_from_slice(&[
+            (l >> 28) as u8,
+            ((l >> 21) & 127) as u8 | 128,
+            ((l >> 14) & 127) as u8 | 128,
+            ((l >> 7) & 127) as u8 | 128,
+            (l & 127) as u8 | 128,
+        ]);
+    }
+}
+
+impl LpWriter {
+    fn new() -> LpWriter {
+        LpWriter {
+            buf: vec![0; 6],
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        let start = self.buf.len();
+        let b = &mut self.buf;
+        match parse_i64(s) {
+            Some(v) if (0..=127).contains(&v) => b.push(v as u8),
+            Some(v) if (-4096..=4095).contains(&v) => {
+                let u = if v < 0 { (1i64 << 13) + v } else { v } as u64;
+                b.extend_from_slice(&[(u >> 8) as u8 | 0xc0, u as u8]);
+            }
+            Some(v) if (-32768..=32767).contains(&v) => {
+                b.push(0xf1);
+                b.extend_from_slice(&(v as i16).to_le_bytes());
+            }
+            Some(v) if (-8388608..=8388607).contains(&v) => {
+                b.push(0xf2);
+                b.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+            }
+            Some(v) if (i32::MIN as i64..=i32::MAX as i64).contains(&v) => {
+                b.push(0xf3);
+                b.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            Some(v) => {
+                b.push(0xf4);
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            None if s.len() < 64 => {
+                b.push(s.len() as u8 | 0x80);
+                b.extend_from_slice(s);
+            }
+            None if s.len() < 4096 => {
+                b.extend_from_slice(&[(s.len() >> 8) as u8 | 0xe0, s.len() as u8]);
+                b.extend_from_slice(s);
+            }
+            None => {
+                b.push(0xf0);
+                b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                b.extend_from_slice(s);
+            }
+        }
+        let l = (self.buf.len() - start) as u64;
+        lp_backlen(&mut self.buf, l);
+        self.count += 1;
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.buf.push(0xff);
+        let total = self.buf.len() as u32;
+        self.buf[0..4].copy_from_slice(&total.to_le_bytes());
+        let n = self.count.min(u16::MAX as usize) as u16;
+        self.buf[4..6].copy_from_slice(&n.to_le_bytes());
+        self.buf
+    }
+}
+
+/// Redis's `d2string` (how a sorted-set listpack stores a score).
+fn score_text(d: f64) -> String {
+    if d.is_finite() && d != 0.0 && d.fract() == 0.0 && d.abs() <= (1u64 << 62) as f64 {
+        return itoa::Buffer::new().format(d as i64).to_string();
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // C's %.17g: the exponent of the %.16e form picks fixed or scientific notation, and
+    // trailing zeros go.
+    let sci = format!("{d:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{}{:02}", trim(mant), sign, exp.abs())
+    } else {
+        let prec = (16 - exp) as usize;
+        trim(&format!("{d:.prec$}"))
+    }
+}
+
+/// Redis 7.0's `_quicklistNodeAllowInsert`: may a node of `bytes` listpack bytes and `count`
+/// entries take one more element of `len` bytes under `list-max-listpack-size`?
+fn node_fits(bytes: usize, count: usize, len: usize) -> bool {
+    if count == 0 {
+        return true;
+    }
+    let fill = LIMITS.list_size.load(Ordering::Relaxed).clamp(-5, 1 << 15);
+    let new_sz = bytes + len + 8;
+    if fill < 0 {
+        new_sz <= 4096usize << (fill.unsigned_abs() - 1)
+    } else {
+        new_sz <= 8192 && (count as i64) < fill
+    }
+}
+
+fn write_object(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        // Refused by `dump` before it gets here.
+        Value::Stream(_) => {}
+        Value::Str(b) | Value::Raw(b) => {
+            out.push(TYPE_STRING);
+            put_string(out, b);
+        }
+        Value::Int(i) => {
+            out.push(TYPE_STRING);
+            put_int_string(out, *i);
+        }
+        Value::List(l) => {
+            out.push(TYPE_LIST_QUICKLIST_2);
+            let mut nodes: Vec<Vec<u8>> = Vec::new();
+            let mut cur = LpWriter::new();
+            for e in l.iter() {
+                if !node_fits(cur.buf.len() + 1, cur.count, e.len()) {
+                    nodes.push(std::mem::replace(&mut cur, LpWriter::new()).finish());
+                }
+                cur.push(&e);
+            }
+            if cur.count > 0 {
+                nodes.push(cur.finish());
+            }
+            put_len(out, nodes.len() as u64);
+            for n in &nodes {
+                put_len(out, QUICKLIST_PACKED);
+                put_string(out, n);
+            }
+        }
+        Value::Set(s) if s.encoding() == "intset" => {
+            out.push(TYPE_SET_INTSET);
+            let ints: Vec<i64> = s.iter().filter_map(|m| parse_i64(&m)).collect();
+            let width: usize = if ints.iter().all(|&i| i16::try_from(i).is_ok()) {
+                2
+            } else if ints.iter().all(|&i| i32::try_from(i).is_ok()) {
+                4
+            } else {
+                8
+            };
+            let mut blob = Vec::with_capacity(8 + ints.len() * width);
+            blob.extend_from_slice(&(width as u32).to_le_bytes());
+            blob.extend_from_slice(&(ints.len() as u32).to_le_bytes());
+            for i in &ints {
+                blob.extend_from_slice(&i.to_le_bytes()[..width]);
+            }
+            put_string(out, &blob);
+        }
+        Value::Set(s) => {
+            out.push(TYPE_SET);
+            put_len(out, s.len() as u64);
+            for m in s.iter() {
+                put_string(out, &m);
+            }
+        }
+        Value::Hash(h) => {
+            if v.encoding() == "listpack" {
+                out.push(TYPE_HASH_LISTPACK);
+                let mut lp = LpWriter::new();
+                for (f, val) in h.iter() {
+                    lp.push(f);
+                    lp.push(val);
+                }
+                let lp = lp.finish();
+                put_string(out, &lp);
+            } else {
+                out.push(TYPE_HASH);
+                put_len(out, h.len() as u64);
+                for (f, val) in h.iter() {
+                    put_string(out, f);
+                    put_string(out, val);
+                }
+            }
+        }
+        Value::ZSet(z) => {
+            if z.encoding() == "listpack" {
+                out.push(TYPE_ZSET_LISTPACK);
+                let mut lp = LpWriter::new();
+                for (m, s) in z.iter() {
+                    lp.push(m);
+                    lp.push(score_text(s).as_bytes());
+                }
+                let lp = lp.finish();
+                put_string(out, &lp);
+            } else {
+                out.push(TYPE_ZSET_2);
+                put_len(out, z.len() as u64);
+                let all: Vec<(&[u8], f64)> = z.iter().collect();
+                for (m, s) in all.into_iter().rev() {
+                    put_string(out, m);
+                    out.extend_from_slice(&s.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.b.len() - self.at
+    }
+
+    fn byte(&mut self) -> R<u8> {
+        let v = *self.b.get(self.at).ok_or(BadData)?;
+        self.at += 1;
+        Ok(v)
+    }
+
+    fn take(&mut self, n: u64) -> R<&'a [u8]> {
+        if n > self.remaining() as u64 {
+            return Err(BadData);
+        }
+        let s = &self.b[self.at..self.at + n as usize];
+        self.at += n as usize;
+        Ok(s)
+    }
+
+    /// Redis's `rdbLoadLenByRef`: (value, is a special string encoding).
+    fn len_enc(&mut self) -> R<(u64, bool)> {
+        let b = self.byte()?;
+        Ok(match b >> 6 {
+            3 => ((b & 0x3f) as u64, true),
+            0 => ((b & 0x3f) as u64, false),
+            1 => ((((b & 0x3f) as u64) << 8) | self.byte()? as u64, false),
+            _ if b == 0x80 => {
+                let s = self.take(4)?;
+                (u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as u64, false)
+            }
+            _ if b == 0x81 => {
+                let s = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(s);
+                (u64::from_be_bytes(a), false)
+            }
+            _ => return Err(BadData),
+        })
+    }
+
+    /// A length (Redis's `rdbLoadLen(rdb, NULL)`).
+    fn len(&mut self) -> R<u64> {
+        Ok(self.len_enc()?.0)
+    }
+
+    /// A string in any of its encodings.
+    fn string(&mut self) -> R<Cow<'a, [u8]>> {
+        let (n, enc) = self.len_enc()?;
+        if !enc {
+            return Ok(Cow::Borrowed(self.take(n)?));
+        }
+        let v: i64 = match n {
+            ENC_INT8 => self.byte()? as i8 as i64,
+            ENC_INT16 => {
+                let s = self.take(2)?;
+                i16::from_le_bytes([s[0], s[1]]) as i64
+            }
+            ENC_INT32 => {
+                let s = self.take(4)?;
+                i32::from_le_bytes([s[0], s[1], s[2], s[3]]) as i64
+            }
+            ENC_LZF => {
+                let clen = self.len()?;
+                let len = self.len()?;
+                let c = self.take(clen)?;
+                return lzf_decompress(c, len).map(Cow::Owned);
+            }
+            _ => return Err(BadData),
+        };
+        Ok(Cow::Owned(
+            itoa::Buffer::new().format(v).as_bytes().to_vec(),
+        ))
+    }
+
+    fn binary_double(&mut self) -> R<f64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(f64::from_le_bytes(a))
+    }
+
+    /// Redis's `rdbLoadDoubleValue` (the text doubles of the old `ZSET` type).
+    fn text_double(&mut self) -> R<f64> {
+        match self.byte()? {
+            255 => Ok(f64::NEG_INFINITY),
+            254 => Ok(f64::INFINITY),
+            253 => Ok(f64::NAN),
+            n => {
+                let s = self.take(n as u64)?;
+                parse_score(s)
+            }
+        }
+    }
+}
+
+/// A text double of the old `ZSET` type, as Redis's `sscanf("%lg")` reads it: the longest
+/// prefix that is a number, an error when there is none.
+fn parse_score(s: &[u8]) -> R<f64> {
+    float_prefix(s).ok_or(BadData)
+}
+
+fn float_prefix(s: &[u8]) -> Option<f64> {
+    let start = s
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(s.len());
+    let s = &s[start..];
+    (1..=s.len()).rev().find_map(|end| {
+        std::str::from_utf8(&s[..end])
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+    })
+}
+
+/// Redis's `zzlStrtod`: C's strtod on (up to 127 bytes of) a listpack score, so the longest
+/// prefix that reads as a number counts and text that does not is 0.
+fn strtod_prefix(s: &[u8]) -> f64 {
+    float_prefix(&s[..s.len().min(127)]).unwrap_or(0.0)
+}
+
+/// LZF decompression (Redis's lzf_d.c) into exactly `len` bytes.
+pub fn lzf_decompress(input: &[u8], len: u64) -> R<Vec<u8>> {
+    // A 3-byte back-reference yields at most 264 bytes, so no input expands more than 88
+    // times: a claimed length beyond that is corrupt. The output grows with what the input
+    // actually produces rather than being allocated up front from the claim.
+    if len == 0 {
+        // Redis's lzf_decompress answers 0 for any failure, which a claimed length of 0
+        // takes for success: an empty string.
+        return Ok(Vec::new());
+    }
+    if len > (input.len() as u64).saturating_mul(88) {
+        return Err(BadData);
+    }
+    let len = len as usize;
+    let mut out: Vec<u8> = Vec::with_capacity(len.min(input.len().saturating_mul(4)));
+    let mut i = 0;
+    while i < input.len() {
+        let ctrl = input[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            if i + n > input.len() || out.len() + n > len {
+                return Err(BadData);
+            }
+            out.extend_from_slice(&input[i..i + n]);
+            i += n;
+        } else {
+            let mut n = ctrl >> 5;
+            if n == 7 {
+                n += *input.get(i).ok_or(BadData)? as usize;
+                i += 1;
+            }
+            let back = ((ctrl & 0x1f) << 8) + *input.get(i).ok_or(BadData)? as usize + 1;
+            i += 1;
+            n += 2;
+            if back > out.len() || out.len() + n > len {
+                return Err(BadData);
+            }
+            let from = out.len() - back;
+            for k in 0..n {
+                let c = out[from + k];
+                out.push(c);
+            }
+        }
+    }
+    if out.len() != len {
+        return Err(BadData);
+    }
+    Ok(out)
+}
+
+/// The entries of a Redis listpack, fully validated (Redis's `lpValidateIntegrity` with
+/// deep checks).
+fn listpack_entries(lp: &[u8]) -> R<Vec<Vec<u8>>> {
+    if lp.len() < 7 {
+        return Err(BadData);
+    }
+    let total = u32::from_le_bytes([lp[0], lp[1], lp[2], lp[3]]) as usize;
+    if total != lp.len() || lp[lp.len() - 1] != 0xff {
+        return Err(BadData);
+    }
+    let numele = u16::from_le_bytes([lp[4], lp[5]]);
+    let end = lp.len() - 1;
+    let mut out = Vec::new();
+    let mut p = 6;
+    while p < end {
+        let b = lp[p];
+        let need = |n: usize| -> R<&[u8]> {
+            if p + n > end {
+                Err(BadData)
+            } else {
+                Ok(&lp[p..p + n])
+            }
+        };
+        let (entry, head): (Vec<u8>, usize) = if b & 0x80 == 0 {
+            (itoa_bytes((b & 0x7f) as i64), 1)
+        } else if b & 0xc0 == 0x80 {
+            let n = (b & 0x3f) as usize;
+            let s = need(1 + n)?;
+            (s[1..].to_vec(), 1 + n)
+        } else if b & 0xe0 == 0xc0 {
+            let s = need(2)?;
+            let u = (((s[0] & 0x1f) as i64) << 8) | s[1] as i64;
+            let v = if u >= 1 << 12 { u - (1 << 13) } else { u };
+            (itoa_bytes(v), 2)
+        } else if b & 0xf0 == 0xe0 {
+            let s = need(2)?;
+            let n = (((s[0] & 0x0f) as usize) << 8) | s[1] as usize;
+            let s = need(2 + n)?;
+            (s[2..].to_vec(), 2 + n)
+        } else {
+            match b {
+                0xf0 => {
+                    let s = need(5)?;
+                    let n = u32::from_le_bytes([s[1], s[2], s[3], s[4]]) as usize;
+                    if n > end - p {
+                        return Err(BadData);
+                    }
+                    let s = need(5 + n)?;
+                    (s[5..].to_vec(), 5 + n)
+                }
+                0xf1 => {
+                    let s = need(3)?;
+                    (itoa_bytes(i16::from_le_bytes([s[1], s[2]]) as i64), 3)
+                }
+                0xf2 => {
+                    let s = need(4)?;
+                    let v = i32::from_le_bytes([0, s[1], s[2], s[3]]) >> 8;
+                    (itoa_bytes(v as i64), 4)
+                }
+                0xf3 => {
+                    let s = need(5)?;
+                    let v = i32::from_le_bytes([s[1], s[2], s[3], s[4]]);
+                    (itoa_bytes(v as i64), 5)
+                }
+                0xf4 => {
+                    let s = need(9)?;
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&s[1..9]);
+                    (itoa_bytes(i64::from_le_bytes(a)), 9)
+                }
+                _ => return Err(BadData),
+            }
+        };
+        // The back-length must follow and agree.
+        let mut bl = Vec::with_capacity(5);
+        lp_backlen(&mut bl, head as u64);
+        let at = p + head;
+        if at + bl.len() > end || lp[at..at + bl.len()] != bl[..] {
+            return Err(BadData);
+        }
+        p = at + bl.len();
+        out.push(entry);
+    }
+    if p != end {
+        return Err(BadData);
+    }
+    if numele != u16::MAX && numele as usize != out.len() {
+        return Err(BadData);
+    }
+    Ok(out)
+}
+
+fn itoa_bytes(v: i64) -> Vec<u8> {
+    itoa::Buffer::new().format(v).as_bytes().to_vec()
+}
+
+/// The entries of a Redis ziplist, fully validated (Redis's `ziplistValidateIntegrity`).
+fn ziplist_entries(zl: &[u8]) -> R<Vec<Vec<u8>>> {
+    if zl.len() < 11 {
+        return Err(BadData);
+    }
+    let total = u32::from_le_bytes([zl[0], zl[1], zl[2], zl[3]]) as usize;
+    let tail = u32::from_le_bytes([zl[4], zl[5], zl[6], zl[7]]) as usize;
+    let count = u16::from_le_bytes([zl[8], zl[9]]);
+    if total != zl.len() || zl[zl.len() - 1] != 0xff {
+        return Err(BadData);
+    }
+    let end = zl.len() - 1;
+    let mut out = Vec::new();
+    let mut p = 10;
+    let mut prev_size = 0usize;
+    let mut last_start = 10;
+    while p < end {
+        let start = p;
+        // prevlen
+        let (prevlen, pl) = if zl[p] < 254 {
+            (zl[p] as usize, 1)
+        } else {
+            if p + 5 > end {
+                return Err(BadData);
+            }
+            (
+                u32::from_le_bytes([zl[p + 1], zl[p + 2], zl[p + 3], zl[p + 4]]) as usize,
+                5,
+            )
+        };
+        if prevlen != prev_size {
+            return Err(BadData);
+        }
+        p += pl;
+        if p >= end {
+            return Err(BadData);
+        }
+        let enc = zl[p];
+        let need = |q: usize, n: usize| -> R<&[u8]> {
+            if q + n > end {
+                Err(BadData)
+            } else {
+                Ok(&zl[q..q + n])
+            }
+        };
+        let (entry, used): (Vec<u8>, usize) = match enc >> 6 {
+            0 => {
+                let n = (enc & 0x3f) as usize;
+                (need(p + 1, n)?.to_vec(), 1 + n)
+            }
+            1 => {
+                let s = need(p, 2)?;
+                let n = (((s[0] & 0x3f) as usize) << 8) | s[1] as usize;
+                (need(p + 2, n)?.to_vec(), 2 + n)
+            }
+            2 => {
+                if enc != 0x80 {
+                    return Err(BadData);
+                }
+                let s = need(p + 1, 4)?;
+                let n = u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as usize;
+                if n > end {
+                    return Err(BadData);
+                }
+                (need(p + 5, n)?.to_vec(), 5 + n)
+            }
+            _ => match enc {
+                0xc0 => {
+                    let s = need(p + 1, 2)?;
+                    (itoa_bytes(i16::from_le_bytes([s[0], s[1]]) as i64), 3)
+                }
+                0xd0 => {
+                    let s = need(p + 1, 4)?;
+                    (
+                        itoa_bytes(i32::from_le_bytes([s[0], s[1], s[2], s[3]]) as i64),
+                        5,
+                    )
+                }
+                0xe0 => {
+                    let s = need(p + 1, 8)?;
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(s);
+                    (itoa_bytes(i64::from_le_bytes(a)), 9)
+                }
+                0xf0 => {
+                    let s = need(p + 1, 3)?;
+                    let v = i32::from_le_bytes([0, s[0], s[1], s[2]]) >> 8;
+                    (itoa_bytes(v as i64), 4)
+                }
+                0xfe => {
+                    let s = need(p + 1, 1)?;
+                    (itoa_bytes(s[0] as i8 as i64), 2)
+                }
+                0xf1..=0xfd => (itoa_bytes((enc & 0x0f) as i64 - 1), 1),
+                _ => return Err(BadData),
+            },
+        };
+        p += used;
+        if p > end {
+            return Err(BadData);
+        }
+        prev_size = p - start;
+        last_start = start;
+        out.push(entry);
+    }
+    if p != end {
+        return Err(BadData);
+    }
+    if !out.is_empty() && tail != last_start {
+        return Err(BadData);
+    }
+    if count != u16::MAX && count as usize != out.len() {
+        return Err(BadData);
+    }
+    Ok(out)
+}
+
+/// The members of a Redis intset (Redis's `intsetValidateIntegrity` with deep checks).
+fn intset_members(b: &[u8]) -> R<Vec<i64>> {
+    if b.len() < 8 {
+        return Err(BadData);
+    }
+    let width = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    let count = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as u64;
+    if !matches!(width, 2 | 4 | 8) || count == 0 {
+        return Err(BadData);
+    }
+    if 8 + count * width as u64 != b.len() as u64 {
+        return Err(BadData);
+    }
+    let mut out: Vec<i64> = Vec::with_capacity(count as usize);
+    for c in b[8..].chunks_exact(width) {
+        let v = match width {
+            2 => i16::from_le_bytes([c[0], c[1]]) as i64,
+            4 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64,
+            _ => {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                i64::from_le_bytes(a)
+            }
+        };
+        if out.last().is_some_and(|&l| l >= v) {
+            return Err(BadData);
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// The pairs of a Redis 2.x zipmap.
+fn zipmap_pairs(b: &[u8]) -> R<Vec<(Vec<u8>, Vec<u8>)>> {
+    if b.len() < 2 || b[b.len() - 1] != 0xff {
+        return Err(BadData);
+    }
+    let end = b.len() - 1;
+    let mut p = 1;
+    let read_len = |p: &mut usize| -> R<usize> {
+        if *p >= end {
+            return Err(BadData);
+        }
+        let l = b[*p];
+        if l < 254 {
+            *p += 1;
+            Ok(l as usize)
+        } else if l == 254 {
+            if *p + 5 > end {
+                return Err(BadData);
+            }
+            let v = u32::from_le_bytes([b[*p + 1], b[*p + 2], b[*p + 3], b[*p + 4]]);
+            *p += 5;
+            Ok(v as usize)
+        } else {
+            Err(BadData)
+        }
+    };
+    let mut out = Vec::new();
+    while p < end {
+        let kl = read_len(&mut p)?;
+        if kl > end - p {
+            return Err(BadData);
+        }
+        let k = b[p..p + kl].to_vec();
+        p += kl;
+        let vl = read_len(&mut p)?;
+        if p >= end {
+            return Err(BadData);
+        }
+        let free = b[p] as usize;
+        p += 1;
+        if vl > end - p || free > end - p - vl {
+            return Err(BadData);
+        }
+        let v = b[p..p + vl].to_vec();
+        p += vl + free;
+        out.push((k, v));
+    }
+    if p != end {
+        return Err(BadData);
+    }
+    Ok(out)
+}
+
+fn hash_from(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> R<Value> {
+    let mut h = HashValue::default();
+    let mut any = false;
+    for (f, v) in pairs {
+        if !h.insert(&f, &v) {
+            return Err(BadData);
+        }
+        any = true;
+    }
+    if !any {
+        return Err(BadData);
+    }
+    Ok(Value::Hash(Box::new(h)))
+}
+
+fn zset_from(pairs: impl IntoIterator<Item = (Vec<u8>, f64)>) -> R<Value> {
+    let mut z = ZSetValue::default();
+    for (m, s) in pairs {
+        if s.is_nan() || z.insert(&m, s).is_some() {
+            return Err(BadData);
+        }
+    }
+    if z.is_empty() {
+        return Err(BadData);
+    }
+    Ok(Value::ZSet(Box::new(z)))
+}
+
+fn set_from<'a>(members: impl IntoIterator<Item = &'a [u8]>) -> R<Value> {
+    let mut s = SetValue::default();
+    for m in members {
+        if !s.insert(m) {
+            return Err(BadData);
+        }
+    }
+    if s.is_empty() {
+        return Err(BadData);
+    }
+    Ok(Value::Set(Box::new(s)))
+}
+
+fn pairs<T>(entries: Vec<Vec<u8>>, mut f: impl FnMut(Vec<u8>, Vec<u8>) -> R<T>) -> R<Vec<T>> {
+    if !entries.len().is_multiple_of(2) {
+        return Err(BadData);
+    }
+    let mut out = Vec::with_capacity(entries.len() / 2);
+    let mut it = entries.into_iter();
+    while let (Some(a), Some(b)) = (it.next(), it.next()) {
+        out.push(f(a, b)?);
+    }
+    Ok(out)
+}
+
+fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
+    match t {
+        TYPE_STRING => Ok(Value::string(&rd.string()?)),
+        TYPE_LIST => {
+            let n = rd.len()?;
+            let mut l = ListValue::default();
+            for _ in 0..n {
+                l.push(End::Right, &rd.string()?);
+            }
+            if l.is_empty() {
+                return Err(BadData);
+            }
+            Ok(Value::List(Box::new(l)))
+        }
+        TYPE_SET => {
+            let n = rd.len()?;
+            let mut s = SetValue::default();
+            if n > limit(&LIMITS.set_intset_entries) as u64 {
+                // Redis creates a hashtable right away for a long set.
+                s.maybe_convert(n.min(rd.remaining() as u64) as usize);
+            }
+            for _ in 0..n {
+                if !s.insert(&rd.string()?) {
+                    return Err(BadData);
+                }
+            }
+            if s.is_empty() {
+                return Err(BadData);
+            }
+            Ok(Value::Set(Box::new(s)))
+        }
+        TYPE_ZSET | TYPE_ZSET_2 => {
+            let n = rd.len()?;
+            let mut v = Vec::new();
+            for _ in 0..n {
+                let m = rd.string()?.into_owned();
+                let s = if t == TYPE_ZSET_2 {
+                    rd.binary_double()?
+                } else {
+                    rd.text_double()?
+                };
+                v.push((m, s));
+            }
+            zset_from(v)
+        }
+        TYPE_HASH => {
+            let n = rd.len()?;
+            let mut v = Vec::new();
+            for _ in 0..n {
+                let f = rd.string()?.into_owned();
+                let val = rd.string()?.into_owned();
+                v.push((f, val));
+            }
+            hash_from(v)
+        }
+        TYPE_LIST_QUICKLIST | TYPE_LIST_QUICKLIST_2 => {
+            let n = rd.len()?;
+            let mut l = ListValue::default();
+            for _ in 0..n {
+                let container = if t == TYPE_LIST_QUICKLIST_2 {
+                    rd.len()?
+                } else {
+                    QUICKLIST_PACKED
+                };
+                if container != QUICKLIST_PACKED && container != QUICKLIST_PLAIN {
+                    return Err(BadData);
+                }
+                let data = rd.string()?;
+                if data.is_empty() {
+                    return Err(BadData);
+                }
+                if container == QUICKLIST_PLAIN {
+                    l.push(End::Right, &data);
+                    continue;
+                }
+                let entries = if t == TYPE_LIST_QUICKLIST_2 {
+                    listpack_entries(&data)?
+                } else {
+                    ziplist_entries(&data)?
+                };
+                for e in entries {
+                    l.push(End::Right, &e);
+                }
+            }
+            if l.is_empty() {
+                return Err(BadData);
+            }
+            Ok(Value::List(Box::new(l)))
+        }
+        TYPE_HASH_ZIPMAP => hash_from(zipmap_pairs(&rd.string()?)?),
+        TYPE_LIST_ZIPLIST => {
+            let mut l = ListValue::default();
+            for e in ziplist_entries(&rd.string()?)? {
+                l.push(End::Right, &e);
+            }
+            if l.is_empty() {
+                return Err(BadData);
+            }
+            Ok(Value::List(Box::new(l)))
+        }
+        TYPE_SET_INTSET => {
+            let ints = intset_members(&rd.string()?)?;
+            let mut s = SetValue::default();
+            if ints.len() > limit(&LIMITS.set_intset_entries) {
+                s.maybe_convert(ints.len());
+            }
+            for i in ints {
+                s.insert(&itoa_bytes(i));
+            }
+            Ok(Value::Set(Box::new(s)))
+        }
+        TYPE_SET_LISTPACK => {
+            let entries = listpack_entries(&rd.string()?)?;
+            set_from(entries.iter().map(|e| &e[..]))
+        }
+        TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
+            let blob = rd.string()?;
+            let entries = if t == TYPE_ZSET_ZIPLIST {
+                ziplist_entries(&blob)?
+            } else {
+                listpack_entries(&blob)?
+            };
+            zset_from(pairs(entries, |m, s| Ok((m, strtod_prefix(&s))))?)
+        }
+        TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
+            let blob = rd.string()?;
+            let entries = if t == TYPE_HASH_ZIPLIST {
+                ziplist_entries(&blob)?
+            } else {
+                listpack_entries(&blob)?
+            };
+            hash_from(pairs(entries, |f, v| Ok((f, v)))?)
+        }
+        _ => Err(BadData),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc64_check_value() {
+        assert_eq!(crc64(0, b"123456789"), 0xe9c6d914c4b8d9ca);
+    }
+
+    fn round(v: Value) -> Value {
+        let p = dump(&v).expect("not a stream");
+        assert!(verify(&p));
+        load(&p).expect("loads")
+    }
+
+    #[test]
+    fn strings_round_trip() {
+        for s in [
+            &b""[..],
+            b"a",
+            b"12",
+            b"-129",
+            b"40000",
+            b"-2147483648",
+            b"9223372036854775807",
+            b"012",
+            &[0u8, 255, 1][..],
+        ] {
+            let v = round(Value::string(s));
+            assert_eq!(v.str_bytes().unwrap(), s);
+        }
+        let long = vec![b'x'; 70000];
+        assert_eq!(round(Value::string(&long)).str_bytes().unwrap(), &long[..]);
+    }
+
+    #[test]
+    fn simple_string_matches_redis() {
+        // redis-cli DUMP of SET foo bar on Redis 7.0.
+        let p = dump(&Value::string(b"bar")).expect("not a stream");
+        assert_eq!(&p[..7], b"\x00\x03bar\x0a\x00");
+    }
+
+    #[test]
+    fn listpack_round_trip() {
+        let items: Vec<Vec<u8>> = vec![
+            b"0".to_vec(),
+            b"127".to_vec(),
+            b"128".to_vec(),
+            b"-4096".to_vec(),
+            b"4095".to_vec(),
+            b"-32768".to_vec(),
+            b"8388607".to_vec(),
+            b"-8388608".to_vec(),
+            b"2147483647".to_vec(),
+            b"-9223372036854775808".to_vec(),
+            b"hello".to_vec(),
+            vec![b'a'; 63],
+            vec![b'b'; 64],
+            vec![b'c'; 4095],
+            vec![b'd'; 4096],
+            vec![b'e'; 20000],
+        ];
+        let mut w = LpWriter::new();
+        for i in &items {
+            w.push(i);
+        }
+        let lp = w.finish();
+        assert_eq!(listpack_entries(&lp).unwrap(), items);
+    }
+
+    #[test]
+    fn lzf_literal_and_backref() {
+        // "aaaaaaaaaa": literal 'a', then a back-reference of 9 bytes at distance 1.
+        let c = [0u8, b'a', (7 << 5), 0, 0];
+        // len 7+0+2 = 9 copies.
+        assert_eq!(lzf_decompress(&c, 10).unwrap(), vec![b'a'; 10]);
+        assert!(lzf_decompress(&c, 11).is_err());
+        assert!(lzf_decompress(&c, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn lzf_compress_round_trips() {
+        let mut x = 7u64;
+        let mut inputs: Vec<Vec<u8>> = vec![
+            b"abcabcabcabcabcabcabcabcabc".to_vec(),
+            vec![b'a'; 1000],
+            vec![0; 70000],
+        ];
+        for n in [21usize, 100, 5000, 20000] {
+            let v: Vec<u8> = (0..n)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 3 == 0 {
+                        (x % 4) as u8
+                    } else {
+                        b"hello"[i % 5]
+                    }
+                })
+                .collect();
+            inputs.push(v);
+        }
+        let mut compressed = 0;
+        for v in inputs {
+            if let Some(c) = lzf_compress(&v, v.len() - 4) {
+                assert_eq!(lzf_decompress(&c, v.len() as u64).unwrap(), v);
+                compressed += 1;
+            }
+        }
+        assert!(compressed >= 5);
+        let noise: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        assert!(lzf_compress(&noise, noise.len() - 4).is_none());
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let base = dump(&Value::string(b"hello world")).expect("not a stream");
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        for _ in 0..20000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut p = base.clone();
+            let i = (seed as usize) % p.len();
+            p[i] = (seed >> 32) as u8;
+            p.truncate(((seed >> 40) as usize) % (p.len() + 1));
+            let _ = load(&p);
+            for t in 0..=21u8 {
+                let mut q = vec![t];
+                q.extend_from_slice(&p);
+                let _ = load(&q);
+            }
+        }
+    }
+}
