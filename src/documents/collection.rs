@@ -14,10 +14,10 @@ use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
 use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
-use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use std::hash::BuildHasher;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -130,10 +130,13 @@ impl TtlStats {
 pub struct CollectionShard {
     slots: Vec<Option<RawDocumentBuf>>,
     free: Vec<u32>,
-    /// KeyString of `_id` → slot. The KeyString is held in the map's entry when short (an
-    /// ObjectId's is 13 bytes, a 20-character string's 22), so a lookup by `_id` reads no
-    /// allocation of its own and a document costs no key allocation.
-    ids: HashMap<IdKey, u32>,
+    /// The `_id` map: KeyString of `_id` → slot, as a table of (slot, hash) pairs. The key
+    /// is not held a second time: a probe whose 32-bit hash matches compares with the
+    /// stored document's own `_id` (the document a lookup by `_id` reads anyway), so the map
+    /// costs 8 bytes and a control byte per document whatever the `_id`.
+    ids: HashTable<IdSlot>,
+    /// Hashes `_id` KeyStrings for `ids` (seeded per part).
+    hasher: DefaultHashBuilder,
     pub indexes: Vec<IndexShard>,
     /// This shard's wheel of each TTL index, by index name.
     pub ttl: Vec<(String, TtlShard)>,
@@ -142,9 +145,8 @@ pub struct CollectionShard {
     bytes: usize,
     /// Capped collections: this shard's documents in insertion order.
     pub order: InsertionOrder,
-    /// Allocator-rounded bytes of the stored documents and of the `_id` KeyStrings.
+    /// Allocator-rounded bytes of the stored documents.
     doc_heap: usize,
-    id_heap: usize,
     /// What this part counts into its shard's document byte counter.
     mem: MemoryBooks,
 }
@@ -191,8 +193,36 @@ impl UniqueClaims {
     }
 }
 
-/// An `_id` KeyString as the `_id` map holds it.
-type IdKey = InlineBytes<22>;
+/// One entry of the `_id` map: the document's slot and the low 32 bits of its `_id`
+/// KeyString's hash (enough to rehash the table without reading the documents).
+#[derive(Debug, Clone, Copy)]
+struct IdSlot {
+    slot: u32,
+    hash: u32,
+}
+
+/// The table hash of a stored 32-bit hash: its bits fill both the bucket index (low bits)
+/// and the control byte (top bits) the table reads.
+fn table_hash(h: u32) -> u64 {
+    let h = h as u64;
+    h | (h << 32)
+}
+
+/// Whether the document in `cell` has the `_id` whose KeyString is `key`.
+fn has_id(cell: Option<&Option<RawDocumentBuf>>, key: &[u8]) -> bool {
+    let Some(Some(doc)) = cell else {
+        return false;
+    };
+    let Ok(Some(v)) = doc.get("_id") else {
+        return false;
+    };
+    let Ok(b) = Bson::try_from(v) else {
+        return false;
+    };
+    let mut k = Vec::with_capacity(key.len());
+    keys::encode_into(&b, &mut k);
+    k == key
+}
 
 /// The KeyString of a raw document's `_id` (every stored document has one).
 fn id_key(doc: &RawDocumentBuf) -> Vec<u8> {
@@ -226,12 +256,12 @@ impl CollectionShard {
 
     /// Estimated bytes of the `_id` map (the `_id_` index): its table and its KeyStrings.
     pub fn id_index_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(IdKey, u32)>() + 1;
+        let slot = std::mem::size_of::<IdSlot>() + 1;
         let buckets = match self.ids.capacity() {
             0 => 0,
             c => (c * 8 / 7).next_power_of_two(),
         };
-        buckets * slot + self.id_heap
+        buckets * slot
     }
 
     /// Estimated bytes of this part: documents, slab, `_id` map, indexes, TTL wheels,
@@ -273,7 +303,7 @@ impl CollectionShard {
     }
 
     pub fn contains_id(&self, key: &[u8]) -> bool {
-        self.ids.contains_key(key)
+        self.slot_of(key).is_some()
     }
 
     pub fn get(&self, slot: u32) -> Option<&RawDocumentBuf> {
@@ -298,13 +328,15 @@ impl CollectionShard {
         }
         self.bytes += doc.as_bytes().len();
         self.doc_heap += alloc_size(doc.as_bytes().len());
-        let key = IdKey::new(&key);
-        self.id_heap += key.heap();
+        let hash = self.hasher.hash_one(key.as_slice()) as u32;
         if let Some(c) = &self.meta.capped {
             self.order.push(slot, c.next_seq());
         }
         self.slots[slot as usize] = Some(doc);
-        self.ids.insert(key, slot);
+        self.ids
+            .insert_unique(table_hash(hash), IdSlot { slot, hash }, |e| {
+                table_hash(e.hash)
+            });
         self.sync_memory();
         slot
     }
@@ -432,8 +464,13 @@ impl CollectionShard {
             .doc_heap
             .saturating_sub(alloc_size(old.as_bytes().len()));
         let key = id_key(&old);
-        if let Some((k, _)) = self.ids.remove_entry(key.as_slice()) {
-            self.id_heap = self.id_heap.saturating_sub(k.heap());
+        // The document is out of its cell: the entry is the one naming its slot.
+        let hash = self.hasher.hash_one(key.as_slice()) as u32;
+        if let Ok(e) = self
+            .ids
+            .find_entry(table_hash(hash), |e| e.hash == hash && e.slot == slot)
+        {
+            e.remove();
         }
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old, &key);
@@ -532,7 +569,13 @@ impl CollectionShard {
 
     /// The slot of the document whose `_id` KeyString is `key`.
     pub fn slot_of(&self, key: &[u8]) -> Option<u32> {
-        self.ids.get(key).copied()
+        let hash = self.hasher.hash_one(key) as u32;
+        let slots = &self.slots;
+        self.ids
+            .find(table_hash(hash), |e| {
+                e.hash == hash && has_id(slots.get(e.slot as usize), key)
+            })
+            .map(|e| e.slot)
     }
 
     /// Whether any TTL index says the document in `slot` is due at `now_ms` (a document goes
@@ -579,7 +622,7 @@ impl CollectionShard {
             .indexes
             .iter()
             .filter_map(IndexShard::as_ordered)
-            .filter(|ix| ix.ready)
+            .filter(|ix| ix.ready && !ix.is_dormant())
             .collect();
         // Strict TTL reads: a document past its deadline is invisible to every read and
         // write at once, before the monitor removes it.
@@ -626,7 +669,7 @@ impl CollectionShard {
         };
         match plan {
             Plan::IdHack(id) => {
-                if let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) {
+                if let Some(slot) = self.slot_of(&keys::encode(id)) {
                     stats.keys_examined += 1;
                     fetch(slot, stats);
                 }
@@ -647,6 +690,45 @@ impl CollectionShard {
                 }
                 (name, None, false)
             }
+        }
+    }
+
+    /// Builds, before a scan of `filter` with `sort`, a TTL index's ordered part that is
+    /// still dormant (see `OrderedIndex::wake`) if the planner would serve the scan with
+    /// it; every read and write that scans calls it first, so every shard it scans makes
+    /// the same choice. Without it the scan is planned over the built indexes only (a
+    /// collection scan where only the dormant part would have served), never wrong.
+    pub fn prepare(&mut self, filter: &Node, sort: &[(Vec<String>, bool)]) {
+        loop {
+            let candidates: Vec<&OrderedIndex> = self
+                .indexes
+                .iter()
+                .filter_map(IndexShard::as_ordered)
+                .filter(|ix| ix.ready)
+                .collect();
+            if !candidates.iter().any(|ix| ix.is_dormant()) {
+                return;
+            }
+            let spec = match planner::plan(filter, &candidates, sort).0 {
+                Plan::IxScan { index, .. } if candidates[index].is_dormant() => {
+                    candidates[index].spec.clone()
+                }
+                _ => return,
+            };
+            let slots = &self.slots;
+            let docs = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.as_ref().map(|d| (i as u32, d.as_ref())));
+            if let Some(ix) = self
+                .indexes
+                .iter_mut()
+                .filter_map(IndexShard::as_ordered_mut)
+                .find(|ix| Arc::ptr_eq(&ix.spec, &spec))
+            {
+                ix.wake(docs);
+            }
+            self.sync_memory();
         }
     }
 
@@ -740,7 +822,7 @@ impl CollectionShard {
         let Some(id) = filter.id_equality() else {
             return Err(NotById);
         };
-        let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) else {
+        let Some(slot) = self.slot_of(&keys::encode(id)) else {
             return Ok(None);
         };
         let Some(raw) = self.get(slot) else {

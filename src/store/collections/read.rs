@@ -5,9 +5,11 @@
 //! merged, sorted stably and cut.
 
 use super::Coll;
+use crate::documents::collection::CollectionShard;
 use crate::documents::index::ScanStats;
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
+use crate::store::ShardData;
 use bson::{Bson, Document, RawDocumentBuf};
 
 /// What a find asks for.
@@ -56,6 +58,19 @@ fn natural_order(found: &mut [(Vec<Bson>, Found)], reverse: bool) {
 }
 
 impl Coll<'_> {
+    /// This shard's part, with a dormant TTL index's ordered part built if the scan of
+    /// `filter` (sorted by `sort`) would use it (`CollectionShard::prepare`).
+    fn prepared<'g>(
+        &self,
+        g: &'g mut ShardData,
+        filter: &Node,
+        sort: Option<&[(Vec<String>, bool)]>,
+    ) -> Option<&'g CollectionShard> {
+        let cs = self.part_mut(g)?;
+        cs.prepare(filter, sort.unwrap_or(&[]));
+        Some(cs)
+    }
+
     /// Runs a find.
     pub fn find(&self, q: &FindQuery) -> Vec<Found> {
         let keep = q.limit.map(|l| l.saturating_add(q.skip));
@@ -63,8 +78,9 @@ impl Coll<'_> {
         // (sort key, document): sorted stably, the merge is deterministic.
         let mut found: Vec<(Vec<Bson>, Found)> = Vec::new();
         for s in self.shards_for(&q.filter) {
-            let guard = self.store.lock(s);
-            let Some(cs) = self.part(&guard) else {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.prepared(&mut guard, &q.filter, q.sort.as_ref().map(|s| s.keys()))
+            else {
                 continue;
             };
             let mut mine: Vec<(Vec<Bson>, Found)> = Vec::new();
@@ -176,8 +192,8 @@ impl Coll<'_> {
     pub fn count(&self, filter: &Node) -> u64 {
         let mut n = 0;
         for s in self.shards_for(filter) {
-            let guard = self.store.lock(s);
-            if let Some(cs) = self.part(&guard) {
+            let mut guard = self.store.lock(s);
+            if let Some(cs) = self.prepared(&mut guard, filter, None) {
                 cs.scan(filter, &mut |_, _| {
                     n += 1;
                     true
@@ -211,8 +227,8 @@ impl Coll<'_> {
         };
         let mut found: Vec<Vec<Bson>> = Vec::new();
         for s in self.shards_for(filter) {
-            let guard = self.store.lock(s);
-            let Some(cs) = self.part(&guard) else {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.prepared(&mut guard, filter, Some(&sort_keys)) else {
                 continue;
             };
             out.shards += 1;
@@ -259,8 +275,8 @@ impl Coll<'_> {
         let mut out = Vec::new();
         for s in self.shards_for(filter) {
             let mut docs = Vec::new();
-            let guard = self.store.lock(s);
-            if let Some(cs) = self.part(&guard) {
+            let mut guard = self.store.lock(s);
+            if let Some(cs) = self.prepared(&mut guard, filter, None) {
                 cs.scan(filter, &mut |_, raw| {
                     docs.extend(take(raw));
                     true

@@ -158,6 +158,11 @@ impl Coll<'_> {
         }
         let mut changes: Vec<(usize, u32, RawDocumentBuf)> = Vec::new();
         let mut matched = 0u64;
+        for (_, g) in guards.iter_mut() {
+            if let Some(cs) = self.part_mut(g) {
+                cs.prepare(filter, &[]);
+            }
+        }
         'shards: for (gi, (_, g)) in guards.iter().enumerate() {
             let Some(cs) = self.part(g) else { continue };
             let mut hits: Vec<(u32, Document)> = Vec::new();
@@ -319,6 +324,7 @@ impl Coll<'_> {
                 continue;
             };
             let mut slots = Vec::new();
+            cs.prepare(filter, &[]);
             cs.scan(filter, &mut |slot, _| {
                 slots.push(slot);
                 !one
@@ -363,6 +369,7 @@ impl Coll<'_> {
                 return Ok(0);
             }
             let mut slots = Vec::new();
+            cs.prepare(filter, &[]);
             cs.scan(filter, &mut |slot, _| {
                 slots.push(slot);
                 true
