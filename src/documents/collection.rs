@@ -208,6 +208,19 @@ fn table_hash(h: u32) -> u64 {
     h | (h << 32)
 }
 
+/// A document as stored: its buffer cut to its length. Why: documents arrive from an
+/// encoder whose buffer grew by doubling (a 54-byte session document in a 64-byte
+/// buffer), and the slack would be held for the document's whole life.
+fn compact(doc: RawDocumentBuf) -> RawDocumentBuf {
+    let bytes = doc.into_bytes();
+    if bytes.capacity() == bytes.len() {
+        return RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
+    }
+    let bytes = bytes.into_boxed_slice().into_vec();
+    // The bytes were a document a moment ago: the header check cannot fail.
+    RawDocumentBuf::from_bytes(bytes).unwrap_or_default()
+}
+
 /// Whether the document in `cell` has the `_id` whose KeyString is `key`.
 fn has_id(cell: Option<&Option<RawDocumentBuf>>, key: &[u8]) -> bool {
     let Some(Some(doc)) = cell else {
@@ -313,6 +326,7 @@ impl CollectionShard {
     /// Stores a new document whose `_id` KeyString is `key`; the caller has checked that
     /// `key` is not present.
     pub fn insert(&mut self, key: Vec<u8>, doc: RawDocumentBuf) -> u32 {
+        let doc = compact(doc);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -343,6 +357,7 @@ impl CollectionShard {
 
     /// Replaces a document in place (an update; `_id` is unchanged). Returns the old one.
     pub fn replace(&mut self, slot: u32, doc: RawDocumentBuf) -> Option<RawDocumentBuf> {
+        let doc = compact(doc);
         let cell = self.slots.get_mut(slot as usize)?;
         let old = cell.take()?;
         self.bytes -= old.as_bytes().len();
