@@ -128,7 +128,9 @@ impl TtlStats {
 
 #[derive(Debug, Default)]
 pub struct CollectionShard {
-    slots: Vec<Option<RawDocumentBuf>>,
+    /// The stored documents' BSON, each in an allocation of its own length (a boxed slice:
+    /// 16 bytes a slot, where a `RawDocumentBuf`'s vector takes 24).
+    slots: Vec<Option<Stored>>,
     free: Vec<u32>,
     /// The `_id` map: KeyString of `_id` → slot, as a table of (slot, hash) pairs. The key
     /// is not held a second time: a probe whose 32-bit hash matches compares with the
@@ -208,22 +210,33 @@ fn table_hash(h: u32) -> u64 {
     h | (h << 32)
 }
 
+/// A stored document's bytes.
+type Stored = Box<[u8]>;
+
 /// A document as stored: its buffer cut to its length. Why: documents arrive from an
 /// encoder whose buffer grew by doubling (a 54-byte session document in a 64-byte
 /// buffer), and the slack would be held for the document's whole life.
-fn compact(doc: RawDocumentBuf) -> RawDocumentBuf {
-    let bytes = doc.into_bytes();
-    if bytes.capacity() == bytes.len() {
-        return RawDocumentBuf::from_bytes(bytes).unwrap_or_default();
-    }
-    let bytes = bytes.into_boxed_slice().into_vec();
-    // The bytes were a document a moment ago: the header check cannot fail.
-    RawDocumentBuf::from_bytes(bytes).unwrap_or_default()
+fn stored(doc: RawDocumentBuf) -> Stored {
+    doc.into_bytes().into_boxed_slice()
+}
+
+/// A stored document's bytes as a document (they were one when stored: the header check
+/// cannot fail).
+fn doc_of(bytes: &[u8]) -> Option<&RawDocument> {
+    RawDocument::from_bytes(bytes).ok()
+}
+
+/// A stored document handed back to a caller (removed or replaced), without a copy.
+fn owned(bytes: Stored) -> RawDocumentBuf {
+    RawDocumentBuf::from_bytes(bytes.into_vec()).unwrap_or_default()
 }
 
 /// Whether the document in `cell` has the `_id` whose KeyString is `key`.
-fn has_id(cell: Option<&Option<RawDocumentBuf>>, key: &[u8]) -> bool {
+fn has_id(cell: Option<&Option<Stored>>, key: &[u8]) -> bool {
     let Some(Some(doc)) = cell else {
+        return false;
+    };
+    let Some(doc) = doc_of(doc) else {
         return false;
     };
     let Ok(Some(v)) = doc.get("_id") else {
@@ -238,7 +251,7 @@ fn has_id(cell: Option<&Option<RawDocumentBuf>>, key: &[u8]) -> bool {
 }
 
 /// The KeyString of a raw document's `_id` (every stored document has one).
-fn id_key(doc: &RawDocumentBuf) -> Vec<u8> {
+fn id_key(doc: &RawDocument) -> Vec<u8> {
     match doc.get("_id") {
         Ok(Some(v)) => match Bson::try_from(v) {
             Ok(b) => keys::encode(&b),
@@ -289,7 +302,7 @@ impl CollectionShard {
                 .sum::<usize>();
         std::mem::size_of::<CollectionShard>()
             + self.doc_heap
-            + self.slots.capacity() * std::mem::size_of::<Option<RawDocumentBuf>>()
+            + self.slots.capacity() * std::mem::size_of::<Option<Stored>>()
             + self.free.capacity() * 4
             + indexes
             + self.order.memory_bytes()
@@ -319,14 +332,16 @@ impl CollectionShard {
         self.slot_of(key).is_some()
     }
 
-    pub fn get(&self, slot: u32) -> Option<&RawDocumentBuf> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+    pub fn get(&self, slot: u32) -> Option<&RawDocument> {
+        self.slots
+            .get(slot as usize)
+            .and_then(Option::as_deref)
+            .and_then(doc_of)
     }
 
     /// Stores a new document whose `_id` KeyString is `key`; the caller has checked that
     /// `key` is not present.
     pub fn insert(&mut self, key: Vec<u8>, doc: RawDocumentBuf) -> u32 {
-        let doc = compact(doc);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -346,7 +361,7 @@ impl CollectionShard {
         if let Some(c) = &self.meta.capped {
             self.order.push(slot, c.next_seq());
         }
-        self.slots[slot as usize] = Some(doc);
+        self.slots[slot as usize] = Some(stored(doc));
         self.ids
             .insert_unique(table_hash(hash), IdSlot { slot, hash }, |e| {
                 table_hash(e.hash)
@@ -357,17 +372,21 @@ impl CollectionShard {
 
     /// Replaces a document in place (an update; `_id` is unchanged). Returns the old one.
     pub fn replace(&mut self, slot: u32, doc: RawDocumentBuf) -> Option<RawDocumentBuf> {
-        let doc = compact(doc);
         let cell = self.slots.get_mut(slot as usize)?;
-        let old = cell.take()?;
+        let old = owned(cell.take()?);
         self.bytes -= old.as_bytes().len();
         self.bytes += doc.as_bytes().len();
         self.doc_heap = self
             .doc_heap
             .saturating_sub(alloc_size(old.as_bytes().len()));
         self.doc_heap += alloc_size(doc.as_bytes().len());
-        *cell = Some(doc);
-        if let Some(Some(new)) = self.slots.get(slot as usize) {
+        *cell = Some(stored(doc));
+        if let Some(new) = self
+            .slots
+            .get(slot as usize)
+            .and_then(Option::as_deref)
+            .and_then(doc_of)
+        {
             let owner = id_key(new);
             for ix in &mut self.indexes {
                 // An update that leaves an index's fields as they were (a touch, for every
@@ -394,7 +413,7 @@ impl CollectionShard {
     /// update. The result is the same document the general `$set` makes.
     pub fn set_in_place(&mut self, slot: u32, sets: &[(&str, Fixed)]) -> InPlace {
         const MAX_FIELDS: usize = 8;
-        let Some(Some(doc)) = self.slots.get(slot as usize) else {
+        let Some(doc) = self.get(slot) else {
             return InPlace::NotApplicable;
         };
         if sets.is_empty() || sets.len() > MAX_FIELDS {
@@ -444,15 +463,13 @@ impl CollectionShard {
         let Some(cell) = self.slots.get_mut(slot as usize) else {
             return InPlace::NotApplicable;
         };
-        let Some(old) = cell.take() else {
+        let Some(bytes) = cell.as_deref_mut() else {
             return InPlace::NotApplicable;
         };
-        let mut bytes = old.into_bytes();
+        // Same length, header and terminator: still the stored document, rewritten in place.
         for ((_, v), &(at, _)) in sets.iter().zip(found) {
             bytes[at..at + v.width()].copy_from_slice(&v.le_bytes()[..v.width()]);
         }
-        // Same length, header and terminator as a stored document: the check cannot fail.
-        *cell = RawDocumentBuf::from_bytes(bytes).ok();
         for ix in &mut self.indexes {
             if let Some(i) = reads(ix) {
                 let (v, (_, old)) = (sets[i].1, found[i]);
@@ -473,7 +490,7 @@ impl CollectionShard {
 
     /// Removes a document and returns it.
     pub fn remove(&mut self, slot: u32) -> Option<RawDocumentBuf> {
-        let old = self.slots.get_mut(slot as usize)?.take()?;
+        let old = owned(self.slots.get_mut(slot as usize)?.take()?);
         self.bytes -= old.as_bytes().len();
         self.doc_heap = self
             .doc_heap
@@ -548,11 +565,11 @@ impl CollectionShard {
     }
 
     /// Every stored document with its slot (index builds).
-    pub fn documents(&self) -> impl Iterator<Item = (u32, &RawDocumentBuf)> {
+    pub fn documents(&self) -> impl Iterator<Item = (u32, &RawDocument)> {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|d| (i as u32, d)))
+            .filter_map(|(i, c)| c.as_deref().and_then(doc_of).map(|d| (i as u32, d)))
     }
 
     /// Creates the TTL index `name` on `field` in this shard's part, indexing every document
@@ -617,7 +634,7 @@ impl CollectionShard {
     ///
     /// Matching decodes only what the filter's paths reach in the raw BSON, so a scan costs
     /// in proportion to what the filter looks at, not to the document's size.
-    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
+    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocument) -> bool) {
         self.scan_planned(filter, &[], None, &mut ScanStats::default(), visit);
     }
 
@@ -631,7 +648,7 @@ impl CollectionShard {
         sort: &[(Vec<String>, bool)],
         keep: Option<usize>,
         stats: &mut ScanStats,
-        visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool,
+        visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) -> (&'static str, Option<String>, bool) {
         let ready: Vec<&OrderedIndex> = self
             .indexes
@@ -734,7 +751,7 @@ impl CollectionShard {
             let docs = slots
                 .iter()
                 .enumerate()
-                .filter_map(|(i, c)| c.as_ref().map(|d| (i as u32, d.as_ref())));
+                .filter_map(|(i, c)| c.as_deref().and_then(doc_of).map(|d| (i as u32, d)));
             if let Some(ix) = self
                 .indexes
                 .iter_mut()
@@ -797,14 +814,19 @@ impl CollectionShard {
         };
         for (slot, d, owner) in docs {
             spec.keys_of(&d).map_err(BuildError::Keys)?;
-            let Some(raw) = self.slots.get(slot as usize).and_then(Option::as_ref) else {
+            let Some(raw) = self
+                .slots
+                .get(slot as usize)
+                .and_then(Option::as_deref)
+                .and_then(doc_of)
+            else {
                 continue;
             };
             let Some(ix) = self.indexes[i].as_ordered_mut() else {
                 continue;
             };
             if ix.insert_doc(slot, &d) && ix.hold_unique(raw, &owner).is_err() {
-                return Err(BuildError::Duplicate(raw.clone()));
+                return Err(BuildError::Duplicate(raw.to_owned()));
             }
         }
         Ok(())
@@ -830,7 +852,7 @@ impl CollectionShard {
     /// A find by `_id` alone: the visible document the filter `{_id: v}` matches, read with
     /// one lookup of the `_id` map, without the planner. `Err(NotById)` when the filter is
     /// not such a filter (the caller scans instead).
-    pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocumentBuf)>, NotById> {
+    pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocument)>, NotById> {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
@@ -919,7 +941,7 @@ fn stored_exact(raw: &RawDocument, field: &str) -> bool {
 /// Matches a stored document, decoding only what the filter's paths reach (`paths` from
 /// [`Node::field_paths`]): fields off every path are skipped, fields at the end of a path are
 /// decoded whole, so a scan costs in proportion to what the filter looks at.
-pub fn matches(filter: &Node, paths: &[Vec<String>], raw: &RawDocumentBuf) -> bool {
+pub fn matches(filter: &Node, paths: &[Vec<String>], raw: &RawDocument) -> bool {
     let tails: Vec<&[String]> = paths.iter().map(Vec::as_slice).collect();
     filter.matches(&prune_doc(raw, &tails))
 }

@@ -10,7 +10,7 @@ use crate::documents::index::ScanStats;
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
 use crate::store::ShardData;
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 
 /// What a find asks for.
 pub struct FindQuery {
@@ -106,12 +106,12 @@ impl Coll<'_> {
                             Vec::new(),
                             Found {
                                 doc: Document::new(),
-                                raw: Some(raw.clone()),
+                                raw: Some(raw.to_owned()),
                             },
                         ));
                         return scan_keep.is_none_or(|k| mine.len() < k);
                     }
-                    let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                    let Ok(doc) = Document::try_from(raw) else {
                         return true;
                     };
                     let key = match &q.sort {
@@ -120,7 +120,7 @@ impl Coll<'_> {
                         None => Vec::new(),
                     };
                     // The stored bytes are only copied when they are the reply.
-                    let raw = q.keep_raw.then(|| raw.clone());
+                    let raw = q.keep_raw.then(|| raw.to_owned());
                     mine.push((key, Found { doc, raw }));
                     match (&q.sort, keep) {
                         // Unsorted: the first `skip + limit` matches of the shard are enough.
@@ -174,7 +174,7 @@ impl Coll<'_> {
     pub fn find_by_id<R>(
         &self,
         filter: &Node,
-        render: impl FnOnce(&RawDocumentBuf) -> R,
+        render: impl FnOnce(&RawDocument) -> R,
     ) -> Option<Option<R>> {
         let id = filter.id_equality()?;
         let guard = self
@@ -270,7 +270,7 @@ impl Coll<'_> {
     pub fn per_shard<T>(
         &self,
         filter: &Node,
-        mut take: impl FnMut(&RawDocumentBuf) -> Option<T>,
+        mut take: impl FnMut(&RawDocument) -> Option<T>,
     ) -> Vec<Vec<T>> {
         let mut out = Vec::new();
         for s in self.shards_for(filter) {
