@@ -12,6 +12,7 @@ use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::memory::MemoryBooks;
 use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
+use crate::documents::stored::StoredDoc;
 use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
 use crate::util::mem::alloc_size;
@@ -128,9 +129,9 @@ impl TtlStats {
 
 #[derive(Debug, Default)]
 pub struct CollectionShard {
-    /// The stored documents' BSON, each in an allocation of its own length (a boxed slice:
-    /// 16 bytes a slot, where a `RawDocumentBuf`'s vector takes 24).
-    slots: Vec<Option<Stored>>,
+    /// The stored documents' BSON, each in an allocation of its own length behind a thin
+    /// pointer (`StoredDoc`: 8 bytes a slot, where a `RawDocumentBuf`'s vector takes 24).
+    slots: Vec<Option<StoredDoc>>,
     free: Vec<u32>,
     /// The `_id` map: KeyString of `_id` → slot, as a table of (slot, hash) pairs. The key
     /// is not held a second time: a probe whose 32-bit hash matches compares with the
@@ -210,29 +211,25 @@ fn table_hash(h: u32) -> u64 {
     h | (h << 32)
 }
 
-/// A stored document's bytes.
-type Stored = Box<[u8]>;
-
 /// A document as stored: its buffer cut to its length. Why: documents arrive from an
 /// encoder whose buffer grew by doubling (a 54-byte session document in a 64-byte
 /// buffer), and the slack would be held for the document's whole life.
-fn stored(doc: RawDocumentBuf) -> Stored {
-    doc.into_bytes().into_boxed_slice()
+fn stored(doc: RawDocumentBuf) -> StoredDoc {
+    StoredDoc::new(doc)
 }
 
-/// A stored document's bytes as a document (they were one when stored: the header check
-/// cannot fail).
-fn doc_of(bytes: &[u8]) -> Option<&RawDocument> {
-    RawDocument::from_bytes(bytes).ok()
+/// A stored document (its header and terminator were checked when it was stored).
+fn doc_of(s: &StoredDoc) -> Option<&RawDocument> {
+    s.doc()
 }
 
 /// A stored document handed back to a caller (removed or replaced), without a copy.
-fn owned(bytes: Stored) -> RawDocumentBuf {
-    RawDocumentBuf::from_bytes(bytes.into_vec()).unwrap_or_default()
+fn owned(s: StoredDoc) -> RawDocumentBuf {
+    s.into_doc()
 }
 
 /// Whether the document in `cell` has the `_id` whose KeyString is `key`.
-fn has_id(cell: Option<&Option<Stored>>, key: &[u8]) -> bool {
+fn has_id(cell: Option<&Option<StoredDoc>>, key: &[u8]) -> bool {
     let Some(Some(doc)) = cell else {
         return false;
     };
@@ -302,7 +299,7 @@ impl CollectionShard {
                 .sum::<usize>();
         std::mem::size_of::<CollectionShard>()
             + self.doc_heap
-            + self.slots.capacity() * std::mem::size_of::<Option<Stored>>()
+            + self.slots.capacity() * std::mem::size_of::<Option<StoredDoc>>()
             + self.free.capacity() * 4
             + indexes
             + self.order.memory_bytes()
@@ -335,7 +332,7 @@ impl CollectionShard {
     pub fn get(&self, slot: u32) -> Option<&RawDocument> {
         self.slots
             .get(slot as usize)
-            .and_then(Option::as_deref)
+            .and_then(Option::as_ref)
             .and_then(doc_of)
     }
 
@@ -384,7 +381,7 @@ impl CollectionShard {
         if let Some(new) = self
             .slots
             .get(slot as usize)
-            .and_then(Option::as_deref)
+            .and_then(Option::as_ref)
             .and_then(doc_of)
         {
             let owner = id_key(new);
@@ -424,7 +421,9 @@ impl CollectionShard {
         let mut found = [(0usize, [0u8; 8]); MAX_FIELDS];
         for ((f, v), at) in sets.iter().zip(found.iter_mut()) {
             match codec::top_level_value(bytes, f) {
-                Some((kind, o)) if kind == v.element_type() && o + v.width() < bytes.len() => {
+                Some((kind, o))
+                    if kind == v.element_type() && o >= 4 && o + v.width() < bytes.len() =>
+                {
                     at.0 = o;
                     at.1[..v.width()].copy_from_slice(&bytes[o..o + v.width()]);
                 }
@@ -463,11 +462,14 @@ impl CollectionShard {
         let Some(cell) = self.slots.get_mut(slot as usize) else {
             return InPlace::NotApplicable;
         };
-        let Some(bytes) = cell.as_deref_mut() else {
+        let Some(stored) = cell.as_mut() else {
             return InPlace::NotApplicable;
         };
-        // Same length, header and terminator: still the stored document, rewritten in place.
+        // Same length, header and terminator: still the stored document, rewritten in place
+        // (values sit after the 4-byte header).
+        let bytes = stored.value_bytes_mut();
         for ((_, v), &(at, _)) in sets.iter().zip(found) {
+            let at = at - 4;
             bytes[at..at + v.width()].copy_from_slice(&v.le_bytes()[..v.width()]);
         }
         for ix in &mut self.indexes {
@@ -569,7 +571,7 @@ impl CollectionShard {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_deref().and_then(doc_of).map(|d| (i as u32, d)))
+            .filter_map(|(i, c)| c.as_ref().and_then(doc_of).map(|d| (i as u32, d)))
     }
 
     /// Creates the TTL index `name` on `field` in this shard's part, indexing every document
@@ -751,7 +753,7 @@ impl CollectionShard {
             let docs = slots
                 .iter()
                 .enumerate()
-                .filter_map(|(i, c)| c.as_deref().and_then(doc_of).map(|d| (i as u32, d)));
+                .filter_map(|(i, c)| c.as_ref().and_then(doc_of).map(|d| (i as u32, d)));
             if let Some(ix) = self
                 .indexes
                 .iter_mut()
@@ -817,7 +819,7 @@ impl CollectionShard {
             let Some(raw) = self
                 .slots
                 .get(slot as usize)
-                .and_then(Option::as_deref)
+                .and_then(Option::as_ref)
                 .and_then(doc_of)
             else {
                 continue;
