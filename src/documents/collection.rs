@@ -12,12 +12,13 @@ use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::memory::MemoryBooks;
 use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
+use crate::documents::stored::StoredDoc;
 use crate::documents::unique::{Claimed, UniqueKeys};
 use crate::documents::{codec, keys, ttl, ttl::TtlShard};
-use crate::util::inline::InlineBytes;
 use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use std::hash::BuildHasher;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -128,12 +129,17 @@ impl TtlStats {
 
 #[derive(Debug, Default)]
 pub struct CollectionShard {
-    slots: Vec<Option<RawDocumentBuf>>,
+    /// The stored documents' BSON, each in an allocation of its own length behind a thin
+    /// pointer (`StoredDoc`: 8 bytes a slot, where a `RawDocumentBuf`'s vector takes 24).
+    slots: Vec<Option<StoredDoc>>,
     free: Vec<u32>,
-    /// KeyString of `_id` → slot. The KeyString is held in the map's entry when short (an
-    /// ObjectId's is 13 bytes, a 20-character string's 22), so a lookup by `_id` reads no
-    /// allocation of its own and a document costs no key allocation.
-    ids: HashMap<IdKey, u32>,
+    /// The `_id` map: KeyString of `_id` → slot, as a table of (slot, hash) pairs. The key
+    /// is not held a second time: a probe whose 32-bit hash matches compares with the
+    /// stored document's own `_id` (the document a lookup by `_id` reads anyway), so the map
+    /// costs 8 bytes and a control byte per document whatever the `_id`.
+    ids: HashTable<IdSlot>,
+    /// Hashes `_id` KeyStrings for `ids` (seeded per part).
+    hasher: DefaultHashBuilder,
     pub indexes: Vec<IndexShard>,
     /// This shard's wheel of each TTL index, by index name.
     pub ttl: Vec<(String, TtlShard)>,
@@ -142,9 +148,8 @@ pub struct CollectionShard {
     bytes: usize,
     /// Capped collections: this shard's documents in insertion order.
     pub order: InsertionOrder,
-    /// Allocator-rounded bytes of the stored documents and of the `_id` KeyStrings.
+    /// Allocator-rounded bytes of the stored documents.
     doc_heap: usize,
-    id_heap: usize,
     /// What this part counts into its shard's document byte counter.
     mem: MemoryBooks,
 }
@@ -191,11 +196,59 @@ impl UniqueClaims {
     }
 }
 
-/// An `_id` KeyString as the `_id` map holds it.
-type IdKey = InlineBytes<22>;
+/// One entry of the `_id` map: the document's slot and the low 32 bits of its `_id`
+/// KeyString's hash (enough to rehash the table without reading the documents).
+#[derive(Debug, Clone, Copy)]
+struct IdSlot {
+    slot: u32,
+    hash: u32,
+}
+
+/// The table hash of a stored 32-bit hash: its bits fill both the bucket index (low bits)
+/// and the control byte (top bits) the table reads.
+fn table_hash(h: u32) -> u64 {
+    let h = h as u64;
+    h | (h << 32)
+}
+
+/// A document as stored: its buffer cut to its length. Why: documents arrive from an
+/// encoder whose buffer grew by doubling (a 54-byte session document in a 64-byte
+/// buffer), and the slack would be held for the document's whole life.
+fn stored(doc: RawDocumentBuf) -> StoredDoc {
+    StoredDoc::new(doc)
+}
+
+/// A stored document (its header and terminator were checked when it was stored).
+fn doc_of(s: &StoredDoc) -> Option<&RawDocument> {
+    s.doc()
+}
+
+/// A stored document handed back to a caller (removed or replaced), without a copy.
+fn owned(s: StoredDoc) -> RawDocumentBuf {
+    s.into_doc()
+}
+
+/// Whether the document in `cell` has the `_id` whose KeyString is `key`.
+fn has_id(cell: Option<&Option<StoredDoc>>, key: &[u8]) -> bool {
+    let Some(Some(doc)) = cell else {
+        return false;
+    };
+    let Some(doc) = doc_of(doc) else {
+        return false;
+    };
+    let Ok(Some(v)) = doc.get("_id") else {
+        return false;
+    };
+    let Ok(b) = Bson::try_from(v) else {
+        return false;
+    };
+    let mut k = Vec::with_capacity(key.len());
+    keys::encode_into(&b, &mut k);
+    k == key
+}
 
 /// The KeyString of a raw document's `_id` (every stored document has one).
-fn id_key(doc: &RawDocumentBuf) -> Vec<u8> {
+fn id_key(doc: &RawDocument) -> Vec<u8> {
     match doc.get("_id") {
         Ok(Some(v)) => match Bson::try_from(v) {
             Ok(b) => keys::encode(&b),
@@ -226,12 +279,12 @@ impl CollectionShard {
 
     /// Estimated bytes of the `_id` map (the `_id_` index): its table and its KeyStrings.
     pub fn id_index_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<(IdKey, u32)>() + 1;
+        let slot = std::mem::size_of::<IdSlot>() + 1;
         let buckets = match self.ids.capacity() {
             0 => 0,
             c => (c * 8 / 7).next_power_of_two(),
         };
-        buckets * slot + self.id_heap
+        buckets * slot
     }
 
     /// Estimated bytes of this part: documents, slab, `_id` map, indexes, TTL wheels,
@@ -246,7 +299,7 @@ impl CollectionShard {
                 .sum::<usize>();
         std::mem::size_of::<CollectionShard>()
             + self.doc_heap
-            + self.slots.capacity() * std::mem::size_of::<Option<RawDocumentBuf>>()
+            + self.slots.capacity() * std::mem::size_of::<Option<StoredDoc>>()
             + self.free.capacity() * 4
             + indexes
             + self.order.memory_bytes()
@@ -273,11 +326,14 @@ impl CollectionShard {
     }
 
     pub fn contains_id(&self, key: &[u8]) -> bool {
-        self.ids.contains_key(key)
+        self.slot_of(key).is_some()
     }
 
-    pub fn get(&self, slot: u32) -> Option<&RawDocumentBuf> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+    pub fn get(&self, slot: u32) -> Option<&RawDocument> {
+        self.slots
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .and_then(doc_of)
     }
 
     /// Stores a new document whose `_id` KeyString is `key`; the caller has checked that
@@ -298,13 +354,15 @@ impl CollectionShard {
         }
         self.bytes += doc.as_bytes().len();
         self.doc_heap += alloc_size(doc.as_bytes().len());
-        let key = IdKey::new(&key);
-        self.id_heap += key.heap();
+        let hash = self.hasher.hash_one(key.as_slice()) as u32;
         if let Some(c) = &self.meta.capped {
             self.order.push(slot, c.next_seq());
         }
-        self.slots[slot as usize] = Some(doc);
-        self.ids.insert(key, slot);
+        self.slots[slot as usize] = Some(stored(doc));
+        self.ids
+            .insert_unique(table_hash(hash), IdSlot { slot, hash }, |e| {
+                table_hash(e.hash)
+            });
         self.sync_memory();
         slot
     }
@@ -312,15 +370,20 @@ impl CollectionShard {
     /// Replaces a document in place (an update; `_id` is unchanged). Returns the old one.
     pub fn replace(&mut self, slot: u32, doc: RawDocumentBuf) -> Option<RawDocumentBuf> {
         let cell = self.slots.get_mut(slot as usize)?;
-        let old = cell.take()?;
+        let old = owned(cell.take()?);
         self.bytes -= old.as_bytes().len();
         self.bytes += doc.as_bytes().len();
         self.doc_heap = self
             .doc_heap
             .saturating_sub(alloc_size(old.as_bytes().len()));
         self.doc_heap += alloc_size(doc.as_bytes().len());
-        *cell = Some(doc);
-        if let Some(Some(new)) = self.slots.get(slot as usize) {
+        *cell = Some(stored(doc));
+        if let Some(new) = self
+            .slots
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .and_then(doc_of)
+        {
             let owner = id_key(new);
             for ix in &mut self.indexes {
                 // An update that leaves an index's fields as they were (a touch, for every
@@ -347,7 +410,7 @@ impl CollectionShard {
     /// update. The result is the same document the general `$set` makes.
     pub fn set_in_place(&mut self, slot: u32, sets: &[(&str, Fixed)]) -> InPlace {
         const MAX_FIELDS: usize = 8;
-        let Some(Some(doc)) = self.slots.get(slot as usize) else {
+        let Some(doc) = self.get(slot) else {
             return InPlace::NotApplicable;
         };
         if sets.is_empty() || sets.len() > MAX_FIELDS {
@@ -358,7 +421,9 @@ impl CollectionShard {
         let mut found = [(0usize, [0u8; 8]); MAX_FIELDS];
         for ((f, v), at) in sets.iter().zip(found.iter_mut()) {
             match codec::top_level_value(bytes, f) {
-                Some((kind, o)) if kind == v.element_type() && o + v.width() < bytes.len() => {
+                Some((kind, o))
+                    if kind == v.element_type() && o >= 4 && o + v.width() < bytes.len() =>
+                {
                     at.0 = o;
                     at.1[..v.width()].copy_from_slice(&bytes[o..o + v.width()]);
                 }
@@ -397,15 +462,16 @@ impl CollectionShard {
         let Some(cell) = self.slots.get_mut(slot as usize) else {
             return InPlace::NotApplicable;
         };
-        let Some(old) = cell.take() else {
+        let Some(stored) = cell.as_mut() else {
             return InPlace::NotApplicable;
         };
-        let mut bytes = old.into_bytes();
+        // Same length, header and terminator: still the stored document, rewritten in place
+        // (values sit after the 4-byte header).
+        let bytes = stored.value_bytes_mut();
         for ((_, v), &(at, _)) in sets.iter().zip(found) {
+            let at = at - 4;
             bytes[at..at + v.width()].copy_from_slice(&v.le_bytes()[..v.width()]);
         }
-        // Same length, header and terminator as a stored document: the check cannot fail.
-        *cell = RawDocumentBuf::from_bytes(bytes).ok();
         for ix in &mut self.indexes {
             if let Some(i) = reads(ix) {
                 let (v, (_, old)) = (sets[i].1, found[i]);
@@ -426,14 +492,19 @@ impl CollectionShard {
 
     /// Removes a document and returns it.
     pub fn remove(&mut self, slot: u32) -> Option<RawDocumentBuf> {
-        let old = self.slots.get_mut(slot as usize)?.take()?;
+        let old = owned(self.slots.get_mut(slot as usize)?.take()?);
         self.bytes -= old.as_bytes().len();
         self.doc_heap = self
             .doc_heap
             .saturating_sub(alloc_size(old.as_bytes().len()));
         let key = id_key(&old);
-        if let Some((k, _)) = self.ids.remove_entry(key.as_slice()) {
-            self.id_heap = self.id_heap.saturating_sub(k.heap());
+        // The document is out of its cell: the entry is the one naming its slot.
+        let hash = self.hasher.hash_one(key.as_slice()) as u32;
+        if let Ok(e) = self
+            .ids
+            .find_entry(table_hash(hash), |e| e.hash == hash && e.slot == slot)
+        {
+            e.remove();
         }
         for ix in &mut self.indexes {
             ix.on_remove(slot, &old, &key);
@@ -496,11 +567,11 @@ impl CollectionShard {
     }
 
     /// Every stored document with its slot (index builds).
-    pub fn documents(&self) -> impl Iterator<Item = (u32, &RawDocumentBuf)> {
+    pub fn documents(&self) -> impl Iterator<Item = (u32, &RawDocument)> {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|d| (i as u32, d)))
+            .filter_map(|(i, c)| c.as_ref().and_then(doc_of).map(|d| (i as u32, d)))
     }
 
     /// Creates the TTL index `name` on `field` in this shard's part, indexing every document
@@ -532,7 +603,13 @@ impl CollectionShard {
 
     /// The slot of the document whose `_id` KeyString is `key`.
     pub fn slot_of(&self, key: &[u8]) -> Option<u32> {
-        self.ids.get(key).copied()
+        let hash = self.hasher.hash_one(key) as u32;
+        let slots = &self.slots;
+        self.ids
+            .find(table_hash(hash), |e| {
+                e.hash == hash && has_id(slots.get(e.slot as usize), key)
+            })
+            .map(|e| e.slot)
     }
 
     /// Whether any TTL index says the document in `slot` is due at `now_ms` (a document goes
@@ -559,7 +636,7 @@ impl CollectionShard {
     ///
     /// Matching decodes only what the filter's paths reach in the raw BSON, so a scan costs
     /// in proportion to what the filter looks at, not to the document's size.
-    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool) {
+    pub fn scan(&self, filter: &Node, visit: &mut dyn FnMut(u32, &RawDocument) -> bool) {
         self.scan_planned(filter, &[], None, &mut ScanStats::default(), visit);
     }
 
@@ -573,13 +650,13 @@ impl CollectionShard {
         sort: &[(Vec<String>, bool)],
         keep: Option<usize>,
         stats: &mut ScanStats,
-        visit: &mut dyn FnMut(u32, &RawDocumentBuf) -> bool,
+        visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) -> (&'static str, Option<String>, bool) {
         let ready: Vec<&OrderedIndex> = self
             .indexes
             .iter()
             .filter_map(IndexShard::as_ordered)
-            .filter(|ix| ix.ready)
+            .filter(|ix| ix.ready && !ix.is_dormant())
             .collect();
         // Strict TTL reads: a document past its deadline is invisible to every read and
         // write at once, before the monitor removes it.
@@ -626,7 +703,7 @@ impl CollectionShard {
         };
         match plan {
             Plan::IdHack(id) => {
-                if let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) {
+                if let Some(slot) = self.slot_of(&keys::encode(id)) {
                     stats.keys_examined += 1;
                     fetch(slot, stats);
                 }
@@ -647,6 +724,45 @@ impl CollectionShard {
                 }
                 (name, None, false)
             }
+        }
+    }
+
+    /// Builds, before a scan of `filter` with `sort`, a TTL index's ordered part that is
+    /// still dormant (see `OrderedIndex::wake`) if the planner would serve the scan with
+    /// it; every read and write that scans calls it first, so every shard it scans makes
+    /// the same choice. Without it the scan is planned over the built indexes only (a
+    /// collection scan where only the dormant part would have served), never wrong.
+    pub fn prepare(&mut self, filter: &Node, sort: &[(Vec<String>, bool)]) {
+        loop {
+            let candidates: Vec<&OrderedIndex> = self
+                .indexes
+                .iter()
+                .filter_map(IndexShard::as_ordered)
+                .filter(|ix| ix.ready)
+                .collect();
+            if !candidates.iter().any(|ix| ix.is_dormant()) {
+                return;
+            }
+            let spec = match planner::plan(filter, &candidates, sort).0 {
+                Plan::IxScan { index, .. } if candidates[index].is_dormant() => {
+                    candidates[index].spec.clone()
+                }
+                _ => return,
+            };
+            let slots = &self.slots;
+            let docs = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.as_ref().and_then(doc_of).map(|d| (i as u32, d)));
+            if let Some(ix) = self
+                .indexes
+                .iter_mut()
+                .filter_map(IndexShard::as_ordered_mut)
+                .find(|ix| Arc::ptr_eq(&ix.spec, &spec))
+            {
+                ix.wake(docs);
+            }
+            self.sync_memory();
         }
     }
 
@@ -700,14 +816,19 @@ impl CollectionShard {
         };
         for (slot, d, owner) in docs {
             spec.keys_of(&d).map_err(BuildError::Keys)?;
-            let Some(raw) = self.slots.get(slot as usize).and_then(Option::as_ref) else {
+            let Some(raw) = self
+                .slots
+                .get(slot as usize)
+                .and_then(Option::as_ref)
+                .and_then(doc_of)
+            else {
                 continue;
             };
             let Some(ix) = self.indexes[i].as_ordered_mut() else {
                 continue;
             };
             if ix.insert_doc(slot, &d) && ix.hold_unique(raw, &owner).is_err() {
-                return Err(BuildError::Duplicate(raw.clone()));
+                return Err(BuildError::Duplicate(raw.to_owned()));
             }
         }
         Ok(())
@@ -733,14 +854,14 @@ impl CollectionShard {
     /// A find by `_id` alone: the visible document the filter `{_id: v}` matches, read with
     /// one lookup of the `_id` map, without the planner. `Err(NotById)` when the filter is
     /// not such a filter (the caller scans instead).
-    pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocumentBuf)>, NotById> {
+    pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocument)>, NotById> {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
         let Some(id) = filter.id_equality() else {
             return Err(NotById);
         };
-        let Some(&slot) = self.ids.get(keys::encode(id).as_slice()) else {
+        let Some(slot) = self.slot_of(&keys::encode(id)) else {
             return Ok(None);
         };
         let Some(raw) = self.get(slot) else {
@@ -822,7 +943,7 @@ fn stored_exact(raw: &RawDocument, field: &str) -> bool {
 /// Matches a stored document, decoding only what the filter's paths reach (`paths` from
 /// [`Node::field_paths`]): fields off every path are skipped, fields at the end of a path are
 /// decoded whole, so a scan costs in proportion to what the filter looks at.
-pub fn matches(filter: &Node, paths: &[Vec<String>], raw: &RawDocumentBuf) -> bool {
+pub fn matches(filter: &Node, paths: &[Vec<String>], raw: &RawDocument) -> bool {
     let tails: Vec<&[String]> = paths.iter().map(Vec::as_slice).collect();
     filter.matches(&prune_doc(raw, &tails))
 }

@@ -521,6 +521,12 @@ pub struct OrderedIndex {
     /// Whether the build has covered every document of the shard; only ready indexes serve
     /// queries (writes maintain an index from the moment it is attached).
     pub ready: bool,
+    /// A (non-unique) TTL index's ordered part that no query has needed yet in this shard:
+    /// it holds no entries, writes skip it and the planner does not see it, so a TTL index
+    /// costs only its wheel entry per document until a query would be served by it
+    /// (`CollectionShard::prepare` then builds it, and from then on it is maintained).
+    /// Expiry never reads it: the wheel orders the dates.
+    dormant: bool,
     /// A unique index's keys across every shard (the same table in every shard's part).
     pub unique: Option<Arc<UniqueKeys>>,
     /// What this part's documents' keys cost in that table.
@@ -645,6 +651,7 @@ fn entry(key: &[u8], slot: u32) -> IxKey {
 impl OrderedIndex {
     pub fn new(spec: Arc<IndexSpec>) -> OrderedIndex {
         OrderedIndex {
+            dormant: spec.expire_after.is_some() && !spec.unique,
             unique: spec_unique(&spec),
             spec,
             entries: BTreeSet::new(),
@@ -675,6 +682,23 @@ impl OrderedIndex {
 
     pub fn is_multikey(&self) -> bool {
         self.multikey
+    }
+
+    /// Whether this part is a TTL index's ordered part not built yet (see `dormant`).
+    pub fn is_dormant(&self) -> bool {
+        self.dormant
+    }
+
+    /// Builds a dormant part from the shard's stored documents; from then on writes
+    /// maintain it like any ordered index.
+    pub fn wake<'a>(&mut self, docs: impl Iterator<Item = (u32, &'a bson::RawDocument)>) {
+        if !self.dormant {
+            return;
+        }
+        self.dormant = false;
+        for (slot, raw) in docs {
+            self.insert_raw(slot, raw);
+        }
     }
 
     /// Adds an entry (a no-op when present), counting its heap bytes and its key in the
@@ -793,6 +817,9 @@ impl OrderedIndex {
     /// Moves a document's entry from the scalar `old` to the scalar `new`, for an index on
     /// one top-level field whose value changed between two non-array values (a touch).
     pub fn move_scalar(&mut self, slot: u32, old: &Bson, new: &Bson) {
+        if self.dormant {
+            return;
+        }
         let descending = self.spec.fields.first().is_some_and(|f| f.descending);
         for (v, add) in [(old, false), (new, true)] {
             let mut k = keys::encode(v);
@@ -808,6 +835,9 @@ impl OrderedIndex {
 
     /// Adds a stored document's keys ([`OrderedIndex::insert_doc`] on the fields it reads).
     pub fn insert_raw(&mut self, slot: u32, raw: &bson::RawDocument) {
+        if self.dormant {
+            return;
+        }
         match self.single_key(raw) {
             Some(k) => {
                 self.put(entry(&k, slot));
@@ -821,6 +851,9 @@ impl OrderedIndex {
 
     /// Removes a stored document's keys ([`OrderedIndex::remove_doc`] on the fields it reads).
     pub fn remove_raw(&mut self, slot: u32, raw: &bson::RawDocument) {
+        if self.dormant {
+            return;
+        }
         match self.single_key(raw) {
             Some(k) => self.take(&entry(&k, slot)),
             None => {
@@ -834,6 +867,9 @@ impl OrderedIndex {
     /// present is a no-op, which is what lets a build run in batches while writes keep the
     /// index current.
     pub fn insert_doc(&mut self, slot: u32, doc: &Document) -> bool {
+        if self.dormant {
+            return false;
+        }
         // A document the write path accepted always has keys; one that errs (parallel
         // arrays, checked before the write) is skipped rather than half-indexed.
         let Ok((keys, arrays)) = self.spec.keys_and_arrays(doc) else {
@@ -850,6 +886,9 @@ impl OrderedIndex {
     }
 
     pub fn remove_doc(&mut self, slot: u32, doc: &Document) {
+        if self.dormant {
+            return;
+        }
         let Ok(keys) = self.spec.keys_of(doc) else {
             return;
         };

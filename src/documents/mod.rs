@@ -17,6 +17,7 @@ pub mod projection;
 pub mod query;
 pub mod sort;
 pub mod stats;
+pub mod stored;
 pub mod ttl;
 pub mod unique;
 pub mod update;

@@ -104,7 +104,7 @@ fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<
     if o.projection.is_none() && !o.touch && o.query.skip == 0 {
         let found = coll.find_by_id(&o.query.filter, |raw| {
             stored_reply(raw, t.bson).unwrap_or_else(|| {
-                let doc = bson::Document::try_from(raw.as_ref()).unwrap_or_default();
+                let doc = bson::Document::try_from(raw).unwrap_or_default();
                 doc_reply(doc, None, t.bson)
             })
         });

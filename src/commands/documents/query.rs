@@ -12,7 +12,7 @@ use crate::documents::codec;
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
 use crate::protocol::Reply;
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document};
 use std::time::Instant;
 
 /// `DOC.EXPLAIN coll [BSON] filter [SORT s] [SKIP n] [LIMIT n]`: the plan as JSON.
@@ -52,7 +52,7 @@ pub fn doc_explain(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// The top-level `fields` of a stored document, decoded from its raw BSON, in the
 /// document's order (inclusion projections keep it).
-fn partial_doc(raw: &RawDocumentBuf, fields: &[String]) -> Document {
+fn partial_doc(raw: &bson::RawDocument, fields: &[String]) -> Document {
     let mut d = Document::new();
     for (k, v) in raw.iter().flatten() {
         if fields.iter().any(|f| f == k.as_str()) {
@@ -119,7 +119,7 @@ pub fn doc_aggregate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         .collection(ctx.client.db, &t.coll)
         .per_shard(&filter, |raw| match &needed {
             Some(fields) => Some(partial_doc(raw, fields)),
-            None => Document::try_from(raw.as_ref()).ok(),
+            None => Document::try_from(raw).ok(),
         });
     let mut parts = Vec::with_capacity(shards.len());
     for docs in shards {

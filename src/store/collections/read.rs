@@ -5,10 +5,12 @@
 //! merged, sorted stably and cut.
 
 use super::Coll;
+use crate::documents::collection::CollectionShard;
 use crate::documents::index::ScanStats;
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
-use bson::{Bson, Document, RawDocumentBuf};
+use crate::store::ShardData;
+use bson::{Bson, Document, RawDocument, RawDocumentBuf};
 
 /// What a find asks for.
 pub struct FindQuery {
@@ -56,6 +58,19 @@ fn natural_order(found: &mut [(Vec<Bson>, Found)], reverse: bool) {
 }
 
 impl Coll<'_> {
+    /// This shard's part, with a dormant TTL index's ordered part built if the scan of
+    /// `filter` (sorted by `sort`) would use it (`CollectionShard::prepare`).
+    fn prepared<'g>(
+        &self,
+        g: &'g mut ShardData,
+        filter: &Node,
+        sort: Option<&[(Vec<String>, bool)]>,
+    ) -> Option<&'g CollectionShard> {
+        let cs = self.part_mut(g)?;
+        cs.prepare(filter, sort.unwrap_or(&[]));
+        Some(cs)
+    }
+
     /// Runs a find.
     pub fn find(&self, q: &FindQuery) -> Vec<Found> {
         let keep = q.limit.map(|l| l.saturating_add(q.skip));
@@ -63,8 +78,9 @@ impl Coll<'_> {
         // (sort key, document): sorted stably, the merge is deterministic.
         let mut found: Vec<(Vec<Bson>, Found)> = Vec::new();
         for s in self.shards_for(&q.filter) {
-            let guard = self.store.lock(s);
-            let Some(cs) = self.part(&guard) else {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.prepared(&mut guard, &q.filter, q.sort.as_ref().map(|s| s.keys()))
+            else {
                 continue;
             };
             let mut mine: Vec<(Vec<Bson>, Found)> = Vec::new();
@@ -90,12 +106,12 @@ impl Coll<'_> {
                             Vec::new(),
                             Found {
                                 doc: Document::new(),
-                                raw: Some(raw.clone()),
+                                raw: Some(raw.to_owned()),
                             },
                         ));
                         return scan_keep.is_none_or(|k| mine.len() < k);
                     }
-                    let Ok(doc) = Document::try_from(raw.as_ref()) else {
+                    let Ok(doc) = Document::try_from(raw) else {
                         return true;
                     };
                     let key = match &q.sort {
@@ -104,7 +120,7 @@ impl Coll<'_> {
                         None => Vec::new(),
                     };
                     // The stored bytes are only copied when they are the reply.
-                    let raw = q.keep_raw.then(|| raw.clone());
+                    let raw = q.keep_raw.then(|| raw.to_owned());
                     mine.push((key, Found { doc, raw }));
                     match (&q.sort, keep) {
                         // Unsorted: the first `skip + limit` matches of the shard are enough.
@@ -158,7 +174,7 @@ impl Coll<'_> {
     pub fn find_by_id<R>(
         &self,
         filter: &Node,
-        render: impl FnOnce(&RawDocumentBuf) -> R,
+        render: impl FnOnce(&RawDocument) -> R,
     ) -> Option<Option<R>> {
         let id = filter.id_equality()?;
         let guard = self
@@ -176,8 +192,8 @@ impl Coll<'_> {
     pub fn count(&self, filter: &Node) -> u64 {
         let mut n = 0;
         for s in self.shards_for(filter) {
-            let guard = self.store.lock(s);
-            if let Some(cs) = self.part(&guard) {
+            let mut guard = self.store.lock(s);
+            if let Some(cs) = self.prepared(&mut guard, filter, None) {
                 cs.scan(filter, &mut |_, _| {
                     n += 1;
                     true
@@ -211,8 +227,8 @@ impl Coll<'_> {
         };
         let mut found: Vec<Vec<Bson>> = Vec::new();
         for s in self.shards_for(filter) {
-            let guard = self.store.lock(s);
-            let Some(cs) = self.part(&guard) else {
+            let mut guard = self.store.lock(s);
+            let Some(cs) = self.prepared(&mut guard, filter, Some(&sort_keys)) else {
                 continue;
             };
             out.shards += 1;
@@ -254,13 +270,13 @@ impl Coll<'_> {
     pub fn per_shard<T>(
         &self,
         filter: &Node,
-        mut take: impl FnMut(&RawDocumentBuf) -> Option<T>,
+        mut take: impl FnMut(&RawDocument) -> Option<T>,
     ) -> Vec<Vec<T>> {
         let mut out = Vec::new();
         for s in self.shards_for(filter) {
             let mut docs = Vec::new();
-            let guard = self.store.lock(s);
-            if let Some(cs) = self.part(&guard) {
+            let mut guard = self.store.lock(s);
+            if let Some(cs) = self.prepared(&mut guard, filter, None) {
                 cs.scan(filter, &mut |_, raw| {
                     docs.extend(take(raw));
                     true

@@ -14,7 +14,7 @@ use crate::documents::codec::Fixed;
 use crate::documents::collection::{CollectionShard, InPlace, UniqueClaims};
 use crate::documents::query::Node;
 use crate::documents::update::{self, Update};
-use bson::{Bson, DateTime, Document, RawDocumentBuf};
+use bson::{Bson, DateTime, Document, RawDocument, RawDocumentBuf};
 
 /// `DOC.UPDATE`'s reply: documents matched, documents changed, the upserted `_id`.
 #[derive(Debug, PartialEq)]
@@ -158,11 +158,16 @@ impl Coll<'_> {
         }
         let mut changes: Vec<(usize, u32, RawDocumentBuf)> = Vec::new();
         let mut matched = 0u64;
+        for (_, g) in guards.iter_mut() {
+            if let Some(cs) = self.part_mut(g) {
+                cs.prepare(filter, &[]);
+            }
+        }
         'shards: for (gi, (_, g)) in guards.iter().enumerate() {
             let Some(cs) = self.part(g) else { continue };
             let mut hits: Vec<(u32, Document)> = Vec::new();
             cs.scan(filter, &mut |slot, raw| {
-                if let Ok(doc) = Document::try_from(raw.as_ref()) {
+                if let Ok(doc) = Document::try_from(raw) {
                     hits.push((slot, doc));
                 }
                 multi
@@ -319,6 +324,7 @@ impl Coll<'_> {
                 continue;
             };
             let mut slots = Vec::new();
+            cs.prepare(filter, &[]);
             cs.scan(filter, &mut |slot, _| {
                 slots.push(slot);
                 !one
@@ -363,6 +369,7 @@ impl Coll<'_> {
                 return Ok(0);
             }
             let mut slots = Vec::new();
+            cs.prepare(filter, &[]);
             cs.scan(filter, &mut |slot, _| {
                 slots.push(slot);
                 true
@@ -400,7 +407,7 @@ impl Coll<'_> {
             Some(u) => u,
             None => upd.insert(touch_update(fields, now)?),
         };
-        let Some(raw) = cs.get(slot).cloned() else {
+        let Some(raw) = cs.get(slot).map(RawDocument::to_owned) else {
             return Err("ERR internal: touched document vanished".into());
         };
         let mut doc = Document::try_from(raw.as_ref())
@@ -459,9 +466,9 @@ impl Coll<'_> {
             }
             match cs.get(slot) {
                 // The reply carries the refreshed document (raw bytes only when asked for).
-                Some(new) => match Document::try_from(new.as_ref()) {
+                Some(new) => match Document::try_from(new) {
                     Ok(doc) => out.push(super::Found {
-                        raw: f.raw.as_ref().map(|_| new.clone()),
+                        raw: f.raw.as_ref().map(|_| new.to_owned()),
                         doc,
                     }),
                     Err(_) => out.push(f),
