@@ -546,3 +546,27 @@ fn info_cpu_section() {
     let after = read(&mut c, "used_cpu_user") + read(&mut c, "used_cpu_sys");
     assert!(after > before, "{before} -> {after}");
 }
+
+#[test]
+fn command_getkeysandflags() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let v: Vec<(String, Vec<String>)> = redis::cmd("COMMAND")
+        .arg("GETKEYSANDFLAGS")
+        .arg("LMPOP")
+        .arg("2")
+        .arg("a")
+        .arg("b")
+        .arg("LEFT")
+        .query(&mut c)
+        .unwrap();
+    let flags = vec!["RW".to_string(), "access".into(), "delete".into()];
+    assert_eq!(v, vec![("a".into(), flags.clone()), ("b".into(), flags)]);
+    let v: Vec<(String, Vec<String>)> = redis::cmd("COMMAND")
+        .arg("GETKEYSANDFLAGS")
+        .arg("GET")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, vec![("k".into(), vec!["RO".into(), "access".into()])]);
+}

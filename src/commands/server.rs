@@ -88,6 +88,10 @@ static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("2.8.13", "Extracts the key names from an arbitrary command.")
         .complexity("O(N) where N is the number of arguments to the command")
         .args("command [arg...]"),
+    SRV.cmd("command|getkeysandflags", -3, command_getkeysandflags).flags(LOADING | STALE)
+        .doc("7.0.0", "Extracts the key names and access flags for an arbitrary command.")
+        .complexity("O(N) where N is the number of arguments to the command")
+        .args("command [arg...]"),
     SRV.cmd("command|help", 2, command_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
@@ -252,17 +256,7 @@ fn command_list(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let inner = args.rest();
-    let spec = match resolve(inner) {
-        Ok(s) => s,
-        Err(_) if table().get(&inner[0]).is_none() => {
-            return Err(CommandError::msg("ERR Invalid command specified"))
-        }
-        Err(_) => {
-            return Err(CommandError::msg(
-                "ERR Invalid number of arguments specified for command",
-            ))
-        }
-    };
+    let spec = getkeys_target(inner)?;
     let keys = keys_of(spec, inner);
     if keys.is_empty() {
         return Err(CommandError::msg("ERR The command has no key arguments"));
@@ -270,6 +264,39 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Array(
         keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect(),
     ))
+}
+
+/// COMMAND GETKEYSANDFLAGS: each key with the flags of the key spec that finds it.
+fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let inner = args.rest();
+    let spec = getkeys_target(inner)?;
+    let keys = spec.key_positions_with_flags(inner);
+    if keys.is_empty() {
+        return Err(CommandError::msg("ERR The command has no key arguments"));
+    }
+    Ok(Reply::Array(
+        keys.into_iter()
+            .map(|(i, flags)| {
+                Reply::Array(vec![
+                    Reply::Bulk(inner[i].clone()),
+                    Reply::Array(flags.iter().map(|f| Reply::Status(f.to_string())).collect()),
+                ])
+            })
+            .collect(),
+    ))
+}
+
+/// The command GETKEYS and GETKEYSANDFLAGS look into, with Redis's errors.
+fn getkeys_target(inner: &[Bytes]) -> CommandResult<&'static CommandSpec> {
+    match resolve(inner) {
+        Ok(s) => Ok(s),
+        Err(_) if table().get(&inner[0]).is_none() => {
+            Err(CommandError::msg("ERR Invalid command specified"))
+        }
+        Err(_) => Err(CommandError::msg(
+            "ERR Invalid number of arguments specified for command",
+        )),
+    }
 }
 
 fn command_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
@@ -280,6 +307,8 @@ fn command_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Return details about all commands.",
             "COUNT",
             "    Return the total number of commands in this server.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "LIST",
             "    Return a list of all commands in this server.",
             "INFO [<command-name> ...]",

@@ -464,7 +464,7 @@ impl CommandSpec {
             flags: if self.has(flag::WRITE) {
                 &["RW"]
             } else {
-                &["RO"]
+                &["RO", "access"]
             },
             begin: Begin::Index(self.first_key),
             find: Find::Range {
@@ -477,6 +477,18 @@ impl CommandSpec {
 
     /// Positions of the keys in `args` (which includes the command name).
     pub fn key_positions(&self, args: &[bytes::Bytes]) -> Vec<usize> {
+        self.key_positions_with_flags(args)
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Positions of the keys in `args`, each with the flags of the key spec that found it
+    /// (`COMMAND GETKEYSANDFLAGS`).
+    pub fn key_positions_with_flags(
+        &self,
+        args: &[bytes::Bytes],
+    ) -> Vec<(usize, &'static [&'static str])> {
         let argc = args.len();
         let mut out = Vec::new();
         for ks in self.effective_key_specs() {
@@ -520,7 +532,7 @@ impl CommandSpec {
                     };
                     let mut i = start;
                     while i <= end && i < argc {
-                        out.push(i);
+                        out.push((i, ks.flags));
                         i += step;
                     }
                 }
@@ -540,7 +552,7 @@ impl CommandSpec {
                         if i >= argc {
                             break;
                         }
-                        out.push(i);
+                        out.push((i, ks.flags));
                         i += step.max(1) as usize;
                     }
                 }
