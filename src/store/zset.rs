@@ -349,32 +349,95 @@ impl Tree {
             .insert_unique(h, i, |&j| hasher.hash_one(&nodes[j as usize].member[..]));
         self.link(i);
     }
-    /// Puts the detached node `i` in its place in the order.
+    /// Puts the detached node `i` in its place in the order: one descent to where its
+    /// priority puts it, then a split of the subtree below by its key (a treap's insertion;
+    /// splitting the whole tree at its rank and merging back touched two full paths more).
     fn link(&mut self, i: u32) {
-        let k = {
-            let n = &self.nodes[i as usize];
-            self.count_before(&|s, m| cmp_entry(s, m, n.score, &n.member).is_lt())
-        };
         let root = self.root;
-        let (a, b) = self.split_rank(root, k as u32);
-        let l = self.merge(a, i);
-        self.root = self.merge(l, b);
+        self.root = self.insert_at(root, i);
     }
-    /// Takes node `i` out of the order.
+
+    fn insert_at(&mut self, t: u32, i: u32) -> u32 {
+        if t == NIL {
+            return i;
+        }
+        if self.nodes[i as usize].prio > self.nodes[t as usize].prio {
+            let (a, b) = self.split_key(t, i);
+            let n = &mut self.nodes[i as usize];
+            n.left = a;
+            n.right = b;
+            self.fix(i);
+            return i;
+        }
+        if self.before(i, t) {
+            let l = self.nodes[t as usize].left;
+            let m = self.insert_at(l, i);
+            self.nodes[t as usize].left = m;
+        } else {
+            let r = self.nodes[t as usize].right;
+            let m = self.insert_at(r, i);
+            self.nodes[t as usize].right = m;
+        }
+        self.fix(t);
+        t
+    }
+
+    /// Does node `a` come before node `b` in (score, member) order?
+    fn before(&self, a: u32, b: u32) -> bool {
+        let (x, y) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+        cmp_entry(x.score, &x.member, y.score, &y.member).is_lt()
+    }
+
+    /// Splits `t` into (the nodes before node `i`, the rest).
+    fn split_key(&mut self, t: u32, i: u32) -> (u32, u32) {
+        if t == NIL {
+            return (NIL, NIL);
+        }
+        if self.before(t, i) {
+            let r = self.nodes[t as usize].right;
+            let (a, b) = self.split_key(r, i);
+            self.nodes[t as usize].right = a;
+            self.fix(t);
+            (t, b)
+        } else {
+            let l = self.nodes[t as usize].left;
+            let (a, b) = self.split_key(l, i);
+            self.nodes[t as usize].left = b;
+            self.fix(t);
+            (a, t)
+        }
+    }
+
+    /// Takes node `i` out of the order: one descent by its key, and its two subtrees merged
+    /// in its place.
     fn unlink(&mut self, i: u32) {
-        let r = {
-            let n = &self.nodes[i as usize];
-            self.rank(n.score, &n.member)
-        };
         let root = self.root;
-        let (a, b) = self.split_rank(root, r as u32);
-        let (m, c) = self.split_rank(b, 1);
-        debug_assert_eq!(m, i);
-        self.root = self.merge(a, c);
+        self.root = self.remove_at(root, i);
         let node = &mut self.nodes[i as usize];
         node.left = NIL;
         node.right = NIL;
         node.size = 1;
+    }
+
+    fn remove_at(&mut self, t: u32, i: u32) -> u32 {
+        if t == NIL {
+            return NIL;
+        }
+        if t == i {
+            let (l, r) = (self.nodes[t as usize].left, self.nodes[t as usize].right);
+            return self.merge(l, r);
+        }
+        if self.before(i, t) {
+            let l = self.nodes[t as usize].left;
+            let m = self.remove_at(l, i);
+            self.nodes[t as usize].left = m;
+        } else {
+            let r = self.nodes[t as usize].right;
+            let m = self.remove_at(r, i);
+            self.nodes[t as usize].right = m;
+        }
+        self.fix(t);
+        t
     }
     fn rank(&self, score: f64, member: &[u8]) -> usize {
         let mut t = self.root;
