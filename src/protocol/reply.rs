@@ -211,38 +211,7 @@ fn bulk(out: &mut BytesMut, b: &[u8]) {
 /// Formats a double as Redis 7.0's `addReplyDouble` does: C's `%.17g` (`inf`, `-inf`, `nan`
 /// for the special values).
 pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // %.17g: the exponent of the %.16e form decides between fixed and scientific notation;
-    // trailing zeros (and a trailing point) are dropped either way.
-    let sci = format!("{d:.16e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..17).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{}{:02}", trim(mant), sign, exp.abs())
-    } else {
-        let prec = (16 - exp) as usize;
-        trim(&format!("{d:.prec$}"))
-    }
+    crate::util::num::format_g17(d)
 }
 
 #[cfg(test)]

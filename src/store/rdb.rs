@@ -447,39 +447,13 @@ impl LpWriter {
     }
 }
 
-/// Redis's `d2string` (how a sorted-set listpack stores a score).
+/// Redis's `d2string` (how a sorted-set listpack stores a score): integers in full, other
+/// values as `%.17g`.
 fn score_text(d: f64) -> String {
     if d.is_finite() && d != 0.0 && d.fract() == 0.0 && d.abs() <= (1u64 << 62) as f64 {
         return itoa::Buffer::new().format(d as i64).to_string();
     }
-    if d.is_nan() {
-        return "nan".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    // C's %.17g: the exponent of the %.16e form picks fixed or scientific notation, and
-    // trailing zeros go.
-    let sci = format!("{d:.16e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..17).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{}{:02}", trim(mant), sign, exp.abs())
-    } else {
-        let prec = (16 - exp) as usize;
-        trim(&format!("{d:.prec$}"))
-    }
+    crate::util::num::format_g17(d)
 }
 
 /// Redis 7.0's `_quicklistNodeAllowInsert`: may a node of `bytes` listpack bytes and `count`
