@@ -213,6 +213,43 @@ impl<'a> Args<'a> {
     }
 }
 
+/// The tail `numkeys key... WHERE [COUNT count]` of LMPOP, BLMPOP, ZMPOP and BZMPOP, with
+/// Redis's errors: the keys, the value `ends` gives the `WHERE` keyword (`LEFT`/`RIGHT`,
+/// `MIN`/`MAX`, upper case), and the count (1 when not given).
+pub fn mpop_args<'a, T: Copy>(
+    args: &mut Args<'a>,
+    ends: [(&[u8], T); 2],
+) -> CommandResult<(&'a [Bytes], T, usize)> {
+    let numkeys = match crate::util::num::parse_i64(args.next_arg()?) {
+        Some(n) if n > 0 => n as usize,
+        _ => return Err(CommandError::msg("ERR numkeys should be greater than 0")),
+    };
+    let rest = args.rest();
+    if numkeys >= rest.len() {
+        return Err(CommandError::syntax());
+    }
+    let (keys, tail) = rest.split_at(numkeys);
+    let mut tail = Args::new(tail, 0);
+    let end = match tail.next_token() {
+        Some(t) if *t == *ends[0].0 => ends[0].1,
+        Some(t) if *t == *ends[1].0 => ends[1].1,
+        _ => return Err(CommandError::syntax()),
+    };
+    let mut count = None;
+    while let Some(opt) = tail.next_token() {
+        match &*opt {
+            b"COUNT" if count.is_none() && !tail.is_empty() => {
+                count = match crate::util::num::parse_i64(tail.next_arg()?) {
+                    Some(n) if n > 0 => Some(n as usize),
+                    _ => return Err(CommandError::msg("ERR count should be greater than 0")),
+                };
+            }
+            _ => return Err(CommandError::syntax()),
+        }
+    }
+    Ok((keys, end, count.unwrap_or(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The list family: LPUSH RPUSH LPOP ... and the blocking pops and moves (BLPOP BRPOP BLMOVE
 //! BRPOPLPUSH BLMPOP), which block through `state::blocking` when their keys are empty.
 //! Table rows first (transcribed from Redis 7's COMMAND INFO / DOCS), handlers below.
-use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::args::{mpop_args, Args, CommandError, CommandResult};
 use crate::commands::blocking::{block_on, parse_timeout};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec, KeySpec};
 use crate::commands::Ctx;
@@ -528,34 +528,6 @@ fn rpoplpush(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     lmove_generic(ctx, src, dst, End::Right, End::Left)
 }
 
-/// `numkeys key... LEFT|RIGHT [COUNT n]` of LMPOP/BLMPOP.
-fn parse_mpop<'a>(args: &mut Args<'a>) -> CommandResult<(&'a [Bytes], End, usize)> {
-    let numkeys = match crate::util::num::parse_i64(args.next_arg()?) {
-        Some(n) if n > 0 => n as usize,
-        _ => return Err(CommandError::msg("ERR numkeys should be greater than 0")),
-    };
-    let rest = args.rest();
-    if numkeys >= rest.len() {
-        return Err(CommandError::syntax());
-    }
-    let (keys, tail) = rest.split_at(numkeys);
-    let mut tail = Args::new(tail, 0);
-    let end = parse_end(&mut tail)?;
-    let mut count = None;
-    while let Some(opt) = tail.next_token() {
-        match &*opt {
-            b"COUNT" if count.is_none() && !tail.is_empty() => {
-                count = match crate::util::num::parse_i64(tail.next_arg()?) {
-                    Some(n) if n > 0 => Some(n as usize),
-                    _ => return Err(CommandError::msg("ERR count should be greater than 0")),
-                };
-            }
-            _ => return Err(CommandError::syntax()),
-        }
-    }
-    Ok((keys, end, count.unwrap_or(1)))
-}
-
 /// The reply of LMPOP/BLMPOP: `[key, [elements]]`.
 fn mpop_reply(key: &[u8], got: Vec<Vec<u8>>) -> Reply {
     Reply::Array(vec![
@@ -584,7 +556,7 @@ fn mpop_now(
 }
 
 fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let (keys, end, count) = parse_mpop(args)?;
+    let (keys, end, count) = mpop_args(args, [(b"LEFT", End::Left), (b"RIGHT", End::Right)])?;
     Ok(mpop_now(ctx.server, ctx.client.db, keys, end, count)?.unwrap_or(Reply::NilArray))
 }
 
@@ -688,7 +660,7 @@ fn brpoplpush(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn blmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let timeout = args.next_arg()?;
-    let (keys, end, count) = parse_mpop(args)?;
+    let (keys, end, count) = mpop_args(args, [(b"LEFT", End::Left), (b"RIGHT", End::Right)])?;
     let deadline = parse_timeout(timeout)?;
     let db = ctx.client.db;
     if let Some(r) = mpop_now(ctx.server, db, keys, end, count)? {

@@ -1,7 +1,7 @@
 //! The sorted set family: ZADD ZRANGE ZUNIONSTORE ZPOPMIN ... Table rows first (transcribed
 //! from Redis 7's COMMAND INFO / COMMAND DOCS), handlers below. The value itself (listpack
 //! and skiplist forms) is `store::zset`.
-use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::args::{mpop_args, Args, CommandError, CommandResult};
 use crate::commands::keys::{scan_cursor, scan_opts};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
@@ -15,6 +15,8 @@ use crate::util::num::parse_i64;
 use bytes::Bytes;
 
 const FAMILY: CommandSpec = family("sorted-set", acl::SORTEDSET);
+/// ZMPOP's and BZMPOP's `MIN|MAX` keyword: true for MAX.
+const MIN_MAX: [(&[u8], bool); 2] = [(b"MIN", false), (b"MAX", true)];
 const BZMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"])];
 
 const KEYNUM_RO: &[KeySpec] = &[KeySpec {
@@ -1068,34 +1070,9 @@ fn zpopmax(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let numkeys = match args.next_arg().ok().and_then(|a| parse_i64(a)) {
-        Some(n) if n >= 1 => n as usize,
-        _ => return Err(CommandError::msg("ERR numkeys should be greater than 0")),
-    };
-    if numkeys >= args.len() {
-        return Err(CommandError::syntax());
-    }
-    let keys: Vec<&Bytes> = (0..numkeys).filter_map(|_| args.next_opt()).collect();
-    let max = match args.next_token().as_deref() {
-        Some(b"MIN") => false,
-        Some(b"MAX") => true,
-        _ => return Err(CommandError::syntax()),
-    };
-    let mut count = None;
-    while let Some(t) = args.next_token() {
-        match &*t {
-            b"COUNT" if count.is_none() && !args.is_empty() => {
-                match args.next_opt().and_then(|a| parse_i64(a)) {
-                    Some(n) if n >= 1 => count = Some(n as usize),
-                    _ => return Err(CommandError::msg("ERR count should be greater than 0")),
-                }
-            }
-            _ => return Err(CommandError::syntax()),
-        }
-    }
-    let count = count.unwrap_or(1);
+    let (keys, max, count) = mpop_args(args, MIN_MAX)?;
     let db = ctx.client.db;
-    let mut l = ctx.server.store.lock_keys(&keys);
+    let mut l = ctx.server.store.lock_keys(keys);
     for (i, key) in keys.iter().enumerate() {
         let h = l.hash(i);
         let ks = l.ks(i, db);
@@ -1187,34 +1164,8 @@ fn bzpopmax(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn bzmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let timeout = args.next_arg()?;
-    let numkeys = match args.next_arg().ok().and_then(|a| parse_i64(a)) {
-        Some(n) if n >= 1 => n as usize,
-        _ => return Err(CommandError::msg("ERR numkeys should be greater than 0")),
-    };
-    if numkeys >= args.len() {
-        return Err(CommandError::syntax());
-    }
-    let keys: Vec<Bytes> = (0..numkeys)
-        .filter_map(|_| args.next_opt().cloned())
-        .collect();
-    let max = match args.next_token().as_deref() {
-        Some(b"MIN") => false,
-        Some(b"MAX") => true,
-        _ => return Err(CommandError::syntax()),
-    };
-    let mut count = None;
-    while let Some(t) = args.next_token() {
-        match &*t {
-            b"COUNT" if count.is_none() && !args.is_empty() => {
-                match args.next_opt().and_then(|a| parse_i64(a)) {
-                    Some(n) if n >= 1 => count = Some(n as usize),
-                    _ => return Err(CommandError::msg("ERR count should be greater than 0")),
-                }
-            }
-            _ => return Err(CommandError::syntax()),
-        }
-    }
-    let count = count.unwrap_or(1);
+    let (keys, max, count) = mpop_args(args, MIN_MAX)?;
+    let keys = keys.to_vec();
     let deadline = crate::commands::blocking::parse_timeout(timeout)?;
     let db = ctx.client.db;
     let reply = |key: &[u8], v: Vec<(Vec<u8>, f64)>| {
