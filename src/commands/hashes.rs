@@ -9,7 +9,7 @@ use crate::protocol::Reply;
 use crate::state::pubsub::class;
 use crate::store::eviction::rand_u64;
 use crate::store::set::distinct_positions;
-use crate::store::{HashValue, Ttl, Value};
+use crate::store::HashValue;
 use crate::util::glob::glob_match;
 use crate::util::num::{parse_f64, parse_i64};
 use bytes::Bytes;
@@ -89,60 +89,33 @@ fn read_hash(
     key: &Bytes,
     f: impl FnOnce(Option<&HashValue>) -> Reply,
 ) -> CmdResult {
-    ctx.server
-        .store
-        .with_key(ctx.client.db, key, |ks, h| match ks.get(h, key) {
-            None => Ok(f(None)),
-            Some(e) => match &e.value {
-                Value::Hash(hv) => Ok(f(Some(hv))),
-                _ => Err(CommandError::wrongtype()),
-            },
-        })
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        Ok(ks.read_as::<HashValue, _>(h, key, f)?)
+    })
 }
 
-/// Runs `f` on the hash at `key` for a write, creating it when missing; `f` says whether it
-/// changed anything. A hash left empty is deleted, as Redis never keeps empty hashes.
+/// Runs `f` on the hash at `key` for a write through the key space's one aggregate write
+/// path (created when missing, stored only if `f` left fields in it); `f` says whether it
+/// changed anything. The packed form gives back its spare capacity after each write.
 fn write_hash(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
     event: &'static str,
     f: impl FnOnce(&mut HashValue) -> CommandResult<(Reply, bool)>,
 ) -> CmdResult {
-    let mut changed = false;
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        let created = match ks.peek(h, key) {
-            Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CommandError::wrongtype()),
-            Some(_) => false,
-            None => {
-                ks.set(h, key, Value::Hash(Box::default()), Ttl::Clear);
-                true
-            }
-        };
-        let r = ks
-            .update(h, key, |v| match v {
-                Value::Hash(hv) => {
-                    let r = f(hv);
-                    hv.compact();
-                    match r {
-                        Ok((r, m)) => {
-                            changed = m;
-                            (Ok(r), m)
-                        }
-                        Err(e) => (Err(e), false),
-                    }
-                }
-                _ => (Err(CommandError::wrongtype()), false),
-            })
-            .unwrap_or(Ok(Reply::Nil));
-        // These writes only add or change fields: a hash can be left empty only when this
-        // write created it and then failed.
-        if created && !changed {
-            ks.remove_if_empty_hash(h, key);
-        }
+    let db = ctx.client.db;
+    ctx.server.store.with_key(db, key, |ks, h| {
+        let r = ks.write_as::<HashValue, _>(h, key, true, |hv| {
+            let r = f(hv);
+            hv.compact();
+            let changed = matches!(r, Ok((_, true)));
+            (r, changed)
+        })?;
+        let (reply, changed) = r.unwrap_or(Ok((Reply::Nil, false)))?;
         if changed {
-            ctx.server.notify(ctx.client.db, class::HASH, event, key);
+            ctx.server.notify(db, class::HASH, event, key);
         }
-        r
+        Ok(reply)
     })
 }
 
@@ -212,27 +185,21 @@ fn hgetall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let fields = args.rest();
-    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        match ks.peek(h, key) {
-            None => return Ok(Reply::Int(0)),
-            Some(e) if !matches!(e.value, Value::Hash(_)) => return Err(CommandError::wrongtype()),
-            Some(_) => {}
-        }
+    let db = ctx.client.db;
+    ctx.server.store.with_key(db, key, |ks, h| {
+        let mut emptied = false;
         let n = ks
-            .update(h, key, |v| {
-                let Value::Hash(hv) = v else {
-                    return (0, false);
-                };
+            .write_as::<HashValue, _>(h, key, false, |hv| {
                 let n = fields.iter().filter(|f| hv.remove(f)).count();
                 hv.compact();
+                emptied = hv.is_empty();
                 (n, n > 0)
-            })
+            })?
             .unwrap_or(0);
-        ks.remove_if_empty_hash(h, key);
         if n > 0 {
-            ctx.server.notify(ctx.client.db, class::HASH, "hdel", key);
-            if !ks.contains(h, key) {
-                ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
+            ctx.server.notify(db, class::HASH, "hdel", key);
+            if emptied {
+                ctx.server.notify(db, class::GENERIC, "del", key);
             }
         }
         Ok(Reply::Int(n as i64))

@@ -760,14 +760,6 @@ impl Keyspace {
         Ok(r.flatten())
     }
 
-    /// Deletes a key that a hash emptied (HDEL of the last field): Redis deletes empty hashes.
-    pub fn remove_if_empty_hash(&mut self, hash: u64, key: &[u8]) {
-        let empty = matches!(self.peek(hash, key), Some(Entry { value: Value::Hash(h), .. }) if h.is_empty());
-        if empty {
-            self.remove(hash, key);
-        }
-    }
-
     /// Sets (`Some`) or clears (`None`) a live key's deadline. False if there is no such key.
     /// A deadline not in the future deletes the key (as Redis's EXPIRE with a past time).
     pub fn set_deadline(&mut self, hash: u64, key: &[u8], at: Option<i64>) -> bool {
