@@ -250,6 +250,37 @@ pub fn mpop_args<'a, T: Copy>(
     Ok((keys, end, count.unwrap_or(1)))
 }
 
+/// The longest reply HRANDFIELD, SRANDMEMBER and ZRANDMEMBER give for a negative count
+/// (Redis has no bound and would try to build any reply a client asks for).
+pub const MAX_RANDOM_REPLY: usize = 1 << 24;
+
+/// `[count [WITHSCORES|WITHVALUES]]` of ZRANDMEMBER and HRANDFIELD with Redis's errors: the
+/// count (`None`: one element, not an array) and whether `with` was given. A count whose
+/// doubling could overflow is refused with `with`, as Redis does.
+pub fn random_count_args(args: &mut Args<'_>, with: &str) -> CommandResult<(Option<i64>, bool)> {
+    let count = match args.next_opt() {
+        None => None,
+        Some(c) => match crate::util::num::parse_i64(c) {
+            Some(i64::MIN) => {
+                return Err(CommandError::msg(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            Some(n) => Some(n),
+            None => return Err(CommandError::not_integer()),
+        },
+    };
+    let with = match args.next_opt() {
+        None => false,
+        Some(a) if crate::commands::is(a, with) && args.is_empty() => true,
+        Some(_) => return Err(CommandError::syntax()),
+    };
+    if with && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
+        return Err(CommandError::msg("ERR value is out of range"));
+    }
+    Ok((count, with))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,8 @@
 //! Hashes family: HSET HGET HGETALL HINCRBY HSCAN ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
-use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::args::{
+    random_count_args, Args, CommandError, CommandResult, MAX_RANDOM_REPLY,
+};
 use crate::commands::keys::{scan_cursor, scan_opts};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::strings::human_float;
@@ -310,33 +312,10 @@ fn hscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     })
 }
 
-/// Longest HRANDFIELD reply with a negative count.
-const MAX_RANDOM_REPLY: usize = 1 << 24;
-
 fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let resp3 = ctx.client.resp3;
     let key = args.next_key()?;
-    let count = match args.next_opt() {
-        None => None,
-        Some(c) => match parse_i64(c) {
-            Some(i64::MIN) => {
-                return Err(CommandError::msg(
-                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-                ))
-            }
-            Some(n) => Some(n),
-            None => return Err(CommandError::not_integer()),
-        },
-    };
-    let withvalues = match args.next_opt() {
-        None => false,
-        Some(a) if crate::commands::is(a, "WITHVALUES") && args.is_empty() => true,
-        Some(_) => return Err(CommandError::syntax()),
-    };
-    // Redis refuses counts whose doubling (WITHVALUES) could overflow.
-    if withvalues && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
-        return Err(CommandError::msg("ERR value is out of range"));
-    }
+    let (count, withvalues) = random_count_args(args, "WITHVALUES")?;
     read_hash(ctx, key, |hv| {
         let Some(count) = count else {
             return match hv {

@@ -1,6 +1,6 @@
 //! The set family: SADD SREM SMEMBERS SPOP SINTER SUNIONSTORE SSCAN ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
-use crate::commands::args::{Args, CommandError, CommandResult};
+use crate::commands::args::{Args, CommandError, CommandResult, MAX_RANDOM_REPLY};
 use crate::commands::keys::scan_opts;
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
@@ -127,10 +127,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection..")
         .args("key:key cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer]"),
 ];
-
-/// Longest SRANDMEMBER reply with a negative count (Redis would build it whatever its
-/// size; this bound keeps one request from exhausting memory).
-const MAX_RANDOM_REPLY: usize = 1 << 24;
 
 fn bulks(v: Vec<Bytes>) -> Vec<Reply> {
     v.into_iter().map(Reply::Bulk).collect()

@@ -1,7 +1,9 @@
 //! The sorted set family: ZADD ZRANGE ZUNIONSTORE ZPOPMIN ... Table rows first (transcribed
 //! from Redis 7's COMMAND INFO / COMMAND DOCS), handlers below. The value itself (listpack
 //! and skiplist forms) is `store::zset`.
-use crate::commands::args::{mpop_args, Args, CommandError, CommandResult};
+use crate::commands::args::{
+    mpop_args, random_count_args, Args, CommandError, CommandResult, MAX_RANDOM_REPLY,
+};
 use crate::commands::keys::{scan_cursor, scan_opts};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
@@ -1190,34 +1192,10 @@ fn bzmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 // ---------------------------------------------------------------------------------------
 // ZRANDMEMBER
 
-/// Longest ZRANDMEMBER reply with a negative count.
-const MAX_RANDOM_REPLY: usize = 1 << 24;
-
 fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let resp3 = ctx.client.resp3;
     let key = args.next_key()?;
-    let count = match args.next_opt() {
-        None => None,
-        Some(c) => match parse_i64(c) {
-            Some(i64::MIN) => {
-                return Err(CommandError::msg(
-                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-                ))
-            }
-            Some(n) => Some(n),
-            None => return Err(CommandError::not_integer()),
-        },
-    };
-    let withscores = match args.next_opt() {
-        None => false,
-        Some(a) if crate::commands::is(a, "WITHSCORES") && args.is_empty() => true,
-        Some(_) => return Err(CommandError::syntax()),
-    };
-    if let Some(c) = count {
-        if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return Err(CommandError::msg("ERR value is out of range"));
-        }
-    }
+    let (count, withscores) = random_count_args(args, "WITHSCORES")?;
     read_zset(ctx, key, |z| {
         let Some(count) = count else {
             return match z {
