@@ -31,6 +31,7 @@ import argparse
 import atexit
 import datetime
 import itertools
+import hashlib
 import json
 import math
 import os
@@ -206,6 +207,7 @@ def run(cmd, timeout, stdin=None):
 
 
 SERVERS = []
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Server:
@@ -261,6 +263,13 @@ class Server:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def cpu_seconds(self):
+        """utime + stime of the server process (all its threads) from /proc/PID/stat."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            # The command name may hold spaces: fields count from after its ")".
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
     def stop(self):
         if self.proc is None:
@@ -320,39 +329,70 @@ VALUE32 = "v" * 32
 DOC_FIELDS = '"a":1,"b":"x","c":2.5,"d":true'
 
 
+RATE_LIMITER = ("local c = redis.call('INCR', KEYS[1]) "
+                "if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return c")
+RATE_LIMITER_SHA = hashlib.sha1(RATE_LIMITER.encode()).hexdigest()
+
+
 def workloads():
     """(name, redis command, tidecache command, pipeline, preload groups each side needs).
 
     `__rand_int__` becomes a 12-digit zero-padded number, which JSON refuses as a bare number
     (leading zeros), so documents carry it inside strings. DOC.INSERT leaves `_id` out (an
     ObjectId is generated): redis-benchmark stops at the first error reply, and random `_id`s
-    would collide as duplicate keys."""
+    would collide as duplicate keys.
+
+    The DOC rows run on `sessions`, a collection with a TTL index on `accessTime` and a
+    secondary index on `userID` (as the seed's login sessions), each beside the Redis command
+    a user would run instead; the destructive DELETE rows come last."""
     set_ = ["SET", "key:__rand_int__", VALUE32]
     get = ["GET", "key:__rand_int__"]
     mset = ["MSET"] + ["key:__rand_int__", VALUE32] * 10
+    mget = ["MGET"] + ["key:__rand_int__"] * 10
     hset4 = ["HSET", "h:__rand_int__", "a", "1", "b", "x", "c", "2.5", "d", "true"]
     hgetall = ["HGETALL", "h:__rand_int__"]
-    return [
-        ("SET", set_, set_, 1, [], []),
-        ("GET", get, get, 1, ["kv"], ["kv"]),
-        ("SET -P 16", set_, set_, 16, [], []),
-        ("GET -P 16", get, get, 16, ["kv"], ["kv"]),
-        ("MSET (10 keys)", mset, mset, 1, [], []),
-        ("INCR", ["INCR", "counter:__rand_int__"], ["INCR", "counter:__rand_int__"], 1, [], []),
+    sid = '{"_id":"__rand_int__"}'
+    both = (1, 16)
+    rows = [
+        ("SET", set_, set_, both, [], []),
+        ("GET", get, get, both, ["kv"], ["kv"]),
+        ("MSET (10 keys)", mset, mset, (1,), [], []),
+        ("MGET (10 keys)", mget, mget, both, ["kv"], ["kv"]),
+        ("INCR", ["INCR", "counter:__rand_int__"], ["INCR", "counter:__rand_int__"], both, [], []),
         ("HSET", ["HSET", "myhash", "element:__rand_int__", VALUE32],
-         ["HSET", "myhash", "element:__rand_int__", VALUE32], 1, [], []),
-        ("HGETALL (4 fields)", hgetall, hgetall, 1, ["hash"], ["hash"]),
-        ("DOC.INSERT 4 fields vs HSET 4 fields", hset4,
-         ["DOC.INSERT", "inserts", '{"s":"__rand_int__",' + DOC_FIELDS + "}"], 1, [], []),
-        ("DOC.FIND indexed vs HGETALL", hgetall,
-         ["DOC.FIND", "users", '{"u":"__rand_int__"}'], 1, ["hash"], ["users_index", "users"]),
+         ["HSET", "myhash", "element:__rand_int__", VALUE32], both, [], []),
+        ("HGETALL (4 fields)", hgetall, hgetall, (1,), ["hash"], ["hash"]),
         ("DOC.FIND _id vs GET same JSON", ["GET", "j:__rand_int__"],
-         ["DOC.FIND", "users", '{"_id":"__rand_int__"}'], 1, ["json"], ["users"]),
+         ["DOC.FIND", "users", sid], both, ["json"], ["users"]),
+        ("DOC.INSERT vs HSET 4 fields", hset4,
+         ["DOC.INSERT", "inserts", '{"userID":"__rand_int__","accessTime":"$$NOW",' + DOC_FIELDS + "}"],
+         both, [], ["inserts_indexes"]),
+        ("DOC.UPDATE _id $set $currentDate UPSERT vs HSET 2 fields",
+         ["HSET", "h:__rand_int__", "userID", "__rand_int__", "accessTime", "1700000000000"],
+         ["DOC.UPDATE", "sessions", sid,
+          '{"$set":{"userID":"__rand_int__"},"$currentDate":{"accessTime":true}}', "UPSERT"],
+         both, ["hash"], ["sessions"]),
+        ("DOC.FINDONE _id vs HGETALL", hgetall, ["DOC.FINDONE", "sessions", sid], both,
+         ["hash"], ["sessions"]),
+        ("DOC.FIND indexed vs HGETALL", hgetall,
+         ["DOC.FIND", "sessions", '{"userID":"__rand_int__"}'], both, ["hash"], ["sessions"]),
         ("DOC.TOUCH vs HSET 1 field", ["HSET", "h:__rand_int__", "accessTime", "1700000000000"],
-         ["DOC.TOUCH", "sessions", '{"_id":"__rand_int__"}'], 1, ["hash"], ["sessions"]),
+         ["DOC.TOUCH", "sessions", sid], both, ["hash"], ["sessions"]),
+        ("DOC.COUNT indexed vs EXISTS", ["EXISTS", "key:__rand_int__"],
+         ["DOC.COUNT", "sessions", '{"userID":"__rand_int__"}'], both, ["kv"], ["sessions"]),
+        ("XADD s * f v", ["XADD", "mystream", "*", "f", "v"], ["XADD", "mystream", "*", "f", "v"],
+         both, [], []),
+        ("XREAD COUNT 100", ["XREAD", "COUNT", "100", "STREAMS", "bigstream", "0"],
+         ["XREAD", "COUNT", "100", "STREAMS", "bigstream", "0"], both, ["stream"], ["stream"]),
+        ("EVALSHA rate limiter (INCR + PEXPIRE)",
+         ["EVALSHA", RATE_LIMITER_SHA, "1", "rl:__rand_int__", "60000"],
+         ["EVALSHA", RATE_LIMITER_SHA, "1", "rl:__rand_int__", "60000"], both,
+         ["script"], ["script"]),
+        ("EVAL rate limiter, cached body", ["EVAL", RATE_LIMITER, "1", "rl:__rand_int__", "60000"],
+         ["EVAL", RATE_LIMITER, "1", "rl:__rand_int__", "60000"], (1,), [], []),
     ] + [
-        # redis-benchmark's own tests of the aggregate types, at pipeline 1 and 16.
-        (f"{name}{' -P 16' if p == 16 else ''}", cmd, cmd, p, needs, needs)
+        # redis-benchmark's own tests of the aggregate types.
+        (name, cmd, cmd, both, needs, needs)
         for name, cmd, needs in [
             ("LPUSH", ["LPUSH", "mylist", VALUE32], []),
             ("RPUSH", ["RPUSH", "mylist", VALUE32], []),
@@ -366,8 +406,14 @@ def workloads():
             ("LRANGE_300", ["LRANGE", "biglist", "0", "299"], ["list600"]),
             ("LRANGE_600", ["LRANGE", "biglist", "0", "599"], ["list600"]),
         ]
-        for p in (1, 16)
+    ] + [
+        # Last: they empty what the rows above read. After the first pass over the keyspace
+        # most requests miss, on both servers alike.
+        ("DOC.DELETE _id vs DEL (mostly misses after one pass)", ["DEL", "h:__rand_int__"],
+         ["DOC.DELETE", "sessions", sid], both, ["hash"], ["sessions"]),
     ]
+    return [(f"{name}{' -P 16' if p == 16 else ''}", r, t, p, rn, tn)
+            for name, r, t, pipelines, rn, tn in rows for p in pipelines]
 
 
 def user_doc(i):
@@ -389,16 +435,22 @@ def preload(server, keys):
         "json": [encode("SET", "j:%012d" % i, user_doc(i)) for i in range(keys)],
         # redis-benchmark's LRANGE tests read the first 100/300/600 of a long list.
         "list600": [encode("RPUSH", "biglist", *[VALUE32] * 100) for _ in range(6)],
+        "stream": [encode("XADD", "bigstream", "*", "a", 1, "b", "x", "c", 2.5)
+                   for _ in range(1000)],
+        "script": [encode("SCRIPT", "LOAD", RATE_LIMITER)],
     }
     if server.kind == "tidecache":
         now = iso_now()
-        # The index first, so that inserts maintain it; FIND by _id needs only the documents.
-        groups["users_index"] = [encode("DOC.CREATEINDEX", "users", '{"u":1}')]
+        # FIND by _id needs only the documents; `sessions` creates its indexes first, so that
+        # inserts maintain them.
         groups["users"] = [encode("DOC.INSERT", "users", user_doc(i)) for i in range(keys)]
-        groups["sessions"] = [encode("DOC.EXPIREINDEX", "sessions", "accessTime", 3600)] + [
+        groups["sessions"] = [encode("DOC.EXPIREINDEX", "sessions", "accessTime", 3600),
+                              encode("DOC.CREATEINDEX", "sessions", '{"userID":1}')] + [
             encode("DOC.INSERT", "sessions",
-                   '{"_id":"%012d","userID":%d,"accessTime":{"$date":"%s"}}' % (i, i, now))
+                   '{"_id":"%012d","userID":"%012d","accessTime":{"$date":"%s"}}' % (i, i, now))
             for i in range(keys)]
+        groups["inserts_indexes"] = [encode("DOC.EXPIREINDEX", "inserts", "accessTime", 3600),
+                                     encode("DOC.CREATEINDEX", "inserts", '{"userID":1}')]
     for name, payloads in groups.items():
         try:
             errors, first = load(c, payloads)
@@ -424,6 +476,10 @@ def explain_plan(server, coll, query):
         return None
 
 
+READS = {"GET", "MGET", "HGETALL", "EXISTS", "LRANGE", "XREAD", "DOC.FIND", "DOC.FINDONE",
+         "DOC.COUNT"}
+
+
 def probe(server, cmd):
     """Runs `cmd` once on a preloaded key. A read that finds nothing would be measured as a
     fast miss, not as the work the row names: that is an error too."""
@@ -438,42 +494,49 @@ def probe(server, cmd):
         return short("server exited" if not server.alive() else e)
     if isinstance(r, RespError):
         return short(r)
-    if r is None or r == [] or r == 0:
+    # A write may legitimately answer 0 (HSET of existing fields, DEL of a key gone).
+    if args[0] in READS and (r is None or r == [] or r == 0):
         return short(f"{args[0]} found nothing for a preloaded key (reply {r!r})")
     return None
 
 
 def bench(server, cmd, n, pipeline, keyspace, timeout):
-    """One redis-benchmark run: (rps, None) or (None, error text)."""
+    """One redis-benchmark run: ({"rps", "p50_ms", "cpu_us"}, None) or (None, error text).
+    `cpu_us` is the server's CPU (user + system, every thread) over the run divided by the
+    requests: steadier than requests/s on a shared machine, where the load generator and the
+    server fight for the same cores."""
     argv = ["redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
             str(pipeline), "-r", str(keyspace), "--csv", *cmd]
+    cpu0 = server.cpu_seconds() if server.alive() else 0.0
     rc, out, err = run(argv, timeout)
     if not server.alive():
         return None, "server exited"
+    cpu = server.cpu_seconds() - cpu0
     if rc is None:
         return None, err
     for line in (err + "\n" + out).splitlines():
         if "Error from server" in line or line.startswith("ERR") or "rror:" in line:
             return None, short(line.replace("Error from server: ", ""))
-    rps = None
+    rps = p50 = None
     for line in out.splitlines():
-        fields = line.strip().split('","')
+        # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+        fields = line.strip().strip('"').split('","')
         if len(fields) >= 8 and not line.startswith('"test"'):
             try:
-                rps = float(fields[-7])
+                rps, p50 = float(fields[-7]), float(fields[-4])
             except ValueError:
                 pass
     if rc != 0 or rps is None:
         return None, short(err or out or f"redis-benchmark exit {rc}")
     if rps <= 0:
         return None, "zero rps"
-    return rps, None
+    return {"rps": rps, "p50_ms": p50, "cpu_us": cpu * 1e6 / n}, None
 
 
 def throughput(env, quick):
     keys = 10_000 if quick else 100_000
     n_max = 20_000 if quick else 200_000
-    rounds = 1 if quick else 5
+    rounds = 1 if quick else 3
     seconds = 0.5 if quick else 2.0  # target length of one run
     cal_n = 1000 if quick else 2000  # requests of the calibration run
     redis = env.redis("throughput")
@@ -482,13 +545,14 @@ def throughput(env, quick):
     try:
         log(f"throughput: preloading {keys} keys, hashes, JSON strings and documents")
         pre = {"redis": preload(redis, keys), "tidecache": preload(tide, keys)}
-        plan = explain_plan(tide, "users", '{"u":"%012d"}' % 1)
+        plan = explain_plan(tide, "sessions", '{"userID":"%012d"}' % 1)
         for name, rcmd, tcmd, pipeline, rneeds, tneeds in workloads():
             row = {"workload": name, "pipeline": pipeline, "redis": None, "tidecache": None,
                    "redis_error": None, "tidecache_error": None}
             cmds = {"redis": rcmd, "tidecache": tcmd}
             servers = {"redis": redis, "tidecache": tide}
-            if tcmd[:2] == ["DOC.FIND", "users"] and "_id" not in tcmd[2] and plan:
+            if tcmd[0] in ("DOC.FIND", "DOC.COUNT") and tcmd[1] == "sessions" \
+                    and "_id" not in tcmd[2] and plan:
                 row["note"] = f"plan {plan}"  # an "indexed" row that scans would say so
             for kind in ("redis", "tidecache"):
                 for g in rneeds if kind == "redis" else tneeds:
@@ -506,11 +570,11 @@ def throughput(env, quick):
                 if err:
                     row[f"{kind}_error"] = err
                     continue
-                rps, err = bench(servers[kind], cmds[kind], cal_n * pipeline, pipeline, keys, 60)
+                m, err = bench(servers[kind], cmds[kind], cal_n * pipeline, pipeline, keys, 60)
                 if err:
                     row[f"{kind}_error"] = err
                 else:
-                    cal[kind] = rps
+                    cal[kind] = m["rps"]
             if cal:
                 n = int(min(n_max * pipeline, max(cal_n, min(cal.values()) * seconds)))
                 samples = {k: [] for k in cal}
@@ -519,18 +583,22 @@ def throughput(env, quick):
                         if kind not in samples or row[f"{kind}_error"]:
                             continue
                         timeout = max(60, 20 * n / cal[kind])
-                        rps, err = bench(servers[kind], cmds[kind], n, pipeline, keys, timeout)
+                        m, err = bench(servers[kind], cmds[kind], n, pipeline, keys, timeout)
                         if err:
                             row[f"{kind}_error"] = err
                         else:
-                            samples[kind].append(rps)
+                            samples[kind].append(m)
                 for kind, vals in samples.items():
                     if vals and not row[f"{kind}_error"]:
-                        row[kind] = statistics.median(vals)
-                        row[kind + "_rounds"] = vals
+                        row[kind] = statistics.median(v["rps"] for v in vals)
+                        row[kind + "_rounds"] = [v["rps"] for v in vals]
+                        row[kind + "_cpu_us"] = statistics.median(v["cpu_us"] for v in vals)
+                        if vals[0]["p50_ms"] is not None:
+                            row[kind + "_p50_ms"] = statistics.median(v["p50_ms"] for v in vals)
                 row["n"] = n
             rows.append(row)
-            log(f"  {name:36} {fmt_rps(row, 'redis'):>24} {fmt_rps(row, 'tidecache'):>24}")
+            log(f"  {name:44} {fmt_rps(row, 'redis'):>14} {fmt_cpu(row, 'redis'):>6} µs"
+                f" {fmt_rps(row, 'tidecache'):>14} {fmt_cpu(row, 'tidecache'):>6} µs")
     finally:
         redis.stop()
         tide.stop()
@@ -541,6 +609,16 @@ def fmt_rps(row, kind):
     if row[kind] is not None:
         return f"{row[kind]:,.0f}"
     return f"n/a (error: {short(row[kind + '_error'] or 'unknown', 60)})"
+
+
+def fmt_cpu(row, kind):
+    v = row.get(kind + "_cpu_us")
+    return "-" if v is None or row[kind] is None else f"{v:.2f}"
+
+
+def fmt_p50(row):
+    return " / ".join("-" if row.get(k + "_p50_ms") is None or row[k] is None
+                      else f"{row[k + '_p50_ms']:.3f}" for k in ("redis", "tidecache"))
 
 
 def ratio(a, b):
@@ -629,6 +707,10 @@ def memory(env, quick):
     base = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     files = {
         "keys": lambda: (encode("SET", "k:%d" % i, VALUE32, "EX", 3600) for i in range(count)),
+        "hashes2": lambda: (encode("HSET", "s:%d" % i, "userID", i, "accessTime", now_ms + i % 1000)
+                            for i in range(count)),
+        "stream": lambda: (encode("XADD", "events", "*", "a", i % 100, "b", "x", "c", 2.5)
+                           for i in range(count)),
         "hashes": lambda: (encode("HSET", "s:%d" % i, "userID", i, "accessTime", now_ms + i % 1000)
                            + encode("EXPIRE", "s:%d" % i, 3600) for i in range(count)),
         "sets": lambda: (encode("SADD", "set:%d" % i, *("member:%d" % j for j in range(8)))
@@ -649,12 +731,14 @@ def memory(env, quick):
     rows = []
     specs = [
         (f"{label} keys, 32 B values, EX", "keys", "keys", ()),
+        (f"{label} hashes of 2 fields", "hashes2", "hashes2", ()),
         (f"{label} hashes (userID, accessTime) + EXPIRE", "hashes", "hashes", ()),
         (f"{label} session documents, TTL index vs hashes", "hashes", "docs",
          (("DOC.EXPIREINDEX", "sessions", "accessTime", 3600),)),
         (f"{label} sets of 8 members", "sets", "sets", ()),
         (f"{label} sorted sets of 8 members", "zsets", "zsets", ()),
         (f"{count // 100} lists of 100 elements (per element)", "lists", "lists", ()),
+        (f"{label} stream entries of 3 fields (one stream)", "stream", "stream", ()),
     ]
     for name, rfile, tfile, tsetup in specs:
         row = {"workload": name}
@@ -1115,14 +1199,21 @@ def markdown(results):
     lines = [f"Run of {results['date']} on {results['machine']}; mode: {results['mode']}.", ""]
     if "throughput" in results:
         lines += ["### Throughput (requests/s, redis-benchmark -c 50)", "",
-                  "| workload | redis-server | tidecache | tidecache / redis | spread of the rounds |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+                  "| workload | redis-server | tidecache | tidecache / redis | CPU µs/request redis / tidecache | CPU tidecache / redis | p50 ms redis / tidecache | spread of the rounds |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for row in results["throughput"]:
             r = ratio(row["tidecache"], row["redis"])
+            c = ratio(row.get("tidecache_cpu_us") if row["tidecache"] else None,
+                      row.get("redis_cpu_us") if row["redis"] else None)
             name = row["workload"] + (f" ({row['note']})" if row.get("note") else "")
             lines.append(f"| {name} | {fmt_rps(row, 'redis')} | {fmt_rps(row, 'tidecache')} | "
-                         f"{'n/a' if r is None else f'{r:.2f}'} | {spread(row)} |")
-        lines += ["", "Median of the rounds; the spread is (max - min) / median of each server's "
+                         f"{'n/a' if r is None else f'{r:.2f}'} | "
+                         f"{fmt_cpu(row, 'redis')} / {fmt_cpu(row, 'tidecache')} | "
+                         f"{'n/a' if c is None else f'{c:.2f}'} | {fmt_p50(row)} | {spread(row)} |")
+        lines += ["", "Median of the rounds. CPU µs/request is the server's user + system CPU "
+                  "(every thread, from /proc/PID/stat) over a run divided by its requests: below "
+                  "1 in the CPU ratio column is better. p50 is redis-benchmark's median latency. "
+                  "The spread is (max - min) / median of each server's requests/s over the "
                   "rounds, redis / tidecache: ratios inside it are noise."]
         lines.append("")
     if "memory" in results:
