@@ -109,7 +109,6 @@ fn write_hash(
     ctx.server.store.with_key(db, key, |ks, h| {
         let r = ks.write_as::<HashValue, _>(h, key, true, |hv| {
             let r = f(hv);
-            hv.compact();
             let changed = matches!(r, Ok((_, true)));
             (r, changed)
         })?;
@@ -193,7 +192,6 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         let n = ks
             .write_as::<HashValue, _>(h, key, false, |hv| {
                 let n = fields.iter().filter(|f| hv.remove(f)).count();
-                hv.compact();
                 emptied = hv.is_empty();
                 (n, n > 0)
             })?

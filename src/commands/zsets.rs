@@ -582,10 +582,6 @@ pub(crate) fn zadd_generic(
                 }
             }
         }
-        if added > 1 {
-            // A bulk add left the packed buffer's doubling slack: give it back.
-            z.compact();
-        }
         (Ok((added, updated, processed, last)), added + updated > 0)
     })?;
     let (added, updated, processed, last) = match r {

@@ -168,7 +168,7 @@ impl Table {
 enum Repr {
     /// field, value, field, value...
     Pack(Listpack),
-    /// Boxed so that a hash (the common, small case) is the 32 bytes of a listpack.
+    /// Boxed so that a hash (the common, small case) is the 16 bytes of a listpack.
     Table(Box<Table>),
 }
 
@@ -178,7 +178,7 @@ pub struct HashValue {
     repr: Repr,
 }
 
-const _: () = assert!(std::mem::size_of::<HashValue>() == 32);
+const _: () = assert!(std::mem::size_of::<HashValue>() == 16);
 
 impl Default for HashValue {
     fn default() -> HashValue {
@@ -347,7 +347,6 @@ impl HashValue {
             Repr::Pack(lp) => match pack_find(lp, f) {
                 Some(i) => {
                     lp.remove_range(2 * i, 2 * i + 2);
-                    lp.shrink();
                     true
                 }
                 None => false,
@@ -356,18 +355,6 @@ impl HashValue {
                 Some(i) => t.remove_at(i).is_some(),
                 None => false,
             },
-        }
-    }
-
-    /// Gives back a listpack's spare capacity once a write is done, so a small hash holds
-    /// one exactly sized buffer (as Redis's listpacks are reallocated to size on every write)
-    /// rather than the doubling growth of its `Vec`. Called by the commands after a write.
-    pub fn compact(&mut self) {
-        if let Repr::Pack(lp) = &mut self.repr {
-            if lp.heap() > alloc_size(lp.bytes()) {
-                // A clone allocates exactly the bytes in use.
-                *lp = lp.clone();
-            }
         }
     }
 
@@ -587,7 +574,6 @@ mod tests {
     fn heap_is_what_is_allocated() {
         // Two short fields: one exactly sized buffer once compacted.
         let mut v = h(&[("userID", "1234567"), ("accessTime", "1700000000000")]);
-        v.compact();
         let bytes = (2 + 6) + (2 + 7) + (2 + 10) + (2 + 13);
         assert_eq!(v.heap(), alloc_size(bytes));
         assert_eq!(v.get(b"accessTime"), Some(&b"1700000000000"[..]));

@@ -414,11 +414,6 @@ impl ListValue {
                 left = 0;
             }
         }
-        for n in self.nodes.iter_mut() {
-            if let Node::Raw(lp) = n {
-                lp.shrink();
-            }
-        }
         self.settle_all();
         self.recount();
     }

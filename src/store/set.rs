@@ -349,7 +349,6 @@ impl SetValue {
             Repr::Pack(lp) => match lp.position(m) {
                 Some(i) => {
                     lp.remove(i);
-                    lp.shrink();
                     true
                 }
                 None => false,
@@ -364,7 +363,6 @@ impl SetValue {
             Repr::Ints(v) => v.retain(|&i| keep(itoa::Buffer::new().format(i).as_bytes())),
             Repr::Pack(lp) => {
                 lp.retain(keep);
-                lp.shrink();
             }
             Repr::Table(t) => {
                 let mut i = 0;
@@ -472,7 +470,6 @@ impl SetValue {
                     at += 1;
                     !gone[at - 1]
                 });
-                lp.shrink();
             }
             Repr::Table(_) => {}
         }

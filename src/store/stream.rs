@@ -510,14 +510,19 @@ impl StreamValue {
             }
         };
         if need_new {
-            // The block being left is full: give its spare capacity back.
+            // The block being left is full: give its field list's spare capacity back.
             if let Some((_, prev)) = self.blocks.iter_mut().next_back() {
                 let before = prev.cost();
-                prev.data.shrink();
                 prev.fields.shrink_to_fit();
                 self.block_bytes = self.block_bytes + prev.cost() - before;
             }
-            let fields: Vec<Bytes> = fv.iter().step_by(2).cloned().collect();
+            // Copies: the arguments are slices of the connection's read buffer, and a clone
+            // would keep the whole buffer alive as long as the block lives.
+            let fields: Vec<Bytes> = fv
+                .iter()
+                .step_by(2)
+                .map(|f| Bytes::copy_from_slice(f))
+                .collect();
             // Listpack header and end, master entry: count, deleted, field count, the
             // fields, and its terminator.
             let redis_bytes = 7

@@ -19,6 +19,7 @@
 
 use crate::store::encoding::{limit, LIMITS};
 use crate::util::mem::alloc_size;
+use crate::util::packed::PackedBytes;
 use hashbrown::HashTable;
 use std::cmp::Ordering;
 use std::hash::BuildHasher;
@@ -55,9 +56,13 @@ impl Default for Inner {
 
 #[derive(Clone, Debug, Default)]
 struct Pack {
-    buf: Vec<u8>,
-    len: usize,
+    /// Exactly sized, as a listpack (see `util::listpack`): a `Pack` is 16 bytes, so the
+    /// boxed value of a small sorted set takes a 16-byte block.
+    buf: PackedBytes,
+    len: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<ZSetValue>() == 16);
 
 fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     loop {
@@ -167,6 +172,15 @@ impl<'a> Iterator for PackIter<'a> {
 }
 
 impl Pack {
+    /// Changes the buffer as a `Vec` with room for `extra` more bytes, then gives it back
+    /// exactly sized.
+    fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let mut v = std::mem::take(&mut self.buf).into_box().into_vec();
+        v.reserve_exact(extra);
+        let r = f(&mut v);
+        self.buf = PackedBytes::from(v);
+        r
+    }
     fn iter(&self) -> PackIter<'_> {
         PackIter {
             buf: &self.buf,
@@ -187,15 +201,12 @@ impl Pack {
             .find(|(m, s, _, _)| cmp_entry(*s, m, score, member) == Ordering::Greater)
             .map_or(self.buf.len(), |e| e.2);
         let e = encode_entry(member, score);
-        self.buf.splice(at..at, e);
+        self.edit(e.len(), |buf| drop(buf.splice(at..at, e)));
         self.len += 1;
     }
     fn remove_bytes(&mut self, a: usize, b: usize, n: usize) {
-        self.buf.drain(a..b);
-        self.len -= n;
-        if self.buf.capacity() > 2 * self.buf.len() + 64 {
-            self.buf.shrink_to_fit();
-        }
+        self.edit(0, |buf| drop(buf.drain(a..b)));
+        self.len -= n as u32;
     }
 }
 
@@ -561,7 +572,7 @@ impl<'a> Iterator for TreeIter<'a> {
 impl ZSetValue {
     pub fn len(&self) -> usize {
         match &self.inner {
-            Inner::Pack(p) => p.len,
+            Inner::Pack(p) => p.len as usize,
             Inner::Tree(t) => t.len(),
         }
     }
@@ -576,21 +587,8 @@ impl ZSetValue {
     }
     pub fn heap(&self) -> usize {
         match &self.inner {
-            Inner::Pack(p) => alloc_size(p.buf.capacity()),
+            Inner::Pack(p) => alloc_size(p.buf.len()),
             Inner::Tree(t) => std::mem::size_of::<Tree>() + t.heap(),
-        }
-    }
-
-    /// Gives back the packed form's spare capacity (after a bulk insert). The buffer grew by
-    /// doubling, so every set of the same size leaves the same block size free, and the
-    /// allocator reuses it for the next; growing to the exact size each time instead would
-    /// free a block of every size class on the way and fragment the heap.
-    pub fn compact(&mut self) {
-        if let Inner::Pack(p) = &mut self.inner {
-            let fit = alloc_size(p.buf.len());
-            if alloc_size(p.buf.capacity()) > fit {
-                p.buf.shrink_to_fit();
-            }
         }
     }
 
@@ -621,14 +619,18 @@ impl ZSetValue {
                 .iter()
                 .all(|n| n.member.len() <= limit(&LIMITS.zset_value));
         if fits {
-            let mut p = Pack::default();
+            let mut buf = Vec::new();
+            let mut len = 0;
             for (m, s) in self.iter() {
                 // In order: each entry goes at the end.
                 let s = if s == 0.0 { 0.0 } else { s };
-                p.buf.extend_from_slice(&encode_entry(m, s));
-                p.len += 1;
+                buf.extend_from_slice(&encode_entry(m, s));
+                len += 1;
             }
-            self.inner = Inner::Pack(p);
+            self.inner = Inner::Pack(Pack {
+                buf: PackedBytes::from(buf),
+                len,
+            });
         }
     }
 
@@ -656,7 +658,7 @@ impl ZSetValue {
         if let Inner::Pack(p) = &self.inner {
             let old = p.find(member).map(|e| e.1);
             if old.is_none()
-                && (p.len + 1 > limit(&LIMITS.zset_entries)
+                && (p.len as usize + 1 > limit(&LIMITS.zset_entries)
                     || member.len() > limit(&LIMITS.zset_value))
             {
                 self.convert();

@@ -7,13 +7,32 @@
 //! overhead, against 16 to 48 for a separately allocated string; the whole sequence is one
 //! allocation. Operations in the middle move the tail (`Vec::splice`), which is why callers
 //! keep listpacks small (Redis's `*-max-listpack-*` limits) and convert past them.
+//!
+//! The buffer is held exactly sized ([`PackedBytes`]: a pointer and a 32-bit length), so a
+//! `Listpack` is 16 bytes and the boxed value of a small hash, set or sorted set that holds
+//! it takes a 16-byte block instead of 32: a change reallocates the buffer to its new size,
+//! as Redis reallocates a listpack on every change. mimalloc's `realloc` stays in place
+//! while the size remains within the block's class (and above half of it), so a run of
+//! pushes copies only when it crosses a class.
+
+use crate::util::packed::PackedBytes;
 
 /// A sequence of byte strings in one buffer.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct Listpack {
-    buf: Vec<u8>,
+    buf: PackedBytes,
     len: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Listpack>() == 16);
+
+impl PartialEq for Listpack {
+    fn eq(&self, other: &Listpack) -> bool {
+        self.len == other.len && *self.buf == *other.buf
+    }
+}
+
+impl Eq for Listpack {}
 
 impl std::fmt::Debug for Listpack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -169,7 +188,7 @@ impl Listpack {
     /// walk to exactly `len` entries.
     pub fn from_parts(buf: Vec<u8>, len: usize) -> Option<Listpack> {
         let lp = Listpack {
-            buf,
+            buf: PackedBytes::from(buf),
             len: u32::try_from(len).ok()?,
         };
         let mut at = 0;
@@ -195,16 +214,19 @@ impl Listpack {
         self.buf.len()
     }
 
-    /// Heap bytes held (the buffer's capacity, as the allocator sees it).
+    /// Heap bytes held (the buffer's size class, as the allocator sees it).
     pub fn heap(&self) -> usize {
-        crate::util::mem::alloc_size(self.buf.capacity())
+        crate::util::mem::alloc_size(self.buf.len())
     }
 
-    /// Gives back spare capacity (after a removal that shrank it a lot).
-    pub fn shrink(&mut self) {
-        if self.buf.capacity() > self.buf.len() * 2 + 16 {
-            self.buf.shrink_to_fit();
-        }
+    /// Changes the buffer as a `Vec` with room for `extra` more bytes, then gives it back
+    /// exactly sized (see the module comment).
+    fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let mut v = std::mem::take(&mut self.buf).into_box().into_vec();
+        v.reserve_exact(extra);
+        let r = f(&mut v);
+        self.buf = PackedBytes::from(v);
+        r
     }
 
     /// The entry starting at byte `at`: (data, size of the whole entry).
@@ -236,26 +258,14 @@ impl Listpack {
         }
     }
 
-    /// Makes room for `extra` more bytes. The buffer grows to the allocator's size class of
-    /// what it needs rather than doubling (as Redis reallocates a listpack to its exact
-    /// size): a node of 100 small elements would otherwise carry up to as much again in
-    /// unused capacity. mimalloc's classes are 12.5-25% apart, so a run of pushes still
-    /// reallocates only once per class.
-    fn make_room(&mut self, extra: usize) {
-        let need = self.buf.len() + extra;
-        if need > self.buf.capacity() {
-            let want = crate::util::mem::alloc_size(need).max(need);
-            self.buf.reserve_exact(want - self.buf.len());
-        }
-    }
-
     pub fn push_back(&mut self, data: &[u8]) {
-        self.make_room(entry_size(data.len()));
-        let start = self.buf.len();
-        put_varint(&mut self.buf, data.len());
-        self.buf.extend_from_slice(data);
-        let head = self.buf.len() - start;
-        put_backlen(&mut self.buf, head);
+        self.edit(entry_size(data.len()), |buf| {
+            let start = buf.len();
+            put_varint(buf, data.len());
+            buf.extend_from_slice(data);
+            let head = buf.len() - start;
+            put_backlen(buf, head);
+        });
         self.len += 1;
     }
 
@@ -270,12 +280,13 @@ impl Listpack {
         }
         let at = self.offset_of(i);
         let (head, back) = frame(data.len());
-        self.make_room(head.len + data.len() + back.len);
         // One move of the tail, no temporary buffer (LPUSH lands here for every element).
-        self.buf.splice(
-            at..at,
-            head.bytes().iter().chain(data).chain(back.bytes()).copied(),
-        );
+        self.edit(head.len + data.len() + back.len, |buf| {
+            buf.splice(
+                at..at,
+                head.bytes().iter().chain(data).chain(back.bytes()).copied(),
+            );
+        });
         self.len += 1;
     }
 
@@ -307,7 +318,7 @@ impl Listpack {
         let at = self.offset_of(i);
         let (data, size) = self.entry_at(at);
         let out = data.to_vec();
-        self.buf.drain(at..at + size);
+        self.edit(0, |buf| drop(buf.drain(at..at + size)));
         self.len -= 1;
         Some(out)
     }
@@ -323,7 +334,7 @@ impl Listpack {
         for _ in from..to {
             b += self.entry_at(b).1;
         }
-        self.buf.drain(a..b);
+        self.edit(0, |buf| drop(buf.drain(a..b)));
         self.len -= (to - from) as u32;
     }
 
@@ -339,7 +350,7 @@ impl Listpack {
         let (head, l) = get_backlen(&self.buf, end);
         let at = end - l - head;
         let out = self.entry_at(at).0.to_vec();
-        self.buf.truncate(at);
+        self.edit(0, |buf| buf.truncate(at));
         self.len -= 1;
         Some(out)
     }
@@ -351,8 +362,9 @@ impl Listpack {
         }
         let at = self.offset_of(i);
         let size = self.entry_at(at).1;
-        self.make_room(entry_size(data.len()).saturating_sub(size));
-        self.buf.splice(at..at + size, encode(data));
+        self.edit(entry_size(data.len()).saturating_sub(size), |buf| {
+            drop(buf.splice(at..at + size, encode(data)));
+        });
     }
 
     /// Keeps the entries for which `keep` is true; returns how many were removed.
@@ -369,7 +381,7 @@ impl Listpack {
             at += size;
         }
         let removed = self.len - kept;
-        self.buf = out;
+        self.buf = PackedBytes::from(out);
         self.len = kept;
         removed as usize
     }
@@ -377,7 +389,7 @@ impl Listpack {
     /// Moves entries `at..` into a new listpack (splitting a node).
     pub fn split_off(&mut self, at: usize) -> Listpack {
         let off = self.offset_of(at);
-        let tail = self.buf.split_off(off);
+        let tail = PackedBytes::from(self.edit(0, |buf| buf.split_off(off)));
         let moved = self.len() - at.min(self.len());
         self.len -= moved as u32;
         Listpack {
@@ -388,8 +400,7 @@ impl Listpack {
 
     /// Appends every entry of `other`.
     pub fn append(&mut self, other: &Listpack) {
-        self.make_room(other.buf.len());
-        self.buf.extend_from_slice(&other.buf);
+        self.edit(other.buf.len(), |buf| buf.extend_from_slice(&other.buf));
         self.len += other.len;
     }
 

@@ -94,6 +94,13 @@ impl Drop for PackedBytes {
     }
 }
 
+impl Default for PackedBytes {
+    /// The empty string (no allocation).
+    fn default() -> PackedBytes {
+        PackedBytes::from_box(Box::default())
+    }
+}
+
 impl Clone for PackedBytes {
     fn clone(&self) -> PackedBytes {
         PackedBytes::from(&**self)
