@@ -573,7 +573,7 @@ mod tests {
     #[test]
     fn heap_is_what_is_allocated() {
         // Two short fields: one exactly sized buffer once compacted.
-        let mut v = h(&[("userID", "1234567"), ("accessTime", "1700000000000")]);
+        let v = h(&[("userID", "1234567"), ("accessTime", "1700000000000")]);
         let bytes = (2 + 6) + (2 + 7) + (2 + 10) + (2 + 13);
         assert_eq!(v.heap(), alloc_size(bytes));
         assert_eq!(v.get(b"accessTime"), Some(&b"1700000000000"[..]));
