@@ -2,7 +2,7 @@
 //! stream its changes go to, and the changes made but not yet appended there.
 //!
 //! One feed per collection for its whole life, shared by every shard's part (an `Arc` in
-//! [`CollectionMeta`](super::collection::CollectionMeta)), so all its changes queue in one
+//! the collection's `CollectionMeta`), so all its changes queue in one
 //! FIFO whatever shard they happen in. A change is pushed under the lock of the shard that
 //! makes it, so the FIFO's order agrees with every shard's order (per document, the order
 //! of its changes). The store appends the FIFO to the stream after the write releases its

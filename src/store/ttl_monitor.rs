@@ -39,6 +39,9 @@ pub fn sweep_batch(
     collection: &str,
     now_ms: i64,
 ) -> (usize, bool) {
+    // The catalog, shared, until the batch's changes are in their streams: a SWAPDB or
+    // FLUSHDB cannot come between an expiry and its entry (which names its database).
+    let _catalog = store.catalog_read();
     let mut ids = Vec::new();
     let mut s = store.lock(shard);
     let mut feed = None;

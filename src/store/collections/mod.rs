@@ -7,7 +7,9 @@
 //! before anything changes (document validity, index keys, `_id` and unique-key duplicates,
 //! capped bounds), the purge of expired documents a write meets, capped trimming, and the
 //! report of every change to the [`DocHooks`] the server installs (`doc.expired` events
-//! today; the journal, change streams and client tracking hook there too).
+//! today; the journal and client tracking hook there too), together with its queueing on the
+//! collection's change feed, appended to its stream when the command is done with the
+//! collection (`changes.rs`).
 //!
 //! **Locks.** A command holds the catalog shared (`Store::catalog_read`) for its whole run,
 //! so a rename or drop is one step for it, then locks only the shards it touches, in
