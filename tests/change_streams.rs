@@ -613,3 +613,35 @@ fn concurrent_writers_replay_to_the_final_state() {
     replay(&mut replica, &seen);
     assert_eq!(replica, state(&mut c, "c"));
 }
+
+/// The TTL monitor's expiries wake a blocked reader by themselves (no other command runs
+/// meanwhile to serve it).
+#[test]
+fn monitor_expiry_wakes_a_blocked_reader() {
+    let s = TestServer::start(&["--ttl-monitor-period", "1"]);
+    let mut c = s.conn();
+    ok(&mut c, &["DOC.CREATE", "c", "CHANGES", "cs"]);
+    let _: String = q(&mut c, &["DOC.EXPIREINDEX", "c", "exp", "0"]).unwrap();
+    let soon = date(now_ms() + 200);
+    let docs: Vec<String> = (0..3)
+        .map(|i| format!(r#"{{"_id":{i},"exp":{soon}}}"#))
+        .collect();
+    let mut args = vec!["DOC.INSERT", "c"];
+    args.extend(docs.iter().map(String::as_str));
+    strs(&mut c, &args);
+    let last = xrange(&mut c, "cs").last().expect("inserts").0.clone();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let es = xread(
+            &mut c,
+            "cs",
+            got.last().map_or(&last, |e: &Entry| &e.0),
+            10_000,
+        )
+        .expect("woken before the timeout");
+        got.extend(es);
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(got.iter().all(|(_, f)| f["op"] == "expire"), "{got:?}");
+}
