@@ -102,6 +102,9 @@ impl IndexShard {
 pub struct CollectionMeta {
     /// Set for a capped collection (`DOC.CREATE ... CAPPED`; see `documents::capped`).
     pub capped: Option<CappedSpec>,
+    /// The collection's change feed (one for its life, shared by every part; see
+    /// `documents::changes`).
+    pub changes: std::sync::Arc<super::changes::ChangeFeed>,
 }
 
 /// What this shard's TTL monitor did to the collection (`DOC.STATS`, `INFO documents`).

@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod capped;
+pub mod changes;
 pub mod codec;
 pub mod collection;
 pub mod index;

@@ -52,7 +52,15 @@ pub fn pass(server: &Server, shard: usize) {
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
         loop {
             let started = Instant::now();
-            let (removed, more) = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
+            // Under the exec gate, shared, like a command: a transaction or script sees a
+            // batch's expiries and their change-stream entries together, and the readers
+            // blocked on a change stream the batch appended to are served right after it.
+            let (removed, more) = {
+                let _shared = server.exec_gate.shared(shard as u64);
+                let r = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
+                server.blocking.serve_ready(server);
+                r
+            };
             server
                 .ttl
                 .deleted

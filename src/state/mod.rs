@@ -157,6 +157,7 @@ impl Server {
         }
         store.set_doc_hooks(Arc::new(DocEvents {
             pubsub: pubsub.clone(),
+            blocking: blocking.clone(),
         }));
         let conn_settings = ConnSettings::default();
         conn_settings.load_from(&config);
@@ -310,9 +311,11 @@ impl KeyHooks for KeyEvents {
 /// What the server does with document changes: `doc.expired` keyspace events for expiries,
 /// one per document — the keyevent channel `__keyevent@<db>__:doc.expired` carries the
 /// collection, the keyspace channel `__keyspace@<db>__:<collection>` the document's `_id` as
-/// Extended JSON; both are class `x`.
+/// Extended JSON; both are class `x`. A collection's change stream, when appended to, fires
+/// `xadd` (and `xtrim`) and wakes its blocked readers, as an `XADD` does.
 struct DocEvents {
     pubsub: Arc<PubSub>,
+    blocking: Arc<blocking::Blocking>,
 }
 
 impl DocHooks for DocEvents {
@@ -331,6 +334,14 @@ impl DocHooks for DocEvents {
             id.as_bytes(),
             coll,
         );
+    }
+
+    fn appended(&self, db: usize, key: &[u8], trimmed: bool) {
+        self.pubsub.notify(db, pubsub::class::STREAM, "xadd", key);
+        if trimmed {
+            self.pubsub.notify(db, pubsub::class::STREAM, "xtrim", key);
+        }
+        self.blocking.signal(db, key);
     }
 }
 

@@ -28,8 +28,10 @@ pub fn ttl_collections(store: &Store, shard: usize) -> Vec<(usize, String)> {
 }
 
 /// One batch of one collection's part in `shard`: removes up to [`BATCH`] due documents,
-/// reporting each expiry to the document hooks under the shard's lock. Returns how many it
-/// removed and whether more are due; the batch that ends the collection's pass counts it.
+/// reporting each expiry to the document hooks and queueing it on the collection's change
+/// feed under the shard's lock, then, with the lock released, appending the feed to its
+/// stream. Returns how many it removed and whether more are due; the batch that ends the
+/// collection's pass counts it.
 pub fn sweep_batch(
     store: &Store,
     shard: usize,
@@ -37,8 +39,12 @@ pub fn sweep_batch(
     collection: &str,
     now_ms: i64,
 ) -> (usize, bool) {
+    // The catalog, shared, until the batch's changes are in their streams: a SWAPDB or
+    // FLUSHDB cannot come between an expiry and its entry (which names its database).
+    let _catalog = store.catalog_read();
     let mut ids = Vec::new();
     let mut s = store.lock(shard);
+    let mut feed = None;
     let more = match s
         .dbs
         .get_mut(db)
@@ -49,13 +55,21 @@ pub fn sweep_batch(
             if !more {
                 c.ttl_stats.passes += 1;
             }
+            feed = Some(c.meta.changes.clone());
             more
         }
         None => false,
     };
+    let mut queued = false;
     for id in &ids {
         store.doc_changed(db, collection, Change::Expire(id));
+        if let Some(f) = &feed {
+            queued |= store.queue_change(f, db, collection, Change::Expire(id));
+        }
     }
     drop(s);
+    if let (true, Some(f)) = (queued, feed) {
+        store.drain_changes(&f);
+    }
     (ids.len(), more)
 }

@@ -1,10 +1,11 @@
-//! `DOC.CREATE DROP RENAME COLLECTIONS STATS`.
+//! `DOC.CREATE COLLMOD DROP RENAME COLLECTIONS STATS`.
 
 use super::parse::{coll_name, fail};
 use crate::commands::args::{Args, CommandError, CommandResult};
 use crate::commands::spec::CmdResult;
 use crate::commands::Ctx;
 use crate::documents::capped::CappedSpec;
+use crate::documents::changes::ChangesSpec;
 use crate::documents::codec;
 use crate::protocol::Reply;
 
@@ -18,32 +19,77 @@ fn positive(args: &mut Args<'_>, what: &str) -> CommandResult<u64> {
     }
 }
 
-/// `DOC.CREATE coll [CAPPED SIZE bytes [MAX docs]]`.
+/// `CHANGES stream-key [MAXLEN [~|=] n]` after the `CHANGES` keyword: where a collection's
+/// changes go. Always a new stream key (`OFF` is read by `DOC.COLLMOD` before this).
+fn changes_spec(args: &mut Args<'_>) -> CommandResult<ChangesSpec> {
+    let stream = args.next_key()?.to_vec();
+    let maxlen = if args.eat("MAXLEN") {
+        let approx = if args.eat("~") {
+            true
+        } else {
+            args.eat("=");
+            false
+        };
+        match args.next_i64()? {
+            n if n >= 0 => Some((n as u64, approx)),
+            _ => return Err(CommandError::msg("ERR The MAXLEN argument must be >= 0.")),
+        }
+    } else {
+        None
+    };
+    Ok(ChangesSpec { stream, maxlen })
+}
+
+/// `DOC.CREATE coll [CAPPED SIZE bytes [MAX docs]] [CHANGES stream-key [MAXLEN [~|=] n]]`.
 pub fn doc_create(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let coll = coll_name(args)?;
-    let capped = if args.is_empty() {
-        None
-    } else {
-        if !(args.eat("CAPPED") && args.eat("SIZE")) || args.is_empty() {
+    let mut capped = None;
+    if args.eat("CAPPED") {
+        if !args.eat("SIZE") {
             return Err(CommandError::syntax());
         }
         let size = positive(args, "SIZE")?;
-        let max = if args.is_empty() {
-            None
-        } else if args.len() == 2 && args.eat("MAX") {
+        let max = if args.eat("MAX") {
             // MongoDB: MAX 0 means no document bound.
             match args.next_i64()? {
                 n if n >= 0 => Some(n as u64),
                 _ => return Err(CommandError::msg("ERR MAX must not be negative")),
             }
         } else {
-            return Err(CommandError::syntax());
+            None
         };
-        Some(CappedSpec::new(size, max))
+        capped = Some(CappedSpec::new(size, max));
+    }
+    let changes = if args.eat("CHANGES") {
+        Some(changes_spec(args)?)
+    } else {
+        None
     };
+    args.finish()?;
     ctx.server
         .store
-        .create_collection(ctx.client.db, &coll, capped)
+        .create_collection(ctx.client.db, &coll, capped, changes)
+        .map_err(fail)?;
+    Ok(Reply::ok())
+}
+
+/// `DOC.COLLMOD coll CHANGES stream-key [MAXLEN [~|=] n] | CHANGES OFF` (MongoDB's
+/// `collMod` for the change stream option): sets or clears where the collection's changes
+/// go from now on.
+pub fn doc_collmod(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let coll = coll_name(args)?;
+    if !args.eat("CHANGES") {
+        return Err(CommandError::syntax());
+    }
+    let changes = if args.len() == 1 && args.eat("OFF") {
+        None
+    } else {
+        Some(changes_spec(args)?)
+    };
+    args.finish()?;
+    ctx.server
+        .store
+        .set_changes(ctx.client.db, &coll, changes)
         .map_err(fail)?;
     Ok(Reply::ok())
 }

@@ -71,8 +71,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         .complexity("O(N) in the documents entering the pipeline")
         .args("collection:key [BSON] pipeline"),
     DOC.cmd("doc.create", -2, lifecycle::doc_create).flags(WRITE | DENYOOM).key()
-        .doc("1.0.0", "Creates a collection explicitly, optionally capped by SIZE bytes and MAX documents; errors if it exists.")
-        .args("collection:key [capped:{CAPPED SIZE=bytes:integer [MAX=docs:integer]}]"),
+        .doc("1.0.0", "Creates a collection explicitly, optionally capped by SIZE bytes and MAX documents, optionally appending one entry per document change to the stream CHANGES (op, ns, _id, doc: the document after an insert, update or replace); errors if it exists.")
+        .args("collection:key [capped:{CAPPED SIZE=bytes:integer [MAX=docs:integer]}] [CHANGES=changes:{stream:key [MAXLEN=maxlen:{[operator:(equal='='|approximately='~')] threshold:integer}]}]"),
+    DOC.cmd("doc.collmod", -4, lifecycle::doc_collmod).flags(WRITE).key()
+        .doc("1.0.0", "Sets the stream a collection's changes are appended to (one entry per insert, update, replace, delete, expiry; trimmed by MAXLEN as XADD), or with CHANGES OFF stops appending (MongoDB's collMod).")
+        .complexity("O(1)")
+        .args("collection:key CHANGES=changes:(OFF|target:{stream:key [MAXLEN=maxlen:{[operator:(equal='='|approximately='~')] threshold:integer}]})"),
     DOC.cmd("doc.drop", 2, lifecycle::doc_drop).flags(WRITE).key()
         .doc("1.0.0", "Drops a collection with its documents and indexes; returns 1 if it existed, else 0.")
         .complexity("O(N) where N is the number of documents").args("collection:key"),

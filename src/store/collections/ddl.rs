@@ -5,6 +5,7 @@
 
 use super::{with_code, Coll, DocResult};
 use crate::documents::capped::{CappedSpec, TTL_ON_CAPPED};
+use crate::documents::changes::{ChangeFeed, ChangesSpec, Op, Payload};
 use crate::documents::collection::{BuildError, CollectionMeta, CollectionShard, IndexShard};
 use crate::documents::index::{IndexSpec, OrderedIndex};
 use crate::documents::stats::Totals;
@@ -23,19 +24,28 @@ const MAX_INDEXES: usize = 63;
 pub type CollectionInfo = Document;
 
 impl Store {
-    /// `DOC.CREATE`: a new collection, capped when `capped` is given. Fails if it exists.
+    /// `DOC.CREATE`: a new collection, capped when `capped` is given, with a change stream
+    /// when `changes` is. Fails if it exists.
     pub fn create_collection(
         &self,
         db: usize,
         name: &str,
         capped: Option<CappedSpec>,
+        changes: Option<ChangesSpec>,
     ) -> DocResult<()> {
         let _catalog = self.catalog_write();
         let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
         if guards[0].1.dbs[db].collections.contains_key(name) {
             return Err(format!("ERR Collection {db}.{name} already exists."));
         }
-        let meta = CollectionMeta { capped };
+        if let Some(spec) = &changes {
+            self.check_stream_key(&mut guards, db, &spec.stream)?;
+        }
+        let meta = CollectionMeta {
+            capped,
+            changes: Arc::default(),
+        };
+        meta.changes.set_target(changes);
         for (_, g) in guards.iter_mut() {
             let part = g.new_collection(meta.clone());
             g.dbs[db].collections.insert(name.to_string(), part);
@@ -43,17 +53,72 @@ impl Store {
         Ok(())
     }
 
+    /// The key a change stream goes to must be free or a stream; `guards` hold every shard.
+    fn check_stream_key(
+        &self,
+        guards: &mut super::Guards<'_>,
+        db: usize,
+        key: &[u8],
+    ) -> DocResult<()> {
+        let h = self.hash(key);
+        let shard = self.shard_of_hash(h);
+        let Some((_, g)) = guards.iter_mut().find(|(i, _)| *i == shard) else {
+            return Err("ERR internal: shard not locked".into());
+        };
+        match g.dbs[db].keys.peek(h, key) {
+            Some(e) if !matches!(e.value, crate::store::Value::Stream(_)) => {
+                Err("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `DOC.COLLMOD coll CHANGES …`: sets (or with `None` clears) where the collection's
+    /// changes go, under every shard's lock, so each change is queued for the old target
+    /// or the new one. Changes queued before are still appended to the old target.
+    pub fn set_changes(
+        &self,
+        db: usize,
+        name: &str,
+        changes: Option<ChangesSpec>,
+    ) -> DocResult<()> {
+        let _catalog = self.catalog_write();
+        let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
+        let Some(feed) = guards[0].1.dbs[db]
+            .collections
+            .get(name)
+            .map(|cs| cs.meta.changes.clone())
+        else {
+            return Err(format!("ERR ns not found {db}.{name}"));
+        };
+        if let Some(spec) = &changes {
+            self.check_stream_key(&mut guards, db, &spec.stream)?;
+        }
+        feed.set_target(changes);
+        Ok(())
+    }
+
     /// `DOC.DROP`: whether the collection existed. Its memory is freed after the locks are
-    /// released; each part takes its bytes out of its shard's counter as it goes.
+    /// released; each part takes its bytes out of its shard's counter as it goes. A
+    /// collection with a change stream appends one `drop` entry, after every change it
+    /// queued.
     pub fn drop_collection(&self, db: usize, name: &str) -> bool {
-        let old: Vec<CollectionShard> = {
+        let (old, feed): (Vec<CollectionShard>, Option<Arc<ChangeFeed>>) = {
             let _catalog = self.catalog_write();
             let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
-            guards
+            let old: Vec<CollectionShard> = guards
                 .iter_mut()
                 .filter_map(|(_, g)| g.dbs[db].collections.remove(name))
-                .collect()
+                .collect();
+            let feed = old.first().map(|cs| cs.meta.changes.clone());
+            let queued = feed
+                .as_ref()
+                .is_some_and(|f| f.push(db, name, Op::Drop, || Payload::None));
+            (old, feed.filter(|_| queued))
         };
+        if let Some(f) = feed {
+            self.drain_changes(&f);
+        }
         !old.is_empty()
     }
 
@@ -66,7 +131,7 @@ impl Store {
         to: &str,
         drop_target: bool,
     ) -> DocResult<()> {
-        let dropped: Vec<CollectionShard> = {
+        let (dropped, feeds): (Vec<CollectionShard>, Vec<Arc<ChangeFeed>>) = {
             let _catalog = self.catalog_write();
             let mut guards = self.lock_many(&(0..self.shard_count()).collect::<Vec<_>>());
             let cols = &guards[0].1.dbs[db].collections;
@@ -80,16 +145,34 @@ impl Store {
                 return Err("ERR target namespace exists".into());
             }
             let mut dropped = Vec::new();
+            let mut moved = None;
             for (_, g) in guards.iter_mut() {
                 let cols = &mut g.dbs[db].collections;
                 if let Some(part) = cols.remove(from) {
+                    moved.get_or_insert_with(|| part.meta.changes.clone());
                     if let Some(old) = cols.insert(to.to_string(), part) {
                         dropped.push(old);
                     }
                 }
             }
-            dropped
+            // The change streams hear of it: a `drop` for a replaced target, a `rename` for
+            // the source (whose later entries carry the new name).
+            let mut feeds = Vec::new();
+            if let Some(f) = dropped.first().map(|cs| cs.meta.changes.clone()) {
+                if f.push(db, to, Op::Drop, || Payload::None) {
+                    feeds.push(f);
+                }
+            }
+            if let Some(f) = moved {
+                if f.push(db, from, Op::Rename, || Payload::To(to.to_string())) {
+                    feeds.push(f);
+                }
+            }
+            (dropped, feeds)
         };
+        for f in feeds {
+            self.drain_changes(&f);
+        }
         drop(dropped);
         Ok(())
     }
@@ -132,7 +215,26 @@ impl Coll<'_> {
             let cs = self.part(&g)?;
             totals.add(cs);
             if s + 1 == n {
-                return Some(totals.stats(&format!("{}.{}", self.db, self.name), cs));
+                let mut d = totals.stats(&format!("{}.{}", self.db, self.name), cs);
+                if let Some(t) = cs.meta.changes.target() {
+                    let mut c = bson::doc! {
+                        "stream": String::from_utf8_lossy(&t.stream).into_owned(),
+                    };
+                    if let Some((n, approx)) = t.maxlen {
+                        c.insert("maxlen", n.min(i64::MAX as u64) as i64);
+                        c.insert("approx", approx);
+                    }
+                    c.insert(
+                        "lost",
+                        cs.meta
+                            .changes
+                            .lost
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                            as i64,
+                    );
+                    d.insert("changes", c);
+                }
+                return Some(d);
             }
         }
         None

@@ -7,7 +7,9 @@
 //! before anything changes (document validity, index keys, `_id` and unique-key duplicates,
 //! capped bounds), the purge of expired documents a write meets, capped trimming, and the
 //! report of every change to the [`DocHooks`] the server installs (`doc.expired` events
-//! today; the journal, change streams and client tracking hook there too).
+//! today; the journal and client tracking hook there too), together with its queueing on the
+//! collection's change feed, appended to its stream when the command is done with the
+//! collection (`changes.rs`).
 //!
 //! **Locks.** A command holds the catalog shared (`Store::catalog_read`) for its whole run,
 //! so a rename or drop is one step for it, then locks only the shards it touches, in
@@ -18,6 +20,7 @@
 //! capped collection (its bound and insertion order are collection-wide). Metadata (indexes,
 //! capped bounds) is read from the locked parts themselves, never from another shard.
 
+mod changes;
 mod ddl;
 mod read;
 mod write;
@@ -26,6 +29,7 @@ pub use ddl::CollectionInfo;
 pub use read::{FindQuery, Found};
 pub use write::UpdateOutcome;
 
+use crate::documents::changes::ChangeFeed;
 use crate::documents::collection::{CollectionMeta, CollectionShard};
 use crate::documents::index::IndexSpec;
 use crate::documents::query::Node;
@@ -44,6 +48,8 @@ pub enum Change<'a> {
     Insert(&'a RawDocument),
     /// Changed by an update or a touch; the document as it is now.
     Update(&'a RawDocument),
+    /// Replaced whole by a replacement-style update; the document as it is now.
+    Replace(&'a RawDocument),
     /// Deleted by a command, or trimmed from a capped collection.
     Delete(&'a RawDocument),
     /// Removed because a TTL index says it is due (the monitor, or a write that met it).
@@ -54,6 +60,10 @@ pub enum Change<'a> {
 /// change; the implementation takes only its own leaf locks.
 pub trait DocHooks: Send + Sync {
     fn changed(&self, db: usize, collection: &str, change: Change<'_>);
+
+    /// A collection's change feed appended entries to the stream `key` (and trimmed it when
+    /// `trimmed`), under the stream's shard lock, as an `XADD` would have.
+    fn appended(&self, _db: usize, _key: &[u8], _trimmed: bool) {}
 }
 
 /// Locked shards, ascending, as (shard, guard).
@@ -81,7 +91,20 @@ pub struct Coll<'a> {
     store: &'a Store,
     pub db: usize,
     pub name: &'a str,
+    /// The change feed this command queued changes on, appended to the stream when the
+    /// command is done with the collection (see `changes.rs`).
+    fed: std::cell::RefCell<Option<std::sync::Arc<ChangeFeed>>>,
     _catalog: RwLockReadGuard<'a, ()>,
+}
+
+impl Drop for Coll<'_> {
+    /// Every write has released its shard locks by now (they live inside the write's
+    /// method), and the command has not replied yet: its changes reach the stream first.
+    fn drop(&mut self) {
+        if let Some(feed) = self.fed.get_mut().take() {
+            self.store.drain_changes(&feed);
+        }
+    }
 }
 
 impl Store {
@@ -91,6 +114,7 @@ impl Store {
             store: self,
             db,
             name,
+            fed: std::cell::RefCell::new(None),
             _catalog: self.catalog_read(),
         }
     }
@@ -183,8 +207,19 @@ impl<'a> Coll<'a> {
     /// the expiry. Every expiry a write meets goes through here.
     fn purge_if_due(&self, cs: &mut CollectionShard, key: &[u8]) {
         if let Some(id) = cs.expire_if_due(key) {
-            self.store
-                .doc_changed(self.db, self.name, Change::Expire(&id));
+            self.report(&cs.meta.changes, Change::Expire(&id));
+        }
+    }
+
+    /// Reports a change this command made to the hooks and queues it on the collection's
+    /// change feed (`feed`, read from the locked part), under the lock of the change.
+    fn report(&self, feed: &std::sync::Arc<ChangeFeed>, change: Change<'_>) {
+        self.store.doc_changed(self.db, self.name, change);
+        if self.store.queue_change(feed, self.db, self.name, change) {
+            let mut fed = self.fed.borrow_mut();
+            if fed.is_none() {
+                *fed = Some(feed.clone());
+            }
         }
     }
 

@@ -116,8 +116,7 @@ impl Coll<'_> {
             };
             let slot = cs.insert(p.key, p.raw);
             if let Some(doc) = cs.get(slot) {
-                self.store
-                    .doc_changed(self.db, self.name, Change::Insert(doc));
+                self.report(&cs.meta.changes, Change::Insert(doc));
             }
             ids.push(p.id);
         }
@@ -228,12 +227,13 @@ impl Coll<'_> {
             }
         }
         let modified = changes.len() as u64;
+        let replace = matches!(upd, Update::Replace(_));
         for (gi, slot, raw) in changes {
             let Some(cs) = self.part_mut(&mut guards[gi].1) else {
                 continue;
             };
             if cs.replace(slot, raw).is_some() {
-                self.report_update(cs, slot);
+                self.report_update(cs, slot, replace);
             }
         }
         Ok(UpdateOutcome {
@@ -265,7 +265,7 @@ impl Coll<'_> {
         };
         let modified = match cs.set_in_place(slot, &sets) {
             InPlace::Changed => {
-                self.report_update(cs, slot);
+                self.report_update(cs, slot, false);
                 1
             }
             InPlace::Unchanged => 0,
@@ -278,11 +278,15 @@ impl Coll<'_> {
         })
     }
 
-    /// Reports the document in `slot` as changed.
-    fn report_update(&self, cs: &CollectionShard, slot: u32) {
+    /// Reports the document in `slot` as changed (replaced whole with `replace`).
+    fn report_update(&self, cs: &CollectionShard, slot: u32, replace: bool) {
         if let Some(doc) = cs.get(slot) {
-            self.store
-                .doc_changed(self.db, self.name, Change::Update(doc));
+            let change = if replace {
+                Change::Replace(doc)
+            } else {
+                Change::Update(doc)
+            };
+            self.report(&cs.meta.changes, change);
         }
     }
 
@@ -332,8 +336,7 @@ impl Coll<'_> {
             for slot in slots {
                 if let Some(old) = cs.remove(slot) {
                     n += 1;
-                    self.store
-                        .doc_changed(self.db, self.name, Change::Delete(&old));
+                    self.report(&cs.meta.changes, Change::Delete(&old));
                 }
             }
             if one && n > 0 {
@@ -397,7 +400,7 @@ impl Coll<'_> {
         let sets: Vec<(&str, Fixed)> = fields.iter().map(|f| (f.as_str(), date)).collect();
         match cs.set_in_place(slot, &sets) {
             InPlace::Changed => {
-                self.report_update(cs, slot);
+                self.report_update(cs, slot, false);
                 return Ok(());
             }
             InPlace::Unchanged => return Ok(()),
@@ -421,7 +424,7 @@ impl Coll<'_> {
             return Err(self.dup_key(&spec, &new));
         }
         if cs.replace(slot, new).is_some() {
-            self.report_update(cs, slot);
+            self.report_update(cs, slot, false);
         }
         Ok(())
     }
@@ -485,6 +488,13 @@ impl Coll<'_> {
     fn trim_capped(&self, guards: &mut Guards<'_>) {
         let db = self.db;
         let name = self.name;
+        let feed = match guards.first() {
+            Some((_, g)) => match self.part(g) {
+                Some(cs) => cs.meta.changes.clone(),
+                None => return,
+            },
+            None => return,
+        };
         let mut parts: Vec<&mut CollectionShard> = guards
             .iter_mut()
             .filter_map(|(_, g)| g.dbs[db].collections.get_mut(name))
@@ -505,7 +515,7 @@ impl Coll<'_> {
                 Some(old) => {
                     bytes = bytes.saturating_sub(old.as_bytes().len() as u64);
                     count = count.saturating_sub(1);
-                    self.store.doc_changed(db, name, Change::Delete(&old));
+                    self.report(&feed, Change::Delete(&old));
                 }
                 // Cannot happen (the FIFO front is a live slot); never loop on it.
                 None => parts[i].order.forget(slot),
