@@ -504,3 +504,31 @@ fn multi_key_commands_are_atomic() {
         .unwrap();
     assert_eq!(n, 4);
 }
+
+#[test]
+fn unlink_frees_large_values_in_the_background() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let members: Vec<String> = (0..10_000).map(|i| format!("m{i}")).collect();
+    let _: i64 = c.sadd("big", &members).unwrap();
+    let _: i64 = c.sadd("small", "one").unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    // A value of one allocation is freed in place, as Redis's LAZYFREE_THRESHOLD decides.
+    let n: i64 = redis::cmd("UNLINK").arg("small").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(info_field(&mut c, "stats", "lazyfreed_objects"), "0");
+    // 10k hashtable members: handed to the lazyfree thread, counted once freed.
+    let n: i64 = redis::cmd("UNLINK").arg("big").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    assert!(support::eventually(5.0, || info_field(
+        &mut c,
+        "stats",
+        "lazyfreed_objects"
+    ) == "1"));
+    assert_eq!(
+        info_field(&mut c, "memory", "lazyfree_pending_objects"),
+        "0"
+    );
+    let exists: i64 = c.exists("big").unwrap();
+    assert_eq!(exists, 0);
+}

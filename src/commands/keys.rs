@@ -6,7 +6,7 @@ use crate::commands::{is, text, Ctx};
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
 use crate::store::eviction::rand_u64;
-use crate::store::keyspace::SEGMENTS;
+use crate::store::keyspace::{LAZYFREE_THRESHOLD, SEGMENTS};
 use crate::store::{Entry, Ttl};
 use crate::util::clock::now_ms;
 use crate::util::glob::glob_match;
@@ -128,7 +128,8 @@ fn del(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 /// UNLINK: removing from the table is O(1) per key here too; the values are freed after the
-/// shard locks are released.
+/// shard locks are released, those with a large free effort on the lazyfree thread (as
+/// Redis's `dbAsyncDelete`).
 fn unlink(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let keys = args.rest();
     let db = ctx.client.db;
@@ -144,7 +145,11 @@ fn unlink(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
     }
     let n = freed.len() as i64;
-    drop(freed);
+    for e in freed {
+        if e.value.free_effort() > LAZYFREE_THRESHOLD {
+            ctx.server.lazyfree.free(Box::new(e), 1);
+        }
+    }
     Ok(Reply::Int(n))
 }
 

@@ -440,14 +440,7 @@ fn flush(ctx: &mut Ctx<'_>, args: &mut Args<'_>, db: Option<usize>) -> CmdResult
     // The data is already unreachable; ASYNC only moves the freeing off this client's path.
     if background {
         let keys: usize = old.iter().map(|d| d.keys.len()).sum();
-        let st = &ctx.server.stats;
-        let (pending, freed) = (st.lazyfree_pending.clone(), st.lazyfreed.clone());
-        pending.fetch_add(keys as u64, Ordering::Relaxed);
-        std::thread::spawn(move || {
-            drop(old);
-            pending.fetch_sub(keys as u64, Ordering::Relaxed);
-            freed.fetch_add(keys as u64, Ordering::Relaxed);
-        });
+        ctx.server.lazyfree.free(Box::new(old), keys as u64);
     } else {
         drop(old);
     }

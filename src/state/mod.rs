@@ -7,6 +7,7 @@
 pub mod blocking;
 pub mod client;
 pub mod gate;
+pub mod lazyfree;
 pub mod outbox;
 pub mod pubsub;
 pub mod ttl;
@@ -94,6 +95,8 @@ pub struct Server {
     pub conn_settings: ConnSettings,
     /// Clients blocked on keys (BLPOP, BZPOPMIN, ...) and the keys ready to serve them.
     pub blocking: Arc<blocking::Blocking>,
+    /// The background thread that frees large values (UNLINK, FLUSH ... ASYNC).
+    pub lazyfree: lazyfree::LazyFree,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -161,12 +164,15 @@ impl Server {
         }));
         let conn_settings = ConnSettings::default();
         conn_settings.load_from(&config);
+        let stats = Stats::default();
+        let lazyfree =
+            lazyfree::LazyFree::new(stats.lazyfree_pending.clone(), stats.lazyfreed.clone());
         Arc::new(Server {
             store,
             conn_settings,
             config: RwLock::new(config),
             clients: ClientRegistry::default(),
-            stats: Stats::default(),
+            stats,
             started: Instant::now(),
             started_unix: now.as_secs(),
             run_id: run_id(now.as_nanos()),
@@ -180,6 +186,7 @@ impl Server {
             base_memory: crate::util::proc::rss_bytes(),
             ttl: ttl::TtlMonitors::new(shards),
             blocking,
+            lazyfree,
         })
     }
 

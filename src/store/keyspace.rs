@@ -123,6 +123,22 @@ impl Value {
         }
     }
 
+    /// How much work freeing the value takes, as Redis's `lazyfreeGetFreeEffort` counts it
+    /// (allocations to free: a list's nodes, a hashtable's elements, a stream's blocks and
+    /// its groups' pending entries; 1 for a value in one buffer). UNLINK frees a value above
+    /// [`LAZYFREE_THRESHOLD`] on a background thread.
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Value::Str(_) | Value::Raw(_) | Value::Int(_) => 1,
+            Value::Hash(h) if h.encoding() == "hashtable" => h.len(),
+            Value::Set(s) if s.encoding() == "hashtable" => s.len(),
+            Value::ZSet(z) if z.encoding() == "skiplist" => z.len(),
+            Value::List(l) => l.node_count(),
+            Value::Stream(x) => x.free_effort(),
+            _ => 1,
+        }
+    }
+
     /// Heap bytes owned by the value (estimate).
     fn heap(&self) -> usize {
         match self {
@@ -136,6 +152,10 @@ impl Value {
         }
     }
 }
+
+/// Redis's `LAZYFREE_THRESHOLD`: values whose [`Value::free_effort`] is above it are freed
+/// in the background by UNLINK.
+pub const LAZYFREE_THRESHOLD: usize = 64;
 
 /// A key's value is of another type than the command expects (`WRONGTYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

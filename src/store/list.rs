@@ -157,6 +157,11 @@ impl ListValue {
         self.len == 0
     }
 
+    /// Nodes of the list (what freeing it walks).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// `quicklist`, what Redis 7.0 reports for every list (7.2 says `listpack` for a list of
     /// one small node; the reference here is 7.0).
     pub fn encoding(&self) -> &'static str {

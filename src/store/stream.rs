@@ -442,6 +442,12 @@ pub struct StreamValue {
 }
 
 impl StreamValue {
+    /// Allocations freeing the stream walks: its blocks, and each group with its pending
+    /// entries (Redis's `lazyfreeGetFreeEffort` for streams).
+    pub fn free_effort(&self) -> usize {
+        self.blocks.len() + self.groups.values().map(|g| 1 + g.pel.len()).sum::<usize>()
+    }
+
     pub fn len(&self) -> u64 {
         self.len
     }
