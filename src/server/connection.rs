@@ -86,7 +86,10 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         }
                         match wait_blocked(&server, &handle, &mut stream, &mut inbuf, blocked).await
                         {
-                            Some(r) => r.encode(&mut out, client.resp3),
+                            Some(r) => {
+                                crate::commands::stats::unblocked(&mut client, &r);
+                                r.encode(&mut out, client.resp3)
+                            }
                             None => break 'conn,
                         }
                     }
@@ -105,6 +108,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(client = handle.id, "protocol error: {}", e.0);
+                    crate::state::cmdstats::error_reply(&e.0);
                     Reply::Error(e.0).encode(&mut out, client.resp3);
                     close = true;
                     break;

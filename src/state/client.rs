@@ -209,6 +209,9 @@ pub struct ClientState {
     /// Set by a blocking command (BLPOP ...) that found nothing: the connection waits on it
     /// before running the next request.
     pub blocked: Option<crate::state::blocking::Blocked>,
+    /// The statistics row and run time of the command that blocked, counted when it is
+    /// answered (`INFO latencystats` records a blocked command's latency then).
+    pub blocked_stat: Option<(usize, u64)>,
 }
 
 /// A transaction being queued.
@@ -238,6 +241,7 @@ impl ClientState {
             in_exec: false,
             last_cmd: "",
             blocked: None,
+            blocked_stat: None,
         }
     }
 
