@@ -259,6 +259,10 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spec = getkeys_target(inner)?;
     let keys = keys_of(spec, inner);
     if keys.is_empty() {
+        // Scripts and functions may name no keys (Redis's NO_MANDATORY_KEYS commands).
+        if NO_MANDATORY_KEYS.contains(&spec.name) {
+            return Ok(Reply::Array(vec![]));
+        }
         return Err(CommandError::msg("ERR The command has no key arguments"));
     }
     Ok(Reply::Array(
@@ -285,6 +289,16 @@ fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult
             .collect(),
     ))
 }
+
+/// The commands Redis flags `no_mandatory_keys`: GETKEYS answers them an empty list.
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
 
 /// The command GETKEYS and GETKEYSANDFLAGS look into, with Redis's errors.
 fn getkeys_target(inner: &[Bytes]) -> CommandResult<&'static CommandSpec> {
