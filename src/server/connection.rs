@@ -31,6 +31,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut out = BytesMut::with_capacity(READ_CHUNK);
     let mut parse_state = ParseState::default();
+    handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
             let cs = &server.conn_settings;
@@ -131,6 +132,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         if close || server.is_shutting_down() {
             break;
         }
+        handle.bufs.input(inbuf.len(), inbuf.capacity());
         if inbuf.len() > qbuf_limit {
             tracing::warn!(
                 client = handle.id,
@@ -164,6 +166,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(n) => {
                     server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                     handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
                 }
             },
             // Killed, pushed to, or shutting down: the loop's own checks tell which.
@@ -226,6 +229,7 @@ async fn wait_blocked(
                 }
                 Ok(n) => {
                     server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
                 }
             },
             _ = handle.ended(server) => {
@@ -248,6 +252,7 @@ async fn write_out(
         .stats
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);
+    handle.bufs.output(out.len(), out.capacity());
     tokio::select! {
         // The write first: it usually completes at once, and then the kill signal is not
         // polled.
@@ -258,5 +263,6 @@ async fn write_out(
         }
     }
     out.clear();
+    handle.bufs.output(0, out.capacity());
     Ok(())
 }
