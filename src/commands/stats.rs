@@ -11,7 +11,6 @@ use crate::state::client::ClientState;
 use crate::state::cmdstats;
 use bytes::Bytes;
 use std::fmt::Write;
-use std::time::Instant;
 
 const SRV: CommandSpec = family("server", 0);
 
@@ -47,8 +46,8 @@ static LATENCY_SUBCOMMANDS: &[CommandSpec] = &[
 
 /// Starts timing a command run (see [`finish`]).
 #[inline]
-pub fn start() -> (u32, Instant) {
-    (cmdstats::enter(), Instant::now())
+pub fn start() -> (u32, u64) {
+    (cmdstats::enter(), crate::util::clock::stamp())
 }
 
 /// Counts a run of `spec` begun with [`start`] that answered `reply`: a call, its time, a
@@ -58,10 +57,10 @@ pub fn start() -> (u32, Instant) {
 pub fn finish(
     client: &mut ClientState,
     spec: &'static CommandSpec,
-    begun: (u32, Instant),
+    begun: (u32, u64),
     reply: &Reply,
 ) {
-    let nanos = begun.1.elapsed().as_nanos() as u64;
+    let nanos = crate::util::clock::stamp_elapsed_ns(begun.1);
     let idx = crate::commands::stat_index(spec);
     let blocked = client.blocked.is_some();
     if blocked {

@@ -186,6 +186,9 @@ thread_local! {
     static LOCAL: Local = Local(adopt());
     /// Nesting of command runs on this thread (a script's or EXEC's commands run inside it).
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Whether `NESTED_ERROR` holds something (so a command with no nested error run does
+    /// not touch it).
+    static NESTED_SET: Cell<bool> = const { Cell::new(false) };
     /// The last error a nested command answered during the current outer command: the
     /// outer one failing with that same error (a script passing on `redis.call`'s error)
     /// does not count it twice, as Redis 7.
@@ -232,12 +235,10 @@ pub fn enter() -> u32 {
     DEPTH.with(|d| {
         let depth = d.get() + 1;
         d.set(depth);
-        if depth == 1 {
+        if depth == 1 && NESTED_SET.with(|s| s.replace(false)) {
             NESTED_ERROR.with(|e| {
                 if let Ok(mut e) = e.try_borrow_mut() {
-                    if !e.is_empty() {
-                        e.clear();
-                    }
+                    e.clear();
                 }
             });
         }
@@ -255,11 +256,13 @@ pub fn leave(idx: usize, depth: u32, nanos: u64, error: Option<&str>, blocked: b
         None => false,
         Some(text) => {
             let repeated = depth == 1
+                && NESTED_SET.with(|s| s.get())
                 && NESTED_ERROR.with(|e| {
                     e.try_borrow()
                         .is_ok_and(|e| !e.is_empty() && text.starts_with(e.as_str()))
                 });
             if depth > 1 {
+                NESTED_SET.with(|s| s.set(true));
                 NESTED_ERROR.with(|e| {
                     if let Ok(mut e) = e.try_borrow_mut() {
                         e.clear();

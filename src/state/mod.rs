@@ -136,6 +136,8 @@ impl Server {
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
         cmdstats::set_latency_tracking(config.get_bool("latency-tracking"));
+        // Before any command is timed (the command clock's unit is fixed from here on).
+        crate::util::clock::calibrate();
         cmdstats::set_monitor_threshold(config.get_u64("latency-monitor-threshold"));
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
