@@ -208,8 +208,10 @@ pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
     lookup(args).map_err(|(_, e)| e)
 }
 
-/// As [`resolve`], with the entry found when only its arity is wrong.
+/// A refused request: the entry found when only its arity is wrong, and the error.
 type Refusal = (Option<&'static CommandSpec>, Reply);
+
+/// As [`resolve`], keeping the entry of a wrong-arity request (its rejected calls count).
 fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, Refusal> {
     let Some(spec) = table().get(&args[0]) else {
         return Err((None, unknown_command(args)));
