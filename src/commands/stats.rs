@@ -99,6 +99,12 @@ pub fn rejected(spec: Option<&'static CommandSpec>, reply: &Reply) {
     }
 }
 
+/// For the scripting engine: `redis.call`/`redis.pcall` refused `spec` with `error` (the
+/// text the script's caller would see, code first) before running it.
+pub fn rejected_in_script(spec: &'static CommandSpec, error: &str) {
+    cmdstats::rejected_in_script(crate::commands::stat_index(spec), error);
+}
+
 // ---- INFO sections ----
 
 /// `cmdstat_<name>:calls=..,usec=..,usec_per_call=..,rejected_calls=..,failed_calls=..`

@@ -311,6 +311,21 @@ pub fn unblocked(idx: usize, nanos: u64, error: Option<&str>) {
     });
 }
 
+/// A script's `redis.call`/`redis.pcall` refused command `idx` before running it (not
+/// allowed from scripts, a write in a read-only script, OOM): a rejected call and an error
+/// reply, as Redis's `scriptCall`; the script failing with the same error is not counted
+/// again.
+pub fn rejected_in_script(idx: usize, error: &str) {
+    rejected(Some(idx), error);
+    NESTED_SET.with(|s| s.set(true));
+    NESTED_ERROR.with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            e.clear();
+            e.push_str(error);
+        }
+    });
+}
+
 /// Command `idx` (when the command is known) was refused before it ran with `error`.
 pub fn rejected(idx: Option<usize>, error: &str) {
     error_reply(error);
@@ -563,6 +578,25 @@ mod tests {
         let cdf = m.cdf_usec();
         assert_eq!(cdf.first(), Some(&(1, 99)));
         assert_eq!(cdf.last().map(|c| c.1), Some(100));
+    }
+
+    fn count_of(code: &str) -> u64 {
+        error_counts()
+            .into_iter()
+            .find(|(k, _)| k == code)
+            .map_or(0, |(_, v)| v)
+    }
+
+    #[test]
+    fn a_script_passing_on_a_counted_error_does_not_count_it_again() {
+        let depth = enter();
+        rejected_in_script(0, "TESTOOM not allowed");
+        leave(0, depth, 10, Some("TESTOOM not allowed script: abc"), false);
+        assert_eq!(count_of("TESTOOM"), 1);
+        // The next command starts clean: the same error of its own counts.
+        let depth = enter();
+        leave(0, depth, 10, Some("TESTOOM not allowed"), false);
+        assert_eq!(count_of("TESTOOM"), 2);
     }
 
     #[test]
