@@ -149,7 +149,6 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
         "daemonize",
         "pidfile",
         "unixsocket",
-        "latency-monitor-threshold",
         "enable-module-command",
         "propagation-error-behavior",
     ] {
@@ -159,6 +158,7 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
         "notify-keyspace-events",
         "appendonly",
         "enable-debug-command",
+        "latency-monitor-threshold",
     ] {
         assert!(!warnings[0].contains(name), "{name} in {}", warnings[0]);
     }

@@ -269,7 +269,8 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 /// One `CLIENT LIST` line, with Redis's field names.
-fn client_line(h: &crate::state::client::ClientHandle) -> String {
+fn client_line(h: &crate::state::client::ClientHandle, argv_mem: usize) -> String {
+    let mem = h.mem_fields(argv_mem);
     let m = h.meta.lock().clone();
     crate::util::clock::tick();
     let idle =
@@ -297,7 +298,7 @@ fn client_line(h: &crate::state::client::ClientHandle) -> String {
         flags.push('N');
     }
     format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll={} omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         h.id,
         h.addr,
         h.laddr,
@@ -309,8 +310,16 @@ fn client_line(h: &crate::state::client::ClientHandle) -> String {
         sub,
         psub,
         multi,
-        h.outbox.queued_len(),
-        h.outbox.pending_bytes(),
+        mem.qbuf,
+        mem.qbuf_free,
+        mem.argv_mem,
+        mem.multi_mem,
+        mem.rbs,
+        mem.rbp,
+        mem.obl,
+        mem.oll,
+        mem.omem,
+        mem.tot_mem,
         cmd,
         m.resp,
         m.lib_name,
@@ -369,20 +378,29 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             _ => return Err(CommandError::syntax()),
         }
     }
+    let own_argv = args_mem(args);
     let mut out = String::new();
     for h in ctx.server.clients.all() {
         if ids.as_ref().is_none_or(|l| l.contains(&h.id)) && ty.is_none_or(|t| t == client_type(&h))
         {
-            out.push_str(&client_line(&h));
+            // Only the asking client is inside a command (the others' arguments are gone).
+            let argv = if h.id == ctx.client.id() { own_argv } else { 0 };
+            out.push_str(&client_line(&h, argv));
         }
     }
     Ok(Reply::Verbatim(Bytes::from(out)))
 }
 
-fn client_info(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+fn client_info(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Verbatim(Bytes::from(client_line(
         &ctx.client.handle,
+        args_mem(args),
     ))))
+}
+
+/// Redis's `argv-mem`: the bytes of the running command's arguments.
+fn args_mem(args: &Args<'_>) -> usize {
+    args.all().iter().map(|a| a.len()).sum()
 }
 
 fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {

@@ -25,6 +25,7 @@ pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod spec;
+pub mod stats;
 pub mod streams;
 pub mod strings;
 pub mod transactions;
@@ -45,7 +46,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 19] {
+fn families() -> [&'static [CommandSpec]; 20] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -66,6 +67,7 @@ fn families() -> [&'static [CommandSpec]; 19] {
         pubsub::COMMANDS,
         documents::COMMANDS,
         debug::COMMANDS,
+        stats::COMMANDS,
     ]
 }
 
@@ -75,6 +77,10 @@ pub struct Table {
     /// folding their case first.
     by_name: hashbrown::HashMap<Box<[u8]>, &'static CommandSpec>,
     all: Vec<&'static CommandSpec>,
+    /// Commands and subcommands in the order of their statistics rows
+    /// (`state::cmdstats`), and each one's row by its address.
+    stat_rows: Vec<&'static CommandSpec>,
+    stat_row_of: hashbrown::HashMap<usize, usize>,
 }
 
 impl Table {
@@ -89,7 +95,27 @@ impl Table {
                 all.push(spec);
             }
         }
-        Table { by_name, all }
+        let stat_rows: Vec<&'static CommandSpec> = all
+            .iter()
+            .flat_map(|s| std::iter::once(*s).chain(s.subcommands.iter()))
+            .collect();
+        let stat_row_of = stat_rows
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (*s as *const CommandSpec as usize, i))
+            .collect();
+        crate::state::cmdstats::init(stat_rows.len());
+        Table {
+            by_name,
+            all,
+            stat_rows,
+            stat_row_of,
+        }
+    }
+
+    /// Every command and subcommand, in statistics-row order.
+    pub fn stat_rows(&self) -> &[&'static CommandSpec] {
+        &self.stat_rows
     }
 
     /// Looks a command up by name, case-insensitively, without allocating.
@@ -115,6 +141,16 @@ impl Table {
 pub fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(Table::build)
+}
+
+/// The statistics row of a command or subcommand of the table.
+#[inline]
+pub fn stat_index(spec: &'static CommandSpec) -> usize {
+    table()
+        .stat_row_of
+        .get(&(spec as *const CommandSpec as usize))
+        .copied()
+        .unwrap_or(usize::MAX)
 }
 
 /// Finds a container's subcommand (`CLIENT ID` → `client|id`).
@@ -169,20 +205,36 @@ pub fn unknown_subcommand(container: &str, sub: &[u8]) -> Reply {
 
 /// Resolves the table entry that will run `args`, or the error Redis would give.
 pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
+    lookup(args).map_err(|(_, e)| e)
+}
+
+/// A refused request: the entry found when only its arity is wrong, and the error.
+type Refusal = (Option<&'static CommandSpec>, Reply);
+
+/// As [`resolve`], keeping the entry of a wrong-arity request (its rejected calls count).
+fn lookup(args: &[Bytes]) -> Result<&'static CommandSpec, Refusal> {
     let Some(spec) = table().get(&args[0]) else {
-        return Err(unknown_command(args));
+        return Err((None, unknown_command(args)));
     };
     if !spec.subcommands.is_empty() && args.len() >= 2 {
         return match subcommand(spec, &args[1]) {
             Some(sub) if sub.arity_ok(args.len()) => Ok(sub),
-            Some(sub) => Err(wrong_arity(sub.name)),
-            None => Err(unknown_subcommand(spec.name, &args[1])),
+            Some(sub) => Err((Some(sub), wrong_arity(sub.name))),
+            None => Err((None, unknown_subcommand(spec.name, &args[1]))),
         };
     }
     if !spec.arity_ok(args.len()) {
-        return Err(wrong_arity(spec.name));
+        return Err((Some(spec), wrong_arity(spec.name)));
     }
     Ok(spec)
+}
+
+/// A refusal before the command runs: counted (rejected call, error reply), and inside
+/// MULTI it marks the transaction.
+#[cold]
+fn refuse(ctx: &mut Ctx<'_>, spec: Option<&'static CommandSpec>, error: Reply) -> Reply {
+    stats::rejected(spec, &error);
+    transactions::refuse(ctx, error)
 }
 
 /// Runs one request. `args` is never empty.
@@ -195,20 +247,25 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         .stats
         .commands_processed
         .fetch_add(1, Ordering::Relaxed);
-    let spec = match resolve(args) {
+    let spec = match lookup(args) {
         Ok(s) => s,
-        Err(e) => return transactions::refuse(ctx, e),
+        Err((spec, e)) => return refuse(ctx, spec, e),
     };
     if !ctx.client.authenticated
         && !spec.has(flag::NO_AUTH)
         && ctx.server.auth_required.load(Ordering::Relaxed)
     {
-        return transactions::refuse(ctx, Reply::error("NOAUTH Authentication required."));
+        return refuse(
+            ctx,
+            Some(spec),
+            Reply::error("NOAUTH Authentication required."),
+        );
     }
     let in_multi = ctx.client.multi.is_some();
     if in_multi && spec.has(flag::NO_MULTI) {
-        return transactions::refuse(
+        return refuse(
             ctx,
+            Some(spec),
             Reply::error("ERR Command not allowed inside a transaction"),
         );
     }
@@ -227,14 +284,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
         if spec.name == "exec" && in_multi {
             transactions::reset_state(ctx);
-            return Reply::error(format!("EXECABORT Transaction discarded because of: {OOM}"));
+            let e = Reply::error(format!("EXECABORT Transaction discarded because of: {OOM}"));
+            stats::rejected(Some(spec), &e);
+            return e;
         }
-        return transactions::refuse(ctx, Reply::error(OOM));
+        return refuse(ctx, Some(spec), Reply::error(OOM));
     }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {
-        return transactions::refuse(
+        return refuse(
             ctx,
+            Some(spec),
             Reply::error(format!(
                 "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                 spec.name
@@ -250,7 +310,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     if spec.name == "exec" {
         // EXEC takes the gate exclusively itself; MONITOR shows it after its commands.
+        let begun = stats::start();
         let reply = transactions::exec(ctx);
+        stats::finish(ctx.client, spec, begun, &reply);
         if ctx.server.pubsub.monitoring() {
             feed_monitors(ctx, spec, args);
         }
@@ -278,10 +340,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
 #[inline]
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let begun = stats::start();
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };
+    stats::finish(ctx.client, spec, begun, &reply);
     if ctx.server.pubsub.monitoring() && !spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
         feed_monitors(ctx, spec, args);
     }

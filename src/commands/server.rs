@@ -259,6 +259,10 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spec = getkeys_target(inner)?;
     let keys = keys_of(spec, inner);
     if keys.is_empty() {
+        // Scripts and functions may name no keys (Redis's NO_MANDATORY_KEYS commands).
+        if NO_MANDATORY_KEYS.contains(&spec.name) {
+            return Ok(Reply::Array(vec![]));
+        }
         return Err(CommandError::msg("ERR The command has no key arguments"));
     }
     Ok(Reply::Array(
@@ -285,6 +289,16 @@ fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult
             .collect(),
     ))
 }
+
+/// The commands Redis flags `no_mandatory_keys`: GETKEYS answers them an empty list.
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
 
 /// The command GETKEYS and GETKEYSANDFLAGS look into, with Redis's errors.
 fn getkeys_target(inner: &[Bytes]) -> CommandResult<&'static CommandSpec> {
@@ -373,6 +387,7 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     ctx.server.stats.reset();
+    crate::state::cmdstats::reset();
     ctx.server.store.reset_stats();
     ctx.server
         .pubsub
@@ -501,6 +516,8 @@ fn lastsave(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Int(ctx.server.started_unix as i64))
 }
 
+/// Every section, in Redis's order; `INFO` alone (or `default`) shows all but those in
+/// [`NOT_DEFAULT`], `all` and `everything` show all.
 const INFO_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -509,18 +526,28 @@ const INFO_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "commandstats",
+    "errorstats",
+    "latencystats",
     "keyspace",
     "documents",
 ];
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 fn info(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut wanted: Vec<String> = args.rest().iter().map(|a| text(a).to_lowercase()).collect();
-    if wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "default" || w == "all" || w == "everything")
-    {
+    if wanted.is_empty() {
+        wanted.push("default".into());
+    }
+    if wanted.iter().any(|w| w == "all" || w == "everything") {
         wanted = INFO_SECTIONS.iter().map(|s| s.to_string()).collect();
+    } else if wanted.iter().any(|w| w == "default") {
+        wanted.extend(
+            INFO_SECTIONS
+                .iter()
+                .filter(|s| !NOT_DEFAULT.contains(s))
+                .map(|s| s.to_string()),
+        );
     }
     let mut out = String::new();
     for section in INFO_SECTIONS
@@ -541,6 +568,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
     let uptime = s.started.elapsed().as_secs();
     let title = if section == "cpu" {
         "CPU".to_string()
+    } else if section.ends_with("stats") {
+        // Redis's spelling: Commandstats, Errorstats, Latencystats.
+        let mut c = section.chars();
+        c.next()
+            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+            .unwrap_or_default()
     } else {
         let mut c = section.chars();
         c.next()
@@ -639,6 +672,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("total_net_input_bytes", &g(&st.net_input_bytes));
             kv("total_net_output_bytes", &g(&st.net_output_bytes));
             kv("rejected_connections", &g(&st.rejected_connections));
+            kv(
+                "total_error_replies",
+                &crate::state::cmdstats::total_error_replies(),
+            );
             kv("expired_keys", &sum(|c| &c.expired));
             kv("evicted_keys", &sum(|c| &c.evicted));
             kv("keyspace_hits", &(g(&st.keyspace_hits) + sum(|c| &c.hits)));
@@ -657,7 +694,25 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "replication" => {
             kv("role", &"master");
             kv("connected_slaves", &0);
+            kv("master_failover_state", &"no-failover");
+            kv("master_replid", &s.run_id);
+            kv(
+                "master_replid2",
+                &"0000000000000000000000000000000000000000",
+            );
+            kv("master_repl_offset", &0);
+            kv("second_repl_offset", &-1);
+            kv("repl_backlog_active", &0);
+            kv("repl_backlog_size", &1048576);
+            kv("repl_backlog_first_byte_offset", &0);
+            kv("repl_backlog_histlen", &0);
         }
+        "commandstats" => crate::commands::stats::info_commandstats(out),
+        "errorstats" => crate::commands::stats::info_errorstats(out),
+        "latencystats" => crate::commands::stats::info_latencystats(
+            out,
+            cfg.get("latency-tracking-info-percentiles"),
+        ),
         "cpu" => {
             let t = crate::util::proc::cpu_times();
             for (name, v) in [

@@ -50,6 +50,10 @@ pub fn refuse(ctx: &mut Ctx<'_>, error: Reply) -> Reply {
 pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
     if let Some(m) = ctx.client.multi.as_mut() {
         m.queued.push((spec.flags, args.to_vec()));
+        // CLIENT LIST `multi-mem`, counted as Redis: argument bytes plus a pointer each.
+        m.argv_len += args.iter().map(|a| a.len() + 8).sum::<usize>();
+        let bufs = &ctx.client.handle.bufs;
+        bufs.multi_mem.store(m.argv_len, Ordering::Relaxed);
         ctx.client
             .handle
             .multi_len

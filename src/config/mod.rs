@@ -130,6 +130,12 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Most entries a packed block of a stream holds, deleted ones included, before a new block starts (0: no limit)." },
     Setting { name: "busy-reply-threshold", default: "5000", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Milliseconds after which a Lua script that has not written is stopped with an error (Redis answers other clients -BUSY then and lets them SCRIPT KILL it; here a script holds the whole server, so the server stops it itself). A script that wrote runs to its end. 0: no limit. Alias: lua-time-limit." },
+    Setting { name: "latency-tracking", default: "yes", live: true, kind: Kind::Bool,
+        doc: "Keep a latency histogram per command, shown by INFO latencystats and LATENCY HISTOGRAM, as Redis 7." },
+    Setting { name: "latency-tracking-info-percentiles", default: "50 99 99.9", live: true, kind: Kind::Special(parse_percentiles),
+        doc: "The percentiles INFO latencystats shows, between 0 and 100, separated by spaces." },
+    Setting { name: "latency-monitor-threshold", default: "0", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Record an event for LATENCY LATEST/HISTORY when a command or an expiry cycle takes at least this many milliseconds. 0: off." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
 ];
@@ -182,8 +188,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     // Guards for commands tidecache does not have (MODULE) or configs it does not protect.
     ("enable-protected-configs", &[]),
     ("enable-module-command", &[]),
-    // No latency monitor yet.
-    ("latency-monitor-threshold", &[]),
 ];
 
 /// The `IGNORED` entry for `name`, if `name` is not a setting.
@@ -224,6 +228,26 @@ fn parse_save(value: &str) -> Result<String, String> {
                 .into(),
         )
     }
+}
+
+/// A percentile as Redis prints it (`%f`, trailing zeros trimmed): 50, 99.9.
+pub fn percentile_name(p: f64) -> String {
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// `latency-tracking-info-percentiles`: numbers from 0 to 100 separated by spaces, kept as
+/// Redis prints them back (`0.0 50.0` reads back as `0 50`).
+fn parse_percentiles(value: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    for w in value.split_whitespace() {
+        match w.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => out.push(percentile_name(p)),
+            Ok(_) => return Err("percentile must be between 0.0 and 100.0".into()),
+            Err(_) => return Err("Invalid value".into()),
+        }
+    }
+    Ok(out.join(" "))
 }
 
 /// `proto-max-bulk-len`: Redis's lower bound (1mb), and an upper bound of `u32::MAX`, the

@@ -36,6 +36,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let mut inbuf = BytesMut::new();
     let mut out = BytesMut::new();
     let mut parse_state = ParseState::default();
+    handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
             let cs = &server.conn_settings;
@@ -100,7 +101,10 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         ))
                         .await
                         {
-                            Some(r) => r.encode(&mut out, client.resp3),
+                            Some(r) => {
+                                crate::commands::stats::unblocked(&mut client, &r);
+                                r.encode(&mut out, client.resp3)
+                            }
                             None => break 'conn,
                         }
                     }
@@ -119,6 +123,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 Ok(None) => break,
                 Err(e) => {
                     tracing::debug!(client = handle.id, "protocol error: {}", e.0);
+                    crate::state::cmdstats::error_reply(&e.0);
                     Reply::Error(e.0).encode(&mut out, client.resp3);
                     close = true;
                     break;
@@ -141,6 +146,14 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         if close || server.is_shutting_down() {
             break;
         }
+        if inbuf.is_empty() {
+            inbuf = BytesMut::new();
+        }
+        if out.capacity() > OUT_KEEP {
+            out = BytesMut::new();
+            handle.bufs.output(0, 0);
+        }
+        handle.bufs.input(inbuf.len(), inbuf.capacity());
         if inbuf.len() > qbuf_limit {
             tracing::warn!(
                 client = handle.id,
@@ -149,12 +162,6 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             break;
         }
 
-        if inbuf.is_empty() {
-            inbuf = BytesMut::new();
-        }
-        if out.capacity() > OUT_KEEP {
-            out = BytesMut::new();
-        }
         // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they are
         // expected to sit idle.
         let exempt = client.subscriptions() > 0 || handle.monitor.load(Ordering::Relaxed);
@@ -184,6 +191,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                     Ok(n) => {
                         server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                         handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                        handle.bufs.input(inbuf.len(), inbuf.capacity());
                     }
                     // Readiness can be stale: wait again.
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -250,6 +258,7 @@ async fn wait_blocked(
                 }
                 Ok(n) => {
                     server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
                 }
             },
             _ = handle.ended(server) => {
@@ -272,6 +281,7 @@ async fn write_out(
         .stats
         .net_output_bytes
         .fetch_add(out.len() as u64, Ordering::Relaxed);
+    handle.bufs.output(out.len(), out.capacity());
     tokio::select! {
         // The write first: it usually completes at once, and then the kill signal is not
         // polled.
@@ -282,5 +292,6 @@ async fn write_out(
         }
     }
     out.clear();
+    handle.bufs.output(0, out.capacity());
     Ok(())
 }

@@ -19,9 +19,14 @@ pub fn start_background(server: &Arc<Server>) {
             crate::util::clock::tick();
             let s2 = s.clone();
             let now = crate::util::clock::now_ms();
-            let _ =
-                tokio::task::spawn_blocking(move || crate::store::expiry::sweep(&s2.store, now))
-                    .await;
+            let _ = tokio::task::spawn_blocking(move || {
+                let began = std::time::Instant::now();
+                crate::store::expiry::sweep(&s2.store, now);
+                // Redis's `expire-cycle` latency event (LATENCY LATEST/HISTORY).
+                let nanos = began.elapsed().as_nanos() as u64;
+                crate::state::cmdstats::latency_sample("expire-cycle", nanos);
+            })
+            .await;
             tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
         }
     });

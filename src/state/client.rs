@@ -45,6 +45,63 @@ pub struct ClientHandle {
     pub monitor: AtomicBool,
     /// Commands queued in MULTI, or -1 outside a transaction (CLIENT LIST `multi`).
     pub multi_len: AtomicI64,
+    /// The buffer figures CLIENT LIST shows, published by the connection task after each
+    /// read and each write (never per command).
+    pub bufs: ClientBufs,
+}
+
+/// Redis's static reply buffer size: CLIENT LIST's `obl` counts the pending reply bytes up to
+/// it, and `oll`/`omem` the rest, as if it were in Redis's reply list.
+const REPLY_CHUNK: usize = 16 * 1024;
+
+/// What CLIENT LIST reports of a client's buffers (Redis 7.0's `qbuf`, `qbuf-free`, `rbs`,
+/// `rbp`, `obl`, `oll`, `omem`, `multi-mem`, `tot-mem`).
+#[derive(Default)]
+pub struct ClientBufs {
+    /// Unprocessed input (the request being run included) and the room left after it.
+    pub qbuf: AtomicUsize,
+    pub qbuf_free: AtomicUsize,
+    /// Replies waiting for the socket, the reply buffer's capacity, and the most the last
+    /// write carried.
+    pub out_pending: AtomicUsize,
+    pub rbs: AtomicUsize,
+    pub rbp: AtomicUsize,
+    /// Bytes of the arguments queued in MULTI (plus 8 a argument, as Redis counts them).
+    pub multi_mem: AtomicUsize,
+}
+
+impl ClientBufs {
+    /// After a read: the input buffer's length and free room.
+    #[inline]
+    pub fn input(&self, len: usize, capacity: usize) {
+        self.qbuf.store(len, Ordering::Relaxed);
+        self.qbuf_free
+            .store(capacity.saturating_sub(len), Ordering::Relaxed);
+    }
+
+    /// Before (`pending` > 0) and after (`pending` = 0) a write of the reply buffer.
+    #[inline]
+    pub fn output(&self, pending: usize, capacity: usize) {
+        self.out_pending.store(pending, Ordering::Relaxed);
+        if pending > 0 {
+            self.rbs.store(capacity, Ordering::Relaxed);
+            self.rbp.store(pending, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One client's memory figures for CLIENT LIST / CLIENT INFO.
+pub struct MemFields {
+    pub qbuf: usize,
+    pub qbuf_free: usize,
+    pub argv_mem: usize,
+    pub multi_mem: usize,
+    pub rbs: usize,
+    pub rbp: usize,
+    pub obl: usize,
+    pub oll: usize,
+    pub omem: usize,
+    pub tot_mem: usize,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -126,6 +183,44 @@ impl ClientHandle {
 
     /// Redis's client type, for CLIENT LIST/KILL `TYPE`: pubsub while subscribed, else normal
     /// (a MONITOR client counts as normal, as in Redis).
+    /// The memory fields of CLIENT LIST; `argv_mem` is the size of the arguments of the
+    /// command the client is running (non-zero only for the client asking about itself).
+    pub fn mem_fields(&self, argv_mem: usize) -> MemFields {
+        let b = &self.bufs;
+        let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let pending = load(&b.out_pending);
+        let obl = pending.min(REPLY_CHUNK);
+        let spill = pending - obl;
+        let oll = self.outbox.queued_len() + spill.div_ceil(REPLY_CHUNK);
+        let omem = self.outbox.pending_bytes() + spill;
+        let multi_mem = if self.multi_len.load(Ordering::Relaxed) > 0 {
+            load(&b.multi_mem)
+        } else {
+            0
+        };
+        let (qbuf, qbuf_free, rbs) = (load(&b.qbuf), load(&b.qbuf_free), load(&b.rbs));
+        let tot_mem = omem
+            + qbuf
+            + qbuf_free
+            + rbs
+            + argv_mem
+            + multi_mem
+            + std::mem::size_of::<ClientHandle>()
+            + std::mem::size_of::<ClientState>();
+        MemFields {
+            qbuf,
+            qbuf_free,
+            argv_mem,
+            multi_mem,
+            rbs,
+            rbp: load(&b.rbp),
+            obl,
+            oll,
+            omem,
+            tot_mem,
+        }
+    }
+
     pub fn is_pubsub(&self) -> bool {
         self.sub_count.load(Ordering::Relaxed) + self.psub_count.load(Ordering::Relaxed) > 0
     }
@@ -158,6 +253,7 @@ impl ClientRegistry {
             psub_count: AtomicUsize::new(0),
             monitor: AtomicBool::new(false),
             multi_len: AtomicI64::new(-1),
+            bufs: ClientBufs::default(),
         });
         self.clients.lock().insert(id, handle.clone());
         handle
@@ -209,6 +305,9 @@ pub struct ClientState {
     /// Set by a blocking command (BLPOP ...) that found nothing: the connection waits on it
     /// before running the next request.
     pub blocked: Option<crate::state::blocking::Blocked>,
+    /// The statistics row and run time of the command that blocked, counted when it is
+    /// answered (`INFO latencystats` records a blocked command's latency then).
+    pub blocked_stat: Option<(usize, u64)>,
 }
 
 /// A transaction being queued.
@@ -219,6 +318,8 @@ pub struct MultiState {
     pub queued: Vec<(u32, Vec<Bytes>)>,
     /// A queued command was refused (unknown, arity, ...): EXEC will answer EXECABORT.
     pub aborted: bool,
+    /// Bytes of the queued arguments, as Redis's `multi-mem` counts them.
+    pub argv_len: usize,
 }
 
 impl ClientState {
@@ -238,6 +339,7 @@ impl ClientState {
             in_exec: false,
             last_cmd: "",
             blocked: None,
+            blocked_stat: None,
         }
     }
 

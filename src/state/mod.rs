@@ -6,6 +6,7 @@
 
 pub mod blocking;
 pub mod client;
+pub mod cmdstats;
 pub mod gate;
 pub mod lazyfree;
 pub mod outbox;
@@ -137,6 +138,10 @@ impl Server {
             LIMITS.apply(name, config.get_i64(name));
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
+        cmdstats::set_latency_tracking(config.get_bool("latency-tracking"));
+        // Before any command is timed (the command clock's unit is fixed from here on).
+        crate::util::clock::calibrate();
+        cmdstats::set_monitor_threshold(config.get_u64("latency-monitor-threshold"));
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
         let pubsub = Arc::new(PubSub::new());
@@ -226,6 +231,12 @@ impl Server {
         if name == "busy-reply-threshold" {
             let v = self.config.read().get_u64(name);
             BUSY_REPLY_THRESHOLD_MS.store(v, Ordering::Relaxed);
+        }
+        if name == "latency-tracking" {
+            cmdstats::set_latency_tracking(self.config.read().get_bool(name));
+        }
+        if name == "latency-monitor-threshold" {
+            cmdstats::set_monitor_threshold(self.config.read().get_u64(name));
         }
         if EncodingLimits::NAMES.contains(&name) {
             let v = self.config.read().get_i64(name);

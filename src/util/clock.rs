@@ -12,7 +12,7 @@
 //! `std::time::Instant` and tokio's timers, which the offset does not move: no test needs
 //! them to jump.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -57,6 +57,62 @@ pub fn coarse() -> u32 {
     COARSE.load(Ordering::Relaxed)
 }
 
+/// `ticks` to nanoseconds as a 32.32 fixed-point factor; 0 until [`calibrate`] found a
+/// time-stamp counter the kernel itself keeps time with.
+static TSC_NS_FIXED: AtomicU64 = AtomicU64::new(0);
+
+/// A cheap monotonic stamp for timing each command (`INFO commandstats`, latency
+/// histograms): the CPU's time-stamp counter when [`calibrate`] found it usable (about 10 ns
+/// a read against 25 for `Instant::now` here), else nanoseconds of `Instant`. Only
+/// differences of two stamps mean anything: see [`stamp_elapsed_ns`].
+#[inline]
+pub fn stamp() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if TSC_NS_FIXED.load(Ordering::Relaxed) != 0 {
+        // SAFETY: RDTSC reads a counter; it touches no memory and every x86_64 CPU has it.
+        return unsafe { core::arch::x86_64::_rdtsc() };
+    }
+    start().elapsed().as_nanos() as u64
+}
+
+/// Nanoseconds since `from`, a [`stamp`]. A counter read on another core may be a little
+/// behind: that counts as 0.
+#[inline]
+pub fn stamp_elapsed_ns(from: u64) -> u64 {
+    let d = stamp().saturating_sub(from);
+    match TSC_NS_FIXED.load(Ordering::Relaxed) {
+        0 => d,
+        f => ((d as u128 * f as u128) >> 32) as u64,
+    }
+}
+
+/// Switches [`stamp`] to the time-stamp counter when the kernel's own clock source is `tsc`
+/// (it checked the counter is invariant and in step across cores), measuring its rate
+/// against `Instant` over 20 ms. Called once at start, before any command is timed.
+pub fn calibrate() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let source = std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .unwrap_or_default();
+        if source.trim() != "tsc" {
+            return;
+        }
+        // SAFETY: as in `stamp`.
+        let read = || unsafe { core::arch::x86_64::_rdtsc() };
+        let (t0, c0) = (Instant::now(), read());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (ns, ticks) = (t0.elapsed().as_nanos() as u64, read().saturating_sub(c0));
+        if ticks > 0 && ns > 0 {
+            TSC_NS_FIXED.store(
+                ((ns as u128) << 32).div_ceil(ticks as u128) as u64,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +124,14 @@ mod tests {
         COARSE.fetch_max(a + 1000, Ordering::Relaxed);
         tick();
         assert!(coarse() >= a + 1000);
+    }
+
+    #[test]
+    fn stamps_measure_nanoseconds() {
+        calibrate();
+        let s = stamp();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let ns = stamp_elapsed_ns(s);
+        assert!((25_000_000..200_000_000).contains(&ns), "{ns}");
     }
 }
