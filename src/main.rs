@@ -29,6 +29,7 @@ fn main() {
             config.ignored.join(", ")
         );
     }
+    adjust_open_files_limit(&mut config);
     // Measured on 2 cores with the load generator on the same machine: one thread served
     // GET at pipeline 1 about 10% faster than two (no cross-thread wake-ups, no fight with
     // the client for a core); see docs/BENCHMARKS.md.
@@ -52,6 +53,35 @@ fn main() {
     };
     let code = runtime.block_on(run(config));
     std::process::exit(code);
+}
+
+/// Redis's `adjustOpenFilesLimit`: `maxclients` clients need as many descriptors plus 32
+/// for the server's own (listeners, files); the limit is raised to that, and where the
+/// system refuses, `maxclients` is lowered to what the limit allows, with Redis's warnings.
+fn adjust_open_files_limit(config: &mut Config) {
+    const RESERVED_FDS: u64 = 32;
+    let maxclients = config.get_i64("maxclients").max(1) as u64;
+    let want = maxclients + RESERVED_FDS;
+    match tidecache::util::proc::raise_open_files(want) {
+        Ok((old, now)) if now >= want => {
+            if now > old {
+                tracing::info!(
+                    "Increased maximum number of open files to {now} (it was originally set to {old})."
+                );
+            }
+        }
+        Ok((_, now)) => {
+            let reduced = now.saturating_sub(RESERVED_FDS).max(1);
+            tracing::warn!(
+                "You requested maxclients of {maxclients} requiring at least {want} max file descriptors."
+            );
+            tracing::warn!(
+                "Current maximum open files is {now}. maxclients has been reduced to {reduced} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+            );
+            config.set_normalized("maxclients", reduced.to_string());
+        }
+        Err(e) => tracing::warn!("Unable to obtain the current NOFILE limit ({e}), assuming 1024."),
+    }
 }
 
 async fn run(config: Config) -> i32 {

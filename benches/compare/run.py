@@ -761,7 +761,51 @@ def memory(env, quick):
         log(f"  {name:44} {fmt_bytes(row, 'redis'):>12} {fmt_bytes(row, 'tidecache'):>12}")
     for p in paths.values():
         os.unlink(p)
+    rows.append(idle_connections(env, 1000 if quick else 10_000))
+    log(f"  {rows[-1]['workload']:44} {fmt_bytes(rows[-1], 'redis'):>12} "
+        f"{fmt_bytes(rows[-1], 'tidecache'):>12}")
     return rows
+
+
+def idle_connections(env, count):
+    """RSS growth per connection with `count` connections open, each after one PING."""
+    import resource
+    name = f"{count // 1000}k idle connections (per connection, after one PING)"
+    row = {"workload": name}
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = count + 256
+    if soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+        except (ValueError, OSError):
+            pass
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < want:
+        for kind in ("redis", "tidecache"):
+            row[kind], row[kind + "_error"], row[kind + "_used"] = None, "ulimit -n too low", None
+        return row
+    for kind in ("redis", "tidecache"):
+        extra = ("--maxclients", str(count + 100))
+        srv = env.redis("conns", *extra) if kind == "redis" else env.tide("conns", *extra)
+        socks = []
+        try:
+            before = srv.rss_kib()
+            for _ in range(count):
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                s.sendall(encode("PING"))
+                socks.append(s)
+            for s in socks:
+                if s.recv(16) != b"+PONG\r\n":
+                    raise OSError("no PONG")
+            time.sleep(1)
+            row[kind] = (srv.rss_kib() - before) * 1024 / count
+            row[kind + "_error"], row[kind + "_used"] = None, None
+        except OSError as e:
+            row[kind], row[kind + "_error"], row[kind + "_used"] = None, short(e), None
+        finally:
+            for s in socks:
+                s.close()
+            srv.stop()
+    return row
 
 
 def fmt_bytes(row, kind):

@@ -169,7 +169,9 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             if idle_timeout == 0 || exempt {
                 std::future::pending::<()>().await
             } else {
-                tokio::time::sleep(Duration::from_secs(idle_timeout)).await
+                // Boxed, and only when a timeout is set: a timer entry in every
+                // connection's task would cost each idle connection its size.
+                Box::pin(tokio::time::sleep(Duration::from_secs(idle_timeout))).await
             }
         };
         tokio::select! {

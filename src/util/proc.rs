@@ -50,3 +50,34 @@ pub fn cpu_times() -> CpuTimes {
         thread_sys: t[1] as f64 / HZ,
     }
 }
+
+/// Raises this process's open-files limit (soft and hard) to `want` if it is lower, as
+/// Redis's `adjustOpenFilesLimit`: when `want` is refused, tries lower values in steps of
+/// 16 down to the current limit. Returns (limit before, limit now).
+pub fn raise_open_files(want: u64) -> std::io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let old = lim.rlim_cur;
+    if old >= want {
+        return Ok((old, old));
+    }
+    let mut best = want;
+    while best > old {
+        let new = libc::rlimit {
+            rlim_cur: best,
+            rlim_max: best.max(lim.rlim_max),
+        };
+        // SAFETY: setrlimit reads only the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0 {
+            return Ok((old, best));
+        }
+        best = best.saturating_sub(16);
+    }
+    Ok((old, old))
+}
