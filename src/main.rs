@@ -57,6 +57,9 @@ fn main() {
 async fn run(config: Config) -> i32 {
     let log = RedisLog::new(&config);
     let port = config.get_i64("port");
+    // Redis loads its append-only journal instead of the snapshot when `appendonly` is on.
+    let snapshot = (config.get("appendonly") != "yes")
+        .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
@@ -88,12 +91,61 @@ async fn run(config: Config) -> i32 {
             server.port.load(std::sync::atomic::Ordering::Relaxed),
         ),
     );
+    if let Some(path) = snapshot {
+        if !load_snapshot(&server, &path, &log) {
+            return 1;
+        }
+    }
     tokio::spawn(watch_signals(server.clone()));
     start_background(&server);
     log.line(Level::Notice, "Ready to accept connections");
     listener::run(server, listeners).await;
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0
+}
+
+/// Loads a Redis RDB file found at `path` before any client is served, as Redis does at
+/// start; false (after logging why, naming the file and the offset) when it cannot be
+/// loaded, and the server does not start.
+fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> bool {
+    let started = std::time::Instant::now();
+    match tidecache::store::rdb_file::load_path(&server.store, path) {
+        Ok(None) => true,
+        Ok(Some(loaded)) => {
+            for n in &loaded.notices {
+                log.line(Level::Notice, n);
+            }
+            for w in &loaded.warnings {
+                tracing::warn!("{w}");
+                log.line(Level::Warning, w);
+            }
+            let secs = started.elapsed().as_secs_f64();
+            log.line(
+                Level::Notice,
+                &format!(
+                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                    loaded.keys, loaded.expired
+                ),
+            );
+            log.line(
+                Level::Notice,
+                &format!("DB loaded from disk: {secs:.3} seconds"),
+            );
+            tracing::info!(
+                "DB loaded from disk: {secs:.3} seconds ({}: {} keys loaded, {} expired keys skipped)",
+                path.display(),
+                loaded.keys,
+                loaded.expired
+            );
+            true
+        }
+        Err(e) => {
+            let msg = format!("Can't load the RDB file {}: {e}", path.display());
+            tracing::error!("{msg}");
+            log.line(Level::Warning, &msg);
+            false
+        }
+    }
 }
 
 async fn watch_signals(server: Arc<Server>) {

@@ -17,8 +17,10 @@
 //! validated, so a bad payload is an error, never a panic or a huge allocation.
 
 use crate::store::encoding::{limit, LIMITS};
-use crate::store::{End, HashValue, ListValue, SetValue, Value, ZSetValue};
+use crate::store::stream::{Consumer, Group, Nack, StreamId, ENTRIES_READ_UNKNOWN};
+use crate::store::{End, HashValue, ListValue, SetValue, StreamValue, Value, ZSetValue};
 use crate::util::num::parse_i64;
+use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
@@ -43,6 +45,9 @@ pub const TYPE_HASH_LISTPACK: u8 = 16;
 pub const TYPE_ZSET_LISTPACK: u8 = 17;
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_SET_LISTPACK: u8 = 20;
+pub const TYPE_STREAM_LISTPACKS: u8 = 15;
+pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+pub const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 
 const ENC_INT8: u64 = 0;
 const ENC_INT16: u64 = 1;
@@ -131,7 +136,7 @@ pub fn load(payload: &[u8]) -> R<Value> {
     }
     // As Redis's RESTORE, the reader runs over the whole payload, footer included: a value
     // that reads into the footer loads as it does there, and trailing bytes are ignored.
-    let mut rd = Reader { b: payload, at: 0 };
+    let mut rd = Reader::new(payload);
     let t = rd.byte()?;
     read_object(&mut rd, t)
 }
@@ -572,24 +577,41 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
-struct Reader<'a> {
+/// A cursor over RDB bytes (one DUMP payload, or a whole file for `rdb_file`).
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
-    at: usize,
+    /// The offset of the next byte to read.
+    pub(crate) at: usize,
+    /// Set when a read wanted more bytes than there are: a truncated input rather than a
+    /// malformed one.
+    pub(crate) short: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
+    pub(crate) fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader {
+            b,
+            at: 0,
+            short: false,
+        }
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
         self.b.len() - self.at
     }
 
-    fn byte(&mut self) -> R<u8> {
-        let v = *self.b.get(self.at).ok_or(BadData)?;
+    pub(crate) fn byte(&mut self) -> R<u8> {
+        let Some(&v) = self.b.get(self.at) else {
+            self.short = true;
+            return Err(BadData);
+        };
         self.at += 1;
         Ok(v)
     }
 
-    fn take(&mut self, n: u64) -> R<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: u64) -> R<&'a [u8]> {
         if n > self.remaining() as u64 {
+            self.short = true;
             return Err(BadData);
         }
         let s = &self.b[self.at..self.at + n as usize];
@@ -619,12 +641,12 @@ impl<'a> Reader<'a> {
     }
 
     /// A length (Redis's `rdbLoadLen(rdb, NULL)`).
-    fn len(&mut self) -> R<u64> {
+    pub(crate) fn len(&mut self) -> R<u64> {
         Ok(self.len_enc()?.0)
     }
 
     /// A string in any of its encodings.
-    fn string(&mut self) -> R<Cow<'a, [u8]>> {
+    pub(crate) fn string(&mut self) -> R<Cow<'a, [u8]>> {
         let (n, enc) = self.len_enc()?;
         if !enc {
             return Ok(Cow::Borrowed(self.take(n)?));
@@ -650,6 +672,25 @@ impl<'a> Reader<'a> {
         Ok(Cow::Owned(
             itoa::Buffer::new().format(v).as_bytes().to_vec(),
         ))
+    }
+
+    /// 8 bytes, little endian (Redis's `rdbLoadMillisecondTime` for RDB 9 and later, and
+    /// what x86 Redis wrote before).
+    pub(crate) fn u64_le(&mut self) -> R<u64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A stream ID as Redis writes it raw: ms and seq, 8 bytes each, big endian.
+    fn raw_stream_id(&mut self) -> R<StreamId> {
+        let s = self.take(16)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&s[..8]);
+        let ms = u64::from_be_bytes(a);
+        a.copy_from_slice(&s[8..]);
+        Ok(StreamId::new(ms, u64::from_be_bytes(a)))
     }
 
     fn binary_double(&mut self) -> R<f64> {
@@ -1100,8 +1141,16 @@ fn pairs<T>(entries: Vec<Vec<u8>>, mut f: impl FnMut(Vec<u8>, Vec<u8>) -> R<T>) 
     Ok(out)
 }
 
+/// One value of RDB type `t` (the byte before the key in a file), read from `rd`.
+pub(crate) fn read_value(rd: &mut Reader<'_>, t: u8) -> R<Value> {
+    read_object(rd, t)
+}
+
 fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
     match t {
+        TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+            read_stream(rd, t)
+        }
         TYPE_STRING => Ok(Value::string(&rd.string()?)),
         TYPE_LIST => {
             let n = rd.len()?;
@@ -1235,6 +1284,165 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
         }
         _ => Err(BadData),
     }
+}
+
+/// One integer entry of a stream listpack (Redis's `lpGetInteger` on an entry the stream
+/// code wrote as an integer).
+fn lp_int(entries: &[Vec<u8>], i: usize) -> R<i64> {
+    entries.get(i).and_then(|e| parse_i64(e)).ok_or(BadData)
+}
+
+/// Redis's stream types (`RDB_TYPE_STREAM_LISTPACKS`, `_2` of 7.0, `_3` of 7.2): the nodes
+/// (master ID, listpack of delta-encoded entries), the stream's metadata, then each consumer
+/// group with its pending entries and consumers. Entries are appended in order, so the
+/// blocks are this server's own (deleted entries, which Redis keeps as flagged tombstones
+/// in the nodes, are dropped); everything the commands show (length, IDs, counters, groups,
+/// PELs) is as it was.
+fn read_stream(rd: &mut Reader<'_>, t: u8) -> R<Value> {
+    const FLAG_DELETED: i64 = 1;
+    const FLAG_SAMEFIELDS: i64 = 2;
+    let mut s = StreamValue::default();
+    let mut prev: Option<StreamId> = None;
+    let mut fv: Vec<Bytes> = Vec::new();
+    let nodes = rd.len()?;
+    for _ in 0..nodes {
+        let key = rd.string()?;
+        if key.len() != 16 {
+            return Err(BadData);
+        }
+        let mut r = Reader::new(&key);
+        let master = r.raw_stream_id()?;
+        let e = listpack_entries(&rd.string()?)?;
+        // The master entry: live count, deleted count, the master fields, a 0 terminator.
+        let live = lp_int(&e, 0)?;
+        let deleted = lp_int(&e, 1)?;
+        let nfields = usize::try_from(lp_int(&e, 2)?).map_err(|_| BadData)?;
+        if live < 0 || deleted < 0 || live + deleted == 0 || nfields > e.len() {
+            return Err(BadData);
+        }
+        let fields = &e[3..3 + nfields.min(e.len() - 3)];
+        if fields.len() != nfields || lp_int(&e, 3 + nfields)? != 0 {
+            return Err(BadData);
+        }
+        let mut i = 4 + nfields;
+        let (mut seen_live, mut seen_deleted) = (0i64, 0i64);
+        while i < e.len() {
+            let start = i;
+            let flags = lp_int(&e, i)?;
+            let ms = lp_int(&e, i + 1)? as u64;
+            let seq = lp_int(&e, i + 2)? as u64;
+            i += 3;
+            let id = StreamId::new(master.ms.wrapping_add(ms), master.seq.wrapping_add(seq));
+            fv.clear();
+            if flags & FLAG_SAMEFIELDS != 0 {
+                if i + nfields > e.len() {
+                    return Err(BadData);
+                }
+                for (f, v) in fields.iter().zip(&e[i..i + nfields]) {
+                    fv.push(Bytes::copy_from_slice(f));
+                    fv.push(Bytes::copy_from_slice(v));
+                }
+                i += nfields;
+            } else {
+                let n = usize::try_from(lp_int(&e, i)?).map_err(|_| BadData)?;
+                i += 1;
+                if n > e.len() || i + 2 * n > e.len() {
+                    return Err(BadData);
+                }
+                fv.extend(e[i..i + 2 * n].iter().map(|x| Bytes::copy_from_slice(x)));
+                i += 2 * n;
+            }
+            // The entry's own element count, for walking the listpack backwards.
+            if lp_int(&e, i)? != (i - start) as i64 {
+                return Err(BadData);
+            }
+            i += 1;
+            if flags & FLAG_DELETED != 0 {
+                seen_deleted += 1;
+                continue;
+            }
+            seen_live += 1;
+            if fv.is_empty() || prev.is_some_and(|p| id <= p) || id < master {
+                return Err(BadData);
+            }
+            prev = Some(id);
+            s.append(id, &fv);
+        }
+        if seen_live != live || seen_deleted != deleted {
+            return Err(BadData);
+        }
+    }
+    let length = rd.len()?;
+    let last = StreamId::new(rd.len()?, rd.len()?);
+    if length != s.len() || prev.is_some_and(|p| p > last) {
+        return Err(BadData);
+    }
+    let (added, max_deleted) = if t == TYPE_STREAM_LISTPACKS {
+        (length, StreamId::MIN)
+    } else {
+        // The first ID is implied by the entries.
+        let _first = StreamId::new(rd.len()?, rd.len()?);
+        let max_deleted = StreamId::new(rd.len()?, rd.len()?);
+        (rd.len()?, max_deleted)
+    };
+    s.set_last(last, Some(added), Some(max_deleted));
+    let groups = rd.len()?;
+    for _ in 0..groups {
+        let name = Bytes::copy_from_slice(&rd.string()?);
+        let gid = StreamId::new(rd.len()?, rd.len()?);
+        let entries_read = if t == TYPE_STREAM_LISTPACKS {
+            s.estimate_entries_read(gid)
+                .map_or(ENTRIES_READ_UNKNOWN, |v| v as i64)
+        } else {
+            // Redis writes its -1 ("unknown") as the 64-bit length 2^64 - 1.
+            rd.len()? as i64
+        };
+        let mut g = Group::new(gid, entries_read);
+        let pending = rd.len()?;
+        for _ in 0..pending {
+            let id = rd.raw_stream_id()?;
+            let delivery_time = rd.u64_le()? as i64;
+            let delivery_count = rd.len()?;
+            let nack = Nack {
+                consumer: Bytes::new(),
+                delivery_time,
+                delivery_count,
+            };
+            if g.pel.insert(id, nack).is_some() {
+                return Err(BadData);
+            }
+        }
+        let consumers = rd.len()?;
+        for _ in 0..consumers {
+            let cname = Bytes::copy_from_slice(&rd.string()?);
+            let seen_time = rd.u64_le()? as i64;
+            if t == TYPE_STREAM_LISTPACKS_3 {
+                // 7.2's active time: this server keeps only the seen time.
+                rd.u64_le()?;
+            }
+            let mut c = Consumer {
+                seen_time,
+                pel: Default::default(),
+            };
+            let owned = rd.len()?;
+            for _ in 0..owned {
+                let id = rd.raw_stream_id()?;
+                let nack = g.pel.get_mut(&id).ok_or(BadData)?;
+                if !nack.consumer.is_empty() || !c.pel.insert(id) {
+                    return Err(BadData);
+                }
+                nack.consumer = cname.clone();
+            }
+            if cname.is_empty() || g.consumers.insert(cname, c).is_some() {
+                return Err(BadData);
+            }
+        }
+        // Every pending entry belongs to a consumer (Redis checks it in deep sanitization).
+        if g.pel.values().any(|n| n.consumer.is_empty()) || s.groups.insert(name, g).is_some() {
+            return Err(BadData);
+        }
+    }
+    Ok(Value::Stream(Box::new(s)))
 }
 
 #[cfg(test)]
