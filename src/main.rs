@@ -140,7 +140,7 @@ fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> boo
             true
         }
         Err(e) => {
-            let msg = format!("Can't load the RDB file {}: {e}", path.display());
+            let msg = format!("Can't load the RDB file {} {e}", path.display());
             tracing::error!("{msg}");
             log.line(Level::Warning, &msg);
             false

@@ -57,7 +57,7 @@ pub struct LoadError {
 
 impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} at offset {}", self.what, self.offset)
+        write!(f, "at offset {}: {}", self.offset, self.what)
     }
 }
 
@@ -98,13 +98,12 @@ fn shown(b: &[u8]) -> String {
     s
 }
 
-/// The error for a read that failed at `rd`'s position: a truncated file or bad bytes.
+/// The error for a read that failed at `rd`'s position: a truncated file (at its end) or
+/// bad bytes.
 fn bad(rd: &Reader<'_>, what: &str) -> LoadError {
     if rd.short {
-        err(
-            rd.at,
-            format!("unexpected end of file while reading {what}"),
-        )
+        let end = rd.at + rd.remaining();
+        err(end, format!("unexpected end of file while reading {what}"))
     } else {
         err(rd.at, format!("invalid data while reading {what}"))
     }
