@@ -108,25 +108,31 @@ async fn run(config: Config) -> i32 {
 /// start; false (after logging why, naming the file and the offset) when it cannot be
 /// loaded, and the server does not start.
 fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> bool {
+    use tidecache::store::rdb_file::{load_path, Note};
     let started = std::time::Instant::now();
-    match tidecache::store::rdb_file::load_path(&server.store, path) {
+    let mut report = |note: Note, line: &str| match note {
+        Note::Notice => log.line(Level::Notice, line),
+        Note::Warning => {
+            tracing::warn!("{line}");
+            log.line(Level::Warning, line);
+        }
+    };
+    match load_path(&server.store, path, &mut report) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
-            for n in &loaded.notices {
-                log.line(Level::Notice, n);
-            }
-            for w in &loaded.warnings {
-                tracing::warn!("{w}");
-                log.line(Level::Warning, w);
-            }
             let secs = started.elapsed().as_secs_f64();
-            log.line(
-                Level::Notice,
-                &format!(
-                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                    loaded.keys, loaded.expired
-                ),
+            let done = format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}",
+                loaded.keys, loaded.expired
             );
+            if loaded.empty_skipped > 0 {
+                report(
+                    Note::Warning,
+                    &format!("{done}, empty keys skipped: {}.", loaded.empty_skipped),
+                );
+            } else {
+                report(Note::Notice, &format!("{done}."));
+            }
             log.line(
                 Level::Notice,
                 &format!("DB loaded from disk: {secs:.3} seconds"),

@@ -708,11 +708,12 @@ fn every_truncation_and_flipped_byte_is_an_error_never_a_panic() {
     drop(redis);
     let good = std::fs::read(dir.join("dump.rdb")).expect("dump.rdb");
     let _ = std::fs::remove_dir_all(&dir);
-    let loaded = load_bytes(&Store::new(1, DATABASES), &good).expect("the dump loads");
+    let loaded =
+        load_bytes(&Store::new(1, DATABASES), &good, &mut |_, _| {}).expect("the dump loads");
     assert_eq!(loaded.keys, 10);
     for n in 0..good.len() {
         assert!(
-            load_bytes(&Store::new(1, DATABASES), &good[..n]).is_err(),
+            load_bytes(&Store::new(1, DATABASES), &good[..n], &mut |_, _| {}).is_err(),
             "a file cut at {n} of {} loaded",
             good.len()
         );
@@ -724,7 +725,86 @@ fn every_truncation_and_flipped_byte_is_an_error_never_a_panic() {
         for mask in [0x01u8, 0x40, 0x80, 0xff] {
             let mut bad = unchecked.clone();
             bad[i] ^= mask;
-            let _ = load_bytes(&Store::new(1, DATABASES), &bad);
+            let _ = load_bytes(&Store::new(1, DATABASES), &bad, &mut |_, _| {});
         }
     }
+}
+
+/// Starts tidecache on `dir`/`dbfilename` and returns it with the Redis-style log lines it
+/// wrote (standard output) up to "Ready to accept connections".
+fn start_logged(dir: &Path, dbfilename: &str) -> (Child, u16, Vec<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args([
+            "--port",
+            "0",
+            "--loglevel",
+            "notice",
+            "--dbfilename",
+            dbfilename,
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tidecache");
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    let mut port = 0;
+    for line in BufReader::new(out).lines().map_while(Result::ok) {
+        if let Some(rest) = line.split("port ").nth(1) {
+            port = rest
+                .split(',')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+        }
+        let ready = line.contains("Ready to accept connections");
+        lines.push(line);
+        if ready {
+            break;
+        }
+    }
+    (child, port, lines)
+}
+
+/// Redis's own file of empty keys (which versions before 6.2 could write): each skipped
+/// with Redis's warning, the rest of the file loaded.
+#[test]
+fn empty_keys_are_skipped_as_redis_skips_them() {
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/rdb");
+    let dir = temp_dir("empty-keys");
+    let name = "corrupt_empty_keys.rdb";
+    std::fs::copy(assets.join(name), dir.join(name)).expect("copy asset");
+    let (mut child, port, log) = start_logged(&dir, name);
+    let text = log.join("\n");
+    for key in [
+        "set",
+        "list_quicklist",
+        "list_quicklist_empty_ziplist",
+        "list_ziplist",
+        "hash",
+        "hash_ziplist",
+        "zset",
+        "zset_ziplist",
+        "zset_listpack",
+    ] {
+        assert!(
+            log.iter()
+                .any(|l| l.ends_with(&format!("skipping empty key: {key}"))),
+            "{key}: {text}"
+        );
+    }
+    assert!(text.contains("empty keys skipped: 9"), "{text}");
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    assert_eq!(text_of(&mut c, &["DBSIZE"]), "0");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn text_of(c: &mut Connection, args: &[&str]) -> String {
+    text(&run(c, args), &[])
 }

@@ -585,6 +585,9 @@ pub(crate) struct Reader<'a> {
     /// Set when a read wanted more bytes than there are: a truncated input rather than a
     /// malformed one.
     pub(crate) short: bool,
+    /// Set when the value just read, complete, turned out to be an empty aggregate (Redis
+    /// skips such keys when loading a file, and RESTORE refuses them).
+    pub(crate) empty: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -593,7 +596,14 @@ impl<'a> Reader<'a> {
             b,
             at: 0,
             short: false,
+            empty: false,
         }
+    }
+
+    /// The error for an empty aggregate, read to its end.
+    fn empty_value<T>(&mut self) -> R<T> {
+        self.empty = true;
+        Err(BadData)
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -1159,7 +1169,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 l.push(End::Right, &rd.string()?);
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
@@ -1176,7 +1186,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 }
             }
             if s.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::Set(Box::new(s)))
         }
@@ -1192,6 +1202,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 };
                 v.push((m, s));
             }
+            if v.is_empty() {
+                return rd.empty_value();
+            }
             zset_from(v)
         }
         TYPE_HASH => {
@@ -1201,6 +1214,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 let f = rd.string()?.into_owned();
                 let val = rd.string()?.into_owned();
                 v.push((f, val));
+            }
+            if v.is_empty() {
+                return rd.empty_value();
             }
             hash_from(v)
         }
@@ -1234,23 +1250,34 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 }
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
-        TYPE_HASH_ZIPMAP => hash_from(zipmap_pairs(&rd.string()?)?),
+        TYPE_HASH_ZIPMAP => {
+            let p = zipmap_pairs(&rd.string()?)?;
+            if p.is_empty() {
+                return rd.empty_value();
+            }
+            hash_from(p)
+        }
         TYPE_LIST_ZIPLIST => {
             let mut l = ListValue::default();
             for e in ziplist_entries(&rd.string()?)? {
                 l.push(End::Right, &e);
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
         TYPE_SET_INTSET => {
-            let ints = intset_members(&rd.string()?)?;
+            let blob = rd.string()?;
+            if blob.len() == 8 && blob[4..] == [0, 0, 0, 0] {
+                // A header for no members.
+                return rd.empty_value();
+            }
+            let ints = intset_members(&blob)?;
             let mut s = SetValue::default();
             if ints.len() > limit(&LIMITS.set_intset_entries) {
                 s.maybe_convert(ints.len());
@@ -1262,6 +1289,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
         }
         TYPE_SET_LISTPACK => {
             let entries = listpack_entries(&rd.string()?)?;
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             set_from(entries.iter().map(|e| &e[..]))
         }
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
@@ -1271,6 +1301,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             } else {
                 listpack_entries(&blob)?
             };
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             zset_from(pairs(entries, |m, s| Ok((m, strtod_prefix(&s))))?)
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
@@ -1280,6 +1313,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             } else {
                 listpack_entries(&blob)?
             };
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             hash_from(pairs(entries, |f, v| Ok((f, v)))?)
         }
         _ => Err(BadData),

@@ -42,11 +42,21 @@ pub struct Loaded {
     pub keys: u64,
     /// Keys whose expiry time had passed, not stored.
     pub expired: u64,
-    /// Lines worth logging at notice level (the file's version, Redis's `%` info fields...).
-    pub notices: Vec<String>,
-    /// Lines worth logging as warnings (what was skipped).
-    pub warnings: Vec<String>,
+    /// Keys holding an empty aggregate (which old Redis versions could write), skipped as
+    /// Redis skips them.
+    pub empty_skipped: u64,
 }
+
+/// How much a line the loader reports matters (Redis logs them at these levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    Notice,
+    Warning,
+}
+
+/// Where the loader reports what it meets as it goes (the file's version and age, what it
+/// skipped), in Redis's words.
+pub type Log<'a> = &'a mut dyn FnMut(Note, &str);
 
 /// Why a file did not load: what, and at which byte offset of the file.
 #[derive(Debug)]
@@ -63,7 +73,7 @@ impl std::fmt::Display for LoadError {
 
 /// Loads the RDB file at `path` into `store` (which should be empty). `Ok(None)` when there
 /// is no such file.
-pub fn load_path(store: &Store, path: &Path) -> Result<Option<Loaded>, LoadError> {
+pub fn load_path(store: &Store, path: &Path, log: Log<'_>) -> Result<Option<Loaded>, LoadError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -74,7 +84,7 @@ pub fn load_path(store: &Store, path: &Path) -> Result<Option<Loaded>, LoadError
             })
         }
     };
-    load_bytes(store, &bytes).map(Some)
+    load_bytes(store, &bytes, log).map(Some)
 }
 
 fn err(offset: usize, what: impl Into<String>) -> LoadError {
@@ -110,7 +120,7 @@ fn bad(rd: &Reader<'_>, what: &str) -> LoadError {
 }
 
 /// Loads a whole RDB file held in memory into `store`.
-pub fn load_bytes(store: &Store, bytes: &[u8]) -> Result<Loaded, LoadError> {
+pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, LoadError> {
     let mut out = Loaded::default();
     if bytes.len() < 9 || &bytes[..5] != b"REDIS" {
         return Err(err(0, "wrong signature (not an RDB file)"));
@@ -172,28 +182,32 @@ pub fn load_bytes(store: &Store, bytes: &[u8]) -> Result<Loaded, LoadError> {
                 let k = rd.string().map_err(|_| bad(&rd, "an AUX field name"))?;
                 let v = rd.string().map_err(|_| bad(&rd, "an AUX field value"))?;
                 if k.first() == Some(&b'%') {
-                    out.notices
-                        .push(format!("RDB '{}': {}", shown(&k), shown(&v)));
+                    log(Note::Notice, &format!("RDB '{}': {}", shown(&k), shown(&v)));
                 } else if &k[..] == b"redis-ver" {
-                    out.notices
-                        .push(format!("Loading RDB produced by version {}", shown(&v)));
+                    log(
+                        Note::Notice,
+                        &format!("Loading RDB produced by version {}", shown(&v)),
+                    );
                 } else if &k[..] == b"ctime" {
                     let ctime = std::str::from_utf8(&v)
                         .ok()
                         .and_then(|c| c.parse::<i64>().ok());
                     if let Some(c) = ctime {
                         let age = (now / 1000 - c).max(0);
-                        out.notices.push(format!("RDB age {age} seconds"));
+                        log(Note::Notice, &format!("RDB age {age} seconds"));
                     }
                 } else if &k[..] == b"used-mem" {
                     if let Some(m) = std::str::from_utf8(&v)
                         .ok()
                         .and_then(|c| c.parse::<i64>().ok())
                     {
-                        out.notices.push(format!(
-                            "RDB memory usage when created {:.2} Mb",
-                            m as f64 / (1024.0 * 1024.0)
-                        ));
+                        log(
+                            Note::Notice,
+                            &format!(
+                                "RDB memory usage when created {:.2} Mb",
+                                m as f64 / (1024.0 * 1024.0)
+                            ),
+                        );
                     }
                 }
             }
@@ -206,7 +220,7 @@ pub fn load_bytes(store: &Store, bytes: &[u8]) -> Result<Loaded, LoadError> {
             OPCODE_FUNCTION2 => {
                 // One string: the library's source code, which Redis compiles on load.
                 rd.string().map_err(|_| bad(&rd, "a function library"))?;
-                out.warnings.push(format!(
+                log(Note::Warning, &format!(
                     "Skipped a function library (FUNCTION2 at offset {op_at}): this server has no function engine"
                 ));
             }
@@ -224,13 +238,30 @@ pub fn load_bytes(store: &Store, bytes: &[u8]) -> Result<Loaded, LoadError> {
             }
             t => {
                 let key = rd.string().map_err(|_| bad(&rd, "a key name"))?;
-                let value = rdb::read_value(&mut rd, t).map_err(|_| {
-                    let what = format!(
-                        "the value (RDB type {t}) of key '{}' in DB {db}, which starts at offset {op_at}",
-                        shown(&key)
-                    );
-                    bad(&rd, &what)
-                })?;
+                rd.empty = false;
+                let value = match rdb::read_value(&mut rd, t) {
+                    Ok(v) => v,
+                    Err(_) if rd.empty => {
+                        // Redis's answer to the empty keys older versions could write
+                        // (redis#8453): skipped, the first ten named.
+                        if out.empty_skipped < 10 {
+                            log(
+                                Note::Warning,
+                                &format!("rdbLoadObject skipping empty key: {}", shown(&key)),
+                            );
+                        }
+                        out.empty_skipped += 1;
+                        expire = None;
+                        continue;
+                    }
+                    Err(_) => {
+                        let what = format!(
+                            "the value (RDB type {t}) of key '{}' in DB {db}, which starts at offset {op_at}",
+                            shown(&key)
+                        );
+                        return Err(bad(&rd, &what));
+                    }
+                };
                 let at = expire.take();
                 if at.is_some_and(|at| at < now) {
                     out.expired += 1;
@@ -276,8 +307,10 @@ pub fn load_bytes(store: &Store, bytes: &[u8]) -> Result<Loaded, LoadError> {
                 ));
             }
         } else {
-            out.warnings
-                .push("RDB file was saved with checksum disabled: no check performed.".to_string());
+            log(
+                Note::Warning,
+                "RDB file was saved with checksum disabled: no check performed.",
+            );
         }
     }
     Ok(out)
