@@ -658,7 +658,7 @@ fn truncated_or_corrupt_file_stops_the_start_naming_the_offset() {
 /// runs to the end whatever it met).
 #[test]
 fn every_truncation_and_flipped_byte_is_an_error_never_a_panic() {
-    use tidecache::store::rdb_file::load_bytes;
+    use tidecache::store::rdb_file::{load_bytes, load_reader};
     use tidecache::store::Store;
     if !redis_installed() {
         return;
@@ -711,6 +711,16 @@ fn every_truncation_and_flipped_byte_is_an_error_never_a_panic() {
     let loaded =
         load_bytes(&Store::new(1, DATABASES), &good, &mut |_, _| {}).expect("the dump loads");
     assert_eq!(loaded.keys, 10);
+    // Read in chunks of any size (records cut anywhere are read again whole), the same.
+    for chunk in [1, 2, 3, 5, 64, 100] {
+        let store = Store::new(2, DATABASES);
+        let l = load_reader(&store, &good[..], chunk, &mut |_, _| {}).expect("loads");
+        assert_eq!(
+            (l.keys, store.dbsize(0), store.dbsize(2)),
+            (10, 9, 1),
+            "chunk {chunk}"
+        );
+    }
     for n in 0..good.len() {
         assert!(
             load_bytes(&Store::new(1, DATABASES), &good[..n], &mut |_, _| {}).is_err(),
@@ -807,4 +817,30 @@ fn empty_keys_are_skipped_as_redis_skips_them() {
 
 fn text_of(c: &mut Connection, args: &[&str]) -> String {
     text(&run(c, args), &[])
+}
+
+/// RESTORE reads values with the same reader: a stream's DUMP payload from redis-server
+/// 7.0 (entries, deleted entries, groups, consumers, pending entries) restores as it was.
+#[test]
+fn restore_takes_a_stream_payload_from_redis() {
+    if !redis_installed() {
+        return;
+    }
+    let dir = temp_dir("restore");
+    let redis = Redis::start(&dir, "dump.rdb");
+    let mut rc = redis.conn();
+    populate(&mut rc);
+    let ours = TestServer::start(&[]);
+    let mut c = ours.conn();
+    for key in ["x:big", "x:small", "x:emptied", "x:mk"] {
+        let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut rc).expect("DUMP");
+        let _: Value = redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(payload)
+            .query(&mut c)
+            .expect("RESTORE");
+        assert_eq!(item(&mut c, key), item(&mut rc, key), "{key}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

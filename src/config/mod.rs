@@ -217,7 +217,9 @@ fn parse_appendonly(value: &str) -> Result<String, String> {
 
 /// `dbfilename`: a file name, as Redis (which refuses a path).
 fn parse_dbfilename(value: &str) -> Result<String, String> {
-    if value.is_empty() || value.contains('/') {
+    if value.is_empty() {
+        Err("dbfilename can't be empty".into())
+    } else if value.contains('/') {
         Err("dbfilename can't be a path, just a filename".into())
     } else {
         Ok(value.to_string())

@@ -71,21 +71,26 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// Loads the RDB file at `path` into `store` (which should be empty). `Ok(None)` when there
-/// is no such file.
+/// Loads the RDB file at `path` into `store` (which should be empty), reading it in
+/// chunks: memory beyond the data is one chunk, or two of the largest key and value.
+/// `Ok(None)` when there is no such file.
 pub fn load_path(store: &Store, path: &Path, log: Log<'_>) -> Result<Option<Loaded>, LoadError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(LoadError {
-                offset: 0,
-                what: format!("cannot read the file: {e}"),
-            })
-        }
+        Err(e) => return Err(err(0, format!("cannot open the file: {e}"))),
     };
-    load_bytes(store, &bytes, log).map(Some)
+    load_reader(store, file, CHUNK, log).map(Some)
 }
+
+/// Loads a whole RDB file held in memory into `store`.
+pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, LoadError> {
+    // One read takes it all (a chunk as large as the data, not a megabyte zeroed).
+    load_reader(store, bytes, bytes.len().clamp(16, CHUNK), log)
+}
+
+/// How much is read at a time.
+const CHUNK: usize = 1 << 20;
 
 fn err(offset: usize, what: impl Into<String>) -> LoadError {
     LoadError {
@@ -108,24 +113,117 @@ fn shown(b: &[u8]) -> String {
     s
 }
 
-/// The error for a read that failed at `rd`'s position: a truncated file (at its end) or
-/// bad bytes.
-fn bad(rd: &Reader<'_>, what: &str) -> LoadError {
+/// The error for a read that failed at `rd`'s position (`origin` is the file offset of
+/// `rd`'s first byte): a truncated file (at its end) or bad bytes.
+fn bad(rd: &Reader<'_>, origin: usize, what: &str) -> LoadError {
     if rd.short {
-        let end = rd.at + rd.remaining();
+        let end = origin + rd.at + rd.remaining();
         err(end, format!("unexpected end of file while reading {what}"))
     } else {
-        err(rd.at, format!("invalid data while reading {what}"))
+        err(origin + rd.at, format!("invalid data while reading {what}"))
     }
 }
 
-/// Loads a whole RDB file held in memory into `store`.
-pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, LoadError> {
-    let mut out = Loaded::default();
-    if bytes.len() < 9 || &bytes[..5] != b"REDIS" {
+/// The part of the file read and not yet parsed, and the checksum of what was parsed.
+struct Input<S> {
+    src: S,
+    buf: Vec<u8>,
+    /// Where the unparsed bytes start in `buf`.
+    start: usize,
+    /// The file offset of `buf[0]`.
+    base: usize,
+    eof: bool,
+    crc: u64,
+    chunk: usize,
+}
+
+impl<S: std::io::Read> Input<S> {
+    fn unparsed(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// The file offset of the first unparsed byte.
+    fn offset(&self) -> usize {
+        self.base + self.start
+    }
+
+    /// Marks `n` more bytes parsed.
+    fn consume(&mut self, n: usize) {
+        self.crc = crc64(self.crc, &self.buf[self.start..self.start + n]);
+        self.start += n;
+    }
+
+    /// Reads more: the unparsed bytes are kept and grown to at least twice their length
+    /// (and at least a chunk), so a record that did not fit is read again whole, at a cost
+    /// proportional to its size however many times it is retried. How much is read
+    /// depends only on what is there, never on a length the file claims.
+    fn refill(&mut self) -> Result<(), LoadError> {
+        self.buf.drain(..self.start);
+        self.base += self.start;
+        self.start = 0;
+        let target = (self.buf.len() * 2).max(self.chunk).max(16);
+        while self.buf.len() < target && !self.eof {
+            let old = self.buf.len();
+            self.buf.resize(target, 0);
+            let got = loop {
+                match self.src.read(&mut self.buf[old..]) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    r => break r,
+                }
+            };
+            match got {
+                Ok(n) => {
+                    self.buf.truncate(old + n);
+                    self.eof = n == 0;
+                }
+                Err(e) => {
+                    self.buf.truncate(old);
+                    return Err(err(old + self.base, format!("cannot read the file: {e}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// At least `n` unparsed bytes, unless the file ends first.
+    fn want(&mut self, n: usize) -> Result<bool, LoadError> {
+        while self.buf.len() - self.start < n && !self.eof {
+            self.refill()?;
+        }
+        Ok(self.buf.len() - self.start >= n)
+    }
+}
+
+/// What the loader keeps between records.
+struct State<'l> {
+    out: Loaded,
+    db: usize,
+    /// The expire time read for the next key.
+    expire: Option<i64>,
+    now: i64,
+    log: &'l mut dyn FnMut(Note, &str),
+}
+
+/// Loads an RDB file read from `src`, `chunk` bytes at a time, into `store`.
+pub fn load_reader(
+    store: &Store,
+    src: impl std::io::Read,
+    chunk: usize,
+    log: Log<'_>,
+) -> Result<Loaded, LoadError> {
+    let mut input = Input {
+        src,
+        buf: Vec::new(),
+        start: 0,
+        base: 0,
+        eof: false,
+        crc: 0,
+        chunk: chunk.max(1),
+    };
+    if !input.want(9)? || &input.unparsed()[..5] != b"REDIS" {
         return Err(err(0, "wrong signature (not an RDB file)"));
     }
-    let version = std::str::from_utf8(&bytes[5..9])
+    let version = std::str::from_utf8(&input.unparsed()[5..9])
         .ok()
         .filter(|v| v.bytes().all(|c| c.is_ascii_digit()))
         .and_then(|v| v.parse::<u32>().ok())
@@ -136,33 +234,109 @@ pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, L
             format!("can't handle RDB format version {version} (this server reads 1 to {FILE_VERSION_MAX})"),
         ));
     }
-    let mut rd = Reader::new(bytes);
-    rd.at = 9;
-    let now = crate::util::clock::now_ms();
-    let mut db = 0usize;
-    let mut expire: Option<i64> = None;
+    input.consume(9);
+    let mut st = State {
+        out: Loaded::default(),
+        db: 0,
+        expire: None,
+        now: crate::util::clock::now_ms(),
+        log,
+    };
     loop {
-        let op_at = rd.at;
-        let t = rd.byte().map_err(|_| bad(&rd, "an opcode"))?;
+        let origin = input.offset();
+        let mut rd = Reader::new(input.unparsed());
+        match st.record(store, &mut rd, origin) {
+            Ok(done) => {
+                let n = rd.at;
+                input.consume(n);
+                if done {
+                    break;
+                }
+            }
+            // The record goes on past what was read: read more and parse it again (a
+            // record changes nothing before it is read whole).
+            Err(_) if rd.short && !input.eof => input.refill()?,
+            Err(e) => return Err(e),
+        }
+    }
+    if version >= 5 {
+        let sum_at = input.offset();
+        let computed = input.crc;
+        if !input.want(8)? {
+            return Err(err(
+                input.base + input.buf.len(),
+                "unexpected end of file while reading the checksum",
+            ));
+        }
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&input.unparsed()[..8]);
+        let stored = u64::from_le_bytes(a);
+        if stored == 0 {
+            (st.log)(
+                Note::Warning,
+                "RDB file was saved with checksum disabled: no check performed.",
+            );
+        } else if computed != stored {
+            return Err(err(
+                sum_at,
+                format!(
+                    "wrong RDB checksum (the file says {stored:016x}, its contents give {computed:016x}): the file is corrupt"
+                ),
+            ));
+        }
+    }
+    Ok(st.out)
+}
+
+impl State<'_> {
+    /// Parses one record (an opcode and what follows it) from `rd`, whose first byte is at
+    /// file offset `origin`, and applies it; true at the end-of-file opcode. Nothing is
+    /// changed until the record has been read whole, so a record cut by the end of what
+    /// was read can be parsed again.
+    fn record(
+        &mut self,
+        store: &Store,
+        rd: &mut Reader<'_>,
+        origin: usize,
+    ) -> Result<bool, LoadError> {
+        let op_at = origin + rd.at;
+        let t = rd.byte().map_err(|_| bad(rd, origin, "an opcode"))?;
+        let log = &mut *self.log;
         match t {
             OPCODE_EXPIRETIME => {
-                let s = rd.take(4).map_err(|_| bad(&rd, "an expire time"))?;
+                let s = rd.take(4).map_err(|_| bad(rd, origin, "an expire time"))?;
                 let secs = i32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-                expire = Some(secs as i64 * 1000);
+                self.expire = Some(secs as i64 * 1000);
+                return Ok(false);
             }
             OPCODE_EXPIRETIME_MS => {
-                let ms = rd.u64_le().map_err(|_| bad(&rd, "an expire time"))?;
-                expire = Some(ms as i64);
+                let ms = rd.u64_le().map_err(|_| bad(rd, origin, "an expire time"))?;
+                self.expire = Some(ms as i64);
+                return Ok(false);
             }
             OPCODE_FREQ => {
-                rd.byte().map_err(|_| bad(&rd, "an LFU counter"))?;
+                rd.byte().map_err(|_| bad(rd, origin, "an LFU counter"))?;
+                return Ok(false);
             }
             OPCODE_IDLE => {
-                rd.len().map_err(|_| bad(&rd, "an LRU idle time"))?;
+                rd.len().map_err(|_| bad(rd, origin, "an LRU idle time"))?;
+                return Ok(false);
             }
-            OPCODE_EOF => break,
+            _ => {}
+        }
+        if self.expire.is_some()
+            && matches!(
+                t,
+                OPCODE_EOF | OPCODE_SELECTDB | OPCODE_RESIZEDB | OPCODE_AUX | OPCODE_FUNCTION2
+            )
+        {
+            // An expire time belongs to the key right after it (FREQ/IDLE may come between).
+            return Err(err(op_at, "an expire time not followed by a key"));
+        }
+        match t {
+            OPCODE_EOF => return Ok(true),
             OPCODE_SELECTDB => {
-                let n = rd.len().map_err(|_| bad(&rd, "a database number"))?;
+                let n = rd.len().map_err(|_| bad(rd, origin, "a database number"))?;
                 if n >= store.databases() as u64 {
                     return Err(err(
                         op_at,
@@ -172,15 +346,24 @@ pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, L
                         ),
                     ));
                 }
-                db = n as usize;
+                self.db = n as usize;
             }
             OPCODE_RESIZEDB => {
-                rd.len().map_err(|_| bad(&rd, "a RESIZEDB hint"))?;
-                rd.len().map_err(|_| bad(&rd, "a RESIZEDB hint"))?;
+                rd.len().map_err(|_| bad(rd, origin, "a RESIZEDB hint"))?;
+                rd.len().map_err(|_| bad(rd, origin, "a RESIZEDB hint"))?;
             }
             OPCODE_AUX => {
-                let k = rd.string().map_err(|_| bad(&rd, "an AUX field name"))?;
-                let v = rd.string().map_err(|_| bad(&rd, "an AUX field value"))?;
+                let k = rd
+                    .string()
+                    .map_err(|_| bad(rd, origin, "an AUX field name"))?;
+                let v = rd
+                    .string()
+                    .map_err(|_| bad(rd, origin, "an AUX field value"))?;
+                let number = || {
+                    std::str::from_utf8(&v)
+                        .ok()
+                        .and_then(|c| c.parse::<i64>().ok())
+                };
                 if k.first() == Some(&b'%') {
                     log(Note::Notice, &format!("RDB '{}': {}", shown(&k), shown(&v)));
                 } else if &k[..] == b"redis-ver" {
@@ -189,18 +372,12 @@ pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, L
                         &format!("Loading RDB produced by version {}", shown(&v)),
                     );
                 } else if &k[..] == b"ctime" {
-                    let ctime = std::str::from_utf8(&v)
-                        .ok()
-                        .and_then(|c| c.parse::<i64>().ok());
-                    if let Some(c) = ctime {
-                        let age = (now / 1000 - c).max(0);
+                    if let Some(c) = number() {
+                        let age = (self.now / 1000 - c).max(0);
                         log(Note::Notice, &format!("RDB age {age} seconds"));
                     }
                 } else if &k[..] == b"used-mem" {
-                    if let Some(m) = std::str::from_utf8(&v)
-                        .ok()
-                        .and_then(|c| c.parse::<i64>().ok())
-                    {
+                    if let Some(m) = number() {
                         log(
                             Note::Notice,
                             &format!(
@@ -219,7 +396,8 @@ pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, L
             }
             OPCODE_FUNCTION2 => {
                 // One string: the library's source code, which Redis compiles on load.
-                rd.string().map_err(|_| bad(&rd, "a function library"))?;
+                rd.string()
+                    .map_err(|_| bad(rd, origin, "a function library"))?;
                 log(Note::Warning, &format!(
                     "Skipped a function library (FUNCTION2 at offset {op_at}): this server has no function engine"
                 ));
@@ -236,82 +414,66 @@ pub fn load_bytes(store: &Store, bytes: &[u8], log: Log<'_>) -> Result<Loaded, L
                     "the file holds a key of a module type, and this server has no modules to load it",
                 ));
             }
-            t => {
-                let key = rd.string().map_err(|_| bad(&rd, "a key name"))?;
-                rd.empty = false;
-                let value = match rdb::read_value(&mut rd, t) {
-                    Ok(v) => v,
-                    Err(_) if rd.empty => {
-                        // Redis's answer to the empty keys older versions could write
-                        // (redis#8453): skipped, the first ten named.
-                        if out.empty_skipped < 10 {
-                            log(
-                                Note::Warning,
-                                &format!("rdbLoadObject skipping empty key: {}", shown(&key)),
-                            );
-                        }
-                        out.empty_skipped += 1;
-                        expire = None;
-                        continue;
-                    }
-                    Err(_) => {
-                        let what = format!(
-                            "the value (RDB type {t}) of key '{}' in DB {db}, which starts at offset {op_at}",
-                            shown(&key)
-                        );
-                        return Err(bad(&rd, &what));
-                    }
-                };
-                let at = expire.take();
-                if at.is_some_and(|at| at < now) {
-                    out.expired += 1;
-                    continue;
-                }
-                let ttl = at.map_or(Ttl::Clear, Ttl::At);
-                let fresh = store.with_key(db, &key, |ks, h| {
-                    if ks.contains(h, &key) {
-                        return false;
-                    }
-                    ks.set(h, &key, value, ttl);
-                    true
-                });
-                if !fresh {
-                    return Err(err(
-                        op_at,
-                        format!("duplicated key '{}' in DB {db}", shown(&key)),
-                    ));
-                }
-                out.keys += 1;
-            }
+            t => self.key(store, rd, origin, op_at, t)?,
         }
-        if !matches!(
-            t,
-            OPCODE_EXPIRETIME | OPCODE_EXPIRETIME_MS | OPCODE_FREQ | OPCODE_IDLE
-        ) && expire.is_some()
-        {
-            // An expire time belongs to the key right after it (FREQ/IDLE may come between).
-            return Err(err(op_at, "an expire time not followed by a key"));
-        }
+        Ok(false)
     }
-    if version >= 5 {
-        let sum_at = rd.at;
-        let stored = rd.u64_le().map_err(|_| bad(&rd, "the checksum"))?;
-        if stored != 0 {
-            let computed = crc64(0, &bytes[..sum_at]);
-            if computed != stored {
-                return Err(err(
-                    sum_at,
-                    format!(
-                        "wrong RDB checksum (the file says {stored:016x}, its contents give {computed:016x}): the file is corrupt"
-                    ),
-                ));
+
+    /// A key and its value of RDB type `t`, stored unless it has expired or is empty.
+    fn key(
+        &mut self,
+        store: &Store,
+        rd: &mut Reader<'_>,
+        origin: usize,
+        op_at: usize,
+        t: u8,
+    ) -> Result<(), LoadError> {
+        let db = self.db;
+        let key = rd.string().map_err(|_| bad(rd, origin, "a key name"))?;
+        rd.empty = false;
+        let value = match rdb::read_value(rd, t) {
+            Ok(v) => v,
+            Err(_) if rd.empty => {
+                // Redis's answer to the empty keys older versions could write
+                // (redis#8453): skipped, the first ten named.
+                if self.out.empty_skipped < 10 {
+                    (self.log)(
+                        Note::Warning,
+                        &format!("rdbLoadObject skipping empty key: {}", shown(&key)),
+                    );
+                }
+                self.out.empty_skipped += 1;
+                self.expire = None;
+                return Ok(());
             }
-        } else {
-            log(
-                Note::Warning,
-                "RDB file was saved with checksum disabled: no check performed.",
-            );
+            Err(_) => {
+                let what = format!(
+                    "the value (RDB type {t}) of key '{}' in DB {db}, which starts at offset {op_at}",
+                    shown(&key)
+                );
+                return Err(bad(rd, origin, &what));
+            }
+        };
+        let at = self.expire.take();
+        if at.is_some_and(|at| at < self.now) {
+            self.out.expired += 1;
+            return Ok(());
         }
+        let ttl = at.map_or(Ttl::Clear, Ttl::At);
+        let fresh = store.with_key(db, &key, |ks, h| {
+            if ks.contains(h, &key) {
+                return false;
+            }
+            ks.set(h, &key, value, ttl);
+            true
+        });
+        if !fresh {
+            return Err(err(
+                op_at,
+                format!("duplicated key '{}' in DB {db}", shown(&key)),
+            ));
+        }
+        self.out.keys += 1;
+        Ok(())
     }
-    Ok(out)
 }
