@@ -424,11 +424,12 @@ fn populate(c: &mut Connection) {
 }
 
 /// The tidecache log (standard error) of a start that must fail, and its exit code.
-fn failed_start(dir: &Path) -> (Option<i32>, String) {
+fn failed_start(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
         .args(["--port", "0", "--loglevel", "notice"])
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -597,6 +598,8 @@ fn truncated_or_corrupt_file_stops_the_start_naming_the_offset() {
         .collect();
     run(&mut rc, &["SET", "a", &noise]);
     run(&mut rc, &["RPUSH", "l", "1", "2", "3"]);
+    run(&mut rc, &["SELECT", "3"]);
+    run(&mut rc, &["SET", "in3", "v"]);
     run(&mut rc, &["SAVE"]);
     drop(rc);
     drop(redis);
@@ -610,7 +613,7 @@ fn truncated_or_corrupt_file_stops_the_start_naming_the_offset() {
         .position(|w| w == &noise.as_bytes()[..16])
         .expect("the string is in the file");
     std::fs::write(cut.join("dump.rdb"), &good[..pos + 10]).unwrap();
-    let (code, log) = failed_start(&cut);
+    let (code, log) = failed_start(&cut, &[]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("dump.rdb"), "{log}");
     assert!(log.contains("unexpected end of file"), "{log}");
@@ -622,7 +625,7 @@ fn truncated_or_corrupt_file_stops_the_start_naming_the_offset() {
     let mut bad = good.clone();
     bad[pos + 5] ^= 0x20;
     std::fs::write(flip.join("dump.rdb"), &bad).unwrap();
-    let (code, log) = failed_start(&flip);
+    let (code, log) = failed_start(&flip, &[]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("wrong RDB checksum"), "{log}");
     assert!(
@@ -640,14 +643,22 @@ fn truncated_or_corrupt_file_stops_the_start_naming_the_offset() {
         .expect("the list key is in the file");
     bad[l] = 99;
     std::fs::write(kind.join("dump.rdb"), &bad).unwrap();
-    let (code, log) = failed_start(&kind);
+    let (code, log) = failed_start(&kind, &[]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("invalid data"), "{log}");
     assert!(log.contains(&format!("starts at offset {l}")), "{log}");
 
+    // Keys in database 3 and a server with 2 databases: refused, as Redis refuses.
+    let (code, log) = failed_start(&dir, &["--databases", "2"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("keys in database 3, and this server is configured with 2 databases"),
+        "{log}"
+    );
+
     // Not an RDB file at all.
     std::fs::write(kind.join("dump.rdb"), b"hello world").unwrap();
-    let (code, log) = failed_start(&kind);
+    let (code, log) = failed_start(&kind, &[]);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("wrong signature"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,7 +11,8 @@
 //!
 //! The reader takes every encoding Redis 7.0 loads (and 7.2's `SET_LISTPACK`): the legacy
 //! `LIST`, `ZSET` (text doubles), `HASH_ZIPMAP`, ziplists, intsets, listpacks, quicklists of
-//! either, and LZF-compressed strings anywhere a string may be. Nothing in a payload is
+//! either, streams (`STREAM_LISTPACKS` 1 to 3: entries, groups, consumers, pending
+//! entries), and LZF-compressed strings anywhere a string may be. Nothing in a payload is
 //! trusted: every length is checked against the bytes that are there before anything is
 //! read or allocated, and every inner structure (listpack, ziplist, intset, zipmap) is fully
 //! validated, so a bad payload is an error, never a panic or a huge allocation.
