@@ -1599,6 +1599,79 @@ mod tests {
         assert!(lzf_compress(&noise, noise.len() - 4).is_none());
     }
 
+    /// Redis 6's stream type (`STREAM_LISTPACKS`, no first ID, tombstone ID, entries-added
+    /// or group counters): the missing counters are derived as Redis 7.0 derives them.
+    #[test]
+    fn stream_of_redis_6_loads() {
+        let mut lp = LpWriter::new();
+        // Master entry: 2 live, 1 deleted, one field "f", terminator.
+        for e in ["2", "1", "1", "f", "0"] {
+            lp.push(e.as_bytes());
+        }
+        // 1-0 (same fields), 1-1 deleted, 2-0 with its own fields.
+        for e in ["2", "0", "0", "v1", "4"] {
+            lp.push(e.as_bytes());
+        }
+        for e in ["3", "0", "1", "v2", "4"] {
+            lp.push(e.as_bytes());
+        }
+        for e in ["0", "1", "0", "2", "a", "x", "b", "y", "8"] {
+            lp.push(e.as_bytes());
+        }
+        let lp = lp.finish();
+        let id = |ms: u64, seq: u64| [ms.to_be_bytes(), seq.to_be_bytes()].concat();
+        let mut p = vec![TYPE_STREAM_LISTPACKS];
+        put_len(&mut p, 1);
+        put_len(&mut p, 16);
+        p.extend_from_slice(&id(1, 0));
+        put_len(&mut p, lp.len() as u64);
+        p.extend_from_slice(&lp);
+        for n in [2, 2, 0] {
+            put_len(&mut p, n); // length, last ID
+        }
+        put_len(&mut p, 1); // one group "g" at 1-0
+        put_string(&mut p, b"g");
+        put_len(&mut p, 1);
+        put_len(&mut p, 0);
+        put_len(&mut p, 1); // its PEL: 1-0, delivered at 1000, 3 times
+        p.extend_from_slice(&id(1, 0));
+        p.extend_from_slice(&1000u64.to_le_bytes());
+        put_len(&mut p, 3);
+        put_len(&mut p, 1); // consumer "c", seen at 2000, owning 1-0
+        put_string(&mut p, b"c");
+        p.extend_from_slice(&2000u64.to_le_bytes());
+        put_len(&mut p, 1);
+        p.extend_from_slice(&id(1, 0));
+        p.extend_from_slice(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let Ok(Value::Stream(s)) = load(&p) else {
+            panic!("no stream")
+        };
+        assert_eq!(s.len(), 2);
+        let ids: Vec<String> = s
+            .range(StreamId::MIN, StreamId::MAX, 0, false)
+            .iter()
+            .map(|(id, fv)| format!("{id} {}", fv.len()))
+            .collect();
+        assert_eq!(ids, ["1-0 2", "2-0 4"]);
+        assert_eq!((s.last_id, s.entries_added), (StreamId::new(2, 0), 2));
+        let g = &s.groups[&b"g"[..]];
+        // Redis's estimate for a group at the first entry: entries_added - length + 1.
+        assert_eq!(g.entries_read, 1);
+        let n = &g.pel[&StreamId::new(1, 0)];
+        assert_eq!(
+            (&n.consumer[..], n.delivery_time, n.delivery_count),
+            (&b"c"[..], 1000, 3)
+        );
+        assert_eq!(g.consumers[&b"c"[..]].seen_time, 2000);
+        // A pending entry no consumer owns is corrupt.
+        let cut = p.len() - 10 - 16 - 1 - 8 - 2 - 1;
+        assert_eq!(&p[cut..cut + 3], &[1, 1, b'c'], "the consumer count");
+        let mut orphan = p[..cut].to_vec();
+        put_len(&mut orphan, 0);
+        orphan.extend_from_slice(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(load(&orphan).is_err());
+    }
+
     #[test]
     fn garbage_never_panics() {
         let base = dump(&Value::string(b"hello world")).expect("not a stream");
