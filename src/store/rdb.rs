@@ -1114,8 +1114,10 @@ fn hash_from(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> R<Value> {
     Ok(Value::Hash(Box::new(h)))
 }
 
-fn zset_from(pairs: impl IntoIterator<Item = (Vec<u8>, f64)>) -> R<Value> {
-    let mut z = ZSetValue::default();
+fn zset_from(pairs: Vec<(Vec<u8>, f64)>) -> R<Value> {
+    // A long set starts in the tree form, as Redis's loader creates it, rather than filling
+    // a listpack (a scan per insert) only to convert it.
+    let mut z = ZSetValue::with_size_hint(pairs.len());
     for (m, s) in pairs {
         if s.is_nan() || z.insert(&m, s).is_some() {
             return Err(BadData);
