@@ -87,6 +87,9 @@ fn adjust_open_files_limit(config: &mut Config) {
 async fn run(config: Config) -> i32 {
     let log = RedisLog::new(&config);
     let port = config.get_i64("port");
+    // Redis loads its append-only journal instead of the snapshot when `appendonly` is on.
+    let snapshot = (config.get("appendonly") != "yes")
+        .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
@@ -118,12 +121,67 @@ async fn run(config: Config) -> i32 {
             server.port.load(std::sync::atomic::Ordering::Relaxed),
         ),
     );
+    if let Some(path) = snapshot {
+        if !load_snapshot(&server, &path, &log) {
+            return 1;
+        }
+    }
     tokio::spawn(watch_signals(server.clone()));
     start_background(&server);
     log.line(Level::Notice, "Ready to accept connections");
     listener::run(server, listeners).await;
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0
+}
+
+/// Loads a Redis RDB file found at `path` before any client is served, as Redis does at
+/// start; false (after logging why, naming the file and the offset) when it cannot be
+/// loaded, and the server does not start.
+fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> bool {
+    use tidecache::store::rdb_file::{load_path, Note};
+    let started = std::time::Instant::now();
+    let mut report = |note: Note, line: &str| match note {
+        Note::Notice => log.line(Level::Notice, line),
+        Note::Warning => {
+            tracing::warn!("{line}");
+            log.line(Level::Warning, line);
+        }
+    };
+    match load_path(&server.store, path, &mut report) {
+        Ok(None) => true,
+        Ok(Some(loaded)) => {
+            let secs = started.elapsed().as_secs_f64();
+            let done = format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}",
+                loaded.keys, loaded.expired
+            );
+            if loaded.empty_skipped > 0 {
+                report(
+                    Note::Warning,
+                    &format!("{done}, empty keys skipped: {}.", loaded.empty_skipped),
+                );
+            } else {
+                report(Note::Notice, &format!("{done}."));
+            }
+            log.line(
+                Level::Notice,
+                &format!("DB loaded from disk: {secs:.3} seconds"),
+            );
+            tracing::info!(
+                "DB loaded from disk: {secs:.3} seconds ({}: {} keys loaded, {} expired keys skipped)",
+                path.display(),
+                loaded.keys,
+                loaded.expired
+            );
+            true
+        }
+        Err(e) => {
+            let msg = format!("Can't load the RDB file {} {e}", path.display());
+            tracing::error!("{msg}");
+            log.line(Level::Warning, &msg);
+            false
+        }
+    }
 }
 
 async fn watch_signals(server: Arc<Server>) {

@@ -94,6 +94,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
     Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
         doc: "Working directory for the journal and snapshots." },
+    Setting { name: "dbfilename", default: "dump.rdb", live: false, kind: Kind::Special(parse_dbfilename),
+        doc: "Snapshot file name, inside dir. A file of that name written by Redis (RDB version 10 or older) is loaded at start." },
     Setting { name: "loglevel", default: "notice", live: true, kind: Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         doc: "How much is logged: debug, verbose, notice, warning, nothing." },
     Setting { name: "logfile", default: "", live: false, kind: Kind::Str,
@@ -174,7 +176,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("unixsocket", &[]),
     ("unixsocketperm", &[]),
     // Snapshot file settings: no snapshot is ever written (only `save ""` is accepted).
-    ("dbfilename", &[]),
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
@@ -215,6 +216,17 @@ fn parse_appendonly(value: &str) -> Result<String, String> {
         "no" => Ok("no".into()),
         "yes" => Err("appendonly yes is not available: this version of tidecache has no journal, and nothing would be written".into()),
         _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// `dbfilename`: a file name, as Redis (which refuses a path).
+fn parse_dbfilename(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        Err("dbfilename can't be empty".into())
+    } else if value.contains('/') {
+        Err("dbfilename can't be a path, just a filename".into())
+    } else {
+        Ok(value.to_string())
     }
 }
 

@@ -14,6 +14,7 @@ pub mod keyspace;
 pub mod list;
 pub mod multi;
 pub mod rdb;
+pub mod rdb_file;
 pub mod set;
 pub mod stream;
 pub mod ttl_monitor;

@@ -11,14 +11,17 @@
 //!
 //! The reader takes every encoding Redis 7.0 loads (and 7.2's `SET_LISTPACK`): the legacy
 //! `LIST`, `ZSET` (text doubles), `HASH_ZIPMAP`, ziplists, intsets, listpacks, quicklists of
-//! either, and LZF-compressed strings anywhere a string may be. Nothing in a payload is
+//! either, streams (`STREAM_LISTPACKS` 1 to 3: entries, groups, consumers, pending
+//! entries), and LZF-compressed strings anywhere a string may be. Nothing in a payload is
 //! trusted: every length is checked against the bytes that are there before anything is
 //! read or allocated, and every inner structure (listpack, ziplist, intset, zipmap) is fully
 //! validated, so a bad payload is an error, never a panic or a huge allocation.
 
 use crate::store::encoding::{limit, LIMITS};
-use crate::store::{End, HashValue, ListValue, SetValue, Value, ZSetValue};
+use crate::store::stream::{Consumer, Group, Nack, StreamId, ENTRIES_READ_UNKNOWN};
+use crate::store::{End, HashValue, ListValue, SetValue, StreamValue, Value, ZSetValue};
 use crate::util::num::parse_i64;
+use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
@@ -43,6 +46,9 @@ pub const TYPE_HASH_LISTPACK: u8 = 16;
 pub const TYPE_ZSET_LISTPACK: u8 = 17;
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_SET_LISTPACK: u8 = 20;
+pub const TYPE_STREAM_LISTPACKS: u8 = 15;
+pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+pub const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 
 const ENC_INT8: u64 = 0;
 const ENC_INT16: u64 = 1;
@@ -131,7 +137,7 @@ pub fn load(payload: &[u8]) -> R<Value> {
     }
     // As Redis's RESTORE, the reader runs over the whole payload, footer included: a value
     // that reads into the footer loads as it does there, and trailing bytes are ignored.
-    let mut rd = Reader { b: payload, at: 0 };
+    let mut rd = Reader::new(payload);
     let t = rd.byte()?;
     read_object(&mut rd, t)
 }
@@ -572,24 +578,51 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
 // ---------------------------------------------------------------------------------------
 // Reading
 
-struct Reader<'a> {
+/// A cursor over RDB bytes (one DUMP payload, or a whole file for `rdb_file`).
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
-    at: usize,
+    /// The offset of the next byte to read.
+    pub(crate) at: usize,
+    /// Set when a read wanted more bytes than there are: a truncated input rather than a
+    /// malformed one.
+    pub(crate) short: bool,
+    /// Set when the value just read, complete, turned out to be an empty aggregate (Redis
+    /// skips such keys when loading a file, and RESTORE refuses them).
+    pub(crate) empty: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn remaining(&self) -> usize {
+    pub(crate) fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader {
+            b,
+            at: 0,
+            short: false,
+            empty: false,
+        }
+    }
+
+    /// The error for an empty aggregate, read to its end.
+    fn empty_value<T>(&mut self) -> R<T> {
+        self.empty = true;
+        Err(BadData)
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
         self.b.len() - self.at
     }
 
-    fn byte(&mut self) -> R<u8> {
-        let v = *self.b.get(self.at).ok_or(BadData)?;
+    pub(crate) fn byte(&mut self) -> R<u8> {
+        let Some(&v) = self.b.get(self.at) else {
+            self.short = true;
+            return Err(BadData);
+        };
         self.at += 1;
         Ok(v)
     }
 
-    fn take(&mut self, n: u64) -> R<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: u64) -> R<&'a [u8]> {
         if n > self.remaining() as u64 {
+            self.short = true;
             return Err(BadData);
         }
         let s = &self.b[self.at..self.at + n as usize];
@@ -619,12 +652,12 @@ impl<'a> Reader<'a> {
     }
 
     /// A length (Redis's `rdbLoadLen(rdb, NULL)`).
-    fn len(&mut self) -> R<u64> {
+    pub(crate) fn len(&mut self) -> R<u64> {
         Ok(self.len_enc()?.0)
     }
 
     /// A string in any of its encodings.
-    fn string(&mut self) -> R<Cow<'a, [u8]>> {
+    pub(crate) fn string(&mut self) -> R<Cow<'a, [u8]>> {
         let (n, enc) = self.len_enc()?;
         if !enc {
             return Ok(Cow::Borrowed(self.take(n)?));
@@ -650,6 +683,25 @@ impl<'a> Reader<'a> {
         Ok(Cow::Owned(
             itoa::Buffer::new().format(v).as_bytes().to_vec(),
         ))
+    }
+
+    /// 8 bytes, little endian (Redis's `rdbLoadMillisecondTime` for RDB 9 and later, and
+    /// what x86 Redis wrote before).
+    pub(crate) fn u64_le(&mut self) -> R<u64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A stream ID as Redis writes it raw: ms and seq, 8 bytes each, big endian.
+    fn raw_stream_id(&mut self) -> R<StreamId> {
+        let s = self.take(16)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&s[..8]);
+        let ms = u64::from_be_bytes(a);
+        a.copy_from_slice(&s[8..]);
+        Ok(StreamId::new(ms, u64::from_be_bytes(a)))
     }
 
     fn binary_double(&mut self) -> R<f64> {
@@ -1062,8 +1114,10 @@ fn hash_from(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> R<Value> {
     Ok(Value::Hash(Box::new(h)))
 }
 
-fn zset_from(pairs: impl IntoIterator<Item = (Vec<u8>, f64)>) -> R<Value> {
-    let mut z = ZSetValue::default();
+fn zset_from(pairs: Vec<(Vec<u8>, f64)>) -> R<Value> {
+    // A long set starts in the tree form, as Redis's loader creates it, rather than filling
+    // a listpack (a scan per insert) only to convert it.
+    let mut z = ZSetValue::with_size_hint(pairs.len());
     for (m, s) in pairs {
         if s.is_nan() || z.insert(&m, s).is_some() {
             return Err(BadData);
@@ -1100,8 +1154,16 @@ fn pairs<T>(entries: Vec<Vec<u8>>, mut f: impl FnMut(Vec<u8>, Vec<u8>) -> R<T>) 
     Ok(out)
 }
 
+/// One value of RDB type `t` (the byte before the key in a file), read from `rd`.
+pub(crate) fn read_value(rd: &mut Reader<'_>, t: u8) -> R<Value> {
+    read_object(rd, t)
+}
+
 fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
     match t {
+        TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+            read_stream(rd, t)
+        }
         TYPE_STRING => Ok(Value::string(&rd.string()?)),
         TYPE_LIST => {
             let n = rd.len()?;
@@ -1110,7 +1172,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 l.push(End::Right, &rd.string()?);
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
@@ -1127,7 +1189,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 }
             }
             if s.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::Set(Box::new(s)))
         }
@@ -1143,6 +1205,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 };
                 v.push((m, s));
             }
+            if v.is_empty() {
+                return rd.empty_value();
+            }
             zset_from(v)
         }
         TYPE_HASH => {
@@ -1152,6 +1217,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 let f = rd.string()?.into_owned();
                 let val = rd.string()?.into_owned();
                 v.push((f, val));
+            }
+            if v.is_empty() {
+                return rd.empty_value();
             }
             hash_from(v)
         }
@@ -1185,23 +1253,34 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 }
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
-        TYPE_HASH_ZIPMAP => hash_from(zipmap_pairs(&rd.string()?)?),
+        TYPE_HASH_ZIPMAP => {
+            let p = zipmap_pairs(&rd.string()?)?;
+            if p.is_empty() {
+                return rd.empty_value();
+            }
+            hash_from(p)
+        }
         TYPE_LIST_ZIPLIST => {
             let mut l = ListValue::default();
             for e in ziplist_entries(&rd.string()?)? {
                 l.push(End::Right, &e);
             }
             if l.is_empty() {
-                return Err(BadData);
+                return rd.empty_value();
             }
             Ok(Value::List(Box::new(l)))
         }
         TYPE_SET_INTSET => {
-            let ints = intset_members(&rd.string()?)?;
+            let blob = rd.string()?;
+            if blob.len() == 8 && blob[4..] == [0, 0, 0, 0] {
+                // A header for no members.
+                return rd.empty_value();
+            }
+            let ints = intset_members(&blob)?;
             let mut s = SetValue::default();
             if ints.len() > limit(&LIMITS.set_intset_entries) {
                 s.maybe_convert(ints.len());
@@ -1213,6 +1292,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
         }
         TYPE_SET_LISTPACK => {
             let entries = listpack_entries(&rd.string()?)?;
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             set_from(entries.iter().map(|e| &e[..]))
         }
         TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => {
@@ -1222,6 +1304,9 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             } else {
                 listpack_entries(&blob)?
             };
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             zset_from(pairs(entries, |m, s| Ok((m, strtod_prefix(&s))))?)
         }
         TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => {
@@ -1231,10 +1316,172 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             } else {
                 listpack_entries(&blob)?
             };
+            if entries.is_empty() {
+                return rd.empty_value();
+            }
             hash_from(pairs(entries, |f, v| Ok((f, v)))?)
         }
         _ => Err(BadData),
     }
+}
+
+/// One integer entry of a stream listpack (Redis's `lpGetInteger` on an entry the stream
+/// code wrote as an integer).
+fn lp_int(entries: &[Vec<u8>], i: usize) -> R<i64> {
+    entries.get(i).and_then(|e| parse_i64(e)).ok_or(BadData)
+}
+
+/// Redis's stream types (`RDB_TYPE_STREAM_LISTPACKS`, `_2` of 7.0, `_3` of 7.2): the nodes
+/// (master ID, listpack of delta-encoded entries), the stream's metadata, then each consumer
+/// group with its pending entries and consumers. Entries are appended in order, so the
+/// blocks are this server's own (deleted entries, which Redis keeps as flagged tombstones
+/// in the nodes, are dropped); everything the commands show (length, IDs, counters, groups,
+/// PELs) is as it was.
+fn read_stream(rd: &mut Reader<'_>, t: u8) -> R<Value> {
+    const FLAG_DELETED: i64 = 1;
+    const FLAG_SAMEFIELDS: i64 = 2;
+    let mut s = StreamValue::default();
+    let mut prev: Option<StreamId> = None;
+    let mut fv: Vec<Bytes> = Vec::new();
+    let nodes = rd.len()?;
+    for _ in 0..nodes {
+        let key = rd.string()?;
+        if key.len() != 16 {
+            return Err(BadData);
+        }
+        let mut r = Reader::new(&key);
+        let master = r.raw_stream_id()?;
+        let e = listpack_entries(&rd.string()?)?;
+        // The master entry: live count, deleted count, the master fields, a 0 terminator.
+        let live = lp_int(&e, 0)?;
+        let deleted = lp_int(&e, 1)?;
+        let nfields = usize::try_from(lp_int(&e, 2)?).map_err(|_| BadData)?;
+        if live < 0 || deleted < 0 || live + deleted == 0 || nfields > e.len() {
+            return Err(BadData);
+        }
+        let fields = &e[3..3 + nfields.min(e.len() - 3)];
+        if fields.len() != nfields || lp_int(&e, 3 + nfields)? != 0 {
+            return Err(BadData);
+        }
+        let mut i = 4 + nfields;
+        let (mut seen_live, mut seen_deleted) = (0i64, 0i64);
+        while i < e.len() {
+            let start = i;
+            let flags = lp_int(&e, i)?;
+            let ms = lp_int(&e, i + 1)? as u64;
+            let seq = lp_int(&e, i + 2)? as u64;
+            i += 3;
+            let id = StreamId::new(master.ms.wrapping_add(ms), master.seq.wrapping_add(seq));
+            fv.clear();
+            if flags & FLAG_SAMEFIELDS != 0 {
+                if i + nfields > e.len() {
+                    return Err(BadData);
+                }
+                for (f, v) in fields.iter().zip(&e[i..i + nfields]) {
+                    fv.push(Bytes::copy_from_slice(f));
+                    fv.push(Bytes::copy_from_slice(v));
+                }
+                i += nfields;
+            } else {
+                let n = usize::try_from(lp_int(&e, i)?).map_err(|_| BadData)?;
+                i += 1;
+                if n > e.len() || i + 2 * n > e.len() {
+                    return Err(BadData);
+                }
+                fv.extend(e[i..i + 2 * n].iter().map(|x| Bytes::copy_from_slice(x)));
+                i += 2 * n;
+            }
+            // The entry's own element count, for walking the listpack backwards.
+            if lp_int(&e, i)? != (i - start) as i64 {
+                return Err(BadData);
+            }
+            i += 1;
+            if flags & FLAG_DELETED != 0 {
+                seen_deleted += 1;
+                continue;
+            }
+            seen_live += 1;
+            if fv.is_empty() || prev.is_some_and(|p| id <= p) || id < master {
+                return Err(BadData);
+            }
+            prev = Some(id);
+            s.append(id, &fv);
+        }
+        if seen_live != live || seen_deleted != deleted {
+            return Err(BadData);
+        }
+    }
+    let length = rd.len()?;
+    let last = StreamId::new(rd.len()?, rd.len()?);
+    if length != s.len() || prev.is_some_and(|p| p > last) {
+        return Err(BadData);
+    }
+    let (added, max_deleted) = if t == TYPE_STREAM_LISTPACKS {
+        (length, StreamId::MIN)
+    } else {
+        // The first ID is implied by the entries.
+        let _first = StreamId::new(rd.len()?, rd.len()?);
+        let max_deleted = StreamId::new(rd.len()?, rd.len()?);
+        (rd.len()?, max_deleted)
+    };
+    s.set_last(last, Some(added), Some(max_deleted));
+    let groups = rd.len()?;
+    for _ in 0..groups {
+        let name = Bytes::copy_from_slice(&rd.string()?);
+        let gid = StreamId::new(rd.len()?, rd.len()?);
+        let entries_read = if t == TYPE_STREAM_LISTPACKS {
+            s.estimate_entries_read(gid)
+                .map_or(ENTRIES_READ_UNKNOWN, |v| v as i64)
+        } else {
+            // Redis writes its -1 ("unknown") as the 64-bit length 2^64 - 1.
+            rd.len()? as i64
+        };
+        let mut g = Group::new(gid, entries_read);
+        let pending = rd.len()?;
+        for _ in 0..pending {
+            let id = rd.raw_stream_id()?;
+            let delivery_time = rd.u64_le()? as i64;
+            let delivery_count = rd.len()?;
+            let nack = Nack {
+                consumer: Bytes::new(),
+                delivery_time,
+                delivery_count,
+            };
+            if g.pel.insert(id, nack).is_some() {
+                return Err(BadData);
+            }
+        }
+        let consumers = rd.len()?;
+        for _ in 0..consumers {
+            let cname = Bytes::copy_from_slice(&rd.string()?);
+            let seen_time = rd.u64_le()? as i64;
+            if t == TYPE_STREAM_LISTPACKS_3 {
+                // 7.2's active time: this server keeps only the seen time.
+                rd.u64_le()?;
+            }
+            let mut c = Consumer {
+                seen_time,
+                pel: Default::default(),
+            };
+            let owned = rd.len()?;
+            for _ in 0..owned {
+                let id = rd.raw_stream_id()?;
+                let nack = g.pel.get_mut(&id).ok_or(BadData)?;
+                if !nack.consumer.is_empty() || !c.pel.insert(id) {
+                    return Err(BadData);
+                }
+                nack.consumer = cname.clone();
+            }
+            if cname.is_empty() || g.consumers.insert(cname, c).is_some() {
+                return Err(BadData);
+            }
+        }
+        // Every pending entry belongs to a consumer (Redis checks it in deep sanitization).
+        if g.pel.values().any(|n| n.consumer.is_empty()) || s.groups.insert(name, g).is_some() {
+            return Err(BadData);
+        }
+    }
+    Ok(Value::Stream(Box::new(s)))
 }
 
 #[cfg(test)]
@@ -1352,6 +1599,79 @@ mod tests {
             .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
         assert!(lzf_compress(&noise, noise.len() - 4).is_none());
+    }
+
+    /// Redis 6's stream type (`STREAM_LISTPACKS`, no first ID, tombstone ID, entries-added
+    /// or group counters): the missing counters are derived as Redis 7.0 derives them.
+    #[test]
+    fn stream_of_redis_6_loads() {
+        let mut lp = LpWriter::new();
+        // Master entry: 2 live, 1 deleted, one field "f", terminator.
+        for e in ["2", "1", "1", "f", "0"] {
+            lp.push(e.as_bytes());
+        }
+        // 1-0 (same fields), 1-1 deleted, 2-0 with its own fields.
+        for e in ["2", "0", "0", "v1", "4"] {
+            lp.push(e.as_bytes());
+        }
+        for e in ["3", "0", "1", "v2", "4"] {
+            lp.push(e.as_bytes());
+        }
+        for e in ["0", "1", "0", "2", "a", "x", "b", "y", "8"] {
+            lp.push(e.as_bytes());
+        }
+        let lp = lp.finish();
+        let id = |ms: u64, seq: u64| [ms.to_be_bytes(), seq.to_be_bytes()].concat();
+        let mut p = vec![TYPE_STREAM_LISTPACKS];
+        put_len(&mut p, 1);
+        put_len(&mut p, 16);
+        p.extend_from_slice(&id(1, 0));
+        put_len(&mut p, lp.len() as u64);
+        p.extend_from_slice(&lp);
+        for n in [2, 2, 0] {
+            put_len(&mut p, n); // length, last ID
+        }
+        put_len(&mut p, 1); // one group "g" at 1-0
+        put_string(&mut p, b"g");
+        put_len(&mut p, 1);
+        put_len(&mut p, 0);
+        put_len(&mut p, 1); // its PEL: 1-0, delivered at 1000, 3 times
+        p.extend_from_slice(&id(1, 0));
+        p.extend_from_slice(&1000u64.to_le_bytes());
+        put_len(&mut p, 3);
+        put_len(&mut p, 1); // consumer "c", seen at 2000, owning 1-0
+        put_string(&mut p, b"c");
+        p.extend_from_slice(&2000u64.to_le_bytes());
+        put_len(&mut p, 1);
+        p.extend_from_slice(&id(1, 0));
+        p.extend_from_slice(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let Ok(Value::Stream(s)) = load(&p) else {
+            panic!("no stream")
+        };
+        assert_eq!(s.len(), 2);
+        let ids: Vec<String> = s
+            .range(StreamId::MIN, StreamId::MAX, 0, false)
+            .iter()
+            .map(|(id, fv)| format!("{id} {}", fv.len()))
+            .collect();
+        assert_eq!(ids, ["1-0 2", "2-0 4"]);
+        assert_eq!((s.last_id, s.entries_added), (StreamId::new(2, 0), 2));
+        let g = &s.groups[&b"g"[..]];
+        // Redis's estimate for a group at the first entry: entries_added - length + 1.
+        assert_eq!(g.entries_read, 1);
+        let n = &g.pel[&StreamId::new(1, 0)];
+        assert_eq!(
+            (&n.consumer[..], n.delivery_time, n.delivery_count),
+            (&b"c"[..], 1000, 3)
+        );
+        assert_eq!(g.consumers[&b"c"[..]].seen_time, 2000);
+        // A pending entry no consumer owns is corrupt.
+        let cut = p.len() - 10 - 16 - 1 - 8 - 2 - 1;
+        assert_eq!(&p[cut..cut + 3], &[1, 1, b'c'], "the consumer count");
+        let mut orphan = p[..cut].to_vec();
+        put_len(&mut orphan, 0);
+        orphan.extend_from_slice(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(load(&orphan).is_err());
     }
 
     #[test]
