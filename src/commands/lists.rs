@@ -13,6 +13,11 @@ use bytes::Bytes;
 
 const LIST: CommandSpec = family("list", acl::LIST);
 const LMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(1, &["RW", "access", "delete"])];
+/// LMOVE and its relatives: the source loses an element, the destination gains one.
+const MOVE_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, &["RW", "access", "delete"]),
+    KeySpec::at(2, &["RW", "insert"]),
+];
 const BLMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"])];
 
 #[rustfmt::skip]
@@ -71,10 +76,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("6.0.6", "Return the index of matching elements on a list")
         .complexity("O(N) where N is the number of elements in the list, for the average case. When searching for elements near the head or the tail of the list, or when the MAXLEN option is provided, the command may run in constant time.")
         .args("key:key element [RANK=rank:integer] [COUNT=num-matches:integer] [MAXLEN=len:integer]"),
-    LIST.cmd("lmove", 5, lmove).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    LIST.cmd("lmove", 5, lmove).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(MOVE_KEYS)
         .doc("6.2.0", "Pop an element from a list, push it to another list and return it")
         .args("source:key destination:key wherefrom:(LEFT|RIGHT) whereto:(LEFT|RIGHT)"),
-    LIST.cmd("rpoplpush", 3, rpoplpush).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    LIST.cmd("rpoplpush", 3, rpoplpush).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(MOVE_KEYS)
         .doc("1.2.0", "Remove the last element in a list, prepend it to another list and return it")
         .args("source:key destination:key"),
     LIST.cmd("lmpop", -4, lmpop).flags(WRITE | MOVABLEKEYS).key_specs(LMPOP_KEYS)
@@ -89,10 +94,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("2.0.0", "Remove and get the last element in a list, or block until one is available")
         .complexity("O(N) where N is the number of provided keys.")
         .args("key:key... timeout:double"),
-    LIST.cmd("blmove", 6, blmove).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING).keys(1, 2, 1)
+    LIST.cmd("blmove", 6, blmove).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING).keys(1, 2, 1).key_specs(MOVE_KEYS)
         .doc("6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available")
         .args("source:key destination:key wherefrom:(LEFT|RIGHT) whereto:(LEFT|RIGHT) timeout:double"),
-    LIST.cmd("brpoplpush", 4, brpoplpush).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING).keys(1, 2, 1)
+    LIST.cmd("brpoplpush", 4, brpoplpush).flags(WRITE | DENYOOM | NOSCRIPT | BLOCKING).keys(1, 2, 1).key_specs(MOVE_KEYS)
         .doc("2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available")
         .args("source:key destination:key timeout:double"),
     LIST.cmd("blmpop", -5, blmpop).flags(WRITE | BLOCKING | MOVABLEKEYS).key_specs(BLMPOP_KEYS)

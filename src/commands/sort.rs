@@ -42,7 +42,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Sort the elements in a list, set or sorted set")
         .complexity("O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).")
         .args("key:key [BY=pattern:pattern] [LIMIT=limit:{offset:integer count:integer}] [GET=pattern:pattern+...] [order:(ASC|DESC)] [sorting=ALPHA] [STORE=destination:key]"),
-    SORT.cmd("sort_ro", -2, sort_ro).flags(READONLY).key()
+    // Movable: Redis marks SORT_RO so, as SORT (its BY/GET patterns name keys too).
+    SORT.cmd("sort_ro", -2, sort_ro).flags(READONLY | MOVABLEKEYS).key()
         .doc("7.0.0", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.")
         .complexity("O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).")
         .args("key:key [BY=pattern:pattern] [LIMIT=limit:{offset:integer count:integer}] [GET=pattern:pattern...] [order:(ASC|DESC)] [sorting=ALPHA]"),

@@ -279,6 +279,9 @@ pub enum Find {
     },
 }
 
+/// The key flags of one call of a command whose key specs say `VARIABLE_FLAGS`.
+pub type KeyFlagsFn = fn(&[bytes::Bytes]) -> &'static [&'static str];
+
 /// One entry of the command table.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -294,6 +297,10 @@ pub struct CommandSpec {
     pub step: i32,
     /// Explicit key specs; empty: one derived from first/last/step.
     pub key_specs: &'static [KeySpec],
+    /// For key specs flagged `variable_flags` (as SET, whose key is only overwritten
+    /// without GET): the flags a given call's keys really get (`COMMAND GETKEYSANDFLAGS`),
+    /// as Redis's `getkeys_proc`.
+    pub key_flags: Option<KeyFlagsFn>,
     /// ACL categories the flags do not imply (bit set of [`acl`] constants).
     pub acl: u32,
     pub summary: &'static str,
@@ -321,6 +328,7 @@ pub const fn family(group: &'static str, acl: u32) -> CommandSpec {
         last_key: 0,
         step: 0,
         key_specs: &[],
+        key_flags: None,
         acl,
         summary: "",
         since: "1.0.0",
@@ -368,6 +376,11 @@ impl CommandSpec {
     /// The common case: one key, the first argument.
     pub const fn key(self) -> CommandSpec {
         self.keys(1, 1, 1)
+    }
+    /// The flags of a call's keys, for key specs flagged `VARIABLE_FLAGS`.
+    pub const fn key_flags(mut self, f: KeyFlagsFn) -> CommandSpec {
+        self.key_flags = Some(f);
+        self
     }
     pub const fn key_specs(mut self, specs: &'static [KeySpec]) -> CommandSpec {
         self.key_specs = specs;
@@ -530,9 +543,13 @@ impl CommandSpec {
                     } else {
                         (start + last as usize).min(argc - 1)
                     };
+                    let flags = match self.key_flags {
+                        Some(f) if ks.flags.contains(&"variable_flags") => f(args),
+                        _ => ks.flags,
+                    };
                     let mut i = start;
                     while i <= end && i < argc {
-                        out.push((i, ks.flags));
+                        out.push((i, flags));
                         i += step;
                     }
                 }

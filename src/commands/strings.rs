@@ -2,7 +2,7 @@
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::args::{Args, CommandError, CommandResult, Token};
 use crate::commands::keys::{parse_expire_option, ExpireOpt};
-use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
@@ -13,11 +13,35 @@ use bytes::Bytes;
 
 const STR: CommandSpec = family("string", acl::STRING);
 
+/// SET reads the old value only with GET: its key is overwritten otherwise (Redis's
+/// `setGetKeys`).
+const SET_KEYS: &[KeySpec] = &[KeySpec::at(
+    1,
+    &["RW", "access", "update", "variable_flags"],
+)];
+const MSET_KEYS: &[KeySpec] = &[KeySpec {
+    flags: &["OW", "update"],
+    begin: Begin::Index(1),
+    find: Find::Range {
+        last: -1,
+        step: 2,
+        limit: 0,
+    },
+}];
+
+fn set_key_flags(args: &[Bytes]) -> &'static [&'static str] {
+    if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"GET")) {
+        &["RW", "access", "update"]
+    } else {
+        &["OW", "update"]
+    }
+}
+
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     STR.cmd("get", 2, get).flags(READONLY | FAST).key()
         .doc("1.0.0", "Get the value of a key").args("key:key"),
-    STR.cmd("set", -3, set).flags(WRITE | DENYOOM).key()
+    STR.cmd("set", -3, set).flags(WRITE | DENYOOM).key().key_specs(SET_KEYS).key_flags(set_key_flags)
         .doc("1.0.0", "Set the string value of a key")
         .args("key:key value [condition:(NX|XX)] [GET] [expiration:(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|KEEPTTL)]"),
     STR.cmd("setex", 4, setex).flags(WRITE | DENYOOM).key()
@@ -39,7 +63,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     STR.cmd("mget", -2, mget).flags(READONLY | FAST).keys(1, -1, 1)
         .doc("1.0.0", "Get the values of all the given keys")
         .complexity("O(N) where N is the number of keys to retrieve.").args("key:key..."),
-    STR.cmd("mset", -3, mset).flags(WRITE | DENYOOM).keys(1, -1, 2)
+    STR.cmd("mset", -3, mset).flags(WRITE | DENYOOM).keys(1, -1, 2).key_specs(MSET_KEYS)
         .doc("1.0.1", "Set multiple keys to multiple values")
         .complexity("O(N) where N is the number of keys to set.")
         .args("key_value:{key:key value}..."),
