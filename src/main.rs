@@ -1,15 +1,16 @@
 //! `tidecache-server [path/to/tidecache.conf] [--name value ...]`
 
-use mimalloc::MiMalloc;
 use std::sync::Arc;
 use tidecache::config::Config;
 use tidecache::server::{listener, start_background};
 use tidecache::state::{Server, VERSION};
 
+/// mimalloc, with every allocation counted: `used_memory` and `maxmemory` (util::alloc).
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: tidecache::util::alloc::Counting = tidecache::util::alloc::Counting;
 
 fn main() {
+    tidecache::util::alloc::activate();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--version" || a == "-v") {
         println!("tidecache-server v={VERSION}");

@@ -220,9 +220,14 @@ impl Server {
         );
     }
 
-    /// INFO's `used_memory`: the process's baseline at start plus the key space's estimate
-    /// (per-shard byte counters updated on every write).
+    /// INFO's `used_memory`: every live heap block of the process, as the counting allocator
+    /// sees them (`util::alloc`), as Redis counts every allocation; where the allocator does
+    /// not count (the library without the binary), the baseline at start plus the key
+    /// space's estimate.
     pub fn used_memory(&self) -> u64 {
+        if let Some(n) = crate::util::alloc::allocated() {
+            return n;
+        }
         self.base_memory + self.store.used_bytes() as u64
     }
 

@@ -158,7 +158,13 @@ pub fn rand_u64() -> u64 {
     })
 }
 
-/// Before a command that may grow memory: evicts until the estimate is under `maxmemory`.
+/// What `maxmemory` bounds: the whole process's heap (`util::alloc`), as Redis bounds
+/// `used_memory`; the key space's estimate where the allocator does not count.
+fn used(store: &Store) -> u64 {
+    crate::util::alloc::allocated().unwrap_or(store.used_bytes() as u64)
+}
+
+/// Before a command that may grow memory: evicts until `used` is under `maxmemory`.
 /// False when it cannot get there (noeviction, or nothing left to evict under the policy).
 pub fn make_room(store: &Store) -> bool {
     let max = maxmemory();
@@ -170,14 +176,14 @@ pub fn make_room(store: &Store) -> bool {
     // Bounded work per command, so one client never stalls on a huge overshoot (Redis
     // bounds its eviction loop by time the same way); the next write continues.
     for _ in 0..10_000 {
-        if store.used_bytes() as u64 <= max {
+        if used(store) <= max {
             return true;
         }
         if policy == Policy::NoEviction || !evict_one(store, policy) {
             return false;
         }
     }
-    store.used_bytes() as u64 <= max
+    used(store) <= max
 }
 
 /// Redis's eviction pool: the best candidates seen by recent samplings (score, shard, db,

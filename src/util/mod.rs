@@ -1,5 +1,6 @@
 //! Small helpers shared by several layers.
 
+pub mod alloc;
 pub mod clock;
 pub mod glob;
 pub mod inline;

@@ -1,0 +1,129 @@
+//! The process's allocations, counted: the binary's global allocator is mimalloc behind
+//! [`Counting`], which adds the size class of every block it hands out ([`alloc_size`])
+//! and takes it back when the block is freed, so [`allocated`] is what the process holds
+//! on the heap — key space, documents, connection buffers, scripts, everything — as
+//! Redis's `used_memory` counts every `zmalloc`. `maxmemory` bounds that figure.
+//!
+//! Why per-thread counters: a shared atomic would take a locked instruction on one cache
+//! line that every thread writes, several times per request. Each thread owns one padded
+//! slot that only it writes (a plain load and store, no locked instruction); [`allocated`]
+//! sums the slots. A block freed by another thread than the one that allocated it moves
+//! the count from one slot to the other, which the sum does not mind. Slots are handed out
+//! once per thread and never reclaimed (a thread-exit hook could allocate inside the
+//! allocator); the threads past [`SLOTS`] (short-lived background threads, in a long run)
+//! share one atomic.
+//!
+//! The size class rather than the requested size: it is what the allocator really takes,
+//! and both sides of a block's life compute it from the same layout, so the count never
+//! drifts.
+
+use crate::util::mem::alloc_size;
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+const SLOTS: usize = 64;
+
+#[repr(align(128))]
+struct Slot(AtomicI64);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: Slot = Slot(AtomicI64::new(0));
+static COUNTS: [Slot; SLOTS] = [ZERO; SLOTS];
+static SHARED: AtomicI64 = AtomicI64::new(0);
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+/// Set once the binary installs [`Counting`]: library users (unit tests) have no count.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// This thread's slot, `usize::MAX` until its first allocation.
+    static MY_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[inline]
+fn count(delta: i64) {
+    let slot = MY_SLOT.try_with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+            s.set(i);
+        }
+        i
+    });
+    match slot {
+        Ok(i) if i < SLOTS => {
+            // Only this thread writes its slot: no read-modify-write needed.
+            let c = &COUNTS[i].0;
+            c.store(c.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+        }
+        _ => {
+            SHARED.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Bytes the process holds on the heap (size classes of the live blocks), or `None` when
+/// the global allocator is not [`Counting`].
+pub fn allocated() -> Option<u64> {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let sum: i64 = COUNTS
+        .iter()
+        .map(|s| s.0.load(Ordering::Relaxed))
+        .sum::<i64>()
+        + SHARED.load(Ordering::Relaxed);
+    Some(sum.max(0) as u64)
+}
+
+/// mimalloc, counting what it hands out. Install with
+/// `#[global_allocator] static GLOBAL: Counting = Counting;`.
+pub struct Counting;
+
+// SAFETY: every call is forwarded to mimalloc's own `GlobalAlloc` with the same arguments;
+// the counting touches only atomics and a `const`-initialized thread-local (no allocation,
+// no destructor), so it cannot re-enter the allocator.
+unsafe impl GlobalAlloc for Counting {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as received.
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
+        if !p.is_null() {
+            count(alloc_size(layout.size()) as i64);
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as received.
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count(alloc_size(layout.size()) as i64);
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as received.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) };
+        count(-(alloc_size(layout.size()) as i64));
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded as received.
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count(alloc_size(new_size) as i64 - alloc_size(layout.size()) as i64);
+        }
+        p
+    }
+}
+
+/// Marks the counts as meaningful: called by the binary that installs [`Counting`], first
+/// thing in `main` (what was allocated before is in the count too).
+pub fn activate() {
+    ACTIVE.store(true, Ordering::Relaxed);
+}
