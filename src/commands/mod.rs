@@ -16,6 +16,7 @@ pub mod dump;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
+pub mod journal;
 pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
@@ -45,7 +46,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 19] {
+fn families() -> [&'static [CommandSpec]; 20] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -65,6 +66,7 @@ fn families() -> [&'static [CommandSpec]; 19] {
         scripting::COMMANDS,
         pubsub::COMMANDS,
         documents::COMMANDS,
+        journal::COMMANDS,
         debug::COMMANDS,
     ]
 }
@@ -191,6 +193,17 @@ pub fn resolve(args: &[Bytes]) -> Result<&'static CommandSpec, Reply> {
 /// `NO_MULTI` inside MULTI, the RESP2 subscribed-mode whitelist, then queueing inside MULTI.
 /// Every refusal inside MULTI marks the transaction so EXEC answers EXECABORT.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if !crate::store::journal::enabled() {
+        return dispatch_command(ctx, args);
+    }
+    // The journal's context of this command (store/journal: how a write reaches it).
+    let record = crate::store::journal::Command::begin();
+    let reply = dispatch_command(ctx, args);
+    journal::ended(ctx, record.end());
+    reply
+}
+
+fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.server
         .stats
         .commands_processed
@@ -250,6 +263,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     if spec.name == "exec" {
         // EXEC takes the gate exclusively itself; MONITOR shows it after its commands.
+        crate::store::journal::set_atomic();
         let reply = transactions::exec(ctx);
         if ctx.server.pubsub.monitoring() {
             feed_monitors(ctx, spec, args);
@@ -261,6 +275,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     if scripting::runs_exclusive(spec) {
         // A script is one atomic step, as EXEC: the gate exclusively while it runs.
+        crate::store::journal::set_atomic();
         let reply = {
             let _exclusive = ctx.server.exec_gate.exclusive();
             execute(ctx, spec, args)
@@ -278,10 +293,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
 #[inline]
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let journaled = crate::store::journal::enabled();
+    if journaled {
+        crate::store::journal::enter(ctx.client.db);
+    }
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };
+    if journaled {
+        journal::left(spec, args, &reply);
+    }
     if ctx.server.pubsub.monitoring() && !spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
         feed_monitors(ctx, spec, args);
     }

@@ -78,15 +78,28 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         // when it is served, times out or is unblocked; the requests behind it
                         // wait, as in Redis.
                         if !out.is_empty()
-                            && write_out(&server, &handle, &mut stream, &mut out)
-                                .await
-                                .is_err()
+                            && write_out(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut out,
+                                &mut client.journal_wait,
+                            )
+                            .await
+                            .is_err()
                         {
                             break 'conn;
                         }
                         match wait_blocked(&server, &handle, &mut stream, &mut inbuf, blocked).await
                         {
-                            Some(r) => r.encode(&mut out, client.resp3),
+                            Some(r) => {
+                                // Served by another client's command (a pop): under
+                                // `always` its reply waits for what is journaled so far.
+                                if crate::store::journal::wait_on_reply() {
+                                    client.journal_wait = crate::store::journal::placed();
+                                }
+                                r.encode(&mut out, client.resp3)
+                            }
                             None => break 'conn,
                         }
                     }
@@ -95,9 +108,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         break;
                     }
                     if out.len() >= FLUSH_AT
-                        && write_out(&server, &handle, &mut stream, &mut out)
-                            .await
-                            .is_err()
+                        && write_out(
+                            &server,
+                            &handle,
+                            &mut stream,
+                            &mut out,
+                            &mut client.journal_wait,
+                        )
+                        .await
+                        .is_err()
                     {
                         break 'conn;
                     }
@@ -117,9 +136,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             m.into_reply().encode(&mut out, client.resp3);
         }
         let written = out.is_empty()
-            || write_out(&server, &handle, &mut stream, &mut out)
-                .await
-                .is_ok();
+            || write_out(
+                &server,
+                &handle,
+                &mut stream,
+                &mut out,
+                &mut client.journal_wait,
+            )
+            .await
+            .is_ok();
         handle.outbox.written(cost);
         if !written || handle.is_killed() {
             break;
@@ -239,7 +264,15 @@ async fn write_out(
     handle: &ClientHandle,
     stream: &mut TcpStream,
     out: &mut BytesMut,
+    journal_wait: &mut u64,
 ) -> std::io::Result<()> {
+    // A reply to a write journaled under `appendfsync always` (or with J) leaves only once
+    // the journal holds it on disk; no lock is held here, and concurrent writers share the
+    // fsync the journal thread makes.
+    let wait = std::mem::take(journal_wait);
+    if wait > 0 {
+        crate::store::journal::wait_durable(wait).await;
+    }
     server
         .stats
         .net_output_bytes

@@ -209,6 +209,11 @@ pub struct ClientState {
     /// Set by a blocking command (BLPOP ...) that found nothing: the connection waits on it
     /// before running the next request.
     pub blocked: Option<crate::state::blocking::Blocked>,
+    /// The journal's sequence number of this client's last write (WAITAOF waits for it).
+    pub journal_seq: u64,
+    /// Replies written after this must wait until this journal number is on disk
+    /// (`appendfsync always`, J); 0: no wait.
+    pub journal_wait: u64,
 }
 
 /// A transaction being queued.
@@ -238,6 +243,8 @@ impl ClientState {
             in_exec: false,
             last_cmd: "",
             blocked: None,
+            journal_seq: 0,
+            journal_wait: 0,
         }
     }
 

@@ -359,7 +359,8 @@ impl Books {
     /// Is the key's deadline at or before `now`? The clock is read only for a key that has
     /// a deadline.
     fn due(&self, e: &Entry, now: impl FnOnce() -> i64) -> bool {
-        self.deadline(e).is_some_and(|d| d.at <= now())
+        // While the journal is replayed nothing expires lazily (see `journal::loading`).
+        self.deadline(e).is_some_and(|d| d.at <= now()) && !crate::store::journal::loading()
     }
 
     fn wheel(&mut self) -> &mut Wheel<u64> {

@@ -1,0 +1,306 @@
+//! The journal's writer: merges records into application order, appends them to the open
+//! incremental file on its own thread, and fsyncs per `appendfsync` (group commit).
+//!
+//! Records arrive from command threads tagged with sequence numbers taken under the shard
+//! locks of their changes (see `journal/mod.rs`); a record goes into the output buffer only
+//! once every smaller number has arrived (as a record, or as a filler: a number a record took
+//! and then superseded). The buffer is written by one thread; under `always` each write is
+//! followed by an fsync before the durable mark moves, so every record that arrived while the
+//! previous fsync ran shares the next one.
+
+use super::aof;
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One command of a record: the database it runs in (`None`: MULTI/EXEC, which need none)
+/// and its RESP bytes.
+pub struct Sub {
+    pub db: Option<usize>,
+    pub bytes: Vec<u8>,
+}
+
+pub const ALWAYS: u8 = 0;
+pub const EVERYSEC: u8 = 1;
+pub const NO: u8 = 2;
+
+/// Called once when a WAITAOF's record is on disk (`true`) or its deadline passed (`false`).
+pub type Notify = Box<dyn FnOnce(bool) + Send>;
+
+struct Waiter {
+    seq: u64,
+    deadline: Option<Instant>,
+    /// Answers at the deadline only (WAITAOF numreplicas > 0: no replica will ever ack).
+    until_deadline: bool,
+    notify: Notify,
+}
+
+struct Merge {
+    /// The next sequence number to place.
+    next: u64,
+    /// Arrived out of order: a record (`Some`) or a filler (`None`).
+    pending: BTreeMap<u64, Option<Vec<Sub>>>,
+    /// Encoded, in order, not yet written.
+    buf: Vec<u8>,
+    /// The last sequence number placed in `buf`.
+    buf_upto: u64,
+    /// The database the file has SELECTed (`usize::MAX`: none yet, in this file).
+    db: usize,
+    stop: bool,
+}
+
+pub struct Journal {
+    merge: Mutex<Merge>,
+    wake: Condvar,
+    /// Highest sequence number written to the file, and fsynced.
+    written: AtomicU64,
+    durable: AtomicU64,
+    /// Highest sequence number a waiter (J, WAITAOF) needs on disk whatever the policy.
+    need_sync: AtomicU64,
+    policy: AtomicU8,
+    durable_tx: tokio::sync::watch::Sender<u64>,
+    waiters: Mutex<Vec<Waiter>>,
+    pub current_size: AtomicU64,
+    pub base_size: AtomicU64,
+    pub last_write_ok: AtomicBool,
+    pub last_fsync_ok: AtomicBool,
+    done: Mutex<bool>,
+    done_cv: Condvar,
+}
+
+impl Journal {
+    /// A journal appending to `file` (already at its end, `size` bytes), placing sequence
+    /// numbers from `first`.
+    pub fn start(file: File, size: u64, base_size: u64, first: u64, policy: u8) -> Arc<Journal> {
+        let (durable_tx, _) = tokio::sync::watch::channel(first - 1);
+        let j = Arc::new(Journal {
+            merge: Mutex::new(Merge {
+                next: first,
+                pending: BTreeMap::new(),
+                buf: Vec::new(),
+                buf_upto: first - 1,
+                db: usize::MAX,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            written: AtomicU64::new(first - 1),
+            durable: AtomicU64::new(first - 1),
+            need_sync: AtomicU64::new(0),
+            policy: AtomicU8::new(policy),
+            durable_tx,
+            waiters: Mutex::new(Vec::new()),
+            current_size: AtomicU64::new(size),
+            base_size: AtomicU64::new(base_size),
+            last_write_ok: AtomicBool::new(true),
+            last_fsync_ok: AtomicBool::new(true),
+            done: Mutex::new(false),
+            done_cv: Condvar::new(),
+        });
+        let w = j.clone();
+        let spawned = std::thread::Builder::new()
+            .name("journal".into())
+            .spawn(move || w.run(file));
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the journal thread: {e}");
+        }
+        j
+    }
+
+    pub fn set_policy(&self, p: u8) {
+        self.policy.store(p, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    pub fn policy(&self) -> u8 {
+        self.policy.load(Ordering::Relaxed)
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// The highest sequence number placed in order so far (everything up to it is in the
+    /// buffer or the file).
+    pub fn placed(&self) -> u64 {
+        self.merge.lock().buf_upto
+    }
+
+    /// Hands over a record (`subs`, placed at the largest of `seqs`) and the fillers (its
+    /// other numbers). Called under shard locks: it takes only the merge lock.
+    pub fn submit(&self, seqs: &[u64], subs: Vec<Sub>) {
+        let Some(&pos) = seqs.iter().max() else {
+            return;
+        };
+        let mut m = self.merge.lock();
+        let was_empty = m.buf.is_empty();
+        for &s in seqs {
+            if s != pos {
+                m.pending.insert(s, None);
+            }
+        }
+        m.pending.insert(pos, Some(subs));
+        while let Some(rec) = {
+            let next = m.next;
+            m.pending.remove(&next)
+        } {
+            if let Some(subs) = rec {
+                for sub in subs {
+                    if let Some(db) = sub.db {
+                        if db != m.db {
+                            let d = db.to_string();
+                            aof::encode(&mut m.buf, &[b"SELECT", d.as_bytes()]);
+                            m.db = db;
+                        }
+                    }
+                    m.buf.extend_from_slice(&sub.bytes);
+                }
+            }
+            m.buf_upto = m.next;
+            m.next += 1;
+        }
+        if was_empty && !m.buf.is_empty() {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Asks for `seq` to reach the disk soon whatever the policy (J, WAITAOF).
+    pub fn request_sync(&self, seq: u64) {
+        if self.need_sync.fetch_max(seq, Ordering::AcqRel) < seq {
+            let _m = self.merge.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Resolves once `seq` is on disk.
+    pub async fn wait_durable(&self, seq: u64) {
+        if self.durable() >= seq {
+            return;
+        }
+        let mut rx = self.durable_tx.subscribe();
+        let _ = rx.wait_for(|d| *d >= seq).await;
+    }
+
+    /// Calls `notify(true)` once `seq` is on disk, or `notify(false)` at `deadline`.
+    pub fn on_durable(
+        &self,
+        seq: u64,
+        deadline: Option<Instant>,
+        until_deadline: bool,
+        notify: Notify,
+    ) {
+        if !until_deadline {
+            self.request_sync(seq);
+        }
+        self.waiters.lock().push(Waiter {
+            seq,
+            deadline,
+            until_deadline,
+            notify,
+        });
+        let _m = self.merge.lock();
+        self.wake.notify_one();
+    }
+
+    /// Writes out what is buffered, fsyncs, and stops the thread (shutdown).
+    pub fn close(&self) {
+        self.merge.lock().stop = true;
+        self.wake.notify_one();
+        let mut done = self.done.lock();
+        if !*done {
+            self.done_cv.wait_for(&mut done, Duration::from_secs(10));
+        }
+    }
+
+    fn run(&self, mut file: File) {
+        let mut last_fsync = Instant::now();
+        loop {
+            let (data, upto, stop) = {
+                let mut m = self.merge.lock();
+                let nothing = |m: &Merge| {
+                    let durable = self.durable.load(Ordering::Acquire);
+                    m.buf.is_empty()
+                        && !m.stop
+                        && !(self.need_sync.load(Ordering::Acquire) > durable
+                            && self.written.load(Ordering::Acquire) > durable)
+                };
+                if nothing(&m) {
+                    // Wakes for data, for a sync request, or to look at timers (everysec,
+                    // WAITAOF deadlines).
+                    self.wake.wait_for(&mut m, Duration::from_millis(50));
+                }
+                (std::mem::take(&mut m.buf), m.buf_upto, m.stop)
+            };
+            if !data.is_empty() {
+                // A failed write is retried until it succeeds: nothing placed is dropped,
+                // and replies that wait for it wait.
+                let mut off = 0;
+                while off < data.len() {
+                    match file.write(&data[off..]) {
+                        Ok(n) if n > 0 => off += n,
+                        _ => {
+                            if self.last_write_ok.swap(false, Ordering::Relaxed) {
+                                tracing::warn!("Error writing to the AOF file, retrying");
+                            }
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+                self.last_write_ok.store(true, Ordering::Relaxed);
+                self.current_size
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                self.written.store(upto, Ordering::Release);
+            }
+            let written = self.written.load(Ordering::Acquire);
+            let durable = self.durable.load(Ordering::Acquire);
+            let policy = self.policy();
+            let due = written > durable
+                && (policy == ALWAYS
+                    || stop
+                    || self.need_sync.load(Ordering::Acquire) > durable
+                    || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
+            if due {
+                let ok = file.sync_data().is_ok();
+                self.last_fsync_ok.store(ok, Ordering::Relaxed);
+                if ok {
+                    self.durable.store(written, Ordering::Release);
+                    self.durable_tx.send_replace(written);
+                }
+                last_fsync = Instant::now();
+            }
+            self.fire_waiters();
+            if stop {
+                let m = self.merge.lock();
+                if m.buf.is_empty() {
+                    drop(m);
+                    *self.done.lock() = true;
+                    self.done_cv.notify_all();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn fire_waiters(&self) {
+        let mut w = self.waiters.lock();
+        if w.is_empty() {
+            return;
+        }
+        let durable = self.durable();
+        let now = Instant::now();
+        let mut i = 0;
+        while i < w.len() {
+            let past = w[i].deadline.is_some_and(|d| d <= now);
+            let ready = !w[i].until_deadline && w[i].seq <= durable;
+            if ready || past {
+                let x = w.swap_remove(i);
+                (x.notify)(x.seq <= durable);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
