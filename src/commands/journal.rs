@@ -436,3 +436,38 @@ pub fn ended(ctx: &mut Ctx<'_>, e: journal::Ended) {
         }
     }
 }
+
+/// A handler's change is journaled as `argv` instead of its own arguments (its resolved,
+/// deterministic form). Costs nothing while the journal is off.
+pub fn journal_as(argv: &[&[u8]]) {
+    if journal::recording() {
+        journal::rewrite(vec![argv.iter().map(|a| a.to_vec()).collect()]);
+    }
+}
+
+/// [`journal_as`] with several commands.
+pub fn journal_as_many(cmds: Vec<Vec<Vec<u8>>>) {
+    if journal::recording() {
+        journal::rewrite(cmds);
+    }
+}
+
+/// Commands whose effect depends on the time in a way the journal does not record yet:
+/// refused while it is on rather than replayed differently. XCLAIM/XAUTOCLAIM compare a
+/// minimum idle time (or set one with IDLE) against delivery times, which a replay
+/// re-creates at replay time.
+pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
+    if !matches!(spec.name, "xclaim" | "xautoclaim") {
+        return None;
+    }
+    let idle = args.get(4).map(|a| a.as_ref() == b"0").unwrap_or(true);
+    let idle_opt =
+        spec.name == "xclaim" && args.iter().skip(5).any(|a| a.eq_ignore_ascii_case(b"IDLE"));
+    if idle && !idle_opt {
+        return None;
+    }
+    Some(Reply::error(format!(
+        "ERR {} with a minimum idle time or IDLE is not available with appendonly yes: it depends on delivery times the journal does not keep yet (min-idle-time 0 works)",
+        spec.name.to_uppercase()
+    )))
+}

@@ -295,6 +295,9 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
     let journaled = crate::store::journal::enabled();
     if journaled {
+        if let Some(refusal) = journal::refused(spec, args) {
+            return refusal;
+        }
         crate::store::journal::enter(ctx.client.db);
     }
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
