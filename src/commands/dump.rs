@@ -130,7 +130,8 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             crate::commands::journal::journal_as(&argv);
         }
         if let Some(at) = deadline {
-            if at <= crate::util::clock::now_ms() {
+            // While the journal is replayed a past deadline is kept (see `journal::loading`).
+            if at <= crate::util::clock::now_ms() && !crate::store::journal::loading() {
                 // Already expired: nothing is created; a replaced key is deleted.
                 let deleted = replace && ks.remove(h, key).is_some();
                 return Ok(if deleted { "del" } else { "" });

@@ -195,7 +195,8 @@ fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
         match at {
             // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
-            Some(at) if at <= now_ms() => {
+            // (While the journal is replayed the deadline is kept: `journal::loading`.)
+            Some(at) if at <= now_ms() && !crate::store::journal::loading() => {
                 if ks.remove(h, key).is_some() {
                     ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
                 }
@@ -232,7 +233,7 @@ fn setex_generic(
     let at_text = at.to_string();
     crate::commands::journal::journal_as(&[b"SET", key, val, b"PXAT", at_text.as_bytes()]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        if at <= now_ms() {
+        if at <= now_ms() && !crate::store::journal::loading() {
             if ks.remove(h, key).is_some() {
                 ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
             }

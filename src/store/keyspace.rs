@@ -768,7 +768,9 @@ impl Keyspace {
             return false;
         }
         if let Some(at) = at {
-            if at <= now_ms() {
+            // While the journal is replayed a past deadline is kept, not acted on (as
+            // Redis's checkAlreadyExpired): later records may still write to the key.
+            if at <= now_ms() && !crate::store::journal::loading() {
                 self.remove(hash, key);
                 return true;
             }
