@@ -187,7 +187,20 @@ fn a_restart_replays_every_type_documents_and_deadlines() {
     let s = start(&dir, "always");
     let mut c = s.conn();
     write_everything(&mut c);
+    // A blocked pop served by another client's push is journaled as the pop it made.
+    let client = s.client();
+    let blocked = std::thread::spawn(move || {
+        let mut b = client.get_connection().expect("connect");
+        q::<Vec<String>>(&mut b, &["BLPOP", "bl", "bl0", "5"]).expect("blpop")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let _: i64 = q(&mut c, &["RPUSH", "bl", "first", "second"]).expect("rpush");
+    assert_eq!(blocked.join().expect("blpop"), vec!["bl", "first"]);
     let before = snapshot(&mut c);
+    assert!(
+        before.iter().any(|l| l.contains(r#"bl list ["second"]"#)),
+        "{before:#?}"
+    );
     assert!(
         before.iter().any(|l| l.contains("s_ex string")),
         "{before:#?}"

@@ -139,17 +139,16 @@ impl Command {
             return Command { open: false };
         }
         CTX.with(|c| {
+            // The vectors keep their allocations from one command to the next.
             let mut c = c.borrow_mut();
-            *c = Ctx {
-                active: true,
-                seqs: std::mem::take(&mut c.seqs),
-                subs: std::mem::take(&mut c.subs),
-                frames: std::mem::take(&mut c.frames),
-                ..Ctx::default()
-            };
+            c.active = true;
+            c.atomic = false;
             c.seqs.clear();
+            c.last = 0;
             c.subs.clear();
             c.frames.clear();
+            c.wait = 0;
+            c.j = false;
         });
         Command { open: true }
     }
@@ -220,6 +219,9 @@ pub fn want_journaled() {
 /// the last one again if no one has taken one since.
 #[inline]
 pub fn stamp() {
+    if !enabled() {
+        return;
+    }
     CTX.with(|c| {
         let mut c = c.borrow_mut();
         if !c.active {
@@ -242,6 +244,9 @@ fn take(c: &mut Ctx) {
 /// and its record is placed after this point.
 #[inline]
 pub fn mark() {
+    if !enabled() {
+        return;
+    }
     CTX.with(|c| {
         let mut c = c.borrow_mut();
         if !c.active {
