@@ -232,8 +232,10 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (Some(m), "exec") => m.queued.iter().fold(0, |f, (flags, _)| f | flags),
         _ => spec.flags,
     };
+    // (Not while the journal is replayed: Redis loads whatever it holds.)
     if flags & (flag::WRITE | flag::DENYOOM) != 0
         && crate::store::eviction::maxmemory() > 0
+        && !crate::store::journal::loading()
         && !crate::store::eviction::make_room(&ctx.server.store)
         && flags & flag::DENYOOM != 0
     {
