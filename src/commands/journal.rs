@@ -335,6 +335,17 @@ fn replay(
                 }
                 continue;
             }
+            let mut head = [0u8; 5];
+            let rdb = std::fs::File::open(&p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                .is_ok()
+                && &head == b"REDIS";
+            if rdb {
+                return Err(format!(
+                    "The AOF file {} is in RDB format (Redis's RDB-preamble base), which this version cannot load: rewrite it with aof-use-rdb-preamble no in Redis first",
+                    f.name
+                ));
+            }
             let mut ctx = Ctx {
                 server,
                 client: &mut client,
