@@ -326,3 +326,52 @@ impl Journal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(db: usize, arg: &[u8]) -> Sub {
+        let mut bytes = Vec::new();
+        aof::encode(&mut bytes, &[b"SET", arg, b"v"]);
+        Sub {
+            db: Some(db),
+            bytes,
+        }
+    }
+
+    /// Records arriving out of order are written by number; a record is placed at its
+    /// largest number and its others are fillers; SELECT goes out when the database changes.
+    #[test]
+    fn records_are_written_in_number_order() {
+        let path = std::env::temp_dir().join(format!(
+            "tidecache-writer-test-{}-{}",
+            std::process::id(),
+            crate::util::clock::now_us()
+        ));
+        let file = File::create(&path).unwrap();
+        let j = Journal::start(file, 0, 0, 1, ALWAYS);
+        j.submit(&[2], vec![sub(0, b"b")]);
+        // 3 is a filler of the record placed at 5.
+        j.submit(&[5, 3], vec![sub(1, b"d")]);
+        assert_eq!(j.placed(), 0);
+        j.submit(&[4], vec![sub(1, b"c")]);
+        assert_eq!(j.placed(), 0);
+        j.submit(&[1], vec![sub(0, b"a")]);
+        assert_eq!(j.placed(), 5);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while j.durable() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(j.durable(), 5);
+        j.close();
+        let mut got = Vec::new();
+        aof::read_file(&path, |a| {
+            got.push(String::from_utf8_lossy(&a[1]).into_owned());
+            Ok(())
+        })
+        .unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(got, ["0", "a", "b", "1", "c", "d"]);
+    }
+}
