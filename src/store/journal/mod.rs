@@ -325,8 +325,11 @@ pub fn recording() -> bool {
     enabled() && CTX.with(|c| !c.borrow().frames.is_empty())
 }
 
-/// A key left by expiry or eviction: a `DEL` in the current command's record, or a record
-/// of its own (the sweep, eviction outside a command), numbered under the key's shard lock.
+/// A key left by expiry or eviction: a `DEL` record of its own, numbered now under the
+/// key's shard lock, so it sits exactly where the key left even when the command that met it
+/// changes other shards later (the key was already dead, and the replay expires nothing
+/// itself). Inside EXEC or a script it joins the block instead, after the block's earlier
+/// writes: one of them may have given the key the deadline that just passed.
 pub fn key_removed(db: usize, key: &[u8]) {
     if !enabled() {
         return;
@@ -334,7 +337,7 @@ pub fn key_removed(db: usize, key: &[u8]) {
     let sub = command(Some(db), &[b"DEL", key]);
     let own = CTX.with(|c| {
         let mut c = c.borrow_mut();
-        if c.active {
+        if c.active && c.atomic {
             c.subs.push(sub);
             take(&mut c);
             None
@@ -343,7 +346,13 @@ pub fn key_removed(db: usize, key: &[u8]) {
         }
     });
     if let Some(sub) = own {
-        submit_alone(vec![sub]);
+        let seq = submit_alone(vec![sub]);
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.active {
+                c.wait = c.wait.max(seq);
+            }
+        });
     }
 }
 
