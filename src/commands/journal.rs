@@ -444,6 +444,8 @@ pub fn ended(ctx: &mut Ctx<'_>, e: journal::Ended) {
         ctx.client.journal_seq = ctx.client.journal_seq.max(e.seq);
         if e.wait {
             ctx.client.journal_wait = ctx.client.journal_wait.max(e.seq);
+        } else {
+            ctx.client.journal_written = ctx.client.journal_written.max(e.seq);
         }
     }
 }

@@ -83,7 +83,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                                 &handle,
                                 &mut stream,
                                 &mut out,
-                                &mut client.journal_wait,
+                                (&mut client.journal_wait, &mut client.journal_written),
                             )
                             .await
                             .is_err()
@@ -95,8 +95,11 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                             Some(r) => {
                                 // Served by another client's command (a pop): under
                                 // `always` its reply waits for what is journaled so far.
+                                let placed = crate::store::journal::placed();
                                 if crate::store::journal::wait_on_reply() {
-                                    client.journal_wait = crate::store::journal::placed();
+                                    client.journal_wait = placed;
+                                } else {
+                                    client.journal_written = placed;
                                 }
                                 r.encode(&mut out, client.resp3)
                             }
@@ -113,7 +116,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                             &handle,
                             &mut stream,
                             &mut out,
-                            &mut client.journal_wait,
+                            (&mut client.journal_wait, &mut client.journal_written),
                         )
                         .await
                         .is_err()
@@ -141,7 +144,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                 &handle,
                 &mut stream,
                 &mut out,
-                &mut client.journal_wait,
+                (&mut client.journal_wait, &mut client.journal_written),
             )
             .await
             .is_ok();
@@ -264,14 +267,16 @@ async fn write_out(
     handle: &ClientHandle,
     stream: &mut TcpStream,
     out: &mut BytesMut,
-    journal_wait: &mut u64,
+    journal: (&mut u64, &mut u64),
 ) -> std::io::Result<()> {
     // A reply to a write journaled under `appendfsync always` (or with J) leaves only once
-    // the journal holds it on disk; no lock is held here, and concurrent writers share the
-    // fsync the journal thread makes.
-    let wait = std::mem::take(journal_wait);
-    if wait > 0 {
-        crate::store::journal::wait_durable(wait).await;
+    // the journal holds it on disk, and under everysec/no once it is written to the file;
+    // no lock is held here, and concurrent writers share the fsync the journal thread makes.
+    let (durable, written) = (std::mem::take(journal.0), std::mem::take(journal.1));
+    if durable > 0 {
+        crate::store::journal::wait_durable(durable).await;
+    } else if written > 0 {
+        crate::store::journal::wait_written(written).await;
     }
     server
         .stats

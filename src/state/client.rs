@@ -214,6 +214,9 @@ pub struct ClientState {
     /// Replies written after this must wait until this journal number is on disk
     /// (`appendfsync always`, J); 0: no wait.
     pub journal_wait: u64,
+    /// Replies written after this must wait until this journal number is written to the
+    /// file (everysec/no: a crash of the process loses nothing acknowledged); 0: no wait.
+    pub journal_written: u64,
 }
 
 /// A transaction being queued.
@@ -245,6 +248,7 @@ impl ClientState {
             blocked: None,
             journal_seq: 0,
             journal_wait: 0,
+            journal_written: 0,
         }
     }
 

@@ -122,7 +122,8 @@ thread_local! {
 pub struct Ended {
     /// The highest sequence number of what it journaled (0: nothing).
     pub seq: u64,
-    /// The reply must wait until `seq` is on disk (`appendfsync always`, or J).
+    /// The reply must wait until `seq` is on disk (`appendfsync always`, or J); otherwise
+    /// until it is written to the file.
     pub wait: bool,
 }
 
@@ -396,6 +397,13 @@ fn submit_alone(subs: Vec<Sub>) -> u64 {
 /// blocked pop) waits for it under `always`.
 pub fn placed() -> u64 {
     JOURNAL.get().map_or(0, |j| j.placed())
+}
+
+/// Resolves once `seq` is written to the file (at once when there is no journal).
+pub async fn wait_written(seq: u64) {
+    if let Some(j) = JOURNAL.get() {
+        j.wait_written(seq).await;
+    }
 }
 
 /// Resolves once `seq` is on disk (at once when there is no journal).

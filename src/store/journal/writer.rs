@@ -81,6 +81,10 @@ pub struct Journal {
     need_sync: AtomicU64,
     policy: AtomicU8,
     durable_tx: tokio::sync::watch::Sender<u64>,
+    written_tx: tokio::sync::watch::Sender<u64>,
+    /// The incremental file. Whoever holds it takes the buffer and writes it (the journal
+    /// thread, or a connection about to reply), so buffers reach the file in order.
+    file: Mutex<File>,
     waiters: Mutex<Vec<Waiter>>,
     pub current_size: AtomicU64,
     pub base_size: AtomicU64,
@@ -95,6 +99,9 @@ impl Journal {
     /// numbers from `first`.
     pub fn start(file: File, size: u64, base_size: u64, first: u64, policy: u8) -> Arc<Journal> {
         let (durable_tx, _) = tokio::sync::watch::channel(first - 1);
+        let (written_tx, _) = tokio::sync::watch::channel(first - 1);
+        // fsync goes through its own descriptor, so writers do not wait behind it.
+        let sync_fd = file.try_clone();
         let j = Arc::new(Journal {
             merge: Mutex::new(Merge {
                 next: first,
@@ -110,6 +117,8 @@ impl Journal {
             need_sync: AtomicU64::new(0),
             policy: AtomicU8::new(policy),
             durable_tx,
+            written_tx,
+            file: Mutex::new(file),
             waiters: Mutex::new(Vec::new()),
             current_size: AtomicU64::new(size),
             base_size: AtomicU64::new(base_size),
@@ -119,9 +128,12 @@ impl Journal {
             done_cv: Condvar::new(),
         });
         let w = j.clone();
-        let spawned = std::thread::Builder::new()
-            .name("journal".into())
-            .spawn(move || w.run(file));
+        let spawned = match sync_fd {
+            Ok(fd) => std::thread::Builder::new()
+                .name("journal".into())
+                .spawn(move || w.run(fd)),
+            Err(e) => Err(e),
+        };
         if let Err(e) = spawned {
             tracing::error!("cannot start the journal thread: {e}");
         }
@@ -231,10 +243,60 @@ impl Journal {
         }
     }
 
-    fn run(&self, mut file: File) {
+    /// Writes what is buffered, in order (the buffer is taken under the file's lock).
+    /// Whether anything was written.
+    fn write_pending(&self) -> bool {
+        let mut file = self.file.lock();
+        let (data, upto) = {
+            let mut m = self.merge.lock();
+            if m.buf.is_empty() {
+                return false;
+            }
+            (std::mem::take(&mut m.buf), m.buf_upto)
+        };
+        // A failed write is retried until it succeeds: nothing placed is dropped, and
+        // replies that wait for it wait.
+        let mut off = 0;
+        while off < data.len() {
+            match file.write(&data[off..]) {
+                Ok(n) if n > 0 => off += n,
+                _ => {
+                    if self.last_write_ok.swap(false, Ordering::Relaxed) {
+                        tracing::warn!("Error writing to the AOF file, retrying");
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        self.last_write_ok.store(true, Ordering::Relaxed);
+        self.current_size
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.written.store(upto, Ordering::Release);
+        self.written_tx.send_replace(upto);
+        true
+    }
+
+    /// Resolves once `seq` is written to the file (not necessarily fsynced): what a reply
+    /// under everysec/no waits for, so a crash of the process (not of the machine) loses
+    /// nothing acknowledged, as with Redis. The caller writes the buffer itself when it can.
+    pub async fn wait_written(&self, seq: u64) {
+        if self.written.load(Ordering::Acquire) >= seq {
+            return;
+        }
+        self.write_pending();
+        if self.written.load(Ordering::Acquire) >= seq {
+            return;
+        }
+        // An earlier record is still with its command: whoever places it writes it, or
+        // the journal thread does.
+        let mut rx = self.written_tx.subscribe();
+        let _ = rx.wait_for(|w| *w >= seq).await;
+    }
+
+    fn run(&self, file: File) {
         let mut last_fsync = Instant::now();
         loop {
-            let (data, upto, stop) = {
+            let stop = {
                 let mut m = self.merge.lock();
                 let nothing = |m: &Merge| {
                     let durable = self.durable.load(Ordering::Acquire);
@@ -248,33 +310,13 @@ impl Journal {
                     // WAITAOF deadlines).
                     self.wake.wait_for(&mut m, Duration::from_millis(50));
                 }
-                (std::mem::take(&mut m.buf), m.buf_upto, m.stop)
+                m.stop
             };
-            if !data.is_empty() {
-                // A failed write is retried until it succeeds: nothing placed is dropped,
-                // and replies that wait for it wait.
-                let mut off = 0;
-                while off < data.len() {
-                    match file.write(&data[off..]) {
-                        Ok(n) if n > 0 => off += n,
-                        _ => {
-                            if self.last_write_ok.swap(false, Ordering::Relaxed) {
-                                tracing::warn!("Error writing to the AOF file, retrying");
-                            }
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                    }
-                }
-                self.last_write_ok.store(true, Ordering::Relaxed);
-                self.current_size
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
-                self.written.store(upto, Ordering::Release);
-                if self.policy() != ALWAYS && !stop {
-                    // Under everysec/no no reply waits for this thread: a short pause lets
-                    // records gather, so a busy server makes about one write a
-                    // millisecond instead of one (and a wake-up) per command.
-                    std::thread::sleep(Duration::from_micros(500));
-                }
+            if self.write_pending() && self.policy() != ALWAYS && !stop {
+                // Under everysec/no a short pause lets records gather (replies that need
+                // them written write them themselves, `wait_written`), so a busy server
+                // makes about one write a millisecond from this thread, not one per command.
+                std::thread::sleep(Duration::from_micros(500));
             }
             let written = self.written.load(Ordering::Acquire);
             let durable = self.durable.load(Ordering::Acquire);
