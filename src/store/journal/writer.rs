@@ -190,7 +190,8 @@ impl Journal {
                 }
             }
         }
-        if was_empty && !m.buf.is_empty() {
+        // Fillers alone add no bytes but move the placed mark, which waiters need too.
+        if was_empty && (!m.buf.is_empty() || m.buf_upto > self.written.load(Ordering::Acquire)) {
             self.wake.notify_one();
         }
     }
@@ -250,6 +251,18 @@ impl Journal {
         let (data, upto) = {
             let mut m = self.merge.lock();
             if m.buf.is_empty() {
+                let upto = m.buf_upto;
+                drop(m);
+                // Only fillers (numbers of records placed later, or commands that changed
+                // nothing) since the last write: no bytes, but the marks move, and if all
+                // before them is on disk so are they.
+                let before = self.written.fetch_max(upto, Ordering::AcqRel);
+                if upto > before {
+                    self.written_tx.send_replace(upto);
+                    if self.durable.load(Ordering::Acquire) >= before {
+                        self.mark_durable(upto);
+                    }
+                }
                 return false;
             }
             (std::mem::take(&mut m.buf), m.buf_upto)
@@ -274,6 +287,15 @@ impl Journal {
         self.written.store(upto, Ordering::Release);
         self.written_tx.send_replace(upto);
         true
+    }
+
+    /// Moves the durable mark forward (never back: a filler-only step may have moved it
+    /// past what an fsync in progress covers).
+    fn mark_durable(&self, upto: u64) {
+        let before = self.durable.fetch_max(upto, Ordering::AcqRel);
+        if upto > before {
+            self.durable_tx.send_replace(upto);
+        }
     }
 
     /// Resolves once `seq` is written to the file (not necessarily fsynced): what a reply
@@ -301,6 +323,7 @@ impl Journal {
                 let nothing = |m: &Merge| {
                     let durable = self.durable.load(Ordering::Acquire);
                     m.buf.is_empty()
+                        && m.buf_upto <= self.written.load(Ordering::Acquire)
                         && !m.stop
                         && !(self.need_sync.load(Ordering::Acquire) > durable
                             && self.written.load(Ordering::Acquire) > durable)
@@ -330,8 +353,7 @@ impl Journal {
                 let ok = file.sync_data().is_ok();
                 self.last_fsync_ok.store(ok, Ordering::Relaxed);
                 if ok {
-                    self.durable.store(written, Ordering::Release);
-                    self.durable_tx.send_replace(written);
+                    self.mark_durable(written);
                 }
                 last_fsync = Instant::now();
             }
