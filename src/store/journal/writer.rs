@@ -305,6 +305,13 @@ impl Journal {
         if self.written.load(Ordering::Acquire) >= seq {
             return;
         }
+        // Other connections on this thread first: their records join the buffer, and the
+        // first of us to write writes them all (one write for many replies, as Redis writes
+        // its AOF buffer once per event-loop turn).
+        tokio::task::yield_now().await;
+        if self.written.load(Ordering::Acquire) >= seq {
+            return;
+        }
         self.write_pending();
         if self.written.load(Ordering::Acquire) >= seq {
             return;
