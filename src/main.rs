@@ -92,6 +92,19 @@ async fn run(config: Config) -> i32 {
     let snapshot = (config.get("appendonly") != "yes")
         .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
+    // Phase 1 of the journal: it is replayed completely before the port is bound, so no
+    // client sees a partly loaded data set.
+    if server.config.read().get_bool("appendonly") {
+        let mut logger = |warn: bool, line: &str| {
+            let level = if warn { Level::Warning } else { Level::Notice };
+            log.line(level, line);
+        };
+        if let Err(e) = tidecache::commands::journal::load(&server, &mut logger) {
+            log.line(Level::Warning, &e);
+            tracing::error!("{e}");
+            return 1;
+        }
+    }
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
         Err(e) => {
@@ -131,6 +144,8 @@ async fn run(config: Config) -> i32 {
     start_background(&server);
     log.line(Level::Notice, "Ready to accept connections");
     listener::run(server, listeners).await;
+    // What the journal holds is written and fsynced before the process exits.
+    tidecache::store::journal::stop();
     tracing::info!("tidecache is now ready to exit, bye bye...");
     0
 }

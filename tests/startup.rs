@@ -174,7 +174,6 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
 fn settings_claiming_what_is_not_there_still_stop_the_start() {
     let dir = temp_dir("claims");
     for (line, why) in [
-        ("appendonly yes", "appendonly yes is not available"),
         ("daemonize yes", "'daemonize yes' is not available"),
         ("save 900 1", "snapshots are not available"),
         ("aclfile users.acl", "Bad directive"),

@@ -119,8 +119,19 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             // past, and no key is created.
             t => Some(t.wrapping_add(crate::util::clock::now_ms())),
         };
+        if let (Some(at), false) = (deadline, absttl) {
+            // Journaled with its absolute deadline (Redis 7: RESTORE … ABSTTL).
+            let at = at.to_string();
+            let mut argv: Vec<&[u8]> = vec![b"RESTORE", key, at.as_bytes(), payload];
+            if replace {
+                argv.push(b"REPLACE");
+            }
+            argv.push(b"ABSTTL");
+            crate::commands::journal::journal_as(&argv);
+        }
         if let Some(at) = deadline {
-            if at <= crate::util::clock::now_ms() {
+            // While the journal is replayed a past deadline is kept (see `journal::loading`).
+            if at <= crate::util::clock::now_ms() && !crate::store::journal::loading() {
                 // Already expired: nothing is created; a replaced key is deleted.
                 let deleted = replace && ks.remove(h, key).is_some();
                 return Ok(if deleted { "del" } else { "" });

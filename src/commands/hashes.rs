@@ -269,6 +269,8 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             ));
         }
         let text = human_float(n);
+        // Journaled as its result (Redis 7 propagates HSET).
+        crate::commands::journal::journal_as(&[b"HSET", key, field, text.as_bytes()]);
         hv.insert(field, text.as_bytes());
         Ok((Reply::bulk(text), true))
     })

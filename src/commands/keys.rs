@@ -497,6 +497,17 @@ fn expire_generic(
         ms.checked_add(now_ms())
             .ok_or_else(|| expire_time_error(&cmd))?
     };
+    if !absolute || seconds {
+        // Journaled with its absolute deadline in milliseconds (Redis 7: PEXPIREAT).
+        let at = at.to_string();
+        let mut argv: Vec<&[u8]> = vec![b"PEXPIREAT", key, at.as_bytes()];
+        for (on, word) in [(nx, "NX"), (xx, "XX"), (gt, "GT"), (lt, "LT")] {
+            if on {
+                argv.push(word.as_bytes());
+            }
+        }
+        crate::commands::journal::journal_as(&argv);
+    }
     Ok(ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         let cur = match ks.deadline(h, key) {
             None => return Reply::Int(0),

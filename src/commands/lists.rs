@@ -215,6 +215,11 @@ pub fn pop_from(
     })?;
     if let Some(v) = &got {
         if !v.is_empty() {
+            // Every pop is journaled as the plain pop of what it took (a blocking pop, one
+            // served later, an LMPOP), as Redis 7 propagates them.
+            let n = v.len().to_string();
+            let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
+            crate::commands::journal::journal_as(&[name, key, n.as_bytes()]);
             server.notify(db, class::LIST, event(end, false), key);
             if emptied {
                 server.notify(db, class::GENERIC, "del", key);
@@ -514,6 +519,14 @@ pub fn move_element(
             ((), true)
         })?;
     server.notify(db, class::LIST, event(to, true), dst);
+    let side = |e: End| -> &'static [u8] {
+        if e == End::Left {
+            b"LEFT"
+        } else {
+            b"RIGHT"
+        }
+    };
+    crate::commands::journal::journal_as(&[b"LMOVE", src, dst, side(from), side(to)]);
     Ok(Some(v))
 }
 

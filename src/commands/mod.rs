@@ -16,6 +16,7 @@ pub mod dump;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
+pub mod journal;
 pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
@@ -46,7 +47,7 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 20] {
+fn families() -> [&'static [CommandSpec]; 21] {
     [
         connection::COMMANDS,
         server::COMMANDS,
@@ -66,6 +67,7 @@ fn families() -> [&'static [CommandSpec]; 20] {
         scripting::COMMANDS,
         pubsub::COMMANDS,
         documents::COMMANDS,
+        journal::COMMANDS,
         debug::COMMANDS,
         stats::COMMANDS,
     ]
@@ -243,6 +245,17 @@ fn refuse(ctx: &mut Ctx<'_>, spec: Option<&'static CommandSpec>, error: Reply) -
 /// `NO_MULTI` inside MULTI, the RESP2 subscribed-mode whitelist, then queueing inside MULTI.
 /// Every refusal inside MULTI marks the transaction so EXEC answers EXECABORT.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    if !crate::store::journal::enabled() {
+        return dispatch_command(ctx, args);
+    }
+    // The journal's context of this command (store/journal: how a write reaches it).
+    let record = crate::store::journal::Command::begin();
+    let reply = dispatch_command(ctx, args);
+    journal::ended(ctx, record.end());
+    reply
+}
+
+fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.server
         .stats
         .commands_processed
@@ -276,8 +289,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (Some(m), "exec") => m.queued.iter().fold(0, |f, (flags, _)| f | flags),
         _ => spec.flags,
     };
+    // (Not while the journal is replayed: Redis loads whatever it holds.)
     if flags & (flag::WRITE | flag::DENYOOM) != 0
         && crate::store::eviction::maxmemory() > 0
+        && !crate::store::journal::loading()
         && !crate::store::eviction::make_room(&ctx.server.store)
         && flags & flag::DENYOOM != 0
     {
@@ -311,6 +326,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if spec.name == "exec" {
         // EXEC takes the gate exclusively itself; MONITOR shows it after its commands.
         let begun = stats::start();
+        crate::store::journal::set_atomic();
         let reply = transactions::exec(ctx);
         stats::finish(ctx.client, spec, begun, &reply);
         if ctx.server.pubsub.monitoring() {
@@ -323,6 +339,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     if scripting::runs_exclusive(spec) {
         // A script is one atomic step, as EXEC: the gate exclusively while it runs.
+        crate::store::journal::set_atomic();
         let reply = {
             let _exclusive = ctx.server.exec_gate.exclusive();
             execute(ctx, spec, args)
@@ -340,12 +357,22 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
 #[inline]
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let journaled = crate::store::journal::enabled();
+    if journaled {
+        if let Some(refusal) = journal::refused(spec, args) {
+            return refusal;
+        }
+        crate::store::journal::enter(ctx.client.db);
+    }
     let begun = stats::start();
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };
     stats::finish(ctx.client, spec, begun, &reply);
+    if journaled {
+        journal::left(spec, args, &reply);
+    }
     if ctx.server.pubsub.monitoring() && !spec.has(flag::SKIP_MONITOR | flag::ADMIN) {
         feed_monitors(ctx, spec, args);
     }

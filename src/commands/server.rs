@@ -63,7 +63,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     SRV.cmd("object", -2, container).group("generic")
         .doc("2.2.3", "A container for object introspection commands.")
         .complexity("Depends on subcommand.").subs(OBJECT_SUBCOMMANDS),
-    SRV.planned("waitaof", 4).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
+    SRV.cmd("waitaof", 4, super::journal::waitaof).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
         .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
         .args("numlocal:integer numreplicas:integer timeout:integer"),
     SRV.cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE)
@@ -661,8 +661,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("rdb_changes_since_last_save", &sum(|c| &c.dirty));
             kv("rdb_bgsave_in_progress", &0);
             kv("rdb_last_save_time", &s.started_unix);
-            kv("aof_enabled", &(cfg.get_bool("appendonly") as u8));
-            kv("aof_rewrite_in_progress", &0);
+            for (k, v) in super::journal::info_fields() {
+                kv(k, &v);
+            }
         }
         "stats" => {
             let st = &s.stats;

@@ -269,6 +269,10 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 let m = ks
                     .write_as::<SetValue, _>(h, key, false, |s| (s.pop_random(rand_u64()), true))?
                     .flatten();
+                // Journaled as the removal of what it popped (Redis 7: SREM).
+                if let Some(m) = &m {
+                    crate::commands::journal::journal_as(&[b"SREM", key, m]);
+                }
                 m.map_or(Reply::Nil, Reply::Bulk)
             }
             Some(n) if n >= size as u64 => {
@@ -277,6 +281,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                     Some(Value::Set(s)) => s.to_bytes(),
                     _ => Vec::new(),
                 };
+                crate::commands::journal::journal_as(&[b"DEL", key]);
                 Reply::Set(bulks(all))
             }
             Some(n) => {
@@ -285,6 +290,11 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                         (s.pop_many(n as usize, &mut rand_u64), true)
                     })?
                     .unwrap_or_default();
+                if crate::store::journal::recording() {
+                    let mut argv: Vec<Vec<u8>> = vec![b"SREM".to_vec(), key.to_vec()];
+                    argv.extend(popped.iter().map(|m| m.to_vec()));
+                    crate::commands::journal::journal_as_many(vec![argv]);
+                }
                 Reply::Set(bulks(popped))
             }
         };

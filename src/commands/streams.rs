@@ -416,6 +416,18 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         })?;
         match r {
             Some(Ok((id, trimmed))) => {
+                if !matches!(t.id, Some((_, true))) && crate::store::journal::recording() {
+                    // Journaled with the ID it generated (Redis 7 propagates it).
+                    let mut argv: Vec<Vec<u8>> = vec![b"XADD".to_vec(), key.to_vec()];
+                    for (i, a) in rest.iter().enumerate() {
+                        argv.push(if i == t.id_pos {
+                            id.to_bytes().to_vec()
+                        } else {
+                            a.to_vec()
+                        });
+                    }
+                    crate::commands::journal::journal_as_many(vec![argv]);
+                }
                 server.notify(db, class::STREAM, "xadd", key);
                 if trimmed > 0 {
                     server.notify(db, class::STREAM, "xtrim", key);
@@ -716,6 +728,22 @@ fn serve_blocked(
             if exists != Some(true) {
                 return Err(gone());
             }
+            // Served later, it is journaled as the same read of this one stream, which
+            // replays to the same deliveries.
+            let c = count.to_string();
+            let mut argv: Vec<&[u8]> = vec![
+                b"XREADGROUP",
+                b"GROUP",
+                &gr.group,
+                &gr.consumer,
+                b"COUNT",
+                c.as_bytes(),
+            ];
+            if gr.noack {
+                argv.push(b"NOACK");
+            }
+            argv.extend([&b"STREAMS"[..], key, b">"]);
+            crate::commands::journal::journal_as(&argv);
             let mut created = false;
             let r = ks.write_as::<StreamValue, _>(h, key, false, |s| {
                 let top = s.last_entry_id();

@@ -185,6 +185,18 @@ fn parse_set_opts(
 fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, val) = (args.next_key()?, args.next_arg()?);
     let (o, at) = parse_set_opts(args, false, "set")?;
+    if let Some(at) = at {
+        // Journaled with its absolute deadline (Redis 7 propagates SET … PXAT).
+        let at = at.to_string();
+        let mut argv: Vec<&[u8]> = vec![b"SET", key, val, b"PXAT", at.as_bytes()];
+        if o.nx {
+            argv.push(b"NX");
+        }
+        if o.xx {
+            argv.push(b"XX");
+        }
+        crate::commands::journal::journal_as(&argv);
+    }
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         // The plain SET (the hot path) needs no lookup before the write.
         let old = if o.nx || o.xx || o.get {
@@ -207,7 +219,8 @@ fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
         match at {
             // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
-            Some(at) if at <= now_ms() => {
+            // (While the journal is replayed the deadline is kept: `journal::loading`.)
+            Some(at) if at <= now_ms() && !crate::store::journal::loading() => {
                 if ks.remove(h, key).is_some() {
                     ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
                 }
@@ -241,8 +254,10 @@ fn setex_generic(
     let arg = args.next_arg()?.clone();
     let val = args.next_arg()?;
     let at = ExpireOpt { kind, arg }.deadline(cmd, now_ms())?;
+    let at_text = at.to_string();
+    crate::commands::journal::journal_as(&[b"SET", key, val, b"PXAT", at_text.as_bytes()]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        if at <= now_ms() {
+        if at <= now_ms() && !crate::store::journal::loading() {
             if ks.remove(h, key).is_some() {
                 ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
             }
@@ -279,6 +294,13 @@ fn setnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn getex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let (o, at) = parse_set_opts(args, true, "getex")?;
+    match at {
+        Some(at) => {
+            let at = at.to_string();
+            crate::commands::journal::journal_as(&[b"PEXPIREAT", key, at.as_bytes()]);
+        }
+        None => crate::commands::journal::journal_as(&[b"PERSIST", key]),
+    }
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         let (v, had_deadline) = match ks.get(h, key) {
             None => return Ok(Reply::Nil),
@@ -446,6 +468,8 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             ));
         }
         let text = human_float(n);
+        // Journaled as its result (Redis 7 propagates SET … KEEPTTL).
+        crate::commands::journal::journal_as(&[b"SET", key, text.as_bytes(), b"KEEPTTL"]);
         ks.set(h, key, Value::text(text.as_bytes()), Ttl::Keep);
         ctx.server
             .notify(ctx.client.db, class::STRING, "incrbyfloat", key);

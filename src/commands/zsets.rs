@@ -1013,6 +1013,12 @@ pub fn pop_from(
                 v.reverse();
             }
             let ch = !v.is_empty();
+            if ch {
+                // Journaled as the plain pop of what it took (blocking, served, ZMPOP).
+                let n = v.len().to_string();
+                let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+                crate::commands::journal::journal_as(&[name, key, n.as_bytes()]);
+            }
             (v, ch)
         })?
         .unwrap_or_default())

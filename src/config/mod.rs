@@ -80,16 +80,20 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
     Setting { name: "save", default: "", live: true, kind: Kind::Special(parse_save),
         doc: "Snapshot schedule, as Redis's 'save'. Only the empty schedule is accepted: this version writes no snapshots, and a schedule it would not keep is refused." },
-    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Special(parse_appendonly),
-        doc: "Keep an append-only journal of every write and replay it at start. Only 'no' is accepted: this version has no journal yet, and 'yes' is refused rather than accepted and ignored." },
+    Setting { name: "appendonly", default: "no", live: false, kind: Kind::Bool,
+        doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start, before accepting connections. Set at start only: turning it on at run time would need a rewrite of the data so far (BGREWRITEAOF), which this version does not have." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
         doc: "When the journal is flushed to disk: always (before replying), everysec, or no (left to the OS)." },
     Setting { name: "appendfilename", default: "appendonly.aof", live: false, kind: Kind::Str,
-        doc: "Journal file name, inside dir." },
+        doc: "Prefix of the journal's file names (appendonly.aof.1.base.aof, appendonly.aof.1.incr.aof, appendonly.aof.manifest)." },
+    Setting { name: "appenddirname", default: "appendonlydir", live: false, kind: Kind::Str,
+        doc: "Directory of the journal's files, inside dir." },
+    Setting { name: "aof-load-truncated", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: a journal whose last record is torn (a crash mid-write) is cut before it and loaded; no: the server refuses to start." },
     Setting { name: "auto-aof-rewrite-percentage", default: "100", live: true, kind: Kind::Int(0, i32::MAX as i64),
-        doc: "Rewrite the journal when it has grown by this percentage since the last rewrite. 0: never automatically." },
+        doc: "Rewrite the journal when it has grown by this percentage since the last rewrite. 0: never automatically. Not applied yet: this version never rewrites the journal (BGREWRITEAOF answers an error), so it only grows." },
     Setting { name: "auto-aof-rewrite-min-size", default: "67108864", live: true, kind: Kind::Memory,
-        doc: "Do not rewrite automatically below this journal size (64mb)." },
+        doc: "Do not rewrite automatically below this journal size (64mb). Not applied yet (see auto-aof-rewrite-percentage)." },
     Setting { name: "client-output-buffer-limit", default: "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", live: true, kind: Kind::Special(parse_output_limits),
         doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
     Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
@@ -163,7 +167,7 @@ const ALIASES: &[(&str, &str)] = &[
 /// command line so a redis.conf (or Redis's test-suite `default.conf`) starts as it is; the
 /// server logs one warning naming those it met. Each comes with the values accepted (empty:
 /// any): a value that would claim what tidecache does not do (`daemonize yes`) is refused
-/// like any bad value. Settings with a meaning that is not there (`appendonly yes`, a `save`
+/// like any bad value. Settings with a meaning that is not there (a `save`
 /// schedule, `aclfile`, `user`) are not in this list and still stop the start.
 pub const IGNORED: &[(&str, &[&str])] = &[
     // The start-up banner always carries the PID.
@@ -207,16 +211,6 @@ fn alias_of(name: &str) -> Option<&'static Setting> {
         .iter()
         .find(|(alias, _)| alias.eq_ignore_ascii_case(name))?;
     SETTINGS.iter().find(|s| s.name == *target)
-}
-
-/// `appendonly`: refused until the journal exists, so no configuration claims a durability
-/// that is not there.
-fn parse_appendonly(value: &str) -> Result<String, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "no" => Ok("no".into()),
-        "yes" => Err("appendonly yes is not available: this version of tidecache has no journal, and nothing would be written".into()),
-        _ => Err("argument must be 'yes' or 'no'".into()),
-    }
 }
 
 /// `dbfilename`: a file name, as Redis (which refuses a path).
@@ -749,12 +743,7 @@ mod tests {
         let e = Config::default().load_text("daemonize yes").unwrap_err();
         assert!(e.contains("'daemonize yes' is not available"), "{e}");
         // Settings with a meaning that is not there still stop the start.
-        for line in [
-            "appendonly yes",
-            "save 900 1",
-            "aclfile users.acl",
-            "nosuch 1",
-        ] {
+        for line in ["save 900 1", "aclfile users.acl", "nosuch 1"] {
             assert!(Config::default().load_text(line).is_err(), "{line}");
         }
         let c = Config::from_args(&["--unixsocket".into(), "/tmp/s".into()]).unwrap();

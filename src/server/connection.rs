@@ -84,9 +84,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         // when it is served, times out or is unblocked; the requests behind it
                         // wait, as in Redis.
                         if !out.is_empty()
-                            && write_out(&server, &handle, &mut stream, &mut out)
-                                .await
-                                .is_err()
+                            && write_out(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut out,
+                                (&mut client.journal_wait, &mut client.journal_written),
+                            )
+                            .await
+                            .is_err()
                         {
                             break 'conn;
                         }
@@ -103,6 +109,14 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         {
                             Some(r) => {
                                 crate::commands::stats::unblocked(&mut client, &r);
+                                // Served by another client's command (a pop): under
+                                // `always` its reply waits for what is journaled so far.
+                                let placed = crate::store::journal::placed();
+                                if crate::store::journal::wait_on_reply() {
+                                    client.journal_wait = placed;
+                                } else {
+                                    client.journal_written = placed;
+                                }
                                 r.encode(&mut out, client.resp3)
                             }
                             None => break 'conn,
@@ -113,9 +127,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         break;
                     }
                     if out.len() >= FLUSH_AT
-                        && write_out(&server, &handle, &mut stream, &mut out)
-                            .await
-                            .is_err()
+                        && write_out(
+                            &server,
+                            &handle,
+                            &mut stream,
+                            &mut out,
+                            (&mut client.journal_wait, &mut client.journal_written),
+                        )
+                        .await
+                        .is_err()
                     {
                         break 'conn;
                     }
@@ -136,9 +156,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             m.into_reply().encode(&mut out, client.resp3);
         }
         let written = out.is_empty()
-            || write_out(&server, &handle, &mut stream, &mut out)
-                .await
-                .is_ok();
+            || write_out(
+                &server,
+                &handle,
+                &mut stream,
+                &mut out,
+                (&mut client.journal_wait, &mut client.journal_written),
+            )
+            .await
+            .is_ok();
         handle.outbox.written(cost);
         if !written || handle.is_killed() {
             break;
@@ -278,7 +304,17 @@ async fn write_out(
     handle: &ClientHandle,
     stream: &mut TcpStream,
     out: &mut BytesMut,
+    journal: (&mut u64, &mut u64),
 ) -> std::io::Result<()> {
+    // A reply to a write journaled under `appendfsync always` (or with J) leaves only once
+    // the journal holds it on disk, and under everysec/no once it is written to the file;
+    // no lock is held here, and concurrent writers share the fsync the journal thread makes.
+    let (durable, written) = (std::mem::take(journal.0), std::mem::take(journal.1));
+    if durable > 0 {
+        crate::store::journal::wait_durable(durable).await;
+    } else if written > 0 {
+        crate::store::journal::wait_written(written).await;
+    }
     server
         .stats
         .net_output_bytes

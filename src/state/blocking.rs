@@ -228,7 +228,11 @@ impl Blocking {
                 };
                 (id, a)
             };
+            // A pop made for a blocked client is journaled in this command's record, as the
+            // plain pop its attempt names (`commands::journal::journal_as`).
+            crate::store::journal::enter(db);
             let got = attempt(server, &key);
+            crate::store::journal::leave(&[], false, false);
             let mut g = self.inner.lock();
             let gave_up = g.waiters.get_mut(&id).and_then(|w| w.gave_up.take());
             match (got, gave_up) {

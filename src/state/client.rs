@@ -308,6 +308,14 @@ pub struct ClientState {
     /// The statistics row and run time of the command that blocked, counted when it is
     /// answered (`INFO latencystats` records a blocked command's latency then).
     pub blocked_stat: Option<(usize, u64)>,
+    /// The journal's sequence number of this client's last write (WAITAOF waits for it).
+    pub journal_seq: u64,
+    /// Replies written after this must wait until this journal number is on disk
+    /// (`appendfsync always`, J); 0: no wait.
+    pub journal_wait: u64,
+    /// Replies written after this must wait until this journal number is written to the
+    /// file (everysec/no: a crash of the process loses nothing acknowledged); 0: no wait.
+    pub journal_written: u64,
 }
 
 /// A transaction being queued.
@@ -340,6 +348,9 @@ impl ClientState {
             last_cmd: "",
             blocked: None,
             blocked_stat: None,
+            journal_seq: 0,
+            journal_wait: 0,
+            journal_written: 0,
         }
     }
 

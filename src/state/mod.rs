@@ -260,6 +260,14 @@ impl Server {
             let set = !self.config.read().get("requirepass").is_empty();
             self.auth_required.store(set, Ordering::Relaxed);
         }
+        if name == "appendfsync" {
+            let p = match self.config.read().get(name) {
+                "always" => crate::store::journal::writer::ALWAYS,
+                "no" => crate::store::journal::writer::NO,
+                _ => crate::store::journal::writer::EVERYSEC,
+            };
+            crate::store::journal::set_policy(p);
+        }
         if name == "ttl-monitor-period" {
             self.ttl.period_changed();
         }
@@ -299,6 +307,7 @@ struct KeyEvents {
 impl KeyHooks for KeyEvents {
     #[inline]
     fn modified(&self, db: usize, key: &[u8]) {
+        crate::store::journal::mark();
         self.watches.touch(db, key);
         // A client blocked in XREADGROUP learns that its stream (and group) went away.
         if blocking::write_watchers() {
@@ -307,6 +316,8 @@ impl KeyHooks for KeyEvents {
     }
 
     fn removed(&self, db: usize, key: &[u8], why: Removal) {
+        // Expiry and eviction are journaled as DEL (replay expires nothing itself).
+        crate::store::journal::key_removed(db, key);
         match why {
             Removal::Expired => self
                 .pubsub
@@ -343,6 +354,7 @@ struct DocEvents {
 
 impl DocHooks for DocEvents {
     fn changed(&self, db: usize, collection: &str, change: Change<'_>) {
+        crate::store::journal::doc_change(db, collection, change);
         let Change::Expire(id) = change else { return };
         if !self.pubsub.notifies(pubsub::class::EXPIRED) {
             return;

@@ -379,7 +379,8 @@ impl Books {
     /// Is the key's deadline at or before `now`? The clock is read only for a key that has
     /// a deadline.
     fn due(&self, e: &Entry, now: impl FnOnce() -> i64) -> bool {
-        self.deadline(e).is_some_and(|d| d.at <= now())
+        // While the journal is replayed nothing expires lazily (see `journal::loading`).
+        self.deadline(e).is_some_and(|d| d.at <= now()) && !crate::store::journal::loading()
     }
 
     fn wheel(&mut self) -> &mut Wheel<u64> {
@@ -787,7 +788,9 @@ impl Keyspace {
             return false;
         }
         if let Some(at) = at {
-            if at <= now_ms() {
+            // While the journal is replayed a past deadline is kept, not acted on (as
+            // Redis's checkAlreadyExpired): later records may still write to the key.
+            if at <= now_ms() && !crate::store::journal::loading() {
                 self.remove(hash, key);
                 return true;
             }

@@ -10,6 +10,7 @@ pub mod encoding;
 pub mod eviction;
 pub mod expiry;
 pub mod hash;
+pub mod journal;
 pub mod keyspace;
 pub mod list;
 pub mod multi;
@@ -160,7 +161,11 @@ impl Store {
     /// The collection catalog, exclusive: creating, dropping and renaming collections,
     /// FLUSHDB/FLUSHALL and SWAPDB. Taken before any shard lock.
     pub fn catalog_write(&self) -> RwLockWriteGuard<'_, ()> {
-        self.catalog.write()
+        let g = self.catalog.write();
+        // Collection DDL is journaled in the order it took the catalog: no document
+        // command runs meanwhile.
+        journal::stamp();
+        g
     }
 
     /// Per database: (keys, keys with a deadline, average remaining TTL in ms), as INFO
@@ -240,7 +245,12 @@ impl Store {
         // Collections disappear from every shard at once for DOC readers.
         let _catalog = self.catalog_write();
         let mut old = Vec::new();
-        self.for_each_shard(|s| {
+        // Every shard at once: a flush is one step for every other command (and one point
+        // in the journal's order).
+        let all: Vec<usize> = (0..self.shards.len()).collect();
+        let mut guards = self.lock_many(&all);
+        journal::mark();
+        for (_, s) in guards.iter_mut() {
             let range = match db {
                 Some(d) => d..d + 1,
                 None => 0..s.dbs.len(),
@@ -249,7 +259,7 @@ impl Store {
                 let fresh = s.fresh_db(d);
                 old.push(std::mem::replace(&mut s.dbs[d], fresh));
             }
-        });
+        }
         old
     }
 
@@ -259,6 +269,7 @@ impl Store {
         let _catalog = self.catalog_write();
         let all: Vec<usize> = (0..self.shards.len()).collect();
         let mut guards = self.lock_many(&all);
+        journal::mark();
         for (_, s) in guards.iter_mut() {
             s.dbs.swap(a, b);
             s.dbs[a].keys.set_db(a);

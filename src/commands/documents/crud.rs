@@ -15,6 +15,16 @@ use crate::documents::{codec, update};
 use crate::protocol::Reply;
 use crate::store::collections::{FindQuery, Found};
 
+/// `J`: the reply waits until the write's journal records are on disk (any `appendfsync`);
+/// refused while the journal is off, since nothing would be on disk.
+fn journaled() -> CommandResult<()> {
+    if !crate::store::journal::enabled() {
+        return Err(CommandError::msg(NO_JOURNAL));
+    }
+    crate::store::journal::want_journaled();
+    Ok(())
+}
+
 fn id_reply(id: &bson::Bson) -> Reply {
     Reply::bulk(codec::value_json(id))
 }
@@ -22,9 +32,10 @@ fn id_reply(id: &bson::Bson) -> Reply {
 /// `DOC.INSERT coll [BSON] doc [doc ...] [J]`: the `_id`s in order, all or nothing.
 pub fn doc_insert(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let t = target(args)?;
-    let docs = args.rest();
+    let mut docs = args.rest();
     if docs.len() > 1 && crate::commands::is(&docs[docs.len() - 1], "J") {
-        return Err(CommandError::msg(NO_JOURNAL));
+        journaled()?;
+        docs = &docs[..docs.len() - 1];
     }
     if docs.is_empty() {
         return Err(CommandError::WrongArity);
@@ -164,7 +175,7 @@ pub fn doc_delete(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 0 => one = false,
                 _ => return Err(CommandError::msg("ERR LIMIT must be 0 (all) or 1")),
             },
-            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            b"J" => journaled()?,
             _ => return Err(CommandError::syntax()),
         }
     }
@@ -190,7 +201,7 @@ pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         match &*kw {
             b"MULTI" => multi = true,
             b"UPSERT" => upsert = true,
-            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            b"J" => journaled()?,
             _ => return Err(CommandError::syntax()),
         }
     }
@@ -226,7 +237,7 @@ pub fn doc_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 }
                 field = Some(name);
             }
-            b"J" => return Err(CommandError::msg(NO_JOURNAL)),
+            b"J" => journaled()?,
             _ => return Err(CommandError::syntax()),
         }
     }

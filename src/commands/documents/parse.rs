@@ -10,7 +10,7 @@ use bson::{DateTime, Document, RawDocument, RawDocumentBuf};
 
 /// The `J` write concern promises the write is on disk; until the journal exists it is
 /// refused rather than accepted and ignored.
-pub const NO_JOURNAL: &str = "ERR J (journaled write concern) is not available: this version of tidecache has no journal, so no write can be acknowledged as on disk";
+pub const NO_JOURNAL: &str = "ERR J (journaled write concern) needs the journal (appendonly yes): with it off no write can be acknowledged as on disk";
 
 /// The collection a command works on, how its documents are encoded, and the time `$$NOW`
 /// stands for in this command.

@@ -13,7 +13,7 @@
 use super::{Change, ChangeFeed};
 use crate::documents::changes::{Op, Payload, Pending};
 use crate::documents::{codec, json};
-use crate::store::stream::{StreamValue, Trim};
+use crate::store::stream::{StreamId, StreamValue, Trim};
 use crate::store::Store;
 use bson::{Bson, RawDocument};
 use bytes::Bytes;
@@ -39,6 +39,11 @@ impl Store {
         collection: &str,
         change: Change<'_>,
     ) -> bool {
+        // While the journal is replayed, the stream's own records (below) bring its
+        // entries back with their IDs: the replayed changes must not append them again.
+        if crate::store::journal::loading() {
+            return false;
+        }
         let (op, doc) = match change {
             Change::Insert(d) => (Op::Insert, d),
             Change::Update(d) => (Op::Update, d),
@@ -106,12 +111,16 @@ impl Store {
                     // A stream whose IDs are exhausted (XSETID to the maximum) takes no more.
                     let Some(id) = s.next_id(None) else { break };
                     s.append(id, fields);
+                    journal_xadd(db, key, id, fields);
                     added += 1;
                 }
                 let trimmed = match target.maxlen {
                     Some((n, approx)) if added > 0 => s.trim(Trim::MaxLen(n), approx, limit),
                     _ => 0,
                 };
+                if trimmed > 0 {
+                    journal_trim(db, key, s.first_entry().map(|e| e.0));
+                }
                 ((added, trimmed), added > 0)
             });
             match r {
@@ -127,6 +136,33 @@ impl Store {
                 Ok(None) | Err(_) => total,
             }
         })
+    }
+}
+
+/// The journal's record of an appended entry: the XADD with the ID it got, so a replay
+/// rebuilds the stream with the IDs readers resume from. Under the stream's shard lock.
+fn journal_xadd(db: usize, key: &[u8], id: StreamId, fields: &[Bytes]) {
+    if !crate::store::journal::enabled() {
+        return;
+    }
+    let id = id.to_bytes();
+    let mut argv: Vec<&[u8]> = vec![b"XADD", key, &id];
+    argv.extend(fields.iter().map(|f| &f[..]));
+    crate::store::journal::doc_record(db, &argv);
+}
+
+/// The journal's record of a trim after an append: exact, to the first entry left (an
+/// approximate trim depends on how the entries lie in blocks).
+fn journal_trim(db: usize, key: &[u8], first_left: Option<StreamId>) {
+    if !crate::store::journal::enabled() {
+        return;
+    }
+    match first_left {
+        Some(id) => {
+            let id = id.to_bytes();
+            crate::store::journal::doc_record(db, &[b"XTRIM", key, b"MINID", b"=", &id]);
+        }
+        None => crate::store::journal::doc_record(db, &[b"XTRIM", key, b"MAXLEN", b"=", b"0"]),
     }
 }
 

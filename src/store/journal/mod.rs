@@ -1,0 +1,449 @@
+//! The append-only journal (`appendonly yes`): every change, in the order it was applied,
+//! as the Redis commands that redo it, in Redis 7's multi-part AOF (`aof.rs`), written and
+//! fsynced by one thread (`writer.rs`).
+//!
+//! **How a write reaches the journal.** Commands run in parallel on different shards, and a
+//! command's record is only complete when its handler returns, after its shard locks are
+//! released. So the order is fixed under the locks and the bytes are sent later:
+//! - every command runs inside a thread-local *context* ([`Command`], opened by the
+//!   dispatcher; handlers never await, so the thread is the command's);
+//! - each change, under the shard lock that makes it (the key space's `modified` hook,
+//!   FLUSH/SWAPDB, the collection catalog), takes a number from one global counter
+//!   ([`mark`]/[`stamp`]); a command keeps the numbers it took, and its record is placed at
+//!   the largest, the others being fillers. Two changes to the same key take their numbers
+//!   under the same lock, so their order is the order of application; a command that holds
+//!   several shards at once takes its last number while holding them all;
+//! - at the end of the command its record (the commands that redo it, in their resolved
+//!   form: handlers replace their arguments with [`rewrite`]) goes to the writer, which
+//!   places records strictly by number (buffering early arrivals) and writes them in order.
+//!
+//! A command that locks the same shards several times in sequence (a multi-document write
+//! one shard at a time) does not make one record: each document change is its own record,
+//! numbered under its shard's lock ([`doc_record`]). Inside EXEC or a script (the exclusive
+//! gate: no other command runs) everything joins the one record, a `MULTI … EXEC` block.
+//! Keys removed by expiry or eviction become `DEL` records the same way.
+
+pub mod aof;
+pub mod writer;
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use writer::{Journal, Sub};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static LOADING: AtomicBool = AtomicBool::new(false);
+/// The next sequence number.
+static NEXT: AtomicU64 = AtomicU64::new(1);
+static JOURNAL: OnceLock<Arc<Journal>> = OnceLock::new();
+
+/// Whether writes are journaled now.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Whether the journal is being replayed: keys are not expired lazily meanwhile (as Redis,
+/// which expires nothing while loading), since a key the journal wrote to while it was live
+/// must take those writes even if its deadline has passed since; the sweep removes it once
+/// the server runs.
+#[inline]
+pub fn loading() -> bool {
+    LOADING.load(Ordering::Relaxed)
+}
+
+pub fn set_loading(on: bool) {
+    LOADING.store(on, Ordering::Relaxed);
+}
+
+/// The running journal, if any.
+pub fn journal() -> Option<&'static Arc<Journal>> {
+    JOURNAL.get()
+}
+
+/// Starts journaling into `file` (see [`Journal::start`]).
+pub fn start(file: std::fs::File, size: u64, base_size: u64, policy: u8) -> Result<(), String> {
+    let first = NEXT.load(Ordering::Relaxed);
+    let j = Journal::start(file, size, base_size, first, policy);
+    JOURNAL
+        .set(j)
+        .map_err(|_| "the journal is already open".to_string())?;
+    ENABLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Stops journaling (`CONFIG SET appendonly no`, shutdown): what is buffered is written and
+/// fsynced.
+pub fn stop() {
+    ENABLED.store(false, Ordering::Release);
+    if let Some(j) = JOURNAL.get() {
+        j.close();
+    }
+}
+
+pub fn set_policy(p: u8) {
+    if let Some(j) = JOURNAL.get() {
+        j.set_policy(p);
+    }
+}
+
+/// One command frame: a handler run through the table (nested ones: EXEC's commands, a
+/// script's calls).
+struct Frame {
+    db: usize,
+    modified: bool,
+    /// The commands to journal instead of the frame's own arguments.
+    rewrite: Option<Vec<Vec<Vec<u8>>>>,
+}
+
+#[derive(Default)]
+struct Ctx {
+    active: bool,
+    /// EXEC or a script: everything joins one record, wrapped in MULTI … EXEC.
+    atomic: bool,
+    seqs: Vec<u64>,
+    /// The last number taken, reused while no one else has taken one since.
+    last: u64,
+    subs: Vec<Sub>,
+    frames: Vec<Frame>,
+    /// The highest number of anything this command journaled (its own record, or the
+    /// document records it made), for a reply that waits for the disk.
+    wait: u64,
+    /// J on a document write: the reply waits for the disk whatever the policy.
+    j: bool,
+}
+
+thread_local! {
+    static CTX: RefCell<Ctx> = RefCell::new(Ctx::default());
+}
+
+/// What the dispatcher learns when a command ends.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Ended {
+    /// The highest sequence number of what it journaled (0: nothing).
+    pub seq: u64,
+    /// The reply must wait until `seq` is on disk (`appendfsync always`, or J); otherwise
+    /// until it is written to the file.
+    pub wait: bool,
+}
+
+/// The journal context of one command, for the dispatcher: opened before the command runs,
+/// its record handed over when [`Command::end`] is called or the guard is dropped (so a
+/// panicking handler leaves no number unplaced, which would stall the journal).
+pub struct Command {
+    open: bool,
+}
+
+impl Command {
+    pub fn begin() -> Command {
+        if !enabled() {
+            return Command { open: false };
+        }
+        CTX.with(|c| {
+            // The vectors keep their allocations from one command to the next.
+            let mut c = c.borrow_mut();
+            c.active = true;
+            c.atomic = false;
+            c.seqs.clear();
+            c.last = 0;
+            c.subs.clear();
+            c.frames.clear();
+            c.wait = 0;
+            c.j = false;
+        });
+        Command { open: true }
+    }
+
+    pub fn end(mut self) -> Ended {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Ended {
+        if !std::mem::take(&mut self.open) {
+            return Ended::default();
+        }
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            c.active = false;
+            c.frames.clear();
+            let mut subs = std::mem::take(&mut c.subs);
+            if c.atomic && subs.len() > 1 {
+                let mut wrapped = Vec::with_capacity(subs.len() + 2);
+                wrapped.push(command(None, &[b"MULTI"]));
+                wrapped.append(&mut subs);
+                wrapped.push(command(None, &[b"EXEC"]));
+                subs = wrapped;
+            }
+            let seq = c.seqs.iter().copied().max().unwrap_or(0);
+            if seq > 0 {
+                if let Some(j) = JOURNAL.get() {
+                    j.submit(&c.seqs, subs);
+                }
+            }
+            c.seqs.clear();
+            let seq = seq.max(c.wait);
+            let wait =
+                seq > 0 && (c.j || JOURNAL.get().is_some_and(|j| j.policy() == writer::ALWAYS));
+            if c.j && seq > 0 {
+                if let Some(j) = JOURNAL.get() {
+                    j.request_sync(seq);
+                }
+            }
+            Ended { seq, wait }
+        })
+    }
+}
+
+impl Drop for Command {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn command(db: Option<usize>, argv: &[&[u8]]) -> Sub {
+    let mut bytes = Vec::new();
+    aof::encode(&mut bytes, argv);
+    Sub { db, bytes }
+}
+
+/// EXEC or a script: the command's writes make one `MULTI … EXEC` record.
+pub fn set_atomic() {
+    CTX.with(|c| c.borrow_mut().atomic = true);
+}
+
+/// A document write with J: its reply waits until its changes are on disk.
+pub fn want_journaled() {
+    CTX.with(|c| c.borrow_mut().j = true);
+}
+
+/// Takes a sequence number for the current command (under the lock of what it changes):
+/// the last one again if no one has taken one since.
+#[inline]
+pub fn stamp() {
+    if !enabled() {
+        return;
+    }
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if !c.active {
+            return;
+        }
+        take(&mut c);
+    })
+}
+
+fn take(c: &mut Ctx) {
+    if c.last != 0 && NEXT.load(Ordering::Acquire) == c.last + 1 {
+        return;
+    }
+    let s = NEXT.fetch_add(1, Ordering::AcqRel);
+    c.seqs.push(s);
+    c.last = s;
+}
+
+/// A change to data under its shard lock: the current command's frame will be journaled,
+/// and its record is placed after this point.
+#[inline]
+pub fn mark() {
+    if !enabled() {
+        return;
+    }
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if !c.active {
+            return;
+        }
+        if let Some(f) = c.frames.last_mut() {
+            f.modified = true;
+        }
+        take(&mut c);
+    })
+}
+
+/// Opens a frame for a handler about to run on database `db`.
+pub fn enter(db: usize) {
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.active {
+            c.frames.push(Frame {
+                db,
+                modified: false,
+                rewrite: None,
+            });
+        }
+    })
+}
+
+/// Closes the frame of a handler: its commands join the record if it changed something.
+/// `own` is its own arguments, journaled when `write` and the handler did not rewrite them;
+/// `always` journals them even if no key changed (document DDL).
+pub fn leave(own: &[bytes::Bytes], write: bool, always: bool) {
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if !c.active {
+            return;
+        }
+        let Some(f) = c.frames.pop() else { return };
+        if !(f.modified || always) {
+            return;
+        }
+        match f.rewrite {
+            Some(cmds) => {
+                for argv in cmds {
+                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                    c.subs.push(command(Some(f.db), &refs));
+                }
+            }
+            None if write => {
+                let refs: Vec<&[u8]> = own.iter().map(|a| a.as_ref()).collect();
+                c.subs.push(command(Some(f.db), &refs));
+            }
+            None => {}
+        }
+        if always && c.seqs.is_empty() {
+            take(&mut c);
+        }
+    })
+}
+
+/// The current handler's change is journaled as `cmds` instead of its own arguments
+/// (resolved, deterministic forms: absolute deadlines, what a random pop removed...). An
+/// empty list journals nothing.
+pub fn rewrite(cmds: Vec<Vec<Vec<u8>>>) {
+    if !enabled() {
+        return;
+    }
+    CTX.with(|c| {
+        if let Some(f) = c.borrow_mut().frames.last_mut() {
+            f.rewrite = Some(cmds);
+        }
+    })
+}
+
+/// Whether the current handler's arguments will be journaled (so it should rewrite them).
+#[inline]
+pub fn recording() -> bool {
+    enabled() && CTX.with(|c| !c.borrow().frames.is_empty())
+}
+
+/// A key left by expiry or eviction: a `DEL` record of its own, numbered now under the
+/// key's shard lock, so it sits exactly where the key left even when the command that met it
+/// changes other shards later (the key was already dead, and the replay expires nothing
+/// itself). Inside EXEC or a script it joins the block instead, after the block's earlier
+/// writes: one of them may have given the key the deadline that just passed.
+pub fn key_removed(db: usize, key: &[u8]) {
+    if !enabled() {
+        return;
+    }
+    let sub = command(Some(db), &[b"DEL", key]);
+    let own = CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.active && c.atomic {
+            c.subs.push(sub);
+            take(&mut c);
+            None
+        } else {
+            Some(sub)
+        }
+    });
+    if let Some(sub) = own {
+        let seq = submit_alone(vec![sub]);
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.active {
+                c.wait = c.wait.max(seq);
+            }
+        });
+    }
+}
+
+/// A document change, as the command that redoes it. Inside EXEC or a script it joins the
+/// record; otherwise it is a record of its own, numbered now (under its shard's lock).
+pub fn doc_record(db: usize, argv: &[&[u8]]) {
+    if !enabled() {
+        return;
+    }
+    let sub = command(Some(db), argv);
+    let own = CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.active && c.atomic {
+            c.subs.push(sub);
+            take(&mut c);
+            None
+        } else {
+            Some(sub)
+        }
+    });
+    if let Some(sub) = own {
+        let seq = submit_alone(vec![sub]);
+        CTX.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.active {
+                c.wait = c.wait.max(seq);
+            }
+        });
+    }
+}
+
+fn submit_alone(subs: Vec<Sub>) -> u64 {
+    let s = NEXT.fetch_add(1, Ordering::AcqRel);
+    if let Some(j) = JOURNAL.get() {
+        j.submit(&[s], subs);
+    }
+    s
+}
+
+/// The highest number placed in order so far: a client served by another's command (a
+/// blocked pop) waits for it under `always`.
+pub fn placed() -> u64 {
+    JOURNAL.get().map_or(0, |j| j.placed())
+}
+
+/// Resolves once `seq` is written to the file (at once when there is no journal).
+pub async fn wait_written(seq: u64) {
+    if let Some(j) = JOURNAL.get() {
+        j.wait_written(seq).await;
+    }
+}
+
+/// Resolves once `seq` is on disk (at once when there is no journal).
+pub async fn wait_durable(seq: u64) {
+    if let Some(j) = JOURNAL.get() {
+        j.wait_durable(seq).await;
+    }
+}
+
+/// The record of a document change, for the document hooks (under the change's shard lock).
+pub fn doc_change(db: usize, coll: &str, change: crate::store::collections::Change<'_>) {
+    use crate::store::collections::Change;
+    if !enabled() {
+        return;
+    }
+    match change {
+        Change::Insert(d) | Change::Update(d) | Change::Replace(d) => {
+            doc_record(db, &[b"DOC.JOURNALPUT", coll.as_bytes(), d.as_bytes()])
+        }
+        Change::Delete(d) => {
+            if let Ok(id) = d.get("_id") {
+                if let Some(id) = id.and_then(|v| bson::Bson::try_from(v).ok()) {
+                    del_record(db, coll, id);
+                }
+            }
+        }
+        Change::Expire(id) => del_record(db, coll, id.clone()),
+    }
+}
+
+fn del_record(db: usize, coll: &str, id: bson::Bson) {
+    let mut f = bson::Document::new();
+    f.insert("_id", id);
+    let mut raw = Vec::new();
+    if f.to_writer(&mut raw).is_ok() {
+        doc_record(db, &[b"DOC.JOURNALDEL", coll.as_bytes(), &raw]);
+    }
+}
+
+/// Whether replies wait for the disk by policy (`appendfsync always`).
+pub fn wait_on_reply() -> bool {
+    enabled() && JOURNAL.get().is_some_and(|j| j.policy() == writer::ALWAYS)
+}
