@@ -570,8 +570,10 @@ fn drop_gives_memory_back() {
     assert_eq!(int(&mut c, &["DOC.DROP", "big"]), 1);
     let after = info_field(&mut c, "memory", "used_memory");
     eprintln!("used_memory: before {before}, loaded {loaded}, after DOC.DROP {after}");
+    // used_memory is the whole process (statistics rows, buffers): what stays after the
+    // drop is under 1% of what the documents took.
     assert!(
-        after.abs_diff(before) * 10 <= before,
+        after.saturating_sub(before) * 100 <= loaded - before,
         "used_memory {before} -> {loaded} -> {after}"
     );
     assert_eq!(info_field(&mut c, "documents", "documents"), 0);

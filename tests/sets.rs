@@ -660,7 +660,7 @@ fn memory_follows_sets() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();
     let used = |c: &mut redis::Connection| -> i64 {
-        support::info_value(c, "memory", "used_memory")
+        support::info_value(c, "memory", "used_memory_dataset")
             .unwrap()
             .parse()
             .unwrap()
