@@ -496,31 +496,92 @@ fn scripts_inside_multi() {
 /// A script that runs past `busy-reply-threshold` without writing is stopped with an error
 /// (no other client could send SCRIPT KILL while it holds the server); one that wrote runs to
 /// its end, so no half of its writes is left behind.
+/// A script past busy-reply-threshold: others get BUSY (only the ALLOW_BUSY commands run),
+/// SCRIPT KILL stops it unless it wrote (UNKILLABLE then), NOTBUSY when nothing runs, and
+/// FUNCTION KILL does not kill an EVAL.
 #[test]
-fn a_script_past_the_time_limit_is_stopped_unless_it_wrote() {
-    let s = TestServer::start(&["--busy-reply-threshold", "300"]);
+fn busy_script_kill_and_unkillable() {
+    let s = TestServer::start(&[]);
     let mut c = s.conn();
-    let t = std::time::Instant::now();
-    let e = support::err_text(support::q::<String>(
-        &mut c,
-        &["EVAL", "while true do end", "0"],
-    ));
-    assert!(e.contains("Script killed"), "{e}");
-    assert!(t.elapsed() < std::time::Duration::from_secs(5));
-    let n: i64 = support::q(
-        &mut c,
-        &[
-            "EVAL",
-            "redis.call('set','w','1') local t = 0 for i = 1, 40000000 do t = t + 1 end return t",
-            "0",
-        ],
-    )
-    .unwrap();
-    assert_eq!(n, 40_000_000);
-    let v: String = support::q(&mut c, &["GET", "w"]).unwrap();
-    assert_eq!(v, "1");
     // The old name of the setting, as Redis 7 accepts it.
-    let _: () = support::q(&mut c, &["CONFIG", "SET", "lua-time-limit", "0"]).unwrap();
-    let got: Vec<String> = support::q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).unwrap();
-    assert_eq!(got, ["busy-reply-threshold", "0"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "lua-time-limit", "50"]).unwrap();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).unwrap();
+    assert_eq!(got, ["busy-reply-threshold", "50"]);
+    let e = err_text(q::<String>(&mut c, &["SCRIPT", "KILL"]));
+    assert_eq!(e, "NOTBUSY No scripts in execution right now.");
+
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+        ))
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["PING"]).is_err_and(|e| e.code() == Some("BUSY"))
+    }));
+    let e = err_text(q::<String>(&mut c, &["GET", "x"]));
+    assert_eq!(
+        e,
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    );
+    // MULTI is allowed; a command queued meanwhile is refused and aborts the transaction.
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    assert!(err_text(q::<String>(&mut c, &["INCR", "x"])).starts_with("BUSY"));
+    // Inside MULTI a KILL would be queued: another connection sends it.
+    let mut c2 = s.conn();
+    let e = err_text(q::<String>(&mut c2, &["FUNCTION", "KILL"]));
+    assert!(e.starts_with("BUSY"), "{e}");
+    let _: () = q(&mut c2, &["SCRIPT", "KILL"]).unwrap();
+    let e = runner.join().unwrap();
+    assert!(
+        e.contains("Script killed by user with SCRIPT KILL..."),
+        "{e}"
+    );
+    let e = err_text(q::<String>(&mut c, &["EXEC"]));
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+
+    // A script that wrote cannot be killed; it ends by itself and its write stays.
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        q::<i64>(
+            &mut r,
+            &[
+                "EVAL",
+                "redis.call('set','w','1') local t = 0 for i = 1, 30000000 do t = t + 1 end return t",
+                "0",
+            ],
+        )
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["PING"]).is_err_and(|e| e.code() == Some("BUSY"))
+    }));
+    let e = err_text(q::<String>(&mut c, &["SCRIPT", "KILL"]));
+    assert!(
+        e.starts_with("UNKILLABLE Sorry the script already executed write commands"),
+        "{e}"
+    );
+    assert_eq!(runner.join().unwrap().unwrap(), 30_000_000);
+    assert_eq!(q::<String>(&mut c, &["GET", "w"]).unwrap(), "1");
+
+    // A killed script cannot catch its kill with pcall.
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &[
+                "EVAL",
+                "while true do pcall(function() local a = 1 while true do a = a + 1 end end) end",
+                "0",
+            ],
+        ))
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["SCRIPT", "KILL"]).is_ok()
+    }));
+    assert!(runner.join().unwrap().contains("Script killed"));
 }
