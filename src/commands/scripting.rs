@@ -206,6 +206,9 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let spawned = std::thread::Builder::new()
             .name("scripts".into())
+            // Replies nest as deep as the tables a script returns (1000 levels before Redis's
+            // "reached lua stack limit"), each level a few frames of conversion.
+            .stack_size(64 << 20)
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
@@ -1296,6 +1299,21 @@ fn redis_call(
     let _ = table;
     if spec.has(NOSCRIPT) {
         return fail(lua, "This Redis command is not allowed from script");
+    }
+    // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
+    if matches!(spec.name, "xread" | "xreadgroup")
+        && argv
+            .iter()
+            .take_while(|a| !crate::commands::is(a, "streams"))
+            .any(|a| crate::commands::is(a, "block"))
+    {
+        return fail(
+            lua,
+            &format!(
+                "{} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(&argv[0])
+            ),
+        );
     }
     if run.read_only && spec.has(WRITE) {
         return fail(
