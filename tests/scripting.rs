@@ -567,6 +567,30 @@ fn busy_script_kill_and_unkillable() {
     assert_eq!(runner.join().unwrap().unwrap(), 30_000_000);
     assert_eq!(q::<String>(&mut c, &["GET", "w"]).unwrap(), "1");
 
+    // EXEC sent before the script goes busy waits for the gate, then answers BUSY instead of
+    // holding its I/O thread until the script ends.
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "300"]).unwrap();
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    assert_eq!(q::<String>(&mut c, &["INCR", "x"]).unwrap(), "QUEUED");
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+        ))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let e = err_text(q::<Value>(&mut c, &["EXEC"]));
+    assert!(
+        e.starts_with("EXECABORT Transaction discarded because of: BUSY"),
+        "{e}"
+    );
+    let _: () = q(&mut c2, &["SCRIPT", "KILL"]).unwrap();
+    assert!(runner.join().unwrap().contains("Script killed"));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "x"]).unwrap(), None);
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "50"]).unwrap();
+
     // A killed script cannot catch its kill with pcall.
     let client = s.client();
     let runner = std::thread::spawn(move || {

@@ -259,8 +259,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             feed_monitors(ctx, spec, args);
         }
         // Clients blocked on keys the transaction filled are served after it, as a whole.
-        let _shared = ctx.server.exec_gate.shared(ctx.client.id());
-        ctx.server.blocking.serve_ready(ctx.server);
+        if let Some(_shared) = ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
+            ctx.server.blocking.serve_ready(ctx.server);
+        }
         return reply;
     }
     // A script holds the gate exclusively on the script thread; past the threshold, waiting

@@ -154,6 +154,16 @@ fn busy_text(kind: u8) -> &'static str {
     }
 }
 
+/// The BUSY text for the script running now.
+pub fn busy_error(server: &crate::state::Server) -> &'static str {
+    busy_text(
+        server
+            .exec_gate
+            .script_running()
+            .map_or(SCRIPT_EVAL, |(k, _)| k),
+    )
+}
+
 /// The dispatcher's answer to a command refused because a script is busy: BUSY, which also
 /// marks (or, for EXEC, aborts) a transaction in progress, as Redis's `rejectCommand`.
 pub fn refuse_busy(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Reply {

@@ -113,6 +113,25 @@ impl ExecGate {
         })
     }
 
+    /// Exclusive access for EXEC, unless a script holds the gate past
+    /// `busy-reply-threshold` (`None`: EXEC answers BUSY instead of stalling its I/O thread
+    /// behind a script that may never end).
+    pub fn exclusive_unless_busy(&self) -> Option<Vec<RwLockWriteGuard<'_, ()>>> {
+        let mut guards = Vec::with_capacity(STRIPES);
+        for s in &self.stripes {
+            loop {
+                if let Some(g) = s.0.try_write_for(SLICE) {
+                    guards.push(g);
+                    break;
+                }
+                if self.busy() {
+                    return None;
+                }
+            }
+        }
+        Some(guards)
+    }
+
     /// Exclusive access for EXEC: no other command runs until the guards drop.
     pub fn exclusive(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
         self.stripes.iter().map(|s| s.0.write()).collect()
