@@ -215,7 +215,7 @@ fn list_dump_restore_flush_stats() {
     let e = err_text(q::<String>(&mut c, &["FUNCTION", "RESTORE", "a", "b", "c"]));
     assert_eq!(
         e,
-        "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP."
+        "ERR unknown subcommand or wrong number of arguments for 'RESTORE'. Try FUNCTION HELP."
     );
     let e = err_text(
         redis::cmd("FUNCTION")

@@ -609,3 +609,58 @@ fn busy_script_kill_and_unkillable() {
     }));
     assert!(runner.join().unwrap().contains("Script killed"));
 }
+
+/// The struct library: pack/unpack/size with lua_struct.c's sizes, alignment and errors.
+#[test]
+fn struct_library() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let v: Vec<i64> = eval(
+        &mut c,
+        "return {struct.unpack('HB', struct.pack('HB', 300, 7))}",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(v, [300, 7, 4]);
+    let b: Vec<u8> = eval(
+        &mut c,
+        "return struct.pack('>i2!4d<Ls', -5, 1.5, 123456789, 'abc')",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        b,
+        [
+            0xff, 0xfb, 0, 0, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 0x15, 0xcd, 0x5b, 0x07, 0, 0, 0, 0,
+            b'a', b'b', b'c', 0
+        ]
+    );
+    assert_eq!(
+        eval::<i64>(&mut c, "return struct.size('>i2!4d')", &[], &[]).unwrap(),
+        12
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return struct.pack('z', 1)",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR user_script:1: bad argument #1 to 'pack' (invalid format option 'z')"),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return struct.unpack('i', 'ab')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.contains("bad argument #2 to 'unpack' (data string too short)"),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(&mut c, "struct.x = 1", &[], &[]));
+    assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+}

@@ -21,8 +21,8 @@
 //! (`redis`, `string`, `math`, `table`, `cjson`, `bit`, `coroutine`) are read-only proxies too;
 //! `setmetatable`/`rawset` refuse protected tables and `getmetatable` sees a read-only copy.
 //! `os`, `io`, `debug`, `print`, `dofile`, `loadfile`, `require` are not there; `loadstring`
-//! refuses bytecode. `cjson` and `bit` are implemented here in Rust; `struct` and `cmsgpack`
-//! are not provided.
+//! refuses bytecode. `cjson`, `bit`, `cmsgpack` and `struct` (`lua_struct.rs`) are implemented
+//! here in Rust.
 //!
 //! **The script thread.** A script (EVAL, FCALL and their variants) sent by a client runs on
 //! one dedicated thread ([`detach`]): the client's connection waits for the reply as a blocked
@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod functions;
+mod lua_struct;
 use crate::state::gate::{SCRIPT_EVAL, SCRIPT_FUNCTION};
 pub use functions::stats as function_stats;
 
@@ -438,10 +439,11 @@ G.math.randomseed = api.randomseed
 G.cjson = api.cjson
 G.bit = api.bit
 G.cmsgpack = api.cmsgpack
+G.struct = api.struct
 for _, name in ipairs({"dofile", "loadfile", "print", "require", "module", "package", "os", "io", "debug", "gcinfo"}) do
   rawset(G, name, nil)
 end
-for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "coroutine"}) do
+for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "struct", "coroutine"}) do
   rawset(G, name, readonly(rawget(G, name)))
 end
 G._G = env
@@ -685,6 +687,7 @@ impl Engine {
         api.set("cjson", cjson_lib(&lua)?)?;
         api.set("bit", bit_lib(&lua)?)?;
         api.set("cmsgpack", cmsgpack_lib(&lua)?)?;
+        api.set("struct", lua_struct::struct_lib(&lua)?)?;
         let handler = lua.create_function(error_handler)?;
         api.set(
             "errtext",
@@ -1498,6 +1501,10 @@ fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
             } else {
                 Reply::Nil
             }
+        }
+        // C's `(long long)` of a double: out of range (or NaN) gives INT64_MIN on x86-64.
+        Value::Number(n) if !(i64::MIN as f64..-(i64::MIN as f64)).contains(n) => {
+            Reply::Int(i64::MIN)
         }
         Value::Number(n) => Reply::Int(*n as i64),
         Value::Integer(n) => Reply::Int(*n),

@@ -13,6 +13,7 @@
 //! holds the engine (it is one of the commands allowed during a busy script).
 
 use super::*;
+use crate::commands::text;
 use crate::state::gate::{SCRIPT_EVAL, SCRIPT_FUNCTION};
 use std::collections::BTreeMap;
 
@@ -530,10 +531,10 @@ pub(super) fn function_delete(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdRes
 }
 
 pub(super) fn function_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let rest = args.rest();
-    if rest.len() > 1 {
-        return Err(subcommand_syntax("flush"));
+    if args.all().len() > 3 {
+        return Err(subcommand_syntax(args));
     }
+    let rest = args.rest();
     if let [m] = rest {
         if !crate::commands::is(m, "sync") && !crate::commands::is(m, "async") {
             return Err(CommandError::msg(
@@ -550,7 +551,10 @@ pub(super) fn function_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResu
     Ok(Reply::ok())
 }
 
-fn subcommand_syntax(sub: &str) -> CommandError {
+/// Redis's `addReplySubcommandSyntaxError`: the subcommand as the client spelled it.
+fn subcommand_syntax(args: &Args<'_>) -> CommandError {
+    let sub = args.all().get(1).map(|s| text(s)).unwrap_or_default();
+    let sub: String = sub.chars().take(128).collect();
     CommandError::msg(format!(
         "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try FUNCTION HELP."
     ))
@@ -727,10 +731,10 @@ fn get_string(b: &[u8], pos: &mut usize) -> Option<Vec<u8>> {
 }
 
 pub(super) fn function_restore(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let rest = args.rest();
-    if rest.len() > 2 {
-        return Err(subcommand_syntax("restore"));
+    if args.all().len() > 4 {
+        return Err(subcommand_syntax(args));
     }
+    let rest = args.rest();
     #[derive(PartialEq)]
     enum Policy {
         Append,
