@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 mod functions;
 mod lua_struct;
-use crate::state::gate::{SCRIPT_EVAL, SCRIPT_FUNCTION};
+use crate::state::gate::{busy_text, SCRIPT_EVAL, SCRIPT_FUNCTION};
 pub use functions::stats as function_stats;
 
 const FAMILY: CommandSpec = family("scripting", acl::SCRIPTING);
@@ -146,34 +146,10 @@ static FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         .complexity("O(1)"),
 ];
 
-/// Redis's `slowevalerr` / `slowscripterr`.
-fn busy_text(kind: u8) -> &'static str {
-    if kind == SCRIPT_FUNCTION {
-        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
-    } else {
-        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
-    }
-}
-
-/// The BUSY text for the script running now.
-pub fn busy_error(server: &crate::state::Server) -> &'static str {
-    busy_text(
-        server
-            .exec_gate
-            .script_running()
-            .map_or(SCRIPT_EVAL, |(k, _)| k),
-    )
-}
-
 /// The dispatcher's answer to a command refused because a script is busy: BUSY, which also
 /// marks (or, for EXEC, aborts) a transaction in progress, as Redis's `rejectCommand`.
 pub fn refuse_busy(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Reply {
-    let kind = ctx
-        .server
-        .exec_gate
-        .script_running()
-        .map_or(SCRIPT_EVAL, |(k, _)| k);
-    let text = busy_text(kind);
+    let text = ctx.server.exec_gate.busy_error();
     if spec.name == "exec" && ctx.client.multi.is_some() {
         crate::commands::transactions::reset_state(ctx);
         return Reply::error(format!(

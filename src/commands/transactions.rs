@@ -84,7 +84,7 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     let server = ctx.server.clone();
     let Some(_exclusive) = server.exec_gate.exclusive_unless_busy() else {
         unwatch_all(ctx);
-        let busy = crate::commands::scripting::busy_error(&server);
+        let busy = server.exec_gate.busy_error();
         return Reply::error(format!(
             "EXECABORT Transaction discarded because of: {busy}"
         ));

@@ -38,6 +38,15 @@ pub struct ExecGate {
 pub const SCRIPT_EVAL: u8 = 1;
 pub const SCRIPT_FUNCTION: u8 = 2;
 
+/// The BUSY error naming the KILL command for `kind` ([`SCRIPT_EVAL`] or [`SCRIPT_FUNCTION`]).
+pub fn busy_text(kind: u8) -> &'static str {
+    if kind == SCRIPT_FUNCTION {
+        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+    } else {
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    }
+}
+
 /// How long a command waits on the gate before it looks again whether a script went busy.
 const SLICE: Duration = Duration::from_millis(5);
 
@@ -111,6 +120,11 @@ impl ExecGate {
                 self.now_ms().saturating_sub(since),
             )
         })
+    }
+
+    /// Redis's `slowevalerr` / `slowscripterr`: the BUSY error for the script running now.
+    pub fn busy_error(&self) -> &'static str {
+        busy_text(self.script_kind.load(Ordering::Relaxed))
     }
 
     /// Exclusive access for EXEC, unless a script holds the gate past
