@@ -200,7 +200,9 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
                 while let Ok(job) = rx.recv() {
-                    job();
+                    // A panic ends only that script (its caller's connection closes, as
+                    // its reply never comes), not the thread every later script needs.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 }
             });
         if let Err(e) = spawned {

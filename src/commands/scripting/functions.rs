@@ -403,6 +403,8 @@ impl Engine {
     /// registered, or Redis's "Error registering functions" text.
     fn load_library(&mut self, body: &Function) -> Result<Vec<FunctionDef>, String> {
         LOADING.with(|l| *l.borrow_mut() = Some((Vec::new(), std::time::Instant::now())));
+        // A SCRIPT KILL that came as the last script ended must not stop this load.
+        KILL.store(false, Ordering::Release);
         let _ = self.set_loading.call::<()>(true);
         let res = self.runner.call::<MultiValue>(body.clone());
         let _ = self.set_loading.call::<()>(false);
