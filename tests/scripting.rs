@@ -664,3 +664,43 @@ fn struct_library() {
     let e = err_text(eval::<Value>(&mut c, "struct.x = 1", &[], &[]));
     assert!(e.contains("Attempt to modify a readonly table"), "{e}");
 }
+
+/// Scripts that go busy and end by themselves, one after another, with other scripts sent
+/// meanwhile: every client gets its answer (a script that went busy hands the gate back, and
+/// its thread must not wait for the gate the next script holds).
+#[test]
+fn busy_scripts_back_to_back() {
+    let s = TestServer::start(&["--busy-reply-threshold", "20"]);
+    let mut c = s.conn();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    for round in 0..3 {
+        let client = s.client();
+        let runner = std::thread::spawn(move || {
+            let mut r = client.get_connection().unwrap();
+            r.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                .unwrap();
+            q::<i64>(
+                &mut r,
+                &[
+                    "EVAL",
+                    "local t = 0 for i = 1, 20000000 do t = t + 1 end return t",
+                    "0",
+                ],
+            )
+        });
+        let mut busy = 0;
+        let mut ok = 0;
+        while ok < 5 {
+            match eval::<i64>(&mut c, "redis.call('incr', KEYS[1]) return 1", &["n"], &[]) {
+                Ok(1) => ok += 1,
+                Ok(v) => panic!("{v}"),
+                Err(e) if e.code() == Some("BUSY") => busy += 1,
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(runner.join().unwrap().unwrap(), 20_000_000);
+        let _ = busy;
+    }
+    assert_eq!(int(&mut c, &["GET", "n"]), 15);
+}
