@@ -264,20 +264,8 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return reply;
     }
-    if spec.has(flag::EXCLUSIVE) {
-        // A script is one atomic step, as EXEC: the gate exclusively while it runs (the
-        // scripting family hands the gate's exclusion over to BUSY if it runs too long).
-        let reply = match ctx.server.exec_gate.exclusive_unless_busy() {
-            Some(_exclusive) => execute(ctx, spec, args),
-            None => return scripting::refuse_busy(ctx, spec),
-        };
-        if let Some(_shared) = ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
-            ctx.server.blocking.serve_ready(ctx.server);
-        }
-        return reply;
-    }
-    // While a script runs, waiting for the gate ends in BUSY once it is past the threshold,
-    // and the ALLOW_BUSY commands then run without the gate.
+    // A script holds the gate exclusively on the script thread; past the threshold, waiting
+    // for it ends in BUSY, and the ALLOW_BUSY commands run without it.
     let _shared = match ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
         Some(g) => Some(g),
         None if spec.has(flag::ALLOW_BUSY) => None,
@@ -376,8 +364,7 @@ mod tests {
         let known = flag::NAMES.iter().fold(0, |f, (b, _)| f | b)
             | flag::TX_CONTROL
             | flag::SUBSCRIBED
-            | flag::REDACTED
-            | flag::EXCLUSIVE;
+            | flag::REDACTED;
         let mut check = |s: &CommandSpec, container: Option<&str>| {
             assert!(seen.insert(s.name), "{} twice", s.name);
             assert_eq!(s.name, s.name.to_lowercase());

@@ -25,23 +25,17 @@
 //! here in Rust.
 //!
 //! **The script thread.** A script (EVAL, FCALL and their variants) sent by a client runs on
-//! one dedicated thread ([`detach`]), with a client state of its own (Redis's "lua client":
-//! the caller's database, RESP2 until `redis.setresp`, never blocking). The dispatcher holds
-//! the exec gate exclusively for the script command (its `EXCLUSIVE` flag) and the caller's
-//! I/O thread waits for the reply, spinning briefly, then sleeping: for a script that ends in
-//! time nothing else changes. A script that runs past `busy-reply-threshold` is where Redis
-//! starts answering others with `-BUSY` from inside its Lua hook; here the I/O thread stops
-//! waiting instead: the caller's connection waits for the reply as a blocked client does, the
-//! gate is let go and BUSY excludes every other command (`state::gate`) until the script
-//! ends. SCRIPT KILL / FUNCTION KILL then run without the gate and set [`KILL`], which the
-//! instruction hook (every 100,000 instructions, as Redis's `luaMaskCountHook`) turns into
-//! "Script killed by user with SCRIPT KILL..." — unless the script wrote ([`RUN_DIRTY`]:
-//! UNKILLABLE). Why a thread rather than the caller's I/O thread, as before: a script running
-//! on it could never be left to run while that thread serves the others (with one I/O
-//! thread, the default on 2 cores, nobody could even send SCRIPT KILL). The cost is the
-//! hand-off, a few microseconds per script. A script queued in MULTI runs inline under
-//! EXEC's exclusive gate. Functions (`functions.rs`) share all of this, with their own Lua
-//! state.
+//! one dedicated thread ([`detach`]): the client's connection waits for the reply as a blocked
+//! client does, and the script thread takes the exec gate exclusively, runs the script with a
+//! client state of its own (Redis's "lua client": the caller's database, RESP2 until
+//! `redis.setresp`, never blocking), and sends the reply back. So the I/O threads stay free
+//! while a script runs, which is what lets other clients hear `-BUSY` once it runs past
+//! `busy-reply-threshold` (`state::gate`), and SCRIPT KILL / FUNCTION KILL reach it: they run
+//! without the gate and set [`KILL`], which the instruction hook (every 100,000 instructions,
+//! as Redis's `luaMaskCountHook`) turns into "Script killed by user with SCRIPT KILL..." —
+//! unless the script wrote ([`RUN_DIRTY`]: UNKILLABLE). A script queued in MULTI runs inline
+//! under EXEC's exclusive gate. Functions (`functions.rs`) share all of this, with their own
+//! Lua state.
 //!
 //! **Not implemented**: SCRIPT DEBUG.
 use crate::commands::args::{Args, CommandError};
@@ -67,27 +61,27 @@ const EVAL_RO_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RO", "ACCESS"])];
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    FAMILY.cmd("eval", -3, eval).flags(EXCLUSIVE | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("eval", -3, eval).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("script numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("evalsha", -3, evalsha).flags(EXCLUSIVE | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("evalsha", -3, evalsha).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("sha1 numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("eval_ro", -3, eval_ro).flags(EXCLUSIVE | READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("eval_ro", -3, eval_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("script numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("evalsha_ro", -3, evalsha_ro).flags(EXCLUSIVE | READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("evalsha_ro", -3, evalsha_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("sha1 numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("fcall", -3, functions::fcall).flags(EXCLUSIVE | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("fcall", -3, functions::fcall).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("7.0.0", "Invoke a function")
         .complexity("Depends on the function that is executed.")
         .args("function numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("fcall_ro", -3, functions::fcall_ro).flags(EXCLUSIVE | READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("fcall_ro", -3, functions::fcall_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Invoke a read-only function")
         .complexity("Depends on the function that is executed.")
         .args("function numkeys:integer [key:key...] [arg...]"),
@@ -191,10 +185,6 @@ fn kill(ctx: &mut Ctx<'_>, kind: u8) -> CmdResult {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// How long either side of a hand-off spins before it sleeps: about a short script's run, so
-/// back-to-back scripts pass from thread to thread without a wake-up call.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
-
 /// The script thread's queue; the thread starts with the first script.
 fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
     static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
@@ -209,16 +199,9 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
-                loop {
-                    let job = match spin_recv(&rx) {
-                        Some(job) => job,
-                        None => match rx.recv() {
-                            Ok(job) => job,
-                            Err(_) => return,
-                        },
-                    };
-                    // A panic ends only that script (its caller gets an error), not the
-                    // thread every later script needs.
+                while let Ok(job) = rx.recv() {
+                    // A panic ends only that script (its caller's connection closes, as
+                    // its reply never comes), not the thread every later script needs.
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 }
             });
@@ -229,28 +212,8 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
     })
 }
 
-fn spin_recv(rx: &std::sync::mpsc::Receiver<Job>) -> Option<Job> {
-    let start = std::time::Instant::now();
-    loop {
-        for _ in 0..64 {
-            if let Ok(job) = rx.try_recv() {
-                return Some(job);
-            }
-            std::hint::spin_loop();
-        }
-        if start.elapsed() > SPIN {
-            return None;
-        }
-    }
-}
-
-/// Runs a script command (`job`) on the script thread; see the module comment.
-///
-/// The dispatcher holds the exec gate exclusively for it (an [`EXCLUSIVE`] command) and this
-/// thread waits for the reply, so a script is one atomic step as EXEC is. If the script runs
-/// past `busy-reply-threshold`, the connection stops waiting here: it waits for the reply as
-/// a blocked client does, the dispatcher lets the gate go, and the I/O thread serves the
-/// other clients, which get BUSY until the script ends. Inside EXEC the script runs inline.
+/// Runs a script command (`job`) on the script thread and makes the calling connection wait
+/// for its reply (see the module comment). Inside EXEC (already exclusive) it runs inline.
 fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
     if ctx.client.in_exec {
         return job(ctx, argv);
@@ -259,53 +222,25 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
     let mut client = crate::state::client::ClientState::new(ctx.client.handle.clone(), true);
     client.db = ctx.client.db;
     let argv = argv.to_vec();
-    let (tx, mut rx) = tokio::sync::oneshot::channel();
-    let caller = std::thread::current();
-    let gone = Arc::new(AtomicBool::new(false));
-    let caller_gone = gone.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
     let task: Job = Box::new(move || {
         let reply = {
+            let _exclusive = server.exec_gate.exclusive();
             let mut ctx = Ctx {
                 server: &server,
                 client: &mut client,
             };
             job(&mut ctx, &argv)
         };
-        if tx.send(reply).is_err() {
-            return;
+        // Clients blocked on keys the script filled are served after it, as after EXEC.
+        {
+            let _shared = server.exec_gate.shared(client.id());
+            server.blocking.serve_ready(&server);
         }
-        caller.unpark();
-        // A caller that stopped waiting (the script went busy) left the gate: clients blocked
-        // on keys the script filled are served now, as the dispatcher serves them otherwise.
-        // Never waiting for the gate: its holder may be the next script command, waiting for
-        // this thread (and it serves them after itself anyway).
-        if caller_gone.load(Ordering::Acquire) {
-            if let Some(_shared) = server.exec_gate.try_shared(client.id()) {
-                server.blocking.serve_ready(&server);
-            }
-        }
+        let _ = tx.send(reply);
     });
     if script_thread().send(task).is_err() {
         return Reply::error("ERR the script thread is not running");
-    }
-    let start = std::time::Instant::now();
-    loop {
-        match rx.try_recv() {
-            Ok(reply) => return reply,
-            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
-                return Reply::error("ERR the script ended without a reply")
-            }
-            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
-        }
-        if start.elapsed() < SPIN {
-            std::hint::spin_loop();
-            continue;
-        }
-        if ctx.server.exec_gate.busy() {
-            gone.store(true, Ordering::Release);
-            break;
-        }
-        std::thread::park_timeout(std::time::Duration::from_millis(1));
     }
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: ctx.client.id(),

@@ -72,9 +72,6 @@ pub mod flag {
     /// Its arguments after the name are shown as `(redacted)` to MONITOR (AUTH; HELLO
     /// redacts only what follows its AUTH token).
     pub const REDACTED: u32 = 1 << 26;
-    /// Runs holding the exec gate exclusively, as one atomic step (EVAL, FCALL and their
-    /// variants, like EXEC's transaction).
-    pub const EXCLUSIVE: u32 = 1 << 27;
 
     /// Names in the order Redis prints them.
     pub const NAMES: &[(u32, &str)] = &[

@@ -8,16 +8,13 @@
 //! more than one stripe). parking_lot's RwLock makes new readers wait behind a waiting writer,
 //! so EXEC cannot starve.
 //!
-//! **Busy scripts.** A script command holds the gate exclusively while its script runs (on the
-//! script thread, `commands::scripting`), and the script records when it started here. A
-//! command that finds the gate taken waits for it in slices, and between slices looks whether
-//! the script has run past `busy-reply-threshold`: then it gives up and the dispatcher answers
-//! `-BUSY` (or runs it without the gate, for the few commands Redis allows then). Past the
-//! threshold the script's command lets the gate go (its I/O thread must serve the others'
-//! BUSY replies) while the script goes on: from then until the script ends, BUSY is what
-//! excludes other commands, so a guard taken while busy is given back at once. A command
-//! that arrives while the script is already past the threshold is refused before it waits at
-//! all: that check is one atomic load when no script runs.
+//! **Busy scripts.** A script holds the gate exclusively for its whole run (on the script
+//! thread, `commands::scripting`), and records when it started here. A command that finds the
+//! gate taken waits for it in slices, and between slices looks whether the script has run past
+//! `busy-reply-threshold`: then it gives up and the dispatcher answers `-BUSY` (or runs it
+//! without the gate, for the few commands Redis allows then). A command that arrives while
+//! the script is already past the threshold is refused before it waits at all: that check is
+//! one atomic load when no script runs.
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -79,20 +76,12 @@ impl ExecGate {
         let lock = &self.stripes[(client_id as usize) % STRIPES].0;
         loop {
             if let Some(g) = lock.try_read_for(SLICE) {
-                // A script past the threshold hands the gate back while it still runs (its
-                // exclusion is BUSY from then on).
-                return (!self.busy()).then_some(g);
+                return Some(g);
             }
             if self.busy() {
                 return None;
             }
         }
-    }
-
-    /// Shared access if free right now (for a thread that must never wait on the gate: every
-    /// holder serves blocked clients itself after its command).
-    pub fn try_shared(&self, client_id: u64) -> Option<RwLockReadGuard<'_, ()>> {
-        self.stripes[(client_id as usize) % STRIPES].0.try_read()
     }
 
     /// A script has run past `busy-reply-threshold` and still runs.
@@ -154,7 +143,7 @@ impl ExecGate {
                 }
             }
         }
-        (!self.busy()).then_some(guards)
+        Some(guards)
     }
 
     /// Exclusive access for EXEC: no other command runs until the guards drop.
