@@ -82,18 +82,25 @@ fn run_script(client: &Client, port: u16) -> (bool, String, f64) {
     ]
     .iter()
     .collect();
-    let started = Instant::now();
-    let mut child = Command::new("python3")
-        .arg(&path)
+    let mut cmd = Command::new("python3");
+    cmd.arg(&path)
         .arg(port.to_string())
         .args(client.args)
         // Keep the source tree free of __pycache__ (the workers import the scripts).
-        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    run_bounded(cmd)
+}
+
+/// Runs `cmd` to its end (killed after [`SCRIPT_TIMEOUT`]); returns (success, combined
+/// output, seconds).
+fn run_bounded(mut cmd: Command) -> (bool, String, f64) {
+    let started = Instant::now();
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn python3");
+        .expect("spawn the client script");
     let mut readers = Vec::new();
     for pipe in [
         child
@@ -281,4 +288,52 @@ fn rq_scheduler_enqueue_in() {
             ("script", "SCRIPT LOAD, which redis-py sends before EVALSHA"),
         ],
     });
+}
+
+/// The Node project of tests/clients/bullmq: installed with `npm ci` (its lock file) when
+/// its node_modules are missing. `Some(reason)` when Node or the install is not available.
+fn bullmq_missing() -> Option<String> {
+    let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "clients", "bullmq"]
+        .iter()
+        .collect();
+    if let Err(e) = Command::new("node").arg("--version").output() {
+        return Some(format!("node not runnable ({e})"));
+    }
+    if dir.join("node_modules/bullmq/package.json").exists() {
+        return None;
+    }
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(&dir);
+    let (ok, output, _) = run_bounded(npm);
+    (!ok).then(|| format!("npm ci in tests/clients/bullmq failed: {output}"))
+}
+
+/// BullMQ (Node, unmodified, pinned in tests/clients/bullmq/package.json): a Queue, a Worker
+/// with concurrency 4, 20 jobs, a delayed job, a job that fails once and succeeds on its
+/// retry, and QueueEvents seeing every completion. BullMQ is Lua scripts end to end (EVALSHA
+/// of about forty scripts using cmsgpack, KEYS built inside the scripts), with BZPOPMIN on
+/// its marker key and XREAD BLOCK on its events stream.
+#[test]
+fn bullmq_queue_worker_delayed_retry_events() {
+    if let Some(why) = bullmq_missing() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "bullmq: Node and npm are needed under CI: {why}"
+        );
+        eprintln!("NOTICE: bullmq_e2e.js skipped: {why}");
+        return;
+    }
+    let server = TestServer::start(&[]);
+    let mut node = Command::new("node");
+    node.current_dir(
+        [env!("CARGO_MANIFEST_DIR"), "tests", "clients", "bullmq"]
+            .iter()
+            .collect::<PathBuf>(),
+    )
+    .arg("bullmq_e2e.js")
+    .arg(server.port.to_string());
+    let (ok, output, secs) = run_bounded(node);
+    eprintln!("bullmq_e2e.js against tidecache ({secs:.1} s):\n{output}");
+    assert!(ok, "bullmq_e2e.js failed against tidecache:\n{output}");
 }

@@ -615,3 +615,49 @@ fn a_change_stream_comes_back_with_its_ids() {
     );
     assert!(last.contains("insert") && last.contains("9"), "{last}");
 }
+
+/// A script runs on the script thread: its writes are still one `MULTI … EXEC` record, and
+/// come back after a restart.
+#[test]
+fn a_script_is_one_record_and_comes_back() {
+    let dir = temp_dir("script");
+    let s = start(&dir, "always");
+    let mut c = s.conn();
+    let n: i64 = q(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 'a'); redis.call('RPUSH', KEYS[2], 'x', 'y'); return redis.call('LLEN', KEYS[2])",
+            "2",
+            "s:one",
+            "s:list",
+        ],
+    )
+    .expect("eval");
+    assert_eq!(n, 2);
+    let _: String = q(
+        &mut c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=j\nredis.register_function('bump', function(k) return redis.call('INCR', k[1]) end)",
+        ],
+    )
+    .expect("function load");
+    let _: i64 = q(&mut c, &["FCALL", "bump", "1", "s:counter"]).expect("fcall");
+    drop(c);
+    drop(s);
+    let text = std::fs::read_to_string(incr_file(&dir)).expect("journal");
+    let block = text.find("MULTI").expect("a MULTI block");
+    assert!(text[block..].contains("RPUSH"), "{text}");
+    let s = start(&dir, "always");
+    let mut c = s.conn();
+    assert_eq!(
+        strs(&mut c, &["LRANGE", "s:list", "0", "-1"]),
+        vec!["x", "y"]
+    );
+    let v: String = q(&mut c, &["GET", "s:one"]).expect("get");
+    assert_eq!(v, "a");
+    let v: String = q(&mut c, &["GET", "s:counter"]).expect("get");
+    assert_eq!(v, "1");
+}

@@ -496,31 +496,211 @@ fn scripts_inside_multi() {
 /// A script that runs past `busy-reply-threshold` without writing is stopped with an error
 /// (no other client could send SCRIPT KILL while it holds the server); one that wrote runs to
 /// its end, so no half of its writes is left behind.
+/// A script past busy-reply-threshold: others get BUSY (only the ALLOW_BUSY commands run),
+/// SCRIPT KILL stops it unless it wrote (UNKILLABLE then), NOTBUSY when nothing runs, and
+/// FUNCTION KILL does not kill an EVAL.
 #[test]
-fn a_script_past_the_time_limit_is_stopped_unless_it_wrote() {
-    let s = TestServer::start(&["--busy-reply-threshold", "300"]);
+fn busy_script_kill_and_unkillable() {
+    let s = TestServer::start(&[]);
     let mut c = s.conn();
-    let t = std::time::Instant::now();
-    let e = support::err_text(support::q::<String>(
+    // The old name of the setting, as Redis 7 accepts it.
+    let _: () = q(&mut c, &["CONFIG", "SET", "lua-time-limit", "50"]).unwrap();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).unwrap();
+    assert_eq!(got, ["busy-reply-threshold", "50"]);
+    let e = err_text(q::<String>(&mut c, &["SCRIPT", "KILL"]));
+    assert_eq!(e, "NOTBUSY No scripts in execution right now.");
+
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+        ))
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["PING"]).is_err_and(|e| e.code() == Some("BUSY"))
+    }));
+    let e = err_text(q::<String>(&mut c, &["GET", "x"]));
+    assert_eq!(
+        e,
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    );
+    // MULTI is allowed; a command queued meanwhile is refused and aborts the transaction.
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    assert!(err_text(q::<String>(&mut c, &["INCR", "x"])).starts_with("BUSY"));
+    // Inside MULTI a KILL would be queued: another connection sends it.
+    let mut c2 = s.conn();
+    let e = err_text(q::<String>(&mut c2, &["FUNCTION", "KILL"]));
+    assert!(e.starts_with("BUSY"), "{e}");
+    let _: () = q(&mut c2, &["SCRIPT", "KILL"]).unwrap();
+    let e = runner.join().unwrap();
+    assert!(
+        e.contains("Script killed by user with SCRIPT KILL..."),
+        "{e}"
+    );
+    let e = err_text(q::<String>(&mut c, &["EXEC"]));
+    assert!(e.starts_with("EXECABORT"), "{e}");
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+
+    // A script that wrote cannot be killed; it ends by itself and its write stays.
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        q::<i64>(
+            &mut r,
+            &[
+                "EVAL",
+                "redis.call('set','w','1') local t = 0 for i = 1, 30000000 do t = t + 1 end return t",
+                "0",
+            ],
+        )
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["PING"]).is_err_and(|e| e.code() == Some("BUSY"))
+    }));
+    let e = err_text(q::<String>(&mut c, &["SCRIPT", "KILL"]));
+    assert!(
+        e.starts_with("UNKILLABLE Sorry the script already executed write commands"),
+        "{e}"
+    );
+    assert_eq!(runner.join().unwrap().unwrap(), 30_000_000);
+    assert_eq!(q::<String>(&mut c, &["GET", "w"]).unwrap(), "1");
+
+    // EXEC sent before the script goes busy waits for the gate, then answers BUSY instead of
+    // holding its I/O thread until the script ends.
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "300"]).unwrap();
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    assert_eq!(q::<String>(&mut c, &["INCR", "x"]).unwrap(), "QUEUED");
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+        ))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let e = err_text(q::<Value>(&mut c, &["EXEC"]));
+    assert!(
+        e.starts_with("EXECABORT Transaction discarded because of: BUSY"),
+        "{e}"
+    );
+    let _: () = q(&mut c2, &["SCRIPT", "KILL"]).unwrap();
+    assert!(runner.join().unwrap().contains("Script killed"));
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "x"]).unwrap(), None);
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "50"]).unwrap();
+
+    // A killed script cannot catch its kill with pcall.
+    let client = s.client();
+    let runner = std::thread::spawn(move || {
+        let mut r = client.get_connection().unwrap();
+        err_text(q::<String>(
+            &mut r,
+            &[
+                "EVAL",
+                "while true do pcall(function() local a = 1 while true do a = a + 1 end end) end",
+                "0",
+            ],
+        ))
+    });
+    assert!(support::eventually(5.0, || {
+        q::<String>(&mut c, &["SCRIPT", "KILL"]).is_ok()
+    }));
+    assert!(runner.join().unwrap().contains("Script killed"));
+}
+
+/// The struct library: pack/unpack/size with lua_struct.c's sizes, alignment and errors.
+#[test]
+fn struct_library() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let v: Vec<i64> = eval(
         &mut c,
-        &["EVAL", "while true do end", "0"],
-    ));
-    assert!(e.contains("Script killed"), "{e}");
-    assert!(t.elapsed() < std::time::Duration::from_secs(5));
-    let n: i64 = support::q(
-        &mut c,
-        &[
-            "EVAL",
-            "redis.call('set','w','1') local t = 0 for i = 1, 40000000 do t = t + 1 end return t",
-            "0",
-        ],
+        "return {struct.unpack('HB', struct.pack('HB', 300, 7))}",
+        &[],
+        &[],
     )
     .unwrap();
-    assert_eq!(n, 40_000_000);
-    let v: String = support::q(&mut c, &["GET", "w"]).unwrap();
-    assert_eq!(v, "1");
-    // The old name of the setting, as Redis 7 accepts it.
-    let _: () = support::q(&mut c, &["CONFIG", "SET", "lua-time-limit", "0"]).unwrap();
-    let got: Vec<String> = support::q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]).unwrap();
-    assert_eq!(got, ["busy-reply-threshold", "0"]);
+    assert_eq!(v, [300, 7, 4]);
+    let b: Vec<u8> = eval(
+        &mut c,
+        "return struct.pack('>i2!4d<Ls', -5, 1.5, 123456789, 'abc')",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        b,
+        [
+            0xff, 0xfb, 0, 0, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 0x15, 0xcd, 0x5b, 0x07, 0, 0, 0, 0,
+            b'a', b'b', b'c', 0
+        ]
+    );
+    assert_eq!(
+        eval::<i64>(&mut c, "return struct.size('>i2!4d')", &[], &[]).unwrap(),
+        12
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return struct.pack('z', 1)",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR user_script:1: bad argument #1 to 'pack' (invalid format option 'z')"),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return struct.unpack('i', 'ab')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.contains("bad argument #2 to 'unpack' (data string too short)"),
+        "{e}"
+    );
+    let e = err_text(eval::<Value>(&mut c, "struct.x = 1", &[], &[]));
+    assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+}
+
+/// Scripts that go busy and end by themselves, one after another, with other scripts sent
+/// meanwhile: every client gets its answer (a script that went busy hands the gate back, and
+/// its thread must not wait for the gate the next script holds).
+#[test]
+fn busy_scripts_back_to_back() {
+    let s = TestServer::start(&["--busy-reply-threshold", "20"]);
+    let mut c = s.conn();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    for round in 0..3 {
+        let client = s.client();
+        let runner = std::thread::spawn(move || {
+            let mut r = client.get_connection().unwrap();
+            r.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                .unwrap();
+            q::<i64>(
+                &mut r,
+                &[
+                    "EVAL",
+                    "local t = 0 for i = 1, 20000000 do t = t + 1 end return t",
+                    "0",
+                ],
+            )
+        });
+        let mut busy = 0;
+        let mut ok = 0;
+        while ok < 5 {
+            match eval::<i64>(&mut c, "redis.call('incr', KEYS[1]) return 1", &["n"], &[]) {
+                Ok(1) => ok += 1,
+                Ok(v) => panic!("{v}"),
+                Err(e) if e.code() == Some("BUSY") => busy += 1,
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(runner.join().unwrap().unwrap(), 20_000_000);
+        let _ = busy;
+    }
+    assert_eq!(int(&mut c, &["GET", "n"]), 15);
 }

@@ -274,6 +274,10 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             Reply::error("NOAUTH Authentication required."),
         );
     }
+    // A script past busy-reply-threshold: only ALLOW_BUSY commands (Redis's processCommand).
+    if ctx.server.exec_gate.busy() && !spec.has(flag::ALLOW_BUSY) {
+        return scripting::refuse_busy(ctx, spec);
+    }
     let in_multi = ctx.client.multi.is_some();
     if in_multi && spec.has(flag::NO_MULTI) {
         return refuse(
@@ -333,22 +337,18 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             feed_monitors(ctx, spec, args);
         }
         // Clients blocked on keys the transaction filled are served after it, as a whole.
-        let _shared = ctx.server.exec_gate.shared(ctx.client.id());
-        ctx.server.blocking.serve_ready(ctx.server);
+        if let Some(_shared) = ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
+            ctx.server.blocking.serve_ready(ctx.server);
+        }
         return reply;
     }
-    if scripting::runs_exclusive(spec) {
-        // A script is one atomic step, as EXEC: the gate exclusively while it runs.
-        crate::store::journal::set_atomic();
-        let reply = {
-            let _exclusive = ctx.server.exec_gate.exclusive();
-            execute(ctx, spec, args)
-        };
-        let _shared = ctx.server.exec_gate.shared(ctx.client.id());
-        ctx.server.blocking.serve_ready(ctx.server);
-        return reply;
-    }
-    let _shared = ctx.server.exec_gate.shared(ctx.client.id());
+    // A script holds the gate exclusively on the script thread; past the threshold, waiting
+    // for it ends in BUSY, and the ALLOW_BUSY commands run without it.
+    let _shared = match ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
+        Some(g) => Some(g),
+        None if spec.has(flag::ALLOW_BUSY) => None,
+        None => return scripting::refuse_busy(ctx, spec),
+    };
     let reply = execute(ctx, spec, args);
     ctx.server.blocking.serve_ready(ctx.server);
     reply

@@ -21,12 +21,23 @@
 //! (`redis`, `string`, `math`, `table`, `cjson`, `bit`, `coroutine`) are read-only proxies too;
 //! `setmetatable`/`rawset` refuse protected tables and `getmetatable` sees a read-only copy.
 //! `os`, `io`, `debug`, `print`, `dofile`, `loadfile`, `require` are not there; `loadstring`
-//! refuses bytecode. `cjson` and `bit` are implemented here in Rust; `struct` and `cmsgpack`
-//! are not provided.
+//! refuses bytecode. `cjson`, `bit`, `cmsgpack` and `struct` (`lua_struct.rs`) are implemented
+//! here in Rust.
 //!
-//! **Not implemented**: busy scripts (`busy-reply-threshold`/`lua-time-limit`, `-BUSY`, killing
-//! a running script): a script runs to its end and SCRIPT KILL answers NOTBUSY. SCRIPT DEBUG,
-//! FUNCTION/FCALL are not here.
+//! **The script thread.** A script (EVAL, FCALL and their variants) sent by a client runs on
+//! one dedicated thread ([`detach`]): the client's connection waits for the reply as a blocked
+//! client does, and the script thread takes the exec gate exclusively, runs the script with a
+//! client state of its own (Redis's "lua client": the caller's database, RESP2 until
+//! `redis.setresp`, never blocking), and sends the reply back. So the I/O threads stay free
+//! while a script runs, which is what lets other clients hear `-BUSY` once it runs past
+//! `busy-reply-threshold` (`state::gate`), and SCRIPT KILL / FUNCTION KILL reach it: they run
+//! without the gate and set [`KILL`], which the instruction hook (every 100,000 instructions,
+//! as Redis's `luaMaskCountHook`) turns into "Script killed by user with SCRIPT KILL..." —
+//! unless the script wrote ([`RUN_DIRTY`]: UNKILLABLE). A script queued in MULTI runs inline
+//! under EXEC's exclusive gate. Functions (`functions.rs`) share all of this, with their own
+//! Lua state.
+//!
+//! **Not implemented**: SCRIPT DEBUG.
 use crate::commands::args::{Args, CommandError};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec, KeySpec};
 use crate::commands::{execute, help_reply, resolve, table, Ctx};
@@ -35,8 +46,13 @@ use bytes::{Bytes, BytesMut};
 use mlua::{Function, LightUserData, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod functions;
+mod lua_struct;
+use crate::state::gate::{busy_text, SCRIPT_EVAL, SCRIPT_FUNCTION};
+pub use functions::stats as function_stats;
 
 const FAMILY: CommandSpec = family("scripting", acl::SCRIPTING);
 
@@ -61,6 +77,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("sha1 numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("fcall", -3, functions::fcall).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+        .doc("7.0.0", "Invoke a function")
+        .complexity("Depends on the function that is executed.")
+        .args("function numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("fcall_ro", -3, functions::fcall_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+        .doc("7.0.0", "Invoke a read-only function")
+        .complexity("Depends on the function that is executed.")
+        .args("function numkeys:integer [key:key...] [arg...]"),
+    FAMILY.cmd("function", -2, container)
+        .doc("7.0.0", "A container for function commands")
+        .complexity("Depends on subcommand.").subs(FUNCTION_SUBCOMMANDS),
     FAMILY.cmd("script", -2, container)
         .doc("2.6.0", "A container for Lua scripts management commands")
         .complexity("Depends on subcommand.").subs(SCRIPT_SUBCOMMANDS),
@@ -86,10 +113,150 @@ static SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         .args("script"),
 ];
 
-/// The commands the dispatcher runs with the exec gate held exclusively (a script is one
-/// atomic step, like EXEC).
-pub fn runs_exclusive(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+#[rustfmt::skip]
+static FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
+    FAMILY.cmd("function|delete", 3, functions::function_delete).flags(WRITE | NOSCRIPT)
+        .doc("7.0.0", "Delete a function by name").complexity("O(1)")
+        .args("library-name"),
+    FAMILY.cmd("function|dump", 2, functions::function_dump).flags(NOSCRIPT)
+        .doc("7.0.0", "Dump all functions into a serialized binary payload")
+        .complexity("O(N) where N is the number of functions"),
+    FAMILY.cmd("function|flush", -2, functions::function_flush).flags(WRITE | NOSCRIPT)
+        .doc("7.0.0", "Deleting all functions")
+        .complexity("O(N) where N is the number of functions deleted")
+        .args("[flush-type:(ASYNC|SYNC)]"),
+    FAMILY.cmd("function|help", 2, functions::function_help).flags(LOADING | STALE)
+        .doc("7.0.0", "Show helpful text about the different subcommands").complexity("O(1)"),
+    FAMILY.cmd("function|kill", 2, functions::function_kill).flags(NOSCRIPT | ALLOW_BUSY)
+        .doc("7.0.0", "Kill the function currently in execution.").complexity("O(1)"),
+    FAMILY.cmd("function|list", -2, functions::function_list).flags(NOSCRIPT)
+        .doc("7.0.0", "List information about all the functions")
+        .complexity("O(N) where N is the number of functions")
+        .args("[LIBRARYNAME=library-name-pattern] [WITHCODE]"),
+    FAMILY.cmd("function|load", -3, functions::function_load).flags(WRITE | DENYOOM | NOSCRIPT)
+        .doc("7.0.0", "Create a function with the given arguments (name, code, description)")
+        .complexity("O(1) (considering compilation time is redundant)")
+        .args("[REPLACE] function-code"),
+    FAMILY.cmd("function|restore", -3, functions::function_restore).flags(WRITE | DENYOOM | NOSCRIPT)
+        .doc("7.0.0", "Restore all the functions on the given payload")
+        .complexity("O(N) where N is the number of functions on the payload")
+        .args("serialized-value [policy:(FLUSH|APPEND|REPLACE)]"),
+    FAMILY.cmd("function|stats", 2, functions::function_stats).flags(NOSCRIPT | ALLOW_BUSY)
+        .doc("7.0.0", "Return information about the function currently running (name, description, duration)")
+        .complexity("O(1)"),
+];
+
+/// The dispatcher's answer to a command refused because a script is busy: BUSY, which also
+/// marks (or, for EXEC, aborts) a transaction in progress, as Redis's `rejectCommand`.
+pub fn refuse_busy(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Reply {
+    let text = ctx.server.exec_gate.busy_error();
+    if spec.name == "exec" && ctx.client.multi.is_some() {
+        crate::commands::transactions::reset_state(ctx);
+        return Reply::error(format!(
+            "EXECABORT Transaction discarded because of: {text}"
+        ));
+    }
+    crate::commands::transactions::refuse(ctx, Reply::error(text))
+}
+
+/// A kill was asked for the running script (SCRIPT KILL / FUNCTION KILL).
+static KILL: AtomicBool = AtomicBool::new(false);
+/// The running script has called a write command (it can no longer be killed).
+static RUN_DIRTY: AtomicBool = AtomicBool::new(false);
+
+/// SCRIPT KILL (`kind` SCRIPT_EVAL) and FUNCTION KILL (SCRIPT_FUNCTION): Redis's `scriptKill`.
+fn kill(ctx: &mut Ctx<'_>, kind: u8) -> CmdResult {
+    let Some((running, _)) = ctx.server.exec_gate.script_running() else {
+        return Err(CommandError::msg(
+            "NOTBUSY No scripts in execution right now.",
+        ));
+    };
+    if RUN_DIRTY.load(Ordering::Acquire) {
+        return Err(CommandError::msg(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+        ));
+    }
+    if running != kind {
+        return Err(CommandError::msg(busy_text(running)));
+    }
+    KILL.store(true, Ordering::Release);
+    Ok(Reply::ok())
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The script thread's queue; the thread starts with the first script.
+fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
+    static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+    TX.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let spawned = std::thread::Builder::new()
+            .name("scripts".into())
+            // Replies nest as deep as the tables a script returns (1000 levels before Redis's
+            // "reached lua stack limit"), each level a few frames of conversion.
+            .stack_size(64 << 20)
+            .spawn(move || {
+                // Inside the runtime's context, in case a command a script calls needs it.
+                let _rt = runtime.as_ref().map(|h| h.enter());
+                while let Ok(job) = rx.recv() {
+                    // A panic ends only that script (its caller's connection closes, as
+                    // its reply never comes), not the thread every later script needs.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("could not start the script thread: {e}");
+        }
+        tx
+    })
+}
+
+/// Runs a script command (`job`) on the script thread and makes the calling connection wait
+/// for its reply (see the module comment). Inside EXEC (already exclusive) it runs inline.
+fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
+    if ctx.client.in_exec {
+        return job(ctx, argv);
+    }
+    let server = ctx.server.clone();
+    let mut client = crate::state::client::ClientState::new(ctx.client.handle.clone(), true);
+    client.db = ctx.client.db;
+    let argv = argv.to_vec();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task: Job = Box::new(move || {
+        let reply = {
+            let _exclusive = server.exec_gate.exclusive();
+            // The script's writes are one journal record (`MULTI … EXEC`), made on this
+            // thread; the caller's reply waits for what the journal has placed when it
+            // arrives (the connection's blocked-reply path), so under `always` it is on disk.
+            let record = crate::store::journal::Command::begin();
+            crate::store::journal::set_atomic();
+            crate::store::journal::enter(client.db);
+            let mut ctx = Ctx {
+                server: &server,
+                client: &mut client,
+            };
+            let reply = job(&mut ctx, &argv);
+            crate::store::journal::leave(&[], false, false);
+            let _ = record.end();
+            reply
+        };
+        // Clients blocked on keys the script filled are served after it, as after EXEC.
+        {
+            let _shared = server.exec_gate.shared(client.id());
+            server.blocking.serve_ready(&server);
+        }
+        let _ = tx.send(reply);
+    });
+    if script_thread().send(task).is_err() {
+        return Reply::error("ERR the script thread is not running");
+    }
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Reply::NoReply
 }
 
 fn container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
@@ -126,6 +293,13 @@ struct Engine {
     redis: Table,
     /// Bytes of script bodies held (INFO's used_memory_scripts).
     body_bytes: usize,
+    /// `function(f, keys, args)`: a function's call, as `runner`.
+    frunner: Function,
+    /// Switches the globals between the library API (while a library loads) and the
+    /// runtime ones (functions engine only).
+    set_loading: Function,
+    /// The libraries (functions engine only).
+    functions: functions::Registry,
 }
 
 static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
@@ -163,7 +337,7 @@ fn publish_stats(eng: Option<&Engine>) {
 
 fn engine(slot: &mut Option<Engine>) -> Result<&mut Engine, Reply> {
     if slot.is_none() {
-        *slot = Some(Engine::new().map_err(|e| Reply::error(format!("ERR Lua init: {e}")))?);
+        *slot = Some(Engine::new(false).map_err(|e| Reply::error(format!("ERR Lua init: {e}")))?);
     }
     Ok(slot.as_mut().expect("just set"))
 }
@@ -218,7 +392,16 @@ local function fix(ok, ...)
   if type(e) == "table" and type(rawget(e, "err")) == "string" then e = rawget(e, "err") end
   return false, e
 end
-G.pcall = function(...) return fix(raw_pcall(...)) end
+-- A killed script cannot catch its kill (Redis hooks every line from then on).
+local function unless_killed(ok, ...)
+  if not ok and api.killed() then
+    local e = ...
+    if type(e) ~= "table" then e = {err = tostring(e)} end
+    error(e, 0)
+  end
+  return ok, ...
+end
+G.pcall = function(...) return unless_killed(fix(raw_pcall(...))) end
 G.setmetatable = function(t, mt)
   if protected[t] then error("Attempt to modify a readonly table", 0) end
   return setmetatable(t, mt)
@@ -243,32 +426,70 @@ G.math.randomseed = api.randomseed
 G.cjson = api.cjson
 G.bit = api.bit
 G.cmsgpack = api.cmsgpack
+G.struct = api.struct
 for _, name in ipairs({"dofile", "loadfile", "print", "require", "module", "package", "os", "io", "debug", "gcinfo"}) do
   rawset(G, name, nil)
 end
-for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "coroutine"}) do
+for _, name in ipairs({"redis", "string", "math", "table", "cjson", "bit", "cmsgpack", "struct", "coroutine"}) do
   rawset(G, name, readonly(rawget(G, name)))
 end
 G._G = env
 setmetatable(G, {__index = function(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end})
-return env, function(f) return xpcall(f, handler) end, redis
+-- The library API (FUNCTION LOAD): what a library's body sees as its globals.
+local lib_api = G
+if api.register_function then
+  local lib_redis = {register_function = api.register_function, log = api.log,
+    LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+    REDIS_VERSION = api.version, REDIS_VERSION_NUM = api.version_num}
+  local lr_mt = {__newindex = readonly_err, __index = function(_, k)
+    local v = rawget(lib_redis, k)
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end}
+  local lr = setmetatable({}, lr_mt)
+  lr_mt.__metatable = setmetatable({}, {__index = lr_mt, __newindex = readonly_err})
+  protected[lr] = true
+  lib_api = setmetatable({}, {__index = function(_, k)
+    if k == "redis" then return lr end
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end})
+end
+local function set_loading(on)
+  if on then env_mt.__index = lib_api else env_mt.__index = G end
+end
+return env, function(f) return xpcall(f, handler) end, redis, set_loading,
+  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end
 "#;
 
 impl Engine {
-    fn new() -> mlua::Result<Engine> {
+    /// `functions`: the engine of FUNCTION/FCALL (with `redis.register_function`), else
+    /// EVAL's.
+    fn new(functions: bool) -> mlua::Result<Engine> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
-        // Every 100,000 instructions: a script past `busy-reply-threshold` that has not
-        // written is stopped (see `check_time_limit`).
+        // Every 100,000 instructions, as Redis's count hook: a kill asked for, or a library
+        // body past its load timeout.
         lua.set_hook(
             mlua::HookTriggers::new().every_nth_instruction(100_000),
-            |_, _| check_time_limit(),
+            |_, _| interrupt(),
         )?;
         let api = lua.create_table()?;
+        if functions {
+            api.set(
+                "register_function",
+                lua.create_function(functions::register_function)?,
+            )?;
+        }
+        api.set(
+            "killed",
+            lua.create_function(|_, ()| Ok(KILL.load(Ordering::Relaxed)))?,
+        )?;
         api.set("version", "7.0.15")?;
         api.set("version_num", 0x0007_000f)?;
         api.set(
@@ -453,6 +674,7 @@ impl Engine {
         api.set("cjson", cjson_lib(&lua)?)?;
         api.set("bit", bit_lib(&lua)?)?;
         api.set("cmsgpack", cmsgpack_lib(&lua)?)?;
+        api.set("struct", lua_struct::struct_lib(&lua)?)?;
         let handler = lua.create_function(error_handler)?;
         api.set(
             "errtext",
@@ -463,7 +685,13 @@ impl Engine {
                 })
             })?,
         )?;
-        let (env, runner, redis): (Table, Function, Table) = lua
+        let (env, runner, redis, set_loading, frunner): (
+            Table,
+            Function,
+            Table,
+            Function,
+            Function,
+        ) = lua
             .load(PRELUDE)
             .set_name("=prelude")
             .call((api.clone(), handler))?;
@@ -474,6 +702,9 @@ impl Engine {
             runner,
             redis,
             body_bytes: 0,
+            frunner,
+            set_loading,
+            functions: functions::Registry::default(),
         })
     }
 
@@ -571,14 +802,15 @@ fn locate(lua: &Lua, t: Table) -> mlua::Result<Value> {
     for level in 1..64 {
         let Some(found) = lua.inspect_stack(level, |d| {
             let src = d.source();
-            let is_user = src.source.as_deref() == Some("@user_script");
-            (is_user, d.current_line())
+            let source = src.source.as_deref().unwrap_or_default();
+            let is_user = source == "@user_script" || source == "@user_function";
+            (is_user.then(|| source.to_string()), d.current_line())
         }) else {
             break;
         };
-        if let (true, Some(line)) = found {
+        if let (Some(source), Some(line)) = found {
             // A read-only table (the sandbox's) refuses this like Redis's would.
-            let _ = t.raw_set("source", "@user_script");
+            let _ = t.raw_set("source", source);
             let _ = t.raw_set("line", line as i64);
             break;
         }
@@ -746,16 +978,24 @@ struct Run {
 }
 
 fn eval(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    Ok(eval_generic(ctx, args.all(), false, false))
+    Ok(detach(ctx, args.all(), |ctx, argv| {
+        eval_generic(ctx, argv, false, false)
+    }))
 }
 fn evalsha(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    Ok(eval_generic(ctx, args.all(), true, false))
+    Ok(detach(ctx, args.all(), |ctx, argv| {
+        eval_generic(ctx, argv, true, false)
+    }))
 }
 fn eval_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    Ok(eval_generic(ctx, args.all(), false, true))
+    Ok(detach(ctx, args.all(), |ctx, argv| {
+        eval_generic(ctx, argv, false, true)
+    }))
 }
 fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    Ok(eval_generic(ctx, args.all(), true, true))
+    Ok(detach(ctx, args.all(), |ctx, argv| {
+        eval_generic(ctx, argv, true, true)
+    }))
 }
 
 fn noscript() -> Reply {
@@ -797,7 +1037,43 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
     let Some(script) = eng.scripts.get(&sha) else {
         return noscript();
     };
-    let flags = script.flags;
+    let callable = Callable {
+        func: script.func.clone(),
+        flags: script.flags,
+        name: sha,
+        function: false,
+    };
+    let reply = run_callable(
+        eng,
+        ctx,
+        callable,
+        &argv[3..3 + numkeys],
+        &argv[3 + numkeys..],
+        ro,
+    );
+    LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
+    reply
+}
+
+/// What a run calls: a cached script (named by its SHA1) or a library's function.
+struct Callable {
+    func: Function,
+    flags: u32,
+    name: String,
+    function: bool,
+}
+
+/// Runs a script or function with Redis's flag checks (`scriptPrepareForRun`), on the
+/// script client `ctx`, which holds the exec gate exclusively.
+fn run_callable(
+    eng: &Engine,
+    ctx: &mut Ctx<'_>,
+    c: Callable,
+    keys: &[Bytes],
+    args: &[Bytes],
+    ro: bool,
+) -> Reply {
+    let flags = c.flags;
     let compat = flags & sflag::COMPAT != 0;
     let oom = crate::store::eviction::maxmemory() > 0
         && !crate::store::eviction::make_room(&ctx.server.store);
@@ -811,7 +1087,6 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
             return Reply::error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
         }
     }
-    let func = script.func.clone();
     let mut run = Run {
         read_only: ro || (!compat && flags & sflag::NO_WRITES != 0),
         allow_oom: !compat && flags & sflag::ALLOW_OOM != 0,
@@ -824,24 +1099,23 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
     let saved_in_exec = ctx.client.in_exec;
     ctx.client.resp3 = false;
     ctx.client.in_exec = true;
-    let result = run_script(
-        eng,
-        ctx,
-        &mut run,
-        &func,
-        &sha,
-        &argv[3..3 + numkeys],
-        &argv[3 + numkeys..],
-    );
-    let script_resp3 = ctx.client.resp3;
+    KILL.store(false, Ordering::Release);
+    RUN_DIRTY.store(false, Ordering::Release);
+    let kind = if c.function {
+        SCRIPT_FUNCTION
+    } else {
+        SCRIPT_EVAL
+    };
+    ctx.server.exec_gate.script_started(kind);
+    let result = run_script(eng, ctx, &mut run, &c, keys, args);
+    ctx.server.exec_gate.script_ended();
+    KILL.store(false, Ordering::Release);
     ctx.client.resp3 = saved_resp3;
     ctx.client.in_exec = saved_in_exec;
     if ctx.client.db != saved_db {
         ctx.client.db = saved_db;
         ctx.client.with_meta(|m| m.db = saved_db);
     }
-    let _ = script_resp3;
-    LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
     match result {
         Ok(r) => r,
         Err(e) => Reply::error(format!("ERR Error running script: {}", root_error(&e))),
@@ -852,15 +1126,19 @@ fn run_script(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
     run: &mut Run,
-    func: &Function,
-    sha: &str,
+    c: &Callable,
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
     let lua = &eng.lua;
-    let globals = lua.globals();
-    globals.raw_set("KEYS", string_array(lua, keys)?)?;
-    globals.raw_set("ARGV", string_array(lua, argv)?)?;
+    let keys = string_array(lua, keys)?;
+    let argv = string_array(lua, argv)?;
+    if !c.function {
+        // On EVAL, keys and arguments are globals; a function gets them as its arguments.
+        let globals = lua.globals();
+        globals.raw_set("KEYS", keys.clone())?;
+        globals.raw_set("ARGV", argv.clone())?;
+    }
     let shared = std::cell::RefCell::new((ctx, run));
     let out = lua.scope(|scope| {
         let call = scope.create_function(|lua, args: MultiValue| {
@@ -907,11 +1185,12 @@ fn run_script(
         })?;
         eng.redis.raw_set("setresp", setresp)?;
         RESP3.with(|c| c.set(false));
-        RUN_STARTED.with(|c| c.set(Some(std::time::Instant::now())));
-        RUN_DIRTY.with(|c| c.set(false));
-        let res = eng.runner.call::<MultiValue>(func.clone());
-        RUN_STARTED.with(|c| c.set(None));
-        let res = res?;
+        let res = if c.function {
+            eng.frunner
+                .call::<MultiValue>((c.func.clone(), keys.clone(), argv.clone()))?
+        } else {
+            eng.runner.call::<MultiValue>(c.func.clone())?
+        };
         let resp3 = RESP3.with(|c| c.get());
         let mut it = res.into_iter();
         let ok = matches!(it.next(), Some(Value::Boolean(true)));
@@ -919,7 +1198,7 @@ fn run_script(
         if ok {
             return Ok(lua_to_reply(&val, resp3, 0));
         }
-        Ok(script_error(&val, sha))
+        Ok(script_error(&val, &c.name))
     });
     let _ = eng.redis.raw_set("call", Value::Nil);
     let _ = eng.redis.raw_set("pcall", Value::Nil);
@@ -937,31 +1216,20 @@ fn run_script(
     out
 }
 
-/// Stops a script that has run past `busy-reply-threshold` without writing. In Redis, other
-/// clients get `-BUSY` past that threshold and one of them may send SCRIPT KILL, which stops
-/// a script that has not written. Here a script holds the server for itself (the exclusive
-/// exec gate, on the thread that runs commands), so no other client could ever send that
-/// SCRIPT KILL: the server makes it itself, at the same point and with the same condition.
-/// A script that wrote is left to finish, as Redis leaves it (only SHUTDOWN NOSAVE would stop
-/// it there), since stopping it would leave half its writes behind.
-fn check_time_limit() -> mlua::Result<mlua::VmState> {
-    let limit = crate::state::BUSY_REPLY_THRESHOLD_MS.load(Ordering::Relaxed);
-    let over = RUN_STARTED.with(|c| {
-        c.get()
-            .is_some_and(|t| limit > 0 && t.elapsed().as_millis() as u64 > limit)
-    });
-    if over && !RUN_DIRTY.with(|c| c.get()) {
-        return Err(raise(
-            "Script killed: it ran past busy-reply-threshold without writing (a script stops every other client of this server)",
-        ));
+/// The instruction hook: raises the kill SCRIPT KILL / FUNCTION KILL asked for, or stops a
+/// library body that loads for too long.
+fn interrupt() -> mlua::Result<mlua::VmState> {
+    if KILL.load(Ordering::Relaxed) {
+        tracing::warn!("Lua script killed by user with SCRIPT KILL.");
+        return Err(raise("Script killed by user with SCRIPT KILL..."));
+    }
+    if functions::load_timed_out() {
+        return Err(raise("FUNCTION LOAD timeout"));
     }
     Ok(mlua::VmState::Continue)
 }
 
 thread_local! {
-    /// When the running script started, and whether it wrote yet (for the time limit).
-    static RUN_STARTED: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
-    static RUN_DIRTY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -1032,6 +1300,21 @@ fn redis_call(
     if spec.has(NOSCRIPT) {
         return fail(lua, "This Redis command is not allowed from script");
     }
+    // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
+    if matches!(spec.name, "xread" | "xreadgroup")
+        && argv
+            .iter()
+            .take_while(|a| !crate::commands::is(a, "streams"))
+            .any(|a| crate::commands::is(a, "block"))
+    {
+        return fail(
+            lua,
+            &format!(
+                "{} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(&argv[0])
+            ),
+        );
+    }
     if run.read_only && spec.has(WRITE) {
         return fail(
             lua,
@@ -1046,7 +1329,7 @@ fn redis_call(
     }
     if spec.has(WRITE) {
         run.dirty = true;
-        RUN_DIRTY.with(|c| c.set(true));
+        RUN_DIRTY.store(true, Ordering::Release);
     }
     let resp3 = RESP3.with(|c| c.get());
     ctx.client.resp3 = resp3;
@@ -1206,6 +1489,10 @@ fn lua_to_reply(v: &Value, resp3: bool, depth: usize) -> Reply {
                 Reply::Nil
             }
         }
+        // C's `(long long)` of a double: out of range (or NaN) gives INT64_MIN on x86-64.
+        Value::Number(n) if !(i64::MIN as f64..-(i64::MIN as f64)).contains(n) => {
+            Reply::Int(i64::MIN)
+        }
         Value::Number(n) => Reply::Int(*n as i64),
         Value::Integer(n) => Reply::Int(*n),
         Value::Table(t) => table_to_reply(t, resp3, depth),
@@ -1326,11 +1613,8 @@ fn script_exists(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-fn script_kill(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    // A script holds the exec gate until it ends, so none is running when this runs.
-    Err(CommandError::msg(
-        "NOTBUSY No scripts in execution right now.",
-    ))
+fn script_kill(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    kill(ctx, SCRIPT_EVAL)
 }
 
 fn script_load(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {

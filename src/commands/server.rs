@@ -639,10 +639,23 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("used_memory_dataset", &s.store.used_bytes());
             let (scripts, script_bytes) = crate::commands::scripting::cache_stats();
             let lua = crate::commands::scripting::lua_memory();
+            let (_, functions, function_bytes, function_vm) =
+                crate::commands::scripting::function_stats();
             kv("used_memory_lua", &lua);
             kv("used_memory_vm_eval", &lua);
+            kv("used_memory_lua_human", &human(lua));
             kv("used_memory_scripts_eval", &script_bytes);
             kv("number_of_cached_scripts", &scripts);
+            kv("number_of_functions", &functions);
+            kv("used_memory_vm_functions", &function_vm);
+            kv("used_memory_vm_total", &(lua + function_vm));
+            kv("used_memory_vm_total_human", &human(lua + function_vm));
+            kv("used_memory_functions", &function_bytes);
+            kv("used_memory_scripts", &(script_bytes + function_bytes));
+            kv(
+                "used_memory_scripts_human",
+                &human(script_bytes + function_bytes),
+            );
             kv("used_memory_rss", &rss);
             kv("used_memory_rss_human", &human(rss));
             kv("maxmemory", &cfg.get("maxmemory"));

@@ -86,7 +86,13 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
         return Reply::error("EXECABORT Transaction discarded because of previous errors.");
     }
     let server = ctx.server.clone();
-    let _exclusive = server.exec_gate.exclusive();
+    let Some(_exclusive) = server.exec_gate.exclusive_unless_busy() else {
+        unwatch_all(ctx);
+        let busy = server.exec_gate.busy_error();
+        return Reply::error(format!(
+            "EXECABORT Transaction discarded because of: {busy}"
+        ));
+    };
     let dirty = ctx.client.watch_dirty.load(Ordering::Acquire) || watched_key_expired(ctx);
     unwatch_all(ctx);
     if dirty {

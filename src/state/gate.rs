@@ -7,8 +7,18 @@
 //! takes every stripe, in index order (two EXECs cannot deadlock, and a command never holds
 //! more than one stripe). parking_lot's RwLock makes new readers wait behind a waiting writer,
 //! so EXEC cannot starve.
+//!
+//! **Busy scripts.** A script holds the gate exclusively for its whole run (on the script
+//! thread, `commands::scripting`), and records when it started here. A command that finds the
+//! gate taken waits for it in slices, and between slices looks whether the script has run past
+//! `busy-reply-threshold`: then it gives up and the dispatcher answers `-BUSY` (or runs it
+//! without the gate, for the few commands Redis allows then). A command that arrives while
+//! the script is already past the threshold is refused before it waits at all: that check is
+//! one atomic load when no script runs.
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 const STRIPES: usize = 32;
 
@@ -18,12 +28,35 @@ struct Stripe(RwLock<()>);
 
 pub struct ExecGate {
     stripes: Vec<Stripe>,
+    /// Milliseconds since `epoch` (plus one) at which the running script started; 0: none.
+    script_since: AtomicU64,
+    /// What runs: [`SCRIPT_EVAL`] or [`SCRIPT_FUNCTION`] (the BUSY text names its KILL).
+    script_kind: AtomicU8,
+    epoch: Instant,
 }
+
+pub const SCRIPT_EVAL: u8 = 1;
+pub const SCRIPT_FUNCTION: u8 = 2;
+
+/// The BUSY error naming the KILL command for `kind` ([`SCRIPT_EVAL`] or [`SCRIPT_FUNCTION`]).
+pub fn busy_text(kind: u8) -> &'static str {
+    if kind == SCRIPT_FUNCTION {
+        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+    } else {
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+    }
+}
+
+/// How long a command waits on the gate before it looks again whether a script went busy.
+const SLICE: Duration = Duration::from_millis(5);
 
 impl Default for ExecGate {
     fn default() -> Self {
         ExecGate {
             stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            script_since: AtomicU64::new(0),
+            script_kind: AtomicU8::new(0),
+            epoch: Instant::now(),
         }
     }
 }
@@ -33,6 +66,84 @@ impl ExecGate {
     #[inline]
     pub fn shared(&self, client_id: u64) -> RwLockReadGuard<'_, ()> {
         self.stripes[(client_id as usize) % STRIPES].0.read()
+    }
+
+    /// Shared access, unless a script holds the gate past `busy-reply-threshold`: `None`
+    /// then (the caller answers BUSY). Waiting costs nothing more than [`Self::shared`] when
+    /// the gate is free.
+    #[inline]
+    pub fn shared_unless_busy(&self, client_id: u64) -> Option<RwLockReadGuard<'_, ()>> {
+        let lock = &self.stripes[(client_id as usize) % STRIPES].0;
+        loop {
+            if let Some(g) = lock.try_read_for(SLICE) {
+                return Some(g);
+            }
+            if self.busy() {
+                return None;
+            }
+        }
+    }
+
+    /// A script has run past `busy-reply-threshold` and still runs.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        let since = self.script_since.load(Ordering::Relaxed);
+        since != 0 && self.past_threshold(since)
+    }
+
+    #[cold]
+    fn past_threshold(&self, since: u64) -> bool {
+        let limit = super::BUSY_REPLY_THRESHOLD_MS.load(Ordering::Relaxed);
+        limit > 0 && self.now_ms().saturating_sub(since) >= limit
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    /// A script (`kind`: [`SCRIPT_EVAL`] or [`SCRIPT_FUNCTION`]) starts, holding the gate.
+    pub fn script_started(&self, kind: u8) {
+        self.script_kind.store(kind, Ordering::Relaxed);
+        self.script_since.store(self.now_ms(), Ordering::Release);
+    }
+
+    pub fn script_ended(&self) {
+        self.script_since.store(0, Ordering::Release);
+    }
+
+    /// The running script's kind and how long it has run, if one runs.
+    pub fn script_running(&self) -> Option<(u8, u64)> {
+        let since = self.script_since.load(Ordering::Acquire);
+        (since != 0).then(|| {
+            (
+                self.script_kind.load(Ordering::Relaxed),
+                self.now_ms().saturating_sub(since),
+            )
+        })
+    }
+
+    /// Redis's `slowevalerr` / `slowscripterr`: the BUSY error for the script running now.
+    pub fn busy_error(&self) -> &'static str {
+        busy_text(self.script_kind.load(Ordering::Relaxed))
+    }
+
+    /// Exclusive access for EXEC, unless a script holds the gate past
+    /// `busy-reply-threshold` (`None`: EXEC answers BUSY instead of stalling its I/O thread
+    /// behind a script that may never end).
+    pub fn exclusive_unless_busy(&self) -> Option<Vec<RwLockWriteGuard<'_, ()>>> {
+        let mut guards = Vec::with_capacity(STRIPES);
+        for s in &self.stripes {
+            loop {
+                if let Some(g) = s.0.try_write_for(SLICE) {
+                    guards.push(g);
+                    break;
+                }
+                if self.busy() {
+                    return None;
+                }
+            }
+        }
+        Some(guards)
     }
 
     /// Exclusive access for EXEC: no other command runs until the guards drop.
