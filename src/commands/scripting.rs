@@ -236,7 +236,20 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
                 server: &server,
                 client: &mut client,
             };
+            // The script's statistics (commands/stats): its commands nest in it here, and
+            // its run time and whether its error was counted go back with the client.
+            let started = crate::util::clock::stamp();
+            let depth = crate::state::cmdstats::script_begin();
             let reply = job(&mut ctx, &argv);
+            let error = match &reply {
+                Reply::Error(e) => Some(e.as_str()),
+                _ => None,
+            };
+            let error_counted = crate::state::cmdstats::script_end(depth, error);
+            *client.handle.script_run.lock() = Some(crate::state::client::ScriptRun {
+                nanos: crate::util::clock::stamp_elapsed_ns(started),
+                error_counted,
+            });
             crate::store::journal::leave(&[], false, false);
             let _ = record.end();
             reply

@@ -86,7 +86,16 @@ pub fn unblocked(client: &mut ClientState, reply: &Reply) {
             Reply::Error(e) => Some(e.as_str()),
             _ => None,
         };
-        cmdstats::unblocked(idx, nanos, error);
+        // A script: its time is what it ran on the script thread.
+        let script = client.handle.script_run.lock().take();
+        let (nanos, counted) = match script {
+            Some(run) => {
+                cmdstats::latency_sample("command", run.nanos);
+                (run.nanos, run.error_counted)
+            }
+            None => (nanos, false),
+        };
+        cmdstats::unblocked(idx, nanos, error, counted);
     }
 }
 

@@ -45,6 +45,10 @@ pub struct ClientHandle {
     pub monitor: AtomicBool,
     /// Commands queued in MULTI, or -1 outside a transaction (CLIENT LIST `multi`).
     pub multi_len: AtomicI64,
+    /// What the script thread measured of this client's last script (its run time, and
+    /// whether its error was already counted by the command inside it that failed), read
+    /// when the connection gets the script's reply (`commands::stats::unblocked`).
+    pub script_run: Mutex<Option<ScriptRun>>,
     /// The buffer figures CLIENT LIST shows, published by the connection task after each
     /// read and each write (never per command).
     pub bufs: ClientBufs,
@@ -102,6 +106,14 @@ pub struct MemFields {
     pub oll: usize,
     pub omem: usize,
     pub tot_mem: usize,
+}
+
+/// A script's run on the script thread, for the statistics of its command.
+#[derive(Debug, Clone, Copy)]
+pub struct ScriptRun {
+    pub nanos: u64,
+    /// Its error reply repeats the error of a command it called, which counted it.
+    pub error_counted: bool,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -253,6 +265,7 @@ impl ClientRegistry {
             psub_count: AtomicUsize::new(0),
             monitor: AtomicBool::new(false),
             multi_len: AtomicI64::new(-1),
+            script_run: Mutex::new(None),
             bufs: ClientBufs::default(),
         });
         self.clients.lock().insert(id, handle.clone());

@@ -291,11 +291,32 @@ pub fn leave(idx: usize, depth: u32, nanos: u64, error: Option<&str>, blocked: b
     });
 }
 
+/// The start of a script's run on the script thread: its commands are nested in it, as in
+/// a command run on the caller's thread. Returns the depth for [`script_end`].
+pub fn script_begin() -> u32 {
+    enter()
+}
+
+/// The end of a run begun with [`script_begin`]: whether `error` (the script's error reply)
+/// repeats the error a command inside it answered, which that command already counted.
+pub fn script_end(depth: u32, error: Option<&str>) -> bool {
+    DEPTH.with(|d| d.set(depth - 1));
+    let Some(text) = error else { return false };
+    NESTED_SET.with(|s| s.get())
+        && NESTED_ERROR.with(|e| {
+            e.try_borrow()
+                .is_ok_and(|e| !e.is_empty() && text.starts_with(e.as_str()))
+        })
+}
+
 /// A blocked command (counted as a call when it blocked) was answered: its latency, and a
-/// failure if the answer is an error (`CLIENT UNBLOCK ... ERROR`).
-pub fn unblocked(idx: usize, nanos: u64, error: Option<&str>) {
+/// failure if the answer is an error (`CLIENT UNBLOCK ... ERROR`); `error_counted`: the
+/// error was already counted (a script passing on the error of a command it called).
+pub fn unblocked(idx: usize, nanos: u64, error: Option<&str>, error_counted: bool) {
     if let Some(text) = error {
-        error_reply(text);
+        if !error_counted {
+            error_reply(text);
+        }
     }
     let track = LATENCY_TRACKING.load(Ordering::Relaxed);
     with_row(idx, |r| {
