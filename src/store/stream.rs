@@ -289,6 +289,52 @@ impl Block {
         out
     }
 
+    /// [`Block::entries_in`] without copies: each entry's ID and field-value slices go to
+    /// `f`; returns how many, at most `max` (0: all).
+    fn visit_in<'a>(
+        &'a self,
+        master: StreamId,
+        start: StreamId,
+        end: StreamId,
+        max: usize,
+        fv: &mut Vec<&'a [u8]>,
+        f: &mut dyn FnMut(StreamId, &[&[u8]]),
+    ) -> (usize, bool) {
+        let mut n = 0;
+        let mut it = self.data.iter();
+        while let Some(h) = it.next() {
+            let (flags, id, k) = decode_header(h, master);
+            let same = flags & SAMEFIELDS != 0;
+            let body = if same { k } else { 2 * k };
+            if id < start {
+                for _ in 0..body {
+                    it.next();
+                }
+                continue;
+            }
+            if id > end {
+                return (n, true);
+            }
+            fv.clear();
+            if same {
+                for fld in self.fields.iter().take(k) {
+                    fv.push(fld);
+                    fv.push(it.next().unwrap_or_default());
+                }
+            } else {
+                for _ in 0..body {
+                    fv.push(it.next().unwrap_or_default());
+                }
+            }
+            f(id, fv);
+            n += 1;
+            if max > 0 && n >= max {
+                return (n, true);
+            }
+        }
+        (n, false)
+    }
+
     fn first_id(&self, master: StreamId) -> Option<StreamId> {
         self.data.first().map(|h| decode_header(h, master).1)
     }
@@ -596,6 +642,34 @@ impl StreamValue {
     /// The key of the block that would hold `id` (the last with a master ID at or below it).
     fn block_of(&self, id: StreamId) -> Option<StreamId> {
         self.blocks.range(..=id).next_back().map(|(k, _)| *k)
+    }
+
+    /// Entries with `start <= id <= end` in order, at most `count` (0: all), given to `f` as
+    /// slices of the stored blocks (no copy: XRANGE and XREAD encode them straight into the
+    /// reply); returns how many.
+    pub fn visit_range(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        count: usize,
+        mut f: impl FnMut(StreamId, &[&[u8]]),
+    ) -> usize {
+        if start > end {
+            return 0;
+        }
+        let mut n = 0;
+        let mut fv = Vec::new();
+        let from = self.block_of(start).unwrap_or(start);
+        for (&m, b) in self.blocks.range(from..=end) {
+            let want = if count > 0 { count - n } else { 0 };
+            // `stop`: the count is reached, or an entry past `end` ended the walk.
+            let (got, stop) = b.visit_in(m, start, end, want, &mut fv, &mut f);
+            n += got;
+            if stop {
+                return n;
+            }
+        }
+        n
     }
 
     /// Entries with `start <= id <= end`, in order (reversed with `rev`), at most `count`
