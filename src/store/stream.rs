@@ -602,16 +602,15 @@ impl StreamValue {
         put_varint(&mut h, id.ms.wrapping_sub(master.ms));
         put_varint(&mut h, id.seq.wrapping_sub(master.seq));
         put_varint(&mut h, n as u64);
-        b.data.push_back(&h);
+        // One reallocation of the block for the whole entry.
+        let mut items: Vec<&[u8]> = Vec::with_capacity(1 + fv.len());
+        items.push(&h);
         if same {
-            for v in fv.iter().skip(1).step_by(2) {
-                b.data.push_back(v);
-            }
+            items.extend(fv.iter().skip(1).step_by(2).map(|v| &v[..]));
         } else {
-            for x in fv {
-                b.data.push_back(x);
-            }
+            items.extend(fv.iter().map(|x| &x[..]));
         }
+        b.data.push_back_all(&items);
         let dms = id.ms.wrapping_sub(master.ms) as i64;
         let dseq = id.seq.wrapping_sub(master.seq) as i64;
         // Flags, the ID deltas, (the field count and fields), the values, the item count.

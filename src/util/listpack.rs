@@ -269,6 +269,22 @@ impl Listpack {
         self.len += 1;
     }
 
+    /// Appends several entries with one reallocation of the buffer (a stream entry's
+    /// header, fields and values).
+    pub fn push_back_all<'a>(&mut self, items: &[&'a [u8]]) {
+        let extra = items.iter().map(|d| entry_size(d.len())).sum();
+        self.edit(extra, |buf| {
+            for data in items {
+                let start = buf.len();
+                put_varint(buf, data.len());
+                buf.extend_from_slice(data);
+                let head = buf.len() - start;
+                put_backlen(buf, head);
+            }
+        });
+        self.len += items.len() as u32;
+    }
+
     pub fn push_front(&mut self, data: &[u8]) {
         self.insert(0, data);
     }
@@ -454,6 +470,24 @@ impl DoubleEndedIterator for Iter<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn push_back_all_is_push_back_each() {
+        let items: Vec<Vec<u8>> = (0..40).map(|i| vec![b'x'; i * 7]).collect();
+        let refs: Vec<&[u8]> = items.iter().map(|v| v.as_slice()).collect();
+        let mut one = Listpack::new();
+        one.push_back(b"head");
+        one.push_back_all(&refs);
+        let mut each = Listpack::new();
+        each.push_back(b"head");
+        for r in &refs {
+            each.push_back(r);
+        }
+        assert_eq!(one, each);
+        assert_eq!(one.len(), 41);
+        assert_eq!(one.last(), Some(&items[39][..]));
+    }
+
     use super::Listpack;
 
     fn items(lp: &Listpack) -> Vec<Vec<u8>> {
