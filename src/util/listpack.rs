@@ -271,7 +271,7 @@ impl Listpack {
 
     /// Appends several entries with one reallocation of the buffer (a stream entry's
     /// header, fields and values).
-    pub fn push_back_all<'a>(&mut self, items: &[&'a [u8]]) {
+    pub fn push_back_all(&mut self, items: &[&[u8]]) {
         let extra = items.iter().map(|d| entry_size(d.len())).sum();
         self.edit(extra, |buf| {
             for data in items {
