@@ -8,17 +8,6 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use support::TestServer;
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
 /// Raises this process's own open-files limit to `want` (soft up to hard); the limit now.
 fn raise_nofile(want: u64) -> u64 {
     tidecache::util::proc::raise_open_files(want).map_or(0, |(_, now)| now)
@@ -43,7 +32,7 @@ fn ten_thousand_idle_connections_cost_about_two_kilobytes_each() {
     let mut worker = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     ping(&mut worker);
     std::thread::sleep(Duration::from_millis(200));
-    let before = rss_kib(pid);
+    let before = support::rss_kib(pid);
     let mut idle = Vec::with_capacity(N);
     for _ in 0..N {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
@@ -52,7 +41,7 @@ fn ten_thousand_idle_connections_cost_about_two_kilobytes_each() {
         idle.push(c);
     }
     std::thread::sleep(Duration::from_millis(500));
-    let after = rss_kib(pid);
+    let after = support::rss_kib(pid);
     let per_conn = (after.saturating_sub(before)) as f64 * 1024.0 / N as f64;
     eprintln!("RSS growth per idle connection: {per_conn:.0} bytes (this build)");
     // The release build measures about 1.8-2.1 KB (docs/BENCHMARKS.md); a debug build's

@@ -221,17 +221,6 @@ async fn async_resp3_client_receives_pushes_between_commands() {
     assert_eq!(messages, vec!["job-0", "job-1", "job-2"]);
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_subscriber_that_never_reads_is_disconnected_and_memory_stays_bounded() {
     let srv = TestServer::start(&["--client-output-buffer-limit", "pubsub 4mb 1mb 1"]);
@@ -242,7 +231,7 @@ fn a_subscriber_that_never_reads_is_disconnected_and_memory_stays_bounded() {
         b"*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n",
     );
     let mut p = srv.conn();
-    let before = rss_kib(srv.child.id());
+    let before = support::rss_kib(srv.child.id());
     let payload = vec![b'x'; 100_000];
     let mut delivered_last = 1;
     // 300 MB in total: far more than kernel socket buffers and the 4 MB limit.
@@ -268,7 +257,7 @@ fn a_subscriber_that_never_reads_is_disconnected_and_memory_stays_bounded() {
             .query(&mut p)
             .unwrap();
     }
-    let after = rss_kib(srv.child.id());
+    let after = support::rss_kib(srv.child.id());
     assert!(
         after < before + 64 * 1024,
         "server memory grew from {before} KiB to {after} KiB"

@@ -172,15 +172,6 @@ impl<'a> Iterator for PackIter<'a> {
 }
 
 impl Pack {
-    /// Changes the buffer as a `Vec` with room for `extra` more bytes, then gives it back
-    /// exactly sized.
-    fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
-        let mut v = std::mem::take(&mut self.buf).into_box().into_vec();
-        v.reserve_exact(extra);
-        let r = f(&mut v);
-        self.buf = PackedBytes::from(v);
-        r
-    }
     fn iter(&self) -> PackIter<'_> {
         PackIter {
             buf: &self.buf,
@@ -201,11 +192,11 @@ impl Pack {
             .find(|(m, s, _, _)| cmp_entry(*s, m, score, member) == Ordering::Greater)
             .map_or(self.buf.len(), |e| e.2);
         let e = encode_entry(member, score);
-        self.edit(e.len(), |buf| drop(buf.splice(at..at, e)));
+        self.buf.edit(e.len(), |buf| drop(buf.splice(at..at, e)));
         self.len += 1;
     }
     fn remove_bytes(&mut self, a: usize, b: usize, n: usize) {
-        self.edit(0, |buf| drop(buf.drain(a..b)));
+        self.buf.edit(0, |buf| drop(buf.drain(a..b)));
         self.len -= n as u32;
     }
 }

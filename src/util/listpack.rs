@@ -219,14 +219,9 @@ impl Listpack {
         crate::util::mem::alloc_size(self.buf.len())
     }
 
-    /// Changes the buffer as a `Vec` with room for `extra` more bytes, then gives it back
-    /// exactly sized (see the module comment).
+    /// Changes the buffer (see the module comment and [`PackedBytes::edit`]).
     fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
-        let mut v = std::mem::take(&mut self.buf).into_box().into_vec();
-        v.reserve_exact(extra);
-        let r = f(&mut v);
-        self.buf = PackedBytes::from(v);
-        r
+        self.buf.edit(extra, f)
     }
 
     /// The entry starting at byte `at`: (data, size of the whole entry).
@@ -259,14 +254,7 @@ impl Listpack {
     }
 
     pub fn push_back(&mut self, data: &[u8]) {
-        self.edit(entry_size(data.len()), |buf| {
-            let start = buf.len();
-            put_varint(buf, data.len());
-            buf.extend_from_slice(data);
-            let head = buf.len() - start;
-            put_backlen(buf, head);
-        });
-        self.len += 1;
+        self.push_back_all(&[data]);
     }
 
     /// Appends several entries with one reallocation of the buffer (a stream entry's

@@ -65,6 +65,20 @@ impl PackedBytes {
     }
 }
 
+impl PackedBytes {
+    /// Changes the bytes as a `Vec` with room for `extra` more, then keeps them exactly
+    /// sized again (the packed buffers of listpacks and small sorted sets: see
+    /// `util::listpack`). mimalloc's `realloc` stays in place while the size remains within
+    /// the block's class, so a run of small changes copies only when it crosses one.
+    pub fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let mut v = std::mem::take(self).into_box().into_vec();
+        v.reserve_exact(extra);
+        let r = f(&mut v);
+        *self = PackedBytes::from(v);
+        r
+    }
+}
+
 impl From<&[u8]> for PackedBytes {
     fn from(b: &[u8]) -> PackedBytes {
         PackedBytes::from_box(Box::from(b))

@@ -148,7 +148,7 @@ fn journal_xadd(db: usize, key: &[u8], id: StreamId, fields: &[Bytes]) {
     let id = id.to_bytes();
     let mut argv: Vec<&[u8]> = vec![b"XADD", key, &id];
     argv.extend(fields.iter().map(|f| &f[..]));
-    crate::store::journal::doc_record(db, &argv);
+    crate::store::journal::change_record(db, &argv);
 }
 
 /// The journal's record of a trim after an append: exact, to the first entry left (an
@@ -160,9 +160,9 @@ fn journal_trim(db: usize, key: &[u8], first_left: Option<StreamId>) {
     match first_left {
         Some(id) => {
             let id = id.to_bytes();
-            crate::store::journal::doc_record(db, &[b"XTRIM", key, b"MINID", b"=", &id]);
+            crate::store::journal::change_record(db, &[b"XTRIM", key, b"MINID", b"=", &id]);
         }
-        None => crate::store::journal::doc_record(db, &[b"XTRIM", key, b"MAXLEN", b"=", b"0"]),
+        None => crate::store::journal::change_record(db, &[b"XTRIM", key, b"MAXLEN", b"=", b"0"]),
     }
 }
 

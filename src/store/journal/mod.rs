@@ -19,7 +19,7 @@
 //!
 //! A command that locks the same shards several times in sequence (a multi-document write
 //! one shard at a time) does not make one record: each document change is its own record,
-//! numbered under its shard's lock ([`doc_record`]). Inside EXEC or a script (the exclusive
+//! numbered under its shard's lock ([`change_record`]). Inside EXEC or a script (the exclusive
 //! gate: no other command runs) everything joins the one record, a `MULTI … EXEC` block.
 //! Keys removed by expiry or eviction become `DEL` records the same way.
 
@@ -332,34 +332,14 @@ pub fn recording() -> bool {
 /// itself). Inside EXEC or a script it joins the block instead, after the block's earlier
 /// writes: one of them may have given the key the deadline that just passed.
 pub fn key_removed(db: usize, key: &[u8]) {
-    if !enabled() {
-        return;
-    }
-    let sub = command(Some(db), &[b"DEL", key]);
-    let own = CTX.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.active && c.atomic {
-            c.subs.push(sub);
-            take(&mut c);
-            None
-        } else {
-            Some(sub)
-        }
-    });
-    if let Some(sub) = own {
-        let seq = submit_alone(vec![sub]);
-        CTX.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.active {
-                c.wait = c.wait.max(seq);
-            }
-        });
-    }
+    change_record(db, &[b"DEL", key]);
 }
 
-/// A document change, as the command that redoes it. Inside EXEC or a script it joins the
-/// record; otherwise it is a record of its own, numbered now (under its shard's lock).
-pub fn doc_record(db: usize, argv: &[&[u8]]) {
+/// A change made outside a command's own record (a document change, a key removed by
+/// expiry or eviction, a change-stream entry), as the command that redoes it. Inside EXEC or
+/// a script it joins the record; otherwise it is a record of its own, numbered now (under
+/// its shard's lock).
+pub fn change_record(db: usize, argv: &[&[u8]]) {
     if !enabled() {
         return;
     }
@@ -421,7 +401,7 @@ pub fn doc_change(db: usize, coll: &str, change: crate::store::collections::Chan
     }
     match change {
         Change::Insert(d) | Change::Update(d) | Change::Replace(d) => {
-            doc_record(db, &[b"DOC.JOURNALPUT", coll.as_bytes(), d.as_bytes()])
+            change_record(db, &[b"DOC.JOURNALPUT", coll.as_bytes(), d.as_bytes()])
         }
         Change::Delete(d) => {
             if let Ok(id) = d.get("_id") {
@@ -439,7 +419,7 @@ fn del_record(db: usize, coll: &str, id: bson::Bson) {
     f.insert("_id", id);
     let mut raw = Vec::new();
     if f.to_writer(&mut raw).is_ok() {
-        doc_record(db, &[b"DOC.JOURNALDEL", coll.as_bytes(), &raw]);
+        change_record(db, &[b"DOC.JOURNALDEL", coll.as_bytes(), &raw]);
     }
 }
 
