@@ -226,24 +226,7 @@ impl Block {
 
     /// Every entry of the block, decoded.
     fn entries(&self, master: StreamId) -> Vec<Entry> {
-        let mut out = Vec::with_capacity(self.live);
-        let mut it = self.data.iter();
-        while let Some(h) = it.next() {
-            let (flags, id, n) = decode_header(h, master);
-            let mut fv = Vec::with_capacity(2 * n);
-            if flags & SAMEFIELDS != 0 {
-                for f in self.fields.iter().take(n) {
-                    fv.push(f.clone());
-                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
-                }
-            } else {
-                for _ in 0..2 * n {
-                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
-                }
-            }
-            out.push((id, fv));
-        }
-        out
+        self.entries_in(master, StreamId::MIN, StreamId::MAX, 0)
     }
 
     /// Entries with `start <= id <= end` in order, at most `max` (0: all), copying only
@@ -256,41 +239,15 @@ impl Block {
         max: usize,
     ) -> Vec<Entry> {
         let mut out = Vec::new();
-        let mut it = self.data.iter();
-        while let Some(h) = it.next() {
-            let (flags, id, n) = decode_header(h, master);
-            let same = flags & SAMEFIELDS != 0;
-            let body = if same { n } else { 2 * n };
-            if id < start {
-                for _ in 0..body {
-                    it.next();
-                }
-                continue;
-            }
-            if id > end {
-                break;
-            }
-            let mut fv = Vec::with_capacity(2 * n);
-            if same {
-                for f in self.fields.iter().take(n) {
-                    fv.push(f.clone());
-                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
-                }
-            } else {
-                for _ in 0..body {
-                    fv.push(Bytes::copy_from_slice(it.next().unwrap_or_default()));
-                }
-            }
-            out.push((id, fv));
-            if max > 0 && out.len() >= max {
-                break;
-            }
-        }
+        self.visit_in(master, start, end, max, &mut Vec::new(), &mut |id, fv| {
+            out.push((id, fv.iter().map(|x| Bytes::copy_from_slice(x)).collect()));
+        });
         out
     }
 
-    /// [`Block::entries_in`] without copies: each entry's ID and field-value slices go to
-    /// `f`; returns how many, at most `max` (0: all).
+    /// The entries of [`Block::entries_in`] without copies: each entry's ID and field-value
+    /// slices go to `f`; returns how many, and whether the walk should stop (`max` reached,
+    /// or an entry past `end`).
     fn visit_in<'a>(
         &'a self,
         master: StreamId,
