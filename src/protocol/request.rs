@@ -140,6 +140,9 @@ fn parse_multibulk(
     state: &mut ParseState,
     limits: ParseLimits,
 ) -> Result<bool, ParseError> {
+    if state.count.is_none() && decode_whole(buf, state, limits) {
+        return Ok(true);
+    }
     if state.count.is_none() {
         let Some(cr) = find_crlf(buf, 0) else {
             if buf.len() > INLINE_MAX {
@@ -222,6 +225,65 @@ fn parse_multibulk(
         }
         _ => Err(protocol_error("invalid bulk format")),
     }
+}
+
+/// The common case, a whole frame already in the buffer: `redis-protocol` decodes it first and
+/// the frame is accepted when every header is in Redis's canonical form (`*`/`$`, digits
+/// without sign or leading zero, CRLF — checked from the ranges: a header line is exactly as
+/// long as the canonical decimal of the length the crate read) and within the limits. Anything
+/// else — an incomplete frame, a malformed or non-canonical header, a limit crossed — returns
+/// false untouched, and the header walk below takes over and gives Redis's exact error. This
+/// spares a second pass over every header of every request (measured: the walk was a third
+/// of the parsing cost at pipeline 16).
+fn decode_whole(buf: &mut BytesMut, state: &mut ParseState, limits: ParseLimits) -> bool {
+    let Ok(Some((RangeFrame::Array(items), used))) = decode_range(buf) else {
+        return false;
+    };
+    let count = items.len();
+    if count == 0 || (count > 10 && limits.unauthenticated) {
+        return false;
+    }
+    // `*<count>\r\n`, then each element `$<len>\r\n<bytes>\r\n` right after the last.
+    let mut pos = 1 + decimal_digits(count) + 2;
+    if buf.get(pos - 2..pos) != Some(b"\r\n".as_slice()) {
+        return false;
+    }
+    for item in &items {
+        let RangeFrame::BulkString((start, end)) = *item else {
+            return false;
+        };
+        let len = end - start;
+        if start != pos + 1 + decimal_digits(len) + 2
+            || buf[pos] != b'$'
+            || buf[start - 2..start] != *b"\r\n"
+            || buf.get(end..end + 2) != Some(b"\r\n".as_slice())
+            || len as u64 > limits.max_bulk_len
+            || (len > 16384 && limits.unauthenticated)
+        {
+            return false;
+        }
+        pos = end + 2;
+    }
+    if pos != used || buf[0] != b'*' {
+        return false;
+    }
+    let frame = buf.split_to(used).freeze();
+    state
+        .args
+        .extend(items.iter().filter_map(|item| match *item {
+            RangeFrame::BulkString((start, end)) => Some(frame.slice(start..end)),
+            _ => None,
+        }));
+    true
+}
+
+fn decimal_digits(mut n: usize) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
 fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
@@ -431,6 +493,46 @@ mod tests {
         let mut buf = BytesMut::from(&b"*11\r\n"[..]);
         let e = parse_request(&mut buf, &mut ParseState::default(), unauth).unwrap_err();
         assert_eq!(e.0, "ERR Protocol error: unauthenticated multibulk length");
+    }
+
+    /// Whole frames take the decoder's path; a non-canonical header or a crossed limit in a
+    /// whole frame still gets the walk's exact error.
+    #[test]
+    fn whole_frames_keep_redis_rules() {
+        assert_eq!(
+            parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n").unwrap(),
+            vec![
+                vec![Bytes::from_static(b"GET"), Bytes::from_static(b"k")],
+                vec![Bytes::from_static(b"PING")]
+            ]
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n$03\r\nfoo\r\n").unwrap_err().0,
+            "ERR Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            parse_all(b"*01\r\n$3\r\nfoo\r\n").unwrap_err().0,
+            "ERR Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n$+3\r\nfoo\r\n").unwrap_err().0,
+            "ERR Protocol error: invalid bulk length"
+        );
+        let lim = ParseLimits {
+            max_bulk_len: 2,
+            unauthenticated: false,
+        };
+        let mut buf = BytesMut::from(&b"*1\r\n$3\r\nfoo\r\n"[..]);
+        let e = parse_request(&mut buf, &mut ParseState::default(), lim).unwrap_err();
+        assert_eq!(e.0, "ERR Protocol error: invalid bulk length");
+        let unauth = ParseLimits {
+            max_bulk_len: 1 << 20,
+            unauthenticated: true,
+        };
+        let big = format!("*1\r\n${}\r\n{}\r\n", 16385, "x".repeat(16385));
+        let mut buf = BytesMut::from(big.as_bytes());
+        let e = parse_request(&mut buf, &mut ParseState::default(), unauth).unwrap_err();
+        assert_eq!(e.0, "ERR Protocol error: unauthenticated bulk length");
     }
 
     #[test]
