@@ -150,49 +150,6 @@ pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::NoReply)
 }
 
-/// `INFO persistence`'s journal fields.
-pub fn info_fields() -> Vec<(&'static str, String)> {
-    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
-        return vec![
-            ("aof_enabled", "0".into()),
-            ("aof_rewrite_in_progress", "0".into()),
-            ("aof_rewrite_scheduled", "0".into()),
-            ("aof_last_rewrite_time_sec", "-1".into()),
-            ("aof_current_rewrite_time_sec", "-1".into()),
-            ("aof_last_bgrewrite_status", "ok".into()),
-            ("aof_rewrites", "0".into()),
-            ("aof_rewrites_consecutive_failures", "0".into()),
-            ("aof_last_write_status", "ok".into()),
-            ("aof_last_cow_size", "0".into()),
-        ];
-    };
-    use std::sync::atomic::Ordering::Relaxed;
-    let ok = |b: bool| if b { "ok" } else { "err" }.to_string();
-    vec![
-        ("aof_enabled", "1".into()),
-        ("aof_rewrite_in_progress", "0".into()),
-        ("aof_rewrite_scheduled", "0".into()),
-        ("aof_last_rewrite_time_sec", "-1".into()),
-        ("aof_current_rewrite_time_sec", "-1".into()),
-        ("aof_last_bgrewrite_status", "ok".into()),
-        ("aof_rewrites", "0".into()),
-        ("aof_rewrites_consecutive_failures", "0".into()),
-        (
-            "aof_last_write_status",
-            ok(j.last_write_ok.load(Relaxed) && j.last_fsync_ok.load(Relaxed)),
-        ),
-        ("aof_last_cow_size", "0".into()),
-        ("module_fork_in_progress", "0".into()),
-        ("module_fork_last_cow_size", "0".into()),
-        ("aof_current_size", j.current_size.load(Relaxed).to_string()),
-        ("aof_base_size", j.base_size.load(Relaxed).to_string()),
-        ("aof_pending_rewrite", "0".into()),
-        ("aof_buffer_length", "0".into()),
-        ("aof_pending_bio_fsync", "0".into()),
-        ("aof_delayed_fsync", "0".into()),
-    ]
-}
-
 pub fn policy_of(name: &str) -> u8 {
     match name {
         "always" => writer::ALWAYS,
@@ -312,7 +269,10 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
         .chain(&manifest.incr)
         .map(|f| std::fs::metadata(path.join(&f.name)).map_or(0, |m| m.len()))
         .sum();
-    journal::start(file, size, base_size, policy)
+    journal::start(file, size, base_size, policy)?;
+    P.rewrite_base_size.store(size, Relaxed);
+    ensure_cron(server);
+    Ok(())
 }
 
 fn replay(
@@ -430,6 +390,12 @@ const DDL: &[&str] = &[
     "doc.createindex",
     "doc.dropindex",
     "doc.expireindex",
+    "doc.collmod",
+    // Functions change no key: their commands are journaled as they are when they succeed.
+    "function|load",
+    "function|delete",
+    "function|flush",
+    "function|restore",
 ];
 
 /// After a handler ran through the table: its frame of the journal's record closes.
@@ -483,4 +449,698 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
         "ERR {} with a minimum idle time or IDLE is not available with appendonly yes: it depends on delivery times the journal does not keep yet (min-idle-time 0 works)",
         spec.name.to_uppercase()
     )))
+}
+
+// ---------------------------------------------------------------------------------------
+// Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
+
+use crate::store::journal::snapshot::{self, Item, Snapshot};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// What INFO persistence reports of snapshots, and what is scheduled.
+struct Persist {
+    rewrite_running: AtomicBool,
+    rewrite_scheduled: AtomicBool,
+    /// Unix ms when the running rewrite started.
+    rewrite_started: AtomicU64,
+    last_rewrite_secs: AtomicI64,
+    last_rewrite_ok: AtomicBool,
+    rewrites: AtomicU64,
+    rewrite_failures: AtomicU64,
+    last_rewrite_cow: AtomicU64,
+    /// The journal's size after the last rewrite (or at start): automatic rewrites compare
+    /// the growth since with `auto-aof-rewrite-percentage`.
+    rewrite_base_size: AtomicU64,
+    bgsave_running: AtomicBool,
+    bgsave_scheduled: AtomicBool,
+    bgsave_started: AtomicU64,
+    last_bgsave_secs: AtomicI64,
+    last_bgsave_ok: AtomicBool,
+    /// Unix seconds of the last successful save (0: none since start).
+    last_save: AtomicU64,
+    saves: AtomicU64,
+    last_save_cow: AtomicU64,
+    /// The key space's change counter when the last successful save took its cut.
+    dirty_at_save: AtomicU64,
+    /// Whether the scheduling thread runs.
+    cron: AtomicBool,
+}
+
+static P: Persist = Persist {
+    rewrite_running: AtomicBool::new(false),
+    rewrite_scheduled: AtomicBool::new(false),
+    rewrite_started: AtomicU64::new(0),
+    last_rewrite_secs: AtomicI64::new(-1),
+    last_rewrite_ok: AtomicBool::new(true),
+    rewrites: AtomicU64::new(0),
+    rewrite_failures: AtomicU64::new(0),
+    last_rewrite_cow: AtomicU64::new(0),
+    rewrite_base_size: AtomicU64::new(0),
+    bgsave_running: AtomicBool::new(false),
+    bgsave_scheduled: AtomicBool::new(false),
+    bgsave_started: AtomicU64::new(0),
+    last_bgsave_secs: AtomicI64::new(-1),
+    last_bgsave_ok: AtomicBool::new(true),
+    last_save: AtomicU64::new(0),
+    saves: AtomicU64::new(0),
+    last_save_cow: AtomicU64::new(0),
+    dirty_at_save: AtomicU64::new(0),
+    cron: AtomicBool::new(false),
+};
+
+fn dirty(server: &Server) -> u64 {
+    server
+        .store
+        .counters()
+        .iter()
+        .map(|c| c.dirty.load(Relaxed))
+        .sum()
+}
+
+/// The cut of a snapshot: with the exec gate held exclusively (no command half-way, no
+/// EXEC or script between two of its commands) and every shard locked, `then` runs (the
+/// journal's switch to a new file) and the snapshot starts. A few microseconds for the
+/// clients; waiting for the gate waits for the commands running now (and a script).
+fn cut(server: &Server, then: impl FnOnce(u64)) -> Option<(Snapshot, Vec<Bytes>, u64)> {
+    let _gate = server.exec_gate.exclusive();
+    let all: Vec<usize> = (0..server.store.shard_count()).collect();
+    let _locks = server.store.lock_many(&all);
+    let snap = Snapshot::install(server.store.shard_count(), server.store.databases())?;
+    then(journal::next_seq());
+    let functions = crate::commands::scripting::library_codes();
+    Some((snap, functions, dirty(server)))
+}
+
+/// Copies every key of the snapshot, chunk by chunk, into `sink`.
+fn each_item(
+    server: &Server,
+    snap: &Snapshot,
+    mut sink: impl FnMut(&Item) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let mut items = Vec::new();
+    let mut n = 0;
+    for shard in 0..server.store.shard_count() {
+        while snap.next_chunk(&server.store, shard, &mut items) {
+            for it in &items {
+                sink(it)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+fn paths(server: &Server) -> (std::path::PathBuf, String) {
+    let c = server.config.read();
+    (
+        aof::dir_of(c.get("dir"), c.get("appenddirname")),
+        c.get("appendfilename").to_string(),
+    )
+}
+
+/// `BGREWRITEAOF`, as Redis 7.0 answers it.
+pub fn bgrewriteaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    if !journal::enabled() {
+        return Err(CommandError::msg(
+            "ERR BGREWRITEAOF needs appendonly yes in this version (turning the journal on at run time is not available)",
+        ));
+    }
+    if P.rewrite_running.load(Relaxed) {
+        return Err(CommandError::msg(
+            "ERR Background append only file rewriting already in progress",
+        ));
+    }
+    if P.bgsave_running.load(Relaxed) {
+        P.rewrite_scheduled.store(true, Relaxed);
+        return Ok(Reply::Status(
+            "Background append only file rewriting scheduled".into(),
+        ));
+    }
+    start_rewrite(ctx.server);
+    Ok(Reply::Status(
+        "Background append only file rewriting started".into(),
+    ))
+}
+
+fn start_rewrite(server: &Arc<Server>) -> bool {
+    if P.rewrite_running.swap(true, Relaxed) {
+        return false;
+    }
+    P.rewrite_scheduled.store(false, Relaxed);
+    P.rewrite_started
+        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let s = server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("aof-rewrite".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = rewrite(&s);
+            let secs = started.elapsed().as_secs() as i64;
+            P.last_rewrite_secs.store(secs, Relaxed);
+            match r {
+                Ok(()) => {
+                    P.last_rewrite_ok.store(true, Relaxed);
+                    P.rewrites.fetch_add(1, Relaxed);
+                    P.rewrite_failures.store(0, Relaxed);
+                    tracing::info!("Background AOF rewrite finished successfully");
+                }
+                Err(e) => {
+                    P.last_rewrite_ok.store(false, Relaxed);
+                    P.rewrite_failures.fetch_add(1, Relaxed);
+                    tracing::warn!("Background AOF rewrite failed: {e}");
+                }
+            }
+            P.rewrite_running.store(false, Relaxed);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("Can't start the AOF rewrite: {e}");
+        P.rewrite_running.store(false, Relaxed);
+        return false;
+    }
+    tracing::info!("Background append only file rewriting started");
+    true
+}
+
+/// Rewrites the journal: a new incremental file takes every change from the cut on, a new
+/// base holds the data at the cut (RESP commands: `aof-use-rdb-preamble no`), and the
+/// manifest switches from (old base, old incrementals, new incremental) to (new base, new
+/// incremental) atomically; the old files are deleted. At every moment the manifest on
+/// disk names files that together hold every acknowledged write.
+fn rewrite(server: &Arc<Server>) -> Result<(), String> {
+    let j = journal::journal()
+        .filter(|_| journal::enabled())
+        .ok_or("the journal is off")?;
+    let (dir, prefix) = paths(server);
+    let mname = aof::Manifest::manifest_name(&prefix);
+    let text = std::fs::read_to_string(dir.join(&mname))
+        .map_err(|e| format!("can't read the AOF manifest: {e}"))?;
+    let old = aof::Manifest::parse(&text)?;
+    let incr_seq = old.incr.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
+    let base_seq = old.base.as_ref().map_or(0, |b| b.seq) + 1;
+    // 1. The new incremental file, named in the manifest before anything is written to it.
+    let incr = aof::FileInfo {
+        name: aof::incr_name(&prefix, incr_seq),
+        seq: incr_seq,
+        kind: 'i',
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(dir.join(&incr.name))
+        .map_err(|e| format!("can't create {}: {e}", incr.name))?;
+    file.sync_all().map_err(|e| e.to_string())?;
+    let mut during = old.clone();
+    during.incr.push(incr.clone());
+    aof::write_manifest(&dir, &mname, &during.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    // 2. The cut: records from here on go to the new file; the snapshot holds the rest.
+    let (snap, functions, _) =
+        cut(server, |seq| j.switch_at(seq, file)).ok_or("a snapshot is already being taken")?;
+    // 3. The base, in a temporary file.
+    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let r = write_base(server, &snap, &functions, &tmp);
+    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let base = aof::FileInfo {
+        name: aof::base_name(&prefix, base_seq),
+        seq: base_seq,
+        kind: 'b',
+    };
+    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
+    std::fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| e.to_string())?;
+    // 4. The cut is written before the manifest drops the old files (it is, unless the
+    // commands that took their numbers before it have not ended yet).
+    let waited = std::time::Instant::now();
+    while !j.switched() {
+        if waited.elapsed() > std::time::Duration::from_secs(30) {
+            return Err("the journal did not reach the rewrite's cut".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let new = aof::Manifest {
+        base: Some(base.clone()),
+        incr: vec![incr],
+    };
+    aof::write_manifest(&dir, &mname, &new.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    for f in old.base.iter().chain(&old.incr) {
+        if f.name != base.name {
+            let _ = std::fs::remove_file(dir.join(&f.name));
+        }
+    }
+    let base_size = std::fs::metadata(dir.join(&base.name)).map_or(0, |m| m.len());
+    j.base_size.store(base_size, Relaxed);
+    let now = base_size + j.incr_size.load(Relaxed);
+    j.current_size.store(now, Relaxed);
+    P.rewrite_base_size.store(now, Relaxed);
+    Ok(())
+}
+
+fn write_base(
+    server: &Arc<Server>,
+    snap: &Snapshot,
+    functions: &[Bytes],
+    path: &std::path::Path,
+) -> Result<(), String> {
+    use std::io::{Seek, Write};
+    let io = |e: std::io::Error| format!("can't write the AOF base: {e}");
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    for code in functions {
+        aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+    }
+    let mut db = usize::MAX;
+    each_item(server, snap, |it| {
+        crate::store::journal::base::item(&mut buf, &mut db, it);
+        if buf.len() >= 1 << 16 {
+            f.write_all(&buf)?;
+            buf.clear();
+        }
+        Ok(())
+    })
+    .map_err(io)?;
+    f.write_all(&buf).map_err(io)?;
+    buf.clear();
+    // Documents: not part of the cut (their records are idempotent, see `snapshot`), but
+    // the catalog must be one catalog: if a collection is created, dropped or renamed while
+    // they are copied, the copy starts over.
+    let start = f.stream_position().map_err(io)?;
+    for _attempt in 0..5 {
+        f.set_len(start).map_err(io)?;
+        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        let mut dbsel = db;
+        if write_documents(server, &mut f, &mut dbsel).map_err(io)? {
+            f.sync_all().map_err(io)?;
+            return Ok(());
+        }
+    }
+    Err("the collection catalog kept changing while the documents were copied".into())
+}
+
+/// The collections, their indexes and documents; false if the catalog changed meanwhile.
+fn write_documents(
+    server: &Arc<Server>,
+    f: &mut std::fs::File,
+    db: &mut usize,
+) -> std::io::Result<bool> {
+    use std::io::Write;
+    let gen = snapshot::catalog_gen();
+    let defs = snapshot::collections(&server.store);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut docs = Vec::new();
+    for def in &defs {
+        if def.db != *db {
+            aof::encode(&mut buf, &[b"SELECT", def.db.to_string().as_bytes()]);
+            *db = def.db;
+        }
+        let name = def.name.as_bytes();
+        let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATE".to_vec(), name.to_vec()];
+        if let Some((size, max)) = def.capped {
+            argv.push(b"CAPPED".to_vec());
+            argv.push(b"SIZE".to_vec());
+            argv.push(size.to_string().into_bytes());
+            if let Some(m) = max {
+                argv.push(b"MAX".to_vec());
+                argv.push(m.to_string().into_bytes());
+            }
+        }
+        if let Some(ch) = &def.changes {
+            argv.push(b"CHANGES".to_vec());
+            argv.push(ch.stream.clone());
+            if let Some((n, approx)) = &ch.maxlen {
+                argv.push(b"MAXLEN".to_vec());
+                argv.push(if *approx {
+                    b"~".to_vec()
+                } else {
+                    b"=".to_vec()
+                });
+                argv.push(n.to_string().into_bytes());
+            }
+        }
+        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        aof::encode(&mut buf, &refs);
+        for ix in &def.indexes {
+            let mut keys = Vec::new();
+            if let Ok(k) = ix.get_document("key") {
+                crate::documents::json::write_doc(k, &mut keys);
+            }
+            let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATEINDEX".to_vec(), name.to_vec(), keys];
+            if ix.get_bool("unique").unwrap_or(false) {
+                argv.push(b"UNIQUE".to_vec());
+            }
+            if let Ok(n) = ix.get_str("name") {
+                argv.push(b"NAME".to_vec());
+                argv.push(n.as_bytes().to_vec());
+            }
+            let secs = ix
+                .get_i64("expireAfterSeconds")
+                .ok()
+                .or_else(|| ix.get_i32("expireAfterSeconds").ok().map(i64::from));
+            if let Some(s) = secs {
+                argv.push(b"EXPIREAFTER".to_vec());
+                argv.push(s.to_string().into_bytes());
+            }
+            let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+            aof::encode(&mut buf, &refs);
+        }
+        for shard in 0..server.store.shard_count() {
+            let mut from = 0;
+            loop {
+                let next = match snapshot::copy_docs(
+                    &server.store,
+                    gen,
+                    def.db,
+                    &def.name,
+                    shard,
+                    from,
+                    &mut docs,
+                ) {
+                    Ok(n) => n,
+                    Err(()) => return Ok(false),
+                };
+                for d in &docs {
+                    aof::encode(&mut buf, &[b"DOC.JOURNALPUT", name, d]);
+                }
+                if buf.len() >= 1 << 16 {
+                    f.write_all(&buf)?;
+                    buf.clear();
+                }
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
+        }
+    }
+    f.write_all(&buf)?;
+    Ok(snapshot::catalog_gen() == gen)
+}
+
+/// `SAVE`: a snapshot written to `dir`/`dbfilename` before the reply (this client waits;
+/// the others do not, the snapshot being copy-on-write).
+pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    if P.bgsave_running.load(Relaxed) {
+        return Err(CommandError::msg("ERR Background save already in progress"));
+    }
+    if P.rewrite_running.load(Relaxed) {
+        return Err(CommandError::msg(
+            "ERR Background append only file rewriting in progress: this version takes one snapshot at a time, retry SAVE when it is done",
+        ));
+    }
+    if P.bgsave_running.swap(true, Relaxed) {
+        return Err(CommandError::msg("ERR Background save already in progress"));
+    }
+    let r = save_rdb(ctx.server);
+    P.bgsave_running.store(false, Relaxed);
+    match r {
+        Ok(()) => Ok(Reply::ok()),
+        Err(e) => {
+            tracing::warn!("{e}");
+            Err(CommandError::msg("ERR"))
+        }
+    }
+}
+
+/// `BGSAVE [SCHEDULE]`, as Redis 7.0 answers it.
+pub fn bgsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let schedule = match args.next_token() {
+        None => false,
+        Some(t) if &*t == b"SCHEDULE" => true,
+        Some(_) => return Err(CommandError::syntax()),
+    };
+    args.finish()?;
+    if P.bgsave_running.load(Relaxed) {
+        return Err(CommandError::msg("ERR Background save already in progress"));
+    }
+    if P.rewrite_running.load(Relaxed) {
+        if schedule {
+            P.bgsave_scheduled.store(true, Relaxed);
+            ensure_cron(ctx.server);
+            return Ok(Reply::Status("Background saving scheduled".into()));
+        }
+        return Err(CommandError::msg(
+            "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+        ));
+    }
+    start_bgsave(ctx.server);
+    Ok(Reply::Status("Background saving started".into()))
+}
+
+fn start_bgsave(server: &Arc<Server>) -> bool {
+    if P.bgsave_running.swap(true, Relaxed) {
+        return false;
+    }
+    P.bgsave_scheduled.store(false, Relaxed);
+    P.bgsave_started
+        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let s = server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("bgsave".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = save_rdb(&s);
+            P.last_bgsave_secs
+                .store(started.elapsed().as_secs() as i64, Relaxed);
+            P.last_bgsave_ok.store(r.is_ok(), Relaxed);
+            if let Err(e) = r {
+                tracing::warn!("Background saving error: {e}");
+            } else {
+                tracing::info!("Background saving terminated with success");
+            }
+            P.bgsave_running.store(false, Relaxed);
+        });
+    if spawned.is_err() {
+        P.bgsave_running.store(false, Relaxed);
+        return false;
+    }
+    true
+}
+
+/// Writes the snapshot as `dump.rdb` (RDB version 10).
+fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, file) = {
+        let c = server.config.read();
+        (
+            std::path::PathBuf::from(c.get("dir")),
+            c.get("dbfilename").to_string(),
+        )
+    };
+    let io = |e: std::io::Error| format!("Failed saving the DB: {e}");
+    let mut w = crate::store::journal::rdb_save::RdbWriter::create(
+        &dir,
+        crate::state::REDIS_COMPAT_VERSION,
+        server.store.used_bytes(),
+    )
+    .map_err(io)?;
+    let (snap, functions, dirty_at_cut) = cut(server, |_| {})
+        .ok_or_else(|| "Failed saving the DB: a snapshot is already being taken".to_string())?;
+    let r = w
+        .functions(&functions)
+        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+    P.last_save_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        w.abort();
+        return Err(io(e));
+    }
+    let (keys, streams) = (w.keys, w.skipped_streams);
+    w.finish(&dir.join(&file)).map_err(io)?;
+    P.last_save
+        .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
+    P.dirty_at_save.store(dirty_at_cut, Relaxed);
+    P.saves.fetch_add(1, Relaxed);
+    tracing::info!("DB saved on disk ({keys} keys in {file})");
+    if streams > 0 {
+        tracing::warn!(
+            "{streams} stream keys were not written to {file}: their RDB form is not available in this version (the journal keeps them)"
+        );
+    }
+    let colls = server.store.document_totals();
+    if colls.collections > 0 {
+        tracing::warn!(
+            "{} collections are not in {file}: RDB has no place for documents, which only the journal (appendonly yes) keeps",
+            colls.collections
+        );
+    }
+    Ok(())
+}
+
+/// `LASTSAVE`: the last successful save, or the start of the server.
+pub fn lastsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    let t = match P.last_save.load(Relaxed) {
+        0 => ctx.server.started_unix,
+        t => t,
+    };
+    Ok(Reply::Int(t as i64))
+}
+
+/// The thread that starts what was scheduled (a rewrite asked for during a BGSAVE, a
+/// BGSAVE SCHEDULE during a rewrite) and the automatic rewrites, ten times a second.
+fn ensure_cron(server: &Arc<Server>) {
+    if P.cron.swap(true, Relaxed) {
+        return;
+    }
+    let s = Arc::downgrade(server);
+    let spawned = std::thread::Builder::new()
+        .name("persist-cron".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let Some(server) = s.upgrade() else { return };
+            cron(&server);
+        });
+    if spawned.is_err() {
+        P.cron.store(false, Relaxed);
+    }
+}
+
+fn cron(server: &Arc<Server>) {
+    let busy = P.rewrite_running.load(Relaxed) || P.bgsave_running.load(Relaxed);
+    if busy {
+        return;
+    }
+    if P.rewrite_scheduled.load(Relaxed) && journal::enabled() {
+        start_rewrite(server);
+        return;
+    }
+    if P.bgsave_scheduled.load(Relaxed) {
+        start_bgsave(server);
+        return;
+    }
+    // Redis's `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size`.
+    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
+        return;
+    };
+    let (perc, min) = {
+        let c = server.config.read();
+        (
+            c.get_u64("auto-aof-rewrite-percentage"),
+            c.get_u64("auto-aof-rewrite-min-size"),
+        )
+    };
+    let size = j.current_size.load(Relaxed);
+    if perc > 0 && size > min {
+        let base = P.rewrite_base_size.load(Relaxed).max(1);
+        let growth = (size * 100 / base).saturating_sub(100);
+        if growth >= perc {
+            tracing::info!("Starting automatic rewriting of AOF on {growth}% growth");
+            start_rewrite(server);
+        }
+    }
+}
+
+/// `INFO persistence`, in Redis 7.0's order.
+pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
+    let now_ms = crate::util::clock::now_ms() as u64;
+    let since = |started: &AtomicU64, running: &AtomicBool| {
+        if running.load(Relaxed) {
+            (now_ms.saturating_sub(started.load(Relaxed)) / 1000).to_string()
+        } else {
+            "-1".into()
+        }
+    };
+    let ok = |b: bool| if b { "ok" } else { "err" }.to_string();
+    let last_save = match P.last_save.load(Relaxed) {
+        0 => server.started_unix,
+        t => t,
+    };
+    let mut v: Vec<(&'static str, String)> = vec![
+        ("loading", "0".into()),
+        ("async_loading", "0".into()),
+        ("current_cow_peak", "0".into()),
+        ("current_cow_size", "0".into()),
+        ("current_cow_size_age", "0".into()),
+        ("current_fork_perc", "0.00".into()),
+        ("current_save_keys_processed", "0".into()),
+        ("current_save_keys_total", "0".into()),
+        (
+            "rdb_changes_since_last_save",
+            dirty(server)
+                .saturating_sub(P.dirty_at_save.load(Relaxed))
+                .to_string(),
+        ),
+        (
+            "rdb_bgsave_in_progress",
+            (P.bgsave_running.load(Relaxed) as u8).to_string(),
+        ),
+        ("rdb_last_save_time", last_save.to_string()),
+        ("rdb_last_bgsave_status", ok(P.last_bgsave_ok.load(Relaxed))),
+        (
+            "rdb_last_bgsave_time_sec",
+            P.last_bgsave_secs.load(Relaxed).to_string(),
+        ),
+        (
+            "rdb_current_bgsave_time_sec",
+            since(&P.bgsave_started, &P.bgsave_running),
+        ),
+        ("rdb_saves", P.saves.load(Relaxed).to_string()),
+        (
+            "rdb_last_cow_size",
+            P.last_save_cow.load(Relaxed).to_string(),
+        ),
+        ("rdb_last_load_keys_expired", "0".into()),
+        ("rdb_last_load_keys_loaded", "0".into()),
+    ];
+    let j = journal::journal().filter(|_| journal::enabled());
+    v.extend([
+        ("aof_enabled", (j.is_some() as u8).to_string()),
+        (
+            "aof_rewrite_in_progress",
+            (P.rewrite_running.load(Relaxed) as u8).to_string(),
+        ),
+        (
+            "aof_rewrite_scheduled",
+            (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+        ),
+        (
+            "aof_last_rewrite_time_sec",
+            P.last_rewrite_secs.load(Relaxed).to_string(),
+        ),
+        (
+            "aof_current_rewrite_time_sec",
+            since(&P.rewrite_started, &P.rewrite_running),
+        ),
+        (
+            "aof_last_bgrewrite_status",
+            ok(P.last_rewrite_ok.load(Relaxed)),
+        ),
+        ("aof_rewrites", P.rewrites.load(Relaxed).to_string()),
+        (
+            "aof_rewrites_consecutive_failures",
+            P.rewrite_failures.load(Relaxed).to_string(),
+        ),
+        (
+            "aof_last_write_status",
+            ok(j.is_none_or(|j| j.last_write_ok.load(Relaxed) && j.last_fsync_ok.load(Relaxed))),
+        ),
+        (
+            "aof_last_cow_size",
+            P.last_rewrite_cow.load(Relaxed).to_string(),
+        ),
+        ("module_fork_in_progress", "0".into()),
+        ("module_fork_last_cow_size", "0".into()),
+    ]);
+    if let Some(j) = j {
+        v.extend([
+            ("aof_current_size", j.current_size.load(Relaxed).to_string()),
+            ("aof_base_size", j.base_size.load(Relaxed).to_string()),
+            (
+                "aof_pending_rewrite",
+                (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+            ),
+            ("aof_buffer_length", "0".into()),
+            ("aof_pending_bio_fsync", "0".into()),
+            ("aof_delayed_fsync", "0".into()),
+        ]);
+    }
+    v
 }

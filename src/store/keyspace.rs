@@ -558,6 +558,20 @@ impl Keyspace {
         hash_key(&self.hasher, key)
     }
 
+    /// A snapshot in progress (BGREWRITEAOF, BGSAVE) keeps the key's value as it was before
+    /// its first change (`journal::snapshot`); one atomic load otherwise.
+    #[inline]
+    fn before_change(&self, hash: u64, key: &[u8]) {
+        if crate::store::journal::snapshot::active() {
+            let cur = self
+                .segs
+                .get(segment_of(hash))
+                .and_then(|s| s.find(hash, |e| *e.key == *key))
+                .map(|e| (&e.value, self.books.deadline(e).map(|d| d.at)));
+            crate::store::journal::snapshot::before_change(self.books.db, hash, key, cur);
+        }
+    }
+
     fn seg_mut(&mut self, hash: u64) -> &mut HashTable<Box<Entry>> {
         if self.segs.is_empty() {
             self.segs = (0..SEGMENTS).map(|_| HashTable::new()).collect();
@@ -629,6 +643,7 @@ impl Keyspace {
 
     /// Creates or replaces a key. Returns the value it replaced, if any.
     pub fn set(&mut self, hash: u64, key: &[u8], value: Value, ttl: Ttl) -> Option<Value> {
+        self.before_change(hash, key);
         let hasher = self.hasher;
         // Split borrows: the table entry and the books.
         if self.segs.is_empty() {
@@ -714,6 +729,7 @@ impl Keyspace {
         f: impl FnOnce(&mut Value) -> (R, bool),
     ) -> Option<R> {
         self.lookup(hash, key, false)?;
+        self.before_change(hash, key);
         let seg = &mut self.segs[segment_of(hash)];
         let e = seg.find_mut(hash, |e| *e.key == *key)?;
         let before = e.heap_mem();
@@ -787,6 +803,7 @@ impl Keyspace {
         if self.lookup(hash, key, false).is_none() {
             return false;
         }
+        self.before_change(hash, key);
         if let Some(at) = at {
             // While the journal is replayed a past deadline is kept, not acted on (as
             // Redis's checkAlreadyExpired): later records may still write to the key.
@@ -812,6 +829,7 @@ impl Keyspace {
     }
 
     fn take(&mut self, hash: u64, key: &[u8], why: Removal) -> Option<Entry> {
+        self.before_change(hash, key);
         let seg = self.segs.get_mut(segment_of(hash))?;
         let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
         self.books.removed(&e, why, None);
