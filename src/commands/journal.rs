@@ -844,13 +844,11 @@ fn write_documents(
     Ok(snapshot::catalog_gen() == gen)
 }
 
-/// `SAVE`: a snapshot written to `dir`/`dbfilename` before the reply (this client waits;
-/// the others do not, the snapshot being copy-on-write).
+/// `SAVE`: a snapshot written to `dir`/`dbfilename` before the reply. The client waits
+/// (blocked, as for WAITAOF: the save runs on a thread of its own, which takes the exec gate
+/// for its cut); the others do not, the snapshot being copy-on-write.
 pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     args.finish()?;
-    if P.bgsave_running.load(Relaxed) {
-        return Err(CommandError::msg("ERR Background save already in progress"));
-    }
     if P.rewrite_running.load(Relaxed) {
         return Err(CommandError::msg(
             "ERR Background append only file rewriting in progress: this version takes one snapshot at a time, retry SAVE when it is done",
@@ -859,15 +857,32 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if P.bgsave_running.swap(true, Relaxed) {
         return Err(CommandError::msg("ERR Background save already in progress"));
     }
-    let r = save_rdb(ctx.server);
-    P.bgsave_running.store(false, Relaxed);
-    match r {
-        Ok(()) => Ok(Reply::ok()),
-        Err(e) => {
-            tracing::warn!("{e}");
-            Err(CommandError::msg("ERR"))
-        }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = ctx.server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("save".into())
+        .spawn(move || {
+            let r = save_rdb(&s);
+            P.bgsave_running.store(false, Relaxed);
+            let reply = match r {
+                Ok(()) => Reply::ok(),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    Reply::error("ERR")
+                }
+            };
+            let _ = tx.send(reply);
+        });
+    if spawned.is_err() {
+        P.bgsave_running.store(false, Relaxed);
+        return Err(CommandError::msg("ERR"));
     }
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Ok(Reply::NoReply)
 }
 
 /// `BGSAVE [SCHEDULE]`, as Redis 7.0 answers it.
