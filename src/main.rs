@@ -153,7 +153,7 @@ async fn run(config: Config) -> i32 {
 /// Loads a Redis RDB file found at `path` before any client is served, as Redis does at
 /// start; false (after logging why, naming the file and the offset) when it cannot be
 /// loaded, and the server does not start.
-fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> bool {
+fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -> bool {
     use tidecache::store::rdb_file::{load_path, Note};
     let started = std::time::Instant::now();
     let mut report = |note: Note, line: &str| match note {
@@ -166,6 +166,13 @@ fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> boo
     match load_path(&server.store, path, &mut report) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
+            if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
+            {
+                let msg = format!("Can't load the RDB file {}: {e}", path.display());
+                tracing::error!("{msg}");
+                log.line(Level::Warning, &msg);
+                return false;
+            }
             let secs = started.elapsed().as_secs_f64();
             let done = format!(
                 "Done loading RDB, keys loaded: {}, keys expired: {}",

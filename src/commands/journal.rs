@@ -366,6 +366,36 @@ fn replay(
     result
 }
 
+/// Loads the function libraries of a `dump.rdb` read at start (`FUNCTION LOAD REPLACE`
+/// through the command table, as a loading client); the errors, in Redis's words.
+pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), String> {
+    if codes.is_empty() {
+        return Ok(());
+    }
+    let any: std::net::SocketAddr = ([0, 0, 0, 0], 0).into();
+    let handle = server.clients.register(any, any);
+    let mut client = ClientState::new(handle.clone(), true);
+    let mut ctx = Ctx {
+        server,
+        client: &mut client,
+    };
+    let mut result = Ok(());
+    for code in codes {
+        let args = [
+            Bytes::from_static(b"FUNCTION"),
+            Bytes::from_static(b"LOAD"),
+            Bytes::from_static(b"REPLACE"),
+            Bytes::from(code.clone()),
+        ];
+        if let Reply::Error(e) = crate::commands::dispatch(&mut ctx, &args) {
+            result = Err(format!("Failed loading library: {e}"));
+            break;
+        }
+    }
+    server.clients.unregister(handle.id);
+    result
+}
+
 fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
     let args: Vec<Bytes> = argv.into_iter().map(Bytes::from).collect();
     if crate::commands::table().get(&args[0]).is_none() {
@@ -401,7 +431,11 @@ const DDL: &[&str] = &[
 /// After a handler ran through the table: its frame of the journal's record closes.
 pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
     let ddl = DDL.contains(&spec.name) && !reply.is_error();
-    journal::leave(args, spec.has(WRITE), ddl);
+    // A document command's changes are records of their own (the documents, by `_id`):
+    // its own arguments are never journaled, even when it changed a key (the change
+    // stream's appends are journaled as their XADDs), or a replay would insert again.
+    let own = spec.has(WRITE) && (spec.group != "document" || ddl);
+    journal::leave(args, own, ddl);
 }
 
 /// When a command ends: what the client's next replies and WAITAOF wait for.
