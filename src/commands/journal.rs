@@ -556,13 +556,31 @@ fn dirty(server: &Server) -> u64 {
 /// journal's switch to a new file) and the snapshot starts. A few microseconds for the
 /// clients; waiting for the gate waits for the commands running now (and a script).
 fn cut(server: &Server, then: impl FnOnce(u64)) -> Option<(Snapshot, Vec<Bytes>, u64)> {
-    let _gate = server.exec_gate.exclusive();
-    let all: Vec<usize> = (0..server.store.shard_count()).collect();
-    let _locks = server.store.lock_many(&all);
-    let snap = Snapshot::install(server.store.shard_count(), server.store.databases())?;
-    then(journal::next_seq());
-    let functions = crate::commands::scripting::library_codes();
-    Some((snap, functions, dirty(server)))
+    let begun = std::time::Instant::now();
+    let r = {
+        let _gate = server.exec_gate.exclusive();
+        let all: Vec<usize> = (0..server.store.shard_count()).collect();
+        let _locks = server.store.lock_many(&all);
+        let snap = Snapshot::install(server.store.shard_count(), server.store.databases())?;
+        then(journal::next_seq());
+        let functions = crate::commands::scripting::library_codes();
+        (snap, functions, dirty(server))
+    };
+    tracing::info!(
+        "Snapshot cut in {} us (waiting for the commands in flight included)",
+        begun.elapsed().as_micros()
+    );
+    Some(r)
+}
+
+/// The snapshot's figures for the log once it is written.
+fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Instant) {
+    tracing::info!(
+        "{what}: {keys} keys in {:.3} s, longest shard lock hold {} us, {} bytes copied on write",
+        started.elapsed().as_secs_f64(),
+        snap.max_hold_us(),
+        snap.cow_bytes()
+    );
 }
 
 /// Copies every key of the snapshot, chunk by chunk, into `sink`.
@@ -694,7 +712,11 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
         cut(server, |seq| j.switch_at(seq, file)).ok_or("a snapshot is already being taken")?;
     // 3. The base, in a temporary file.
     let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let copying = std::time::Instant::now();
     let r = write_base(server, &snap, &functions, &tmp);
+    if let Ok(keys) = &r {
+        log_snapshot("AOF base written", &snap, *keys, copying);
+    }
     P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
     drop(snap);
     if let Err(e) = r {
@@ -743,7 +765,7 @@ fn write_base(
     snap: &Snapshot,
     functions: &[Bytes],
     path: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     use std::io::{Seek, Write};
     let io = |e: std::io::Error| format!("can't write the AOF base: {e}");
     let mut f = std::fs::File::create(path).map_err(io)?;
@@ -752,7 +774,7 @@ fn write_base(
         aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
     }
     let mut db = usize::MAX;
-    each_item(server, snap, |it| {
+    let keys = each_item(server, snap, |it| {
         crate::store::journal::base::item(&mut buf, &mut db, it);
         if buf.len() >= 1 << 16 {
             f.write_all(&buf)?;
@@ -773,7 +795,7 @@ fn write_base(
         let mut dbsel = db;
         if write_documents(server, &mut f, &mut dbsel).map_err(io)? {
             f.sync_all().map_err(io)?;
-            return Ok(());
+            return Ok(keys);
         }
     }
     Err("the collection catalog kept changing while the documents were copied".into())
@@ -992,9 +1014,13 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
     .map_err(io)?;
     let (snap, functions, dirty_at_cut) = cut(server, |_| {})
         .ok_or_else(|| "Failed saving the DB: a snapshot is already being taken".to_string())?;
+    let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
         .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+    if let Ok(keys) = &r {
+        log_snapshot("RDB snapshot written", &snap, *keys, copying);
+    }
     P.last_save_cow.store(snap.cow_bytes() as u64, Relaxed);
     drop(snap);
     if let Err(e) = r {

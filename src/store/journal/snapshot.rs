@@ -56,6 +56,8 @@ struct Cow {
     perm: Vec<AtomicUsize>,
     /// Estimated bytes cloned by writes (Redis's `*_last_cow_size`).
     cow_bytes: AtomicUsize,
+    /// The longest a chunk held its shard's lock, in microseconds.
+    max_hold_us: AtomicU64,
 }
 
 /// Whether a snapshot is being taken (the key space's write paths ask before each change).
@@ -139,6 +141,7 @@ impl Snapshot {
             saved: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
             perm: (0..databases).map(AtomicUsize::new).collect(),
             cow_bytes: AtomicUsize::new(0),
+            max_hold_us: AtomicU64::new(0),
         });
         *g = Some(cow.clone());
         ACTIVE.store(true, Ordering::Release);
@@ -150,12 +153,18 @@ impl Snapshot {
         self.cow.cow_bytes.load(Ordering::Relaxed)
     }
 
+    /// The longest a chunk held its shard's lock so far, in microseconds.
+    pub fn max_hold_us(&self) -> u64 {
+        self.cow.max_hold_us.load(Ordering::Relaxed)
+    }
+
     /// Copies the next chunk of shard `shard` into `out` (cleared first): whole segments,
     /// at least one, until [`CHUNK_EFFORT`] is reached. False once the shard is done.
     pub fn next_chunk(&self, store: &Store, shard: usize, out: &mut Vec<Item>) -> bool {
         out.clear();
         let c = &self.cow;
         let mut g = store.lock(shard);
+        let held = std::time::Instant::now();
         let mut seg = c.done[shard].load(Ordering::Acquire);
         if seg >= SEGMENTS {
             return false;
@@ -203,6 +212,8 @@ impl Snapshot {
             c.done[shard].store(seg, Ordering::Release);
         }
         drop(g);
+        c.max_hold_us
+            .fetch_max(held.elapsed().as_micros() as u64, Ordering::Relaxed);
         true
     }
 }
