@@ -202,6 +202,8 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     let manifest = match manifest {
         Some(mut m) => {
             let files: Vec<aof::FileInfo> = m.base.iter().chain(&m.incr).cloned().collect();
+            let total: u64 = files.iter().map(|f| file_len(&path.join(&f.name))).sum();
+            LOAD.total.store(total, Relaxed);
             let started = std::time::Instant::now();
             replay(server, &path, &files, truncated_ok, log)?;
             log(
@@ -275,6 +277,88 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     Ok(())
 }
 
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map_or(0, |m| m.len())
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading: clients are served while the journal is replayed
+
+/// The replay's progress, for INFO persistence.
+struct Loading {
+    on: AtomicBool,
+    /// Unix seconds.
+    started: AtomicU64,
+    total: AtomicU64,
+    loaded: AtomicU64,
+}
+
+static LOAD: Loading = Loading {
+    on: AtomicBool::new(false),
+    started: AtomicU64::new(0),
+    total: AtomicU64::new(0),
+    loaded: AtomicU64::new(0),
+};
+
+thread_local! {
+    /// The replaying thread: its commands are the journal's, not a client's.
+    static LOADER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The data set is being loaded: clients are connected and answered, commands without the
+/// `loading` flag with `-LOADING` (see [`refused_while_loading`]).
+pub fn begin_loading() {
+    LOAD.started
+        .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
+    LOAD.loaded.store(0, Relaxed);
+    LOAD.on.store(true, Relaxed);
+}
+
+pub fn end_loading() {
+    LOAD.on.store(false, Relaxed);
+}
+
+/// Redis's `-LOADING` answer to a command without the `loading` flag while the data set is
+/// loaded (the replay's own commands run).
+#[inline]
+pub fn refused_while_loading(spec: &CommandSpec) -> Option<Reply> {
+    if !LOAD.on.load(Relaxed) || spec.has(LOADING) || LOADER.with(|l| l.get()) {
+        return None;
+    }
+    Some(Reply::error(
+        "LOADING Redis is loading the dataset in memory",
+    ))
+}
+
+fn loading_info() -> Vec<(&'static str, String)> {
+    if !LOAD.on.load(Relaxed) {
+        return Vec::new();
+    }
+    let started = LOAD.started.load(Relaxed);
+    let total = LOAD.total.load(Relaxed);
+    let loaded = LOAD.loaded.load(Relaxed).min(total);
+    let perc = if total == 0 {
+        0.0
+    } else {
+        loaded as f64 * 100.0 / total as f64
+    };
+    let elapsed = (crate::util::clock::now_ms() as u64 / 1000).saturating_sub(started);
+    // Redis's estimate: the time so far, scaled by what is left.
+    let eta = if loaded == 0 {
+        1
+    } else {
+        (elapsed as f64 * (total - loaded) as f64 / loaded as f64) as i64
+    };
+    vec![
+        ("loading_start_time", started.to_string()),
+        ("loading_total_bytes", total.to_string()),
+        ("loading_rdb_used_mem", "0".into()),
+        ("loading_loaded_bytes", loaded.to_string()),
+        ("loading_loaded_perc", format!("{perc:.2}")),
+        ("loading_eta_seconds", eta.to_string()),
+    ]
+}
+
 fn replay(
     server: &Arc<Server>,
     dir: &std::path::Path,
@@ -286,6 +370,7 @@ fn replay(
     let handle = server.clients.register(any, any);
     let mut client = ClientState::new(handle.clone(), true);
     journal::set_loading(true);
+    LOADER.with(|l| l.set(true));
     let result = (|| {
         for (i, f) in files.iter().enumerate() {
             let p = dir.join(&f.name);
@@ -310,7 +395,12 @@ fn replay(
                 server,
                 client: &mut client,
             };
-            let end = aof::read_file(&p, |argv| run_one(&mut ctx, argv, &f.name))?;
+            let done_before = LOAD.loaded.load(Relaxed);
+            let end = aof::read_file(&p, |argv, at| {
+                LOAD.loaded.store(done_before + at, Relaxed);
+                run_one(&mut ctx, argv, &f.name)
+            })?;
+            LOAD.loaded.store(done_before + file_len(&p), Relaxed);
             match end {
                 aof::ReadEnd::Clean => {}
                 aof::ReadEnd::Truncated { valid_up_to } => {
@@ -358,6 +448,7 @@ fn replay(
         Ok(())
     })();
     journal::set_loading(false);
+    LOADER.with(|l| l.set(false));
     crate::commands::transactions::reset_state(&mut Ctx {
         server,
         client: &mut client,
@@ -1129,7 +1220,7 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
         t => t,
     };
     let mut v: Vec<(&'static str, String)> = vec![
-        ("loading", "0".into()),
+        ("loading", (LOAD.on.load(Relaxed) as u8).to_string()),
         ("async_loading", "0".into()),
         ("current_cow_peak", "0".into()),
         ("current_cow_size", "0".into()),
@@ -1217,5 +1308,6 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
             ("aof_delayed_fsync", "0".into()),
         ]);
     }
+    v.extend(loading_info());
     v
 }

@@ -518,7 +518,7 @@ mod tests {
         assert_eq!(j.durable(), 5);
         j.close();
         let mut got = Vec::new();
-        aof::read_file(&path, |a| {
+        aof::read_file(&path, |a, _| {
             got.push(String::from_utf8_lossy(&a[1]).into_owned());
             Ok(())
         })
