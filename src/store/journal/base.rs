@@ -55,12 +55,10 @@ pub fn item(out: &mut Vec<u8>, db: &mut usize, it: &Item) {
 fn stream(out: &mut Vec<u8>, key: &[u8], s: &StreamValue) {
     let last = s.last_id.to_string();
     if !s.has_entries() {
-        // An empty stream still exists (with its last ID and groups): Redis creates it with
-        // an entry trimmed at once.
-        encode(
-            out,
-            &[b"XADD", key, b"MAXLEN", b"0", last.as_bytes(), b"x", b"y"],
-        );
+        // An empty stream still exists (with its last ID and groups): as Redis, it is
+        // created with an entry 0-1 trimmed at once, and XSETID below sets its last ID (which
+        // may be 0-0, which XADD would refuse).
+        encode(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
     } else {
         let mut argv: Vec<Vec<u8>> = Vec::new();
         s.visit_range(
