@@ -11,7 +11,7 @@
 //!
 //! **What a client waits for.** A chunk holds its shard's lock while it *clones* the entries
 //! of up to [`CHUNK_EFFORT`] units of work (a key, or one element per element of a value in
-//! a table, one node of a list), about a millisecond; all encoding is done after the lock
+//! a table, one node of a list), a few hundred microseconds; all encoding is done after the lock
 //! is released. A write to a key whose segment is not copied yet clones that one value
 //! before changing it (its first change only). A single value with millions of elements
 //! is cloned whole, under its shard's lock, once.
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Work units (see [`Value::free_effort`]) cloned per lock hold.
-pub const CHUNK_EFFORT: usize = 2048;
+pub const CHUNK_EFFORT: usize = 1024;
 /// Documents copied per lock hold.
 pub const DOC_CHUNK: u32 = 1024;
 
