@@ -192,6 +192,7 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
     match load_path(&server.store, path, &mut report) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
+            tidecache::commands::journal::rdb_loaded(server);
             if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
             {
                 let msg = format!("Can't load the RDB file {}: {e}", path.display());

@@ -694,6 +694,11 @@ fn save_writes_an_rdb_that_redis_and_tidecache_load() {
     let s = TestServer::start(&["--dir", dir.to_str().expect("utf-8")]);
     let mut c = s.conn();
     same(&want, &keys_state(&mut c), "tidecache loading the RDB file");
+    assert_eq!(
+        info_value(&mut c, "persistence", "rdb_changes_since_last_save").as_deref(),
+        Some("0"),
+        "what was loaded is not a change"
+    );
     drop(c);
     drop(s);
     if let Some((mut child, port)) = redis_on(&dir, "dump.rdb") {

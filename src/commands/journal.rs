@@ -176,6 +176,8 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
         )
     };
     let path = aof::dir_of(&dir, &dirname);
+    // Absolute, so a later CONFIG SET dir does not move it.
+    let _ = AOF_DIR.set(std::path::absolute(&path).unwrap_or_else(|_| path.clone()));
     std::fs::create_dir_all(&path).map_err(|e| {
         format!(
             "Can't open or create append-only dir {}: {e}",
@@ -273,6 +275,8 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
         .sum();
     journal::start(file, size, base_size, policy)?;
     P.rewrite_base_size.store(size, Relaxed);
+    // What was loaded is not a change since the last save (Redis resets its dirty count).
+    P.dirty_at_save.store(dirty(server), Relaxed);
     ensure_cron(server);
     Ok(())
 }
@@ -487,6 +491,11 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
     result
 }
 
+/// After a `dump.rdb` was loaded at start: what it held is not a change since the last save.
+pub fn rdb_loaded(server: &Server) {
+    P.dirty_at_save.store(dirty(server), Relaxed);
+}
+
 fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
     let args: Vec<Bytes> = argv.into_iter().map(Bytes::from).collect();
     if crate::commands::table().get(&args[0]).is_none() {
@@ -693,10 +702,17 @@ fn each_item(
     Ok(n)
 }
 
+/// The journal's directory as it was opened at start (`dir` may change at run time; the
+/// files stay where they are), and the file name prefix.
+static AOF_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
 fn paths(server: &Server) -> (std::path::PathBuf, String) {
     let c = server.config.read();
     (
-        aof::dir_of(c.get("dir"), c.get("appenddirname")),
+        AOF_DIR
+            .get()
+            .cloned()
+            .unwrap_or_else(|| aof::dir_of(c.get("dir"), c.get("appenddirname"))),
         c.get("appendfilename").to_string(),
     )
 }
