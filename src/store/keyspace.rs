@@ -479,6 +479,21 @@ impl Books {
     }
 }
 
+/// What a snapshot in progress is told before a key changes, under its shard's lock: the
+/// database, the key's hash and bytes, and its value and deadline now (`None`: absent).
+pub type BeforeChange = fn(usize, u64, &[u8], Option<(&Value, Option<i64>)>);
+static SNAPSHOT_HOOK: std::sync::OnceLock<BeforeChange> = std::sync::OnceLock::new();
+static SNAPSHOT_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts (`Some`) or ends (`None`) calling `hook` before every key change
+/// (`journal::snapshot`, which sits above the key space).
+pub fn snapshot_hook(hook: Option<BeforeChange>) {
+    if let Some(h) = hook {
+        let _ = SNAPSHOT_HOOK.set(h);
+    }
+    SNAPSHOT_ACTIVE.store(hook.is_some(), Ordering::Release);
+}
+
 pub struct Keyspace {
     /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
     /// nothing).
@@ -562,13 +577,15 @@ impl Keyspace {
     /// its first change (`journal::snapshot`); one atomic load otherwise.
     #[inline]
     fn before_change(&self, hash: u64, key: &[u8]) {
-        if crate::store::journal::snapshot::active() {
-            let cur = self
-                .segs
-                .get(segment_of(hash))
-                .and_then(|s| s.find(hash, |e| *e.key == *key))
-                .map(|e| (&e.value, self.books.deadline(e).map(|d| d.at)));
-            crate::store::journal::snapshot::before_change(self.books.db, hash, key, cur);
+        if SNAPSHOT_ACTIVE.load(Ordering::Acquire) {
+            if let Some(hook) = SNAPSHOT_HOOK.get() {
+                let cur = self
+                    .segs
+                    .get(segment_of(hash))
+                    .and_then(|s| s.find(hash, |e| *e.key == *key))
+                    .map(|e| (&e.value, self.books.deadline(e).map(|d| d.at)));
+                hook(self.books.db, hash, key, cur);
+            }
         }
     }
 

@@ -6,8 +6,8 @@
 //! **The cut.** [`Snapshot::install`] is called by the caller holding the exec gate
 //! exclusively and every shard's lock, so no command is half-way: every change before it is
 //! in the data, every change after it goes through a write path that calls
-//! [`before_change`] first (`Keyspace::set`, `update`, `set_deadline`, `remove`). That hook
-//! costs one atomic load while no snapshot runs.
+//! `before_change` first (`Keyspace::set`, `update`, `set_deadline`, `remove`, through the
+//! key space's `snapshot_hook`). That costs one atomic load while no snapshot runs.
 //!
 //! **What a client waits for.** A chunk holds its shard's lock while it *clones* the entries
 //! of up to [`CHUNK_EFFORT`] units of work (a key, or one element per element of a value in
@@ -21,11 +21,11 @@
 //! followed by the journal from the cut on, ends in the same state; they are copied in
 //! chunks of [`DOC_CHUNK`] under the catalog's shared lock and the shard's lock.
 
-use crate::store::keyspace::{segment_of, SEGMENTS};
+use crate::store::keyspace::{self, segment_of, SEGMENTS};
 use crate::store::{Store, Value};
 use hashbrown::HashMap;
 use parking_lot::{Mutex, RwLock};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Work units (see [`Value::free_effort`]) cloned per lock hold.
@@ -33,7 +33,6 @@ pub const CHUNK_EFFORT: usize = 1024;
 /// Documents copied per lock hold.
 pub const DOC_CHUNK: u32 = 1024;
 
-static ACTIVE: AtomicBool = AtomicBool::new(false);
 static COW: RwLock<Option<Arc<Cow>>> = parking_lot::const_rwlock(None);
 /// Bumped by every change of the collection catalog (under its exclusive lock), so a copy
 /// of the documents learns that a collection was created, dropped or renamed meanwhile.
@@ -60,16 +59,10 @@ struct Cow {
     max_hold_us: AtomicU64,
 }
 
-/// Whether a snapshot is being taken (the key space's write paths ask before each change).
-#[inline]
-pub fn active() -> bool {
-    ACTIVE.load(Ordering::Acquire)
-}
-
 /// Called by the key space under the shard lock before it changes `key` (hash `hash`) of
 /// database `db`; `cur` is its value and deadline now (`None`: absent).
 #[cold]
-pub fn before_change(db: usize, hash: u64, key: &[u8], cur: Option<(&Value, Option<i64>)>) {
+fn before_change(db: usize, hash: u64, key: &[u8], cur: Option<(&Value, Option<i64>)>) {
     let g = COW.read();
     let Some(c) = g.as_ref() else { return };
     let shard = (((hash >> 40) & 0xffff) % c.shards as u64) as usize;
@@ -144,7 +137,7 @@ impl Snapshot {
             max_hold_us: AtomicU64::new(0),
         });
         *g = Some(cow.clone());
-        ACTIVE.store(true, Ordering::Release);
+        keyspace::snapshot_hook(Some(before_change));
         Some(Snapshot { cow })
     }
 
@@ -221,8 +214,8 @@ impl Snapshot {
 impl Drop for Snapshot {
     fn drop(&mut self) {
         let mut g = COW.write();
+        keyspace::snapshot_hook(None);
         *g = None;
-        ACTIVE.store(false, Ordering::Release);
     }
 }
 
