@@ -661,7 +661,7 @@ fn cut(server: &Server, then: impl FnOnce(u64)) -> Option<(Snapshot, Vec<Bytes>,
         let _gate = server.exec_gate.exclusive();
         let all: Vec<usize> = (0..server.store.shard_count()).collect();
         let _locks = server.store.lock_many(&all);
-        let snap = Snapshot::install(server.store.shard_count(), server.store.databases())?;
+        let snap = Snapshot::install(&server.store)?;
         then(journal::next_seq());
         let functions = crate::commands::scripting::library_codes();
         (snap, functions, dirty(server))

@@ -480,8 +480,9 @@ impl Books {
 }
 
 /// What a snapshot in progress is told before a key changes, under its shard's lock: the
-/// database, the key's hash and bytes, and its value and deadline now (`None`: absent).
-pub type BeforeChange = fn(usize, u64, &[u8], Option<(&Value, Option<i64>)>);
+/// shard (the address of its counters, which name it), the database, the key's hash and
+/// bytes, and its value and deadline now (`None`: absent).
+pub type BeforeChange = fn(usize, usize, u64, &[u8], Option<(&Value, Option<i64>)>);
 static SNAPSHOT_HOOK: std::sync::OnceLock<BeforeChange> = std::sync::OnceLock::new();
 static SNAPSHOT_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -584,7 +585,8 @@ impl Keyspace {
                     .get(segment_of(hash))
                     .and_then(|s| s.find(hash, |e| *e.key == *key))
                     .map(|e| (&e.value, self.books.deadline(e).map(|d| d.at)));
-                hook(self.books.db, hash, key, cur);
+                let shard = Arc::as_ptr(&self.books.counters) as usize;
+                hook(shard, self.books.db, hash, key, cur);
             }
         }
     }

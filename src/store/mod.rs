@@ -271,7 +271,7 @@ impl Store {
         let all: Vec<usize> = (0..self.shards.len()).collect();
         let mut guards = self.lock_many(&all);
         journal::mark();
-        journal::snapshot::swapped(a, b);
+        journal::snapshot::swapped(self, a, b);
         for (_, s) in guards.iter_mut() {
             s.dbs.swap(a, b);
             s.dbs[a].keys.set_db(a);

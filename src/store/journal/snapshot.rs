@@ -45,7 +45,9 @@ type Saved = Option<(Value, Option<i64>)>;
 type SavedMap = HashMap<(usize, usize), HashMap<Vec<u8>, Saved>>;
 
 struct Cow {
-    shards: usize,
+    /// The snapshot's shards, by the address of their counters (what the key space's hook
+    /// names them by): another store's changes (tests) are not its business.
+    shards: Vec<usize>,
     /// Per shard: segments below this are copied.
     done: Vec<AtomicUsize>,
     /// Per shard: (segment, database at the cut) → keys changed since the cut before their
@@ -62,10 +64,18 @@ struct Cow {
 /// Called by the key space under the shard lock before it changes `key` (hash `hash`) of
 /// database `db`; `cur` is its value and deadline now (`None`: absent).
 #[cold]
-fn before_change(db: usize, hash: u64, key: &[u8], cur: Option<(&Value, Option<i64>)>) {
+fn before_change(
+    counters: usize,
+    db: usize,
+    hash: u64,
+    key: &[u8],
+    cur: Option<(&Value, Option<i64>)>,
+) {
     let g = COW.read();
     let Some(c) = g.as_ref() else { return };
-    let shard = (((hash >> 40) & 0xffff) % c.shards as u64) as usize;
+    let Some(shard) = c.shards.iter().position(|&s| s == counters) else {
+        return;
+    };
     let seg = segment_of(hash);
     if seg < c.done[shard].load(Ordering::Acquire) {
         return;
@@ -85,15 +95,24 @@ fn before_change(db: usize, hash: u64, key: &[u8], cur: Option<(&Value, Option<i
 }
 
 /// SWAPDB under every shard's lock: the snapshot keeps naming databases as at the cut.
-pub fn swapped(a: usize, b: usize) {
+pub fn swapped(store: &Store, a: usize, b: usize) {
     let g = COW.read();
-    if let Some(c) = g.as_ref() {
+    if let Some(c) = g.as_ref().filter(|c| c.shards == shard_ids(store)) {
         if let (Some(pa), Some(pb)) = (c.perm.get(a), c.perm.get(b)) {
             let x = pa.load(Ordering::Relaxed);
             pa.store(pb.load(Ordering::Relaxed), Ordering::Relaxed);
             pb.store(x, Ordering::Relaxed);
         }
     }
+}
+
+/// A store's shards as the key space's hook names them.
+fn shard_ids(store: &Store) -> Vec<usize> {
+    store
+        .counters()
+        .iter()
+        .map(|c| Arc::as_ptr(c) as usize)
+        .collect()
 }
 
 /// The collection catalog changed (under its exclusive lock).
@@ -121,15 +140,17 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Starts a snapshot. The caller holds the exec gate exclusively and every shard's lock
-    /// (this is the cut); `None` if one is already running.
-    pub fn install(shards: usize, databases: usize) -> Option<Snapshot> {
+    /// Starts a snapshot of `store`. The caller holds the exec gate exclusively and every
+    /// shard's lock (this is the cut); `None` if one is already running.
+    pub fn install(store: &Store) -> Option<Snapshot> {
         let mut g = COW.write();
         if g.is_some() {
             return None;
         }
+        let shards = store.shard_count();
+        let databases = store.databases();
         let cow = Arc::new(Cow {
-            shards,
+            shards: shard_ids(store),
             done: (0..shards).map(|_| AtomicUsize::new(0)).collect(),
             saved: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
             perm: (0..databases).map(AtomicUsize::new).collect(),
@@ -293,4 +314,76 @@ pub fn copy_docs(
         }
     }
     Ok((end < cs.slot_count()).then_some(end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::keyspace::Ttl;
+
+    fn set(store: &Store, db: usize, key: &str, v: &str) {
+        store.with_key(db, key.as_bytes(), |ks, h| {
+            ks.set(h, key.as_bytes(), Value::string(v.as_bytes()), Ttl::Keep)
+        });
+    }
+
+    fn copy(store: &Store, snap: &Snapshot, shards: std::ops::Range<usize>) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut items = Vec::new();
+        for shard in shards {
+            while snap.next_chunk(store, shard, &mut items) {
+                for it in &items {
+                    let v = it.value.str_bytes().unwrap_or_default();
+                    out.push(format!(
+                        "{} {}={}",
+                        it.db,
+                        String::from_utf8_lossy(&it.key),
+                        String::from_utf8_lossy(&v)
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// What the copy gives is the data at the cut, whatever changed after it: overwritten,
+    /// deleted, created keys and a SWAPDB, in shards copied before and after the changes.
+    #[test]
+    fn the_copy_is_the_data_at_the_cut() {
+        let store = Store::new(2, 4);
+        for i in 0..3000 {
+            set(&store, 0, &format!("k{i}"), "old");
+        }
+        set(&store, 1, "in1", "one");
+        set(&store, 2, "in2", "two");
+        let snap = Snapshot::install(&store).expect("install");
+        assert!(
+            Snapshot::install(&store).is_none(),
+            "one snapshot at a time"
+        );
+        // Shard 0 is copied first; the changes below reach both shards.
+        let mut got = copy(&store, &snap, 0..1);
+        for i in 0..3000 {
+            let k = format!("k{i}");
+            match i % 3 {
+                0 => set(&store, 0, &k, "new"),
+                1 => {
+                    store.with_key(0, k.as_bytes(), |ks, h| ks.remove(h, k.as_bytes()));
+                }
+                _ => set(&store, 0, &format!("fresh{i}"), "x"),
+            }
+        }
+        store.swap_dbs(1, 2);
+        set(&store, 1, "in1", "changed");
+        got.extend(copy(&store, &snap, 1..2));
+        drop(snap);
+        got.sort();
+        let mut want: Vec<String> = (0..3000).map(|i| format!("0 k{i}=old")).collect();
+        want.push("1 in1=one".into());
+        want.push("2 in2=two".into());
+        want.sort();
+        assert_eq!(got, want);
+        // The hook is off again: changes cost nothing and are not kept.
+        set(&store, 0, "after", "x");
+    }
 }

@@ -526,4 +526,50 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert_eq!(got, ["0", "a", "b", "1", "c", "d"]);
     }
+
+    /// A rewrite's cut: the records before it go to the old file, the ones from it on to
+    /// the new one, which starts with its own SELECT; records arriving out of order around
+    /// the cut land on the right side.
+    #[test]
+    fn the_cut_splits_records_between_the_files() {
+        let tmp = |n: &str| {
+            std::env::temp_dir().join(format!(
+                "tidecache-switch-{n}-{}-{}",
+                std::process::id(),
+                crate::util::clock::now_us()
+            ))
+        };
+        let (old, new) = (tmp("old"), tmp("new"));
+        let j = Journal::start(File::create(&old).unwrap(), 0, 0, 1, ALWAYS);
+        j.submit(&[1], vec![sub(2, b"a")]);
+        j.switch_at(4, File::create(&new).unwrap());
+        // 4 arrives before 3: it waits, and is written to the new file.
+        j.submit(&[4], vec![sub(2, b"d")]);
+        j.submit(&[2], vec![sub(2, b"b")]);
+        assert!(!j.switched());
+        j.submit(&[3], vec![sub(2, b"c")]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !j.switched() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(j.switched());
+        j.submit(&[5], vec![sub(2, b"e")]);
+        while j.durable() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(j.durable(), 5);
+        j.close();
+        let read = |p: &std::path::Path| {
+            let mut got = Vec::new();
+            aof::read_file(p, |a, _| {
+                got.push(String::from_utf8_lossy(&a[1]).into_owned());
+                Ok(())
+            })
+            .unwrap();
+            let _ = std::fs::remove_file(p);
+            got
+        };
+        assert_eq!(read(&old), ["2", "a", "b", "c"]);
+        assert_eq!(read(&new), ["2", "d", "e"]);
+    }
 }
