@@ -390,6 +390,18 @@ fn the_manifest_switches_and_old_files_go() {
         manifest(&dir),
         "file appendonly.aof.3.base.aof seq 3 type b\nfile appendonly.aof.3.incr.aof seq 3 type i\n"
     );
+    // Inside EXEC it is scheduled, and runs once the transaction is over (as Redis).
+    let r: Vec<String> = redis::pipe()
+        .atomic()
+        .cmd("BGREWRITEAOF")
+        .query(&mut c)
+        .expect("exec");
+    assert_eq!(r, ["Background append only file rewriting scheduled"]);
+    assert!(eventually(10.0, || {
+        info_value(&mut c, "persistence", "aof_rewrites").as_deref() == Some("3")
+    }));
+    assert!(rewrite_done(&mut c));
+    assert!(manifest(&dir).contains("appendonly.aof.4.base.aof"));
     let before = state(&mut c);
     drop(c);
     drop(s);
@@ -684,6 +696,15 @@ fn save_writes_an_rdb_that_redis_and_tidecache_load() {
         Some("ok")
     );
     assert!(err_text(q::<Value>(&mut c, &["BGSAVE", "NOW"])).contains("syntax"));
+    let r: Vec<String> = redis::pipe()
+        .atomic()
+        .cmd("BGSAVE")
+        .query(&mut c)
+        .expect("exec");
+    assert_eq!(r, ["Background saving scheduled"]);
+    assert!(eventually(10.0, || {
+        info_value(&mut c, "persistence", "rdb_saves").as_deref() == Some("3")
+    }));
     // `save <seconds> <changes>` is not kept by this version: refused, not pretended.
     assert!(!err_text(q::<Value>(&mut c, &["CONFIG", "SET", "save", "900 1"])).is_empty());
     let want = keys_state(&mut c);

@@ -730,8 +730,11 @@ pub fn bgrewriteaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             "ERR Background append only file rewriting already in progress",
         ));
     }
-    if P.bgsave_running.load(Relaxed) {
+    // During a BGSAVE, or inside EXEC (whose end the rewrite's cut would wait for), the
+    // rewrite starts once that is over, as in Redis.
+    if P.bgsave_running.load(Relaxed) || ctx.client.in_exec {
         P.rewrite_scheduled.store(true, Relaxed);
+        ensure_cron(ctx.server);
         return Ok(Reply::Status(
             "Background append only file rewriting scheduled".into(),
         ));
@@ -1059,8 +1062,8 @@ pub fn bgsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if P.bgsave_running.load(Relaxed) {
         return Err(CommandError::msg("ERR Background save already in progress"));
     }
-    if P.rewrite_running.load(Relaxed) {
-        if schedule {
+    if P.rewrite_running.load(Relaxed) || ctx.client.in_exec {
+        if schedule || ctx.client.in_exec {
             P.bgsave_scheduled.store(true, Relaxed);
             ensure_cron(ctx.server);
             return Ok(Reply::Status("Background saving scheduled".into()));

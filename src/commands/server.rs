@@ -44,13 +44,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("4.0.0", "Swaps two databases, key spaces and document collections alike.")
         .complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.")
         .args("index1:integer index2:integer"),
-    SRV.cmd("save", 1, super::journal::save).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+    SRV.cmd("save", 1, super::journal::save).flags(ADMIN | NOSCRIPT | NO_MULTI)
         .doc("1.0.0", "Synchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases"),
-    SRV.cmd("bgsave", -1, super::journal::bgsave).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("bgsave", -1, super::journal::bgsave).flags(ADMIN | NOSCRIPT)
         .doc("1.0.0", "Asynchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases").args("[SCHEDULE]"),
-    SRV.cmd("bgrewriteaof", 1, super::journal::bgrewriteaof).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+    SRV.cmd("bgrewriteaof", 1, super::journal::bgrewriteaof).flags(ADMIN | NOSCRIPT)
         .doc("1.0.0", "Asynchronously rewrites the append-only journal to a snapshot plus tail.")
         .complexity("O(N) where N is the total number of keys and documents"),
     SRV.cmd("lastsave", 1, super::journal::lastsave).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
