@@ -73,14 +73,19 @@ fn state(c: &mut redis::Connection) -> Vec<String> {
             out.push(format!("db{db} {k} {t} {content:?} at={at}"));
         }
     }
-    let _: () = q(c, &["SELECT", "0"]).expect("select");
-    for coll in ["people", "events"] {
-        let docs: Vec<String> =
-            q(c, &["DOC.FIND", coll, "{}", "SORT", r#"{"_id":1}"#]).unwrap_or_default();
-        out.push(format!("{coll}: {docs:?}"));
-        let ix: Vec<String> = q(c, &["DOC.INDEXES", coll]).unwrap_or_default();
-        out.push(format!("{coll} indexes: {ix:?}"));
+    for db in ["0", "1", "2", "3"] {
+        let _: () = q(c, &["SELECT", db]).expect("select");
+        // (redis-server has no collections: nothing is listed there.)
+        let mut colls: Vec<String> = q(c, &["DOC.COLLECTIONS"]).unwrap_or_default();
+        colls.sort();
+        for coll in colls {
+            let docs = strs(c, &["DOC.FIND", &coll, "{}", "SORT", r#"{"_id":1}"#]);
+            out.push(format!("coll db{db} {coll}: {docs:?}"));
+            let ix = strs(c, &["DOC.INDEXES", &coll]);
+            out.push(format!("coll db{db} {coll} indexes: {ix:?}"));
+        }
     }
+    let _: () = q(c, &["SELECT", "0"]).expect("select");
     let f: Value = q(c, &["FUNCTION", "LIST", "WITHCODE"]).expect("function list");
     out.push(format!("functions: {f:?}"));
     out
@@ -266,6 +271,9 @@ fn a_rewrite_under_load_loses_nothing() {
                 if w == 0 && i.is_multiple_of(50) {
                     let _: () = q(&mut c, &["SELECT", "1"]).expect("select");
                     let _: i64 = q(&mut c, &["INCR", "in1"]).expect("incr");
+                    // A collection that moves with its database.
+                    let d = format!(r#"{{"_id":{i},"w":{w}}}"#);
+                    let _: Value = q(&mut c, &["DOC.INSERT", "moving", &d]).expect("insert");
                     let _: () = q(&mut c, &["SWAPDB", "1", "3"]).expect("swapdb");
                     let _: () = q(&mut c, &["SELECT", "0"]).expect("select");
                 }

@@ -903,7 +903,7 @@ fn write_base(
         f.set_len(start).map_err(io)?;
         f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         let mut dbsel = db;
-        if write_documents(server, &mut f, &mut dbsel).map_err(io)? {
+        if write_documents(server, snap, &mut f, &mut dbsel).map_err(io)? {
             f.sync_all().map_err(io)?;
             return Ok(keys);
         }
@@ -914,6 +914,7 @@ fn write_base(
 /// The collections, their indexes and documents; false if the catalog changed meanwhile.
 fn write_documents(
     server: &Arc<Server>,
+    snap: &Snapshot,
     f: &mut std::fs::File,
     db: &mut usize,
 ) -> std::io::Result<bool> {
@@ -923,9 +924,12 @@ fn write_documents(
     let mut buf = Vec::with_capacity(1 << 16);
     let mut docs = Vec::new();
     for def in &defs {
-        if def.db != *db {
-            aof::encode(&mut buf, &[b"SELECT", def.db.to_string().as_bytes()]);
-            *db = def.db;
+        // Databases are named as at the cut, as the keys are: a SWAPDB since then is in the
+        // journal after the base.
+        let at_cut = snap.db_at_cut(def.db);
+        if at_cut != *db {
+            aof::encode(&mut buf, &[b"SELECT", at_cut.to_string().as_bytes()]);
+            *db = at_cut;
         }
         let name = def.name.as_bytes();
         let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATE".to_vec(), name.to_vec()];

@@ -162,6 +162,14 @@ impl Snapshot {
         Some(Snapshot { cow })
     }
 
+    /// The number database `db` had at the cut (SWAPDB may have moved it since).
+    pub fn db_at_cut(&self, db: usize) -> usize {
+        self.cow
+            .perm
+            .get(db)
+            .map_or(db, |p| p.load(Ordering::Relaxed))
+    }
+
     /// Bytes cloned by writes so far.
     pub fn cow_bytes(&self) -> usize {
         self.cow.cow_bytes.load(Ordering::Relaxed)
