@@ -167,9 +167,11 @@ async fn run(config: Config) -> i32 {
         (Some(h), _) => {
             let _ = h.await;
         }
-        (None, Some(l)) => listener::run(server, l).await,
+        (None, Some(l)) => listener::run(server.clone(), l).await,
         (None, None) => {}
     }
+    // SHUTDOWN SAVE: dir/dbfilename is written now that no command runs.
+    tidecache::commands::journal::shutdown_save(&server);
     // What the journal holds is written and fsynced before the process exits.
     tidecache::store::journal::stop();
     tracing::info!("tidecache is now ready to exit, bye bye...");

@@ -739,6 +739,17 @@ fn save_writes_an_rdb_that_redis_and_tidecache_load() {
         let _ = child.wait();
         same(&want, &got, "redis-server loading the RDB file");
     }
+    // SHUTDOWN SAVE writes the file before the process exits.
+    let mut s = TestServer::start(&["--dir", dir.to_str().expect("utf-8")]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "late", "1"]).expect("set");
+    let _ = q::<Value>(&mut c, &["SHUTDOWN", "SAVE"]);
+    assert_eq!(s.wait_exit(), Some(0));
+    let s = TestServer::start(&["--dir", dir.to_str().expect("utf-8")]);
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &["EXISTS", "late"]), 1);
+    drop(c);
+    drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1163,6 +1163,34 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
     Ok(())
 }
 
+static SAVE_ON_SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+/// `SHUTDOWN SAVE`: the server saves `dir`/`dbfilename` before it exits.
+pub fn save_on_shutdown() {
+    SAVE_ON_SHUTDOWN.store(true, Relaxed);
+}
+
+/// At exit, after the connections ended: the save `SHUTDOWN SAVE` asked for. (Redis saves
+/// before it stops serving and refuses to stop if the save fails; here the save comes after
+/// the reply-less SHUTDOWN, and a failure is logged.)
+pub fn shutdown_save(server: &Arc<Server>) {
+    if !SAVE_ON_SHUTDOWN.load(Relaxed) {
+        return;
+    }
+    let waited = std::time::Instant::now();
+    while P.bgsave_running.load(Relaxed) || P.rewrite_running.load(Relaxed) {
+        if waited.elapsed() > std::time::Duration::from_secs(60) {
+            tracing::warn!("Error trying to save the DB: a background snapshot did not end");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    if let Err(e) = save_rdb(server) {
+        tracing::warn!("Error trying to save the DB: {e}");
+    }
+}
+
 /// `LASTSAVE`: the last successful save, or the start of the server.
 pub fn lastsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     args.finish()?;

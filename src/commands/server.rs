@@ -495,15 +495,21 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut abort = false;
+    let mut save = false;
     while let Some(kw) = args.next_token() {
         match &*kw {
             b"ABORT" => abort = true,
-            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
+            b"SAVE" => save = true,
+            b"NOSAVE" | b"NOW" | b"FORCE" => {}
             _ => return Err(CommandError::syntax()),
         }
     }
     if abort {
         return Err(CommandError::msg("ERR No shutdown in progress."));
+    }
+    if save {
+        // Written once the connections are done (the snapshot's cut needs the exec gate).
+        super::journal::save_on_shutdown();
     }
     tracing::warn!("User requested shutdown...");
     ctx.server.shutdown();

@@ -231,6 +231,9 @@ impl Snapshot {
                 }
             }
             seg += 1;
+            // Visiting a segment costs a little even when it is empty, so an empty or
+            // sparse shard is not walked whole under one hold either.
+            effort += 1;
             c.done[shard].store(seg, Ordering::Release);
         }
         drop(g);
