@@ -1,6 +1,10 @@
 //! The journal's commands and its start: replaying `appendonlydir` at start through the
-//! command table (a loading client), `WAITAOF`, and the two internal commands that redo a
-//! document change exactly (`DOC.JOURNALPUT`, `DOC.JOURNALDEL`).
+//! command table (a loading client, while other clients are answered `-LOADING`),
+//! `WAITAOF`, the two internal commands that redo a document change exactly
+//! (`DOC.JOURNALPUT`, `DOC.JOURNALDEL`), and the snapshots: `BGREWRITEAOF` and the
+//! automatic rewrite (a new RESP base from a copy-on-write snapshot, `store::journal::
+//! snapshot`, while the journal goes on into a new incremental file), `SAVE`/`BGSAVE`
+//! (`dump.rdb`, RDB version 10), `LASTSAVE`, and `INFO persistence`.
 //!
 //! Document changes are journaled as their result, not as the command that made them: the
 //! whole document as raw BSON (its generated `_id`, resolved `$$NOW`/`$currentDate`, exact
@@ -158,9 +162,9 @@ pub fn policy_of(name: &str) -> u8 {
     }
 }
 
-/// At start with `appendonly yes`, before any client connects: replays the manifest's files
-/// through the command table as a loading client (nothing is journaled meanwhile and no key
-/// expires lazily), cuts a torn last record (`aof-load-truncated yes`) or stops at
+/// At start with `appendonly yes`, on a thread of its own while clients are answered
+/// `-LOADING` (see [`begin_loading`]): replays the manifest's files through the command
+/// table as a loading client (nothing is journaled meanwhile and no key expires lazily), cuts a torn last record (`aof-load-truncated yes`) or stops at
 /// corruption naming the file and offset, then opens the last incremental file for
 /// appending — or creates the directory, an empty base and the first incremental file.
 /// `log` receives Redis's log lines.
