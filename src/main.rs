@@ -92,19 +92,6 @@ async fn run(config: Config) -> i32 {
     let snapshot = (config.get("appendonly") != "yes")
         .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
-    // Phase 1 of the journal: it is replayed completely before the port is bound, so no
-    // client sees a partly loaded data set.
-    if server.config.read().get_bool("appendonly") {
-        let mut logger = |warn: bool, line: &str| {
-            let level = if warn { Level::Warning } else { Level::Notice };
-            log.line(level, line);
-        };
-        if let Err(e) = tidecache::commands::journal::load(&server, &mut logger) {
-            log.line(Level::Warning, &e);
-            tracing::error!("{e}");
-            return 1;
-        }
-    }
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
         Err(e) => {
@@ -118,6 +105,37 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    // The journal is replayed while clients are already served, as Redis loads: they are
+    // answered `-LOADING` except by the commands flagged `loading` (INFO shows the progress).
+    let mut serving = None;
+    let mut listeners = Some(listeners);
+    if server.config.read().get_bool("appendonly") {
+        tidecache::commands::journal::begin_loading();
+        tokio::spawn(watch_signals(server.clone()));
+        if let Some(l) = listeners.take() {
+            serving = Some(tokio::spawn(listener::run(server.clone(), l)));
+        }
+        let s = server.clone();
+        let replay_log = RedisLog {
+            file: log.file.clone(),
+            min: log.min,
+        };
+        let loaded = tokio::task::spawn_blocking(move || {
+            let mut logger = |warn: bool, line: &str| {
+                let level = if warn { Level::Warning } else { Level::Notice };
+                replay_log.line(level, line);
+            };
+            tidecache::commands::journal::load(&s, &mut logger)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the journal's replay stopped: {e}")));
+        tidecache::commands::journal::end_loading();
+        if let Err(e) = loaded {
+            log.line(Level::Warning, &e);
+            tracing::error!("{e}");
+            return 1;
+        }
+    }
     let pid = std::process::id();
     tracing::info!(
         "tidecache {VERSION} (Redis {} compatible) started: port {}, pid {}, {} shards, {} databases",
@@ -140,10 +158,20 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     }
-    tokio::spawn(watch_signals(server.clone()));
+    if serving.is_none() {
+        tokio::spawn(watch_signals(server.clone()));
+    }
     start_background(&server);
     log.line(Level::Notice, "Ready to accept connections");
-    listener::run(server, listeners).await;
+    match (serving, listeners) {
+        (Some(h), _) => {
+            let _ = h.await;
+        }
+        (None, Some(l)) => listener::run(server.clone(), l).await,
+        (None, None) => {}
+    }
+    // SHUTDOWN SAVE: dir/dbfilename is written now that no command runs.
+    tidecache::commands::journal::shutdown_save(&server);
     // What the journal holds is written and fsynced before the process exits.
     tidecache::store::journal::stop();
     tracing::info!("tidecache is now ready to exit, bye bye...");
@@ -153,7 +181,7 @@ async fn run(config: Config) -> i32 {
 /// Loads a Redis RDB file found at `path` before any client is served, as Redis does at
 /// start; false (after logging why, naming the file and the offset) when it cannot be
 /// loaded, and the server does not start.
-fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> bool {
+fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -> bool {
     use tidecache::store::rdb_file::{load_path, Note};
     let started = std::time::Instant::now();
     let mut report = |note: Note, line: &str| match note {
@@ -166,6 +194,14 @@ fn load_snapshot(server: &Server, path: &std::path::Path, log: &RedisLog) -> boo
     match load_path(&server.store, path, &mut report) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
+            tidecache::commands::journal::rdb_loaded(server);
+            if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
+            {
+                let msg = format!("Can't load the RDB file {}: {e}", path.display());
+                tracing::error!("{msg}");
+                log.line(Level::Warning, &msg);
+                return false;
+            }
             let secs = started.elapsed().as_secs_f64();
             let done = format!(
                 "Done loading RDB, keys loaded: {}, keys expired: {}",

@@ -500,7 +500,7 @@ fn redis_dump_loads_with_every_type_encoding_ttl_and_database() {
     assert_eq!(encodings["h:big"], "\"hashtable\"");
     assert_eq!(encodings["z:small"], "\"listpack\"");
     assert_eq!(encodings["z:big"], "\"skiplist\"");
-    // A function library: written as FUNCTION2, skipped with a warning (no function engine).
+    // A function library: written as FUNCTION2, loaded into the function engine.
     run(
         &mut rc,
         &[
@@ -522,6 +522,7 @@ fn redis_dump_loads_with_every_type_encoding_ttl_and_database() {
     let mut c = ours.conn();
     let got = snapshot(&mut c);
     assert_same(&expected, &got, 5000);
+    assert_eq!(text(&run(&mut c, &["FCALL", "f", "0"]), &[]), "1");
     assert_eq!(
         text(&run(&mut c, &["EXISTS", "t:gone"]), &[]),
         "0",

@@ -1,6 +1,10 @@
 //! The journal's commands and its start: replaying `appendonlydir` at start through the
-//! command table (a loading client), `WAITAOF`, and the two internal commands that redo a
-//! document change exactly (`DOC.JOURNALPUT`, `DOC.JOURNALDEL`).
+//! command table (a loading client, while other clients are answered `-LOADING`),
+//! `WAITAOF`, the two internal commands that redo a document change exactly
+//! (`DOC.JOURNALPUT`, `DOC.JOURNALDEL`), and the snapshots: `BGREWRITEAOF` and the
+//! automatic rewrite (a new RESP base from a copy-on-write snapshot, `store::journal::
+//! snapshot`, while the journal goes on into a new incremental file), `SAVE`/`BGSAVE`
+//! (`dump.rdb`, RDB version 10), `LASTSAVE`, and `INFO persistence`.
 //!
 //! Document changes are journaled as their result, not as the command that made them: the
 //! whole document as raw BSON (its generated `_id`, resolved `$$NOW`/`$currentDate`, exact
@@ -150,49 +154,6 @@ pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::NoReply)
 }
 
-/// `INFO persistence`'s journal fields.
-pub fn info_fields() -> Vec<(&'static str, String)> {
-    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
-        return vec![
-            ("aof_enabled", "0".into()),
-            ("aof_rewrite_in_progress", "0".into()),
-            ("aof_rewrite_scheduled", "0".into()),
-            ("aof_last_rewrite_time_sec", "-1".into()),
-            ("aof_current_rewrite_time_sec", "-1".into()),
-            ("aof_last_bgrewrite_status", "ok".into()),
-            ("aof_rewrites", "0".into()),
-            ("aof_rewrites_consecutive_failures", "0".into()),
-            ("aof_last_write_status", "ok".into()),
-            ("aof_last_cow_size", "0".into()),
-        ];
-    };
-    use std::sync::atomic::Ordering::Relaxed;
-    let ok = |b: bool| if b { "ok" } else { "err" }.to_string();
-    vec![
-        ("aof_enabled", "1".into()),
-        ("aof_rewrite_in_progress", "0".into()),
-        ("aof_rewrite_scheduled", "0".into()),
-        ("aof_last_rewrite_time_sec", "-1".into()),
-        ("aof_current_rewrite_time_sec", "-1".into()),
-        ("aof_last_bgrewrite_status", "ok".into()),
-        ("aof_rewrites", "0".into()),
-        ("aof_rewrites_consecutive_failures", "0".into()),
-        (
-            "aof_last_write_status",
-            ok(j.last_write_ok.load(Relaxed) && j.last_fsync_ok.load(Relaxed)),
-        ),
-        ("aof_last_cow_size", "0".into()),
-        ("module_fork_in_progress", "0".into()),
-        ("module_fork_last_cow_size", "0".into()),
-        ("aof_current_size", j.current_size.load(Relaxed).to_string()),
-        ("aof_base_size", j.base_size.load(Relaxed).to_string()),
-        ("aof_pending_rewrite", "0".into()),
-        ("aof_buffer_length", "0".into()),
-        ("aof_pending_bio_fsync", "0".into()),
-        ("aof_delayed_fsync", "0".into()),
-    ]
-}
-
 pub fn policy_of(name: &str) -> u8 {
     match name {
         "always" => writer::ALWAYS,
@@ -201,9 +162,9 @@ pub fn policy_of(name: &str) -> u8 {
     }
 }
 
-/// At start with `appendonly yes`, before any client connects: replays the manifest's files
-/// through the command table as a loading client (nothing is journaled meanwhile and no key
-/// expires lazily), cuts a torn last record (`aof-load-truncated yes`) or stops at
+/// At start with `appendonly yes`, on a thread of its own while clients are answered
+/// `-LOADING` (see [`begin_loading`]): replays the manifest's files through the command
+/// table as a loading client (nothing is journaled meanwhile and no key expires lazily), cuts a torn last record (`aof-load-truncated yes`) or stops at
 /// corruption naming the file and offset, then opens the last incremental file for
 /// appending — or creates the directory, an empty base and the first incremental file.
 /// `log` receives Redis's log lines.
@@ -219,6 +180,8 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
         )
     };
     let path = aof::dir_of(&dir, &dirname);
+    // Absolute, so a later CONFIG SET dir does not move it.
+    let _ = AOF_DIR.set(std::path::absolute(&path).unwrap_or_else(|_| path.clone()));
     std::fs::create_dir_all(&path).map_err(|e| {
         format!(
             "Can't open or create append-only dir {}: {e}",
@@ -245,6 +208,8 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     let manifest = match manifest {
         Some(mut m) => {
             let files: Vec<aof::FileInfo> = m.base.iter().chain(&m.incr).cloned().collect();
+            let total: u64 = files.iter().map(|f| file_len(&path.join(&f.name))).sum();
+            LOAD.total.store(total, Relaxed);
             let started = std::time::Instant::now();
             replay(server, &path, &files, truncated_ok, log)?;
             log(
@@ -312,7 +277,94 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
         .chain(&manifest.incr)
         .map(|f| std::fs::metadata(path.join(&f.name)).map_or(0, |m| m.len()))
         .sum();
-    journal::start(file, size, base_size, policy)
+    journal::start(file, size, base_size, policy)?;
+    P.rewrite_base_size.store(size, Relaxed);
+    // What was loaded is not a change since the last save (Redis resets its dirty count).
+    P.dirty_at_save.store(dirty(server), Relaxed);
+    ensure_cron(server);
+    Ok(())
+}
+
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map_or(0, |m| m.len())
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading: clients are served while the journal is replayed
+
+/// The replay's progress, for INFO persistence.
+struct Loading {
+    on: AtomicBool,
+    /// Unix seconds.
+    started: AtomicU64,
+    total: AtomicU64,
+    loaded: AtomicU64,
+}
+
+static LOAD: Loading = Loading {
+    on: AtomicBool::new(false),
+    started: AtomicU64::new(0),
+    total: AtomicU64::new(0),
+    loaded: AtomicU64::new(0),
+};
+
+thread_local! {
+    /// The replaying thread: its commands are the journal's, not a client's.
+    static LOADER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The data set is being loaded: clients are connected and answered, commands without the
+/// `loading` flag with `-LOADING` (see [`refused_while_loading`]).
+pub fn begin_loading() {
+    LOAD.started
+        .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
+    LOAD.loaded.store(0, Relaxed);
+    LOAD.on.store(true, Relaxed);
+}
+
+pub fn end_loading() {
+    LOAD.on.store(false, Relaxed);
+}
+
+/// Redis's `-LOADING` answer to a command without the `loading` flag while the data set is
+/// loaded (the replay's own commands run).
+#[inline]
+pub fn refused_while_loading(spec: &CommandSpec) -> Option<Reply> {
+    if !LOAD.on.load(Relaxed) || spec.has(LOADING) || LOADER.with(|l| l.get()) {
+        return None;
+    }
+    Some(Reply::error(
+        "LOADING Redis is loading the dataset in memory",
+    ))
+}
+
+fn loading_info() -> Vec<(&'static str, String)> {
+    if !LOAD.on.load(Relaxed) {
+        return Vec::new();
+    }
+    let started = LOAD.started.load(Relaxed);
+    let total = LOAD.total.load(Relaxed);
+    let loaded = LOAD.loaded.load(Relaxed).min(total);
+    let perc = if total == 0 {
+        0.0
+    } else {
+        loaded as f64 * 100.0 / total as f64
+    };
+    let elapsed = (crate::util::clock::now_ms() as u64 / 1000).saturating_sub(started);
+    // Redis's estimate: the time so far, scaled by what is left.
+    let eta = if loaded == 0 {
+        1
+    } else {
+        (elapsed as f64 * (total - loaded) as f64 / loaded as f64) as i64
+    };
+    vec![
+        ("loading_start_time", started.to_string()),
+        ("loading_total_bytes", total.to_string()),
+        ("loading_rdb_used_mem", "0".into()),
+        ("loading_loaded_bytes", loaded.to_string()),
+        ("loading_loaded_perc", format!("{perc:.2}")),
+        ("loading_eta_seconds", eta.to_string()),
+    ]
 }
 
 fn replay(
@@ -326,6 +378,7 @@ fn replay(
     let handle = server.clients.register(any, any);
     let mut client = ClientState::new(handle.clone(), true);
     journal::set_loading(true);
+    LOADER.with(|l| l.set(true));
     let result = (|| {
         for (i, f) in files.iter().enumerate() {
             let p = dir.join(&f.name);
@@ -350,7 +403,12 @@ fn replay(
                 server,
                 client: &mut client,
             };
-            let end = aof::read_file(&p, |argv| run_one(&mut ctx, argv, &f.name))?;
+            let done_before = LOAD.loaded.load(Relaxed);
+            let end = aof::read_file(&p, |argv, at| {
+                LOAD.loaded.store(done_before + at, Relaxed);
+                run_one(&mut ctx, argv, &f.name)
+            })?;
+            LOAD.loaded.store(done_before + file_len(&p), Relaxed);
             match end {
                 aof::ReadEnd::Clean => {}
                 aof::ReadEnd::Truncated { valid_up_to } => {
@@ -398,12 +456,48 @@ fn replay(
         Ok(())
     })();
     journal::set_loading(false);
+    LOADER.with(|l| l.set(false));
     crate::commands::transactions::reset_state(&mut Ctx {
         server,
         client: &mut client,
     });
     server.clients.unregister(handle.id);
     result
+}
+
+/// Loads the function libraries of a `dump.rdb` read at start (`FUNCTION LOAD REPLACE`
+/// through the command table, as a loading client); the errors, in Redis's words.
+pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), String> {
+    if codes.is_empty() {
+        return Ok(());
+    }
+    let any: std::net::SocketAddr = ([0, 0, 0, 0], 0).into();
+    let handle = server.clients.register(any, any);
+    let mut client = ClientState::new(handle.clone(), true);
+    let mut ctx = Ctx {
+        server,
+        client: &mut client,
+    };
+    let mut result = Ok(());
+    for code in codes {
+        let args = [
+            Bytes::from_static(b"FUNCTION"),
+            Bytes::from_static(b"LOAD"),
+            Bytes::from_static(b"REPLACE"),
+            Bytes::from(code.clone()),
+        ];
+        if let Reply::Error(e) = crate::commands::dispatch(&mut ctx, &args) {
+            result = Err(format!("Failed loading library: {e}"));
+            break;
+        }
+    }
+    server.clients.unregister(handle.id);
+    result
+}
+
+/// After a `dump.rdb` was loaded at start: what it held is not a change since the last save.
+pub fn rdb_loaded(server: &Server) {
+    P.dirty_at_save.store(dirty(server), Relaxed);
 }
 
 fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
@@ -430,12 +524,22 @@ const DDL: &[&str] = &[
     "doc.createindex",
     "doc.dropindex",
     "doc.expireindex",
+    "doc.collmod",
+    // Functions change no key: their commands are journaled as they are when they succeed.
+    "function|load",
+    "function|delete",
+    "function|flush",
+    "function|restore",
 ];
 
 /// After a handler ran through the table: its frame of the journal's record closes.
 pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
     let ddl = DDL.contains(&spec.name) && !reply.is_error();
-    journal::leave(args, spec.has(WRITE), ddl);
+    // A document command's changes are records of their own (the documents, by `_id`):
+    // its own arguments are never journaled, even when it changed a key (the change
+    // stream's appends are journaled as their XADDs), or a replay would insert again.
+    let own = spec.has(WRITE) && (spec.group != "document" || ddl);
+    journal::leave(args, own, ddl);
 }
 
 /// When a command ends: what the client's next replies and WAITAOF wait for.
@@ -483,4 +587,782 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
         "ERR {} with a minimum idle time or IDLE is not available with appendonly yes: it depends on delivery times the journal does not keep yet (min-idle-time 0 works)",
         spec.name.to_uppercase()
     )))
+}
+
+// ---------------------------------------------------------------------------------------
+// Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
+
+use crate::store::journal::snapshot::{self, Item, Snapshot};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// What INFO persistence reports of snapshots, and what is scheduled.
+struct Persist {
+    rewrite_running: AtomicBool,
+    rewrite_scheduled: AtomicBool,
+    /// Unix ms when the running rewrite started.
+    rewrite_started: AtomicU64,
+    last_rewrite_secs: AtomicI64,
+    last_rewrite_ok: AtomicBool,
+    rewrites: AtomicU64,
+    rewrite_failures: AtomicU64,
+    last_rewrite_cow: AtomicU64,
+    /// The journal's size after the last rewrite (or at start): automatic rewrites compare
+    /// the growth since with `auto-aof-rewrite-percentage`.
+    rewrite_base_size: AtomicU64,
+    bgsave_running: AtomicBool,
+    bgsave_scheduled: AtomicBool,
+    bgsave_started: AtomicU64,
+    last_bgsave_secs: AtomicI64,
+    last_bgsave_ok: AtomicBool,
+    /// Unix seconds of the last successful save (0: none since start).
+    last_save: AtomicU64,
+    saves: AtomicU64,
+    last_save_cow: AtomicU64,
+    /// The key space's change counter when the last successful save took its cut.
+    dirty_at_save: AtomicU64,
+    /// Whether the scheduling thread runs.
+    cron: AtomicBool,
+}
+
+static P: Persist = Persist {
+    rewrite_running: AtomicBool::new(false),
+    rewrite_scheduled: AtomicBool::new(false),
+    rewrite_started: AtomicU64::new(0),
+    last_rewrite_secs: AtomicI64::new(-1),
+    last_rewrite_ok: AtomicBool::new(true),
+    rewrites: AtomicU64::new(0),
+    rewrite_failures: AtomicU64::new(0),
+    last_rewrite_cow: AtomicU64::new(0),
+    rewrite_base_size: AtomicU64::new(0),
+    bgsave_running: AtomicBool::new(false),
+    bgsave_scheduled: AtomicBool::new(false),
+    bgsave_started: AtomicU64::new(0),
+    last_bgsave_secs: AtomicI64::new(-1),
+    last_bgsave_ok: AtomicBool::new(true),
+    last_save: AtomicU64::new(0),
+    saves: AtomicU64::new(0),
+    last_save_cow: AtomicU64::new(0),
+    dirty_at_save: AtomicU64::new(0),
+    cron: AtomicBool::new(false),
+};
+
+fn dirty(server: &Server) -> u64 {
+    server
+        .store
+        .counters()
+        .iter()
+        .map(|c| c.dirty.load(Relaxed))
+        .sum()
+}
+
+/// The cut of a snapshot: with the exec gate held exclusively (no command half-way, no
+/// EXEC or script between two of its commands) and every shard locked, `then` runs (the
+/// journal's switch to a new file) and the snapshot starts. A few microseconds for the
+/// clients; waiting for the gate waits for the commands running now (and a script).
+fn cut(server: &Server, then: impl FnOnce(u64)) -> Option<(Snapshot, Vec<Bytes>, u64)> {
+    let begun = std::time::Instant::now();
+    let r = {
+        let _gate = server.exec_gate.exclusive();
+        let all: Vec<usize> = (0..server.store.shard_count()).collect();
+        let _locks = server.store.lock_many(&all);
+        let snap = Snapshot::install(&server.store)?;
+        then(journal::next_seq());
+        let functions = crate::commands::scripting::library_codes();
+        (snap, functions, dirty(server))
+    };
+    tracing::info!(
+        "Snapshot cut in {} us (waiting for the commands in flight included)",
+        begun.elapsed().as_micros()
+    );
+    Some(r)
+}
+
+/// The snapshot's figures for the log once it is written.
+fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Instant) {
+    tracing::info!(
+        "{what}: {keys} keys in {:.3} s, longest shard lock hold {} us, {} bytes copied on write",
+        started.elapsed().as_secs_f64(),
+        snap.max_hold_us(),
+        snap.cow_bytes()
+    );
+}
+
+/// Copies every key of the snapshot, chunk by chunk, into `sink`.
+fn each_item(
+    server: &Server,
+    snap: &Snapshot,
+    mut sink: impl FnMut(&Item) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let mut items = Vec::new();
+    let mut n = 0;
+    for shard in 0..server.store.shard_count() {
+        while snap.next_chunk(&server.store, shard, &mut items) {
+            for it in &items {
+                sink(it)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The journal's directory as it was opened at start (`dir` may change at run time; the
+/// files stay where they are), and the file name prefix.
+static AOF_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+fn paths(server: &Server) -> (std::path::PathBuf, String) {
+    let c = server.config.read();
+    (
+        AOF_DIR
+            .get()
+            .cloned()
+            .unwrap_or_else(|| aof::dir_of(c.get("dir"), c.get("appenddirname"))),
+        c.get("appendfilename").to_string(),
+    )
+}
+
+/// `BGREWRITEAOF`, as Redis 7.0 answers it.
+pub fn bgrewriteaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    if !journal::enabled() {
+        return Err(CommandError::msg(
+            "ERR BGREWRITEAOF needs appendonly yes in this version (turning the journal on at run time is not available)",
+        ));
+    }
+    if P.rewrite_running.load(Relaxed) {
+        return Err(CommandError::msg(
+            "ERR Background append only file rewriting already in progress",
+        ));
+    }
+    // During a BGSAVE, or inside EXEC (whose end the rewrite's cut would wait for), the
+    // rewrite starts once that is over, as in Redis.
+    if P.bgsave_running.load(Relaxed) || ctx.client.in_exec {
+        P.rewrite_scheduled.store(true, Relaxed);
+        ensure_cron(ctx.server);
+        return Ok(Reply::Status(
+            "Background append only file rewriting scheduled".into(),
+        ));
+    }
+    start_rewrite(ctx.server);
+    Ok(Reply::Status(
+        "Background append only file rewriting started".into(),
+    ))
+}
+
+fn start_rewrite(server: &Arc<Server>) -> bool {
+    if P.rewrite_running.swap(true, Relaxed) {
+        return false;
+    }
+    P.rewrite_scheduled.store(false, Relaxed);
+    P.rewrite_started
+        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let s = server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("aof-rewrite".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = rewrite(&s);
+            let secs = started.elapsed().as_secs() as i64;
+            P.last_rewrite_secs.store(secs, Relaxed);
+            match r {
+                Ok(()) => {
+                    P.last_rewrite_ok.store(true, Relaxed);
+                    P.rewrites.fetch_add(1, Relaxed);
+                    P.rewrite_failures.store(0, Relaxed);
+                    tracing::info!("Background AOF rewrite finished successfully");
+                }
+                Err(e) => {
+                    P.last_rewrite_ok.store(false, Relaxed);
+                    P.rewrite_failures.fetch_add(1, Relaxed);
+                    tracing::warn!("Background AOF rewrite failed: {e}");
+                }
+            }
+            P.rewrite_running.store(false, Relaxed);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("Can't start the AOF rewrite: {e}");
+        P.rewrite_running.store(false, Relaxed);
+        return false;
+    }
+    tracing::info!("Background append only file rewriting started");
+    true
+}
+
+/// Rewrites the journal: a new incremental file takes every change from the cut on, a new
+/// base holds the data at the cut (RESP commands: `aof-use-rdb-preamble no`), and the
+/// manifest switches from (old base, old incrementals, new incremental) to (new base, new
+/// incremental) atomically; the old files are deleted. At every moment the manifest on
+/// disk names files that together hold every acknowledged write.
+fn rewrite(server: &Arc<Server>) -> Result<(), String> {
+    let j = journal::journal()
+        .filter(|_| journal::enabled())
+        .ok_or("the journal is off")?;
+    let (dir, prefix) = paths(server);
+    let mname = aof::Manifest::manifest_name(&prefix);
+    let text = std::fs::read_to_string(dir.join(&mname))
+        .map_err(|e| format!("can't read the AOF manifest: {e}"))?;
+    let old = aof::Manifest::parse(&text)?;
+    let incr_seq = old.incr.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
+    let base_seq = old.base.as_ref().map_or(0, |b| b.seq) + 1;
+    // 1. The new incremental file, named in the manifest before anything is written to it.
+    let incr = aof::FileInfo {
+        name: aof::incr_name(&prefix, incr_seq),
+        seq: incr_seq,
+        kind: 'i',
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(dir.join(&incr.name))
+        .map_err(|e| format!("can't create {}: {e}", incr.name))?;
+    file.sync_all().map_err(|e| e.to_string())?;
+    let mut during = old.clone();
+    during.incr.push(incr.clone());
+    aof::write_manifest(&dir, &mname, &during.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    // 2. The cut: records from here on go to the new file; the snapshot holds the rest.
+    let (snap, functions, _) =
+        cut(server, |seq| j.switch_at(seq, file)).ok_or("a snapshot is already being taken")?;
+    // 3. The base, in a temporary file.
+    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let copying = std::time::Instant::now();
+    let r = write_base(server, &snap, &functions, &tmp);
+    if let Ok(keys) = &r {
+        log_snapshot("AOF base written", &snap, *keys, copying);
+    }
+    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let base = aof::FileInfo {
+        name: aof::base_name(&prefix, base_seq),
+        seq: base_seq,
+        kind: 'b',
+    };
+    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
+    std::fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| e.to_string())?;
+    // 4. The cut is written before the manifest drops the old files (it is, unless the
+    // commands that took their numbers before it have not ended yet).
+    let waited = std::time::Instant::now();
+    while !j.switched() {
+        if waited.elapsed() > std::time::Duration::from_secs(30) {
+            return Err("the journal did not reach the rewrite's cut".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let new = aof::Manifest {
+        base: Some(base.clone()),
+        incr: vec![incr],
+    };
+    aof::write_manifest(&dir, &mname, &new.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    for f in old.base.iter().chain(&old.incr) {
+        if f.name != base.name {
+            let _ = std::fs::remove_file(dir.join(&f.name));
+        }
+    }
+    let base_size = std::fs::metadata(dir.join(&base.name)).map_or(0, |m| m.len());
+    j.base_size.store(base_size, Relaxed);
+    let now = base_size + j.incr_size.load(Relaxed);
+    j.current_size.store(now, Relaxed);
+    P.rewrite_base_size.store(now, Relaxed);
+    Ok(())
+}
+
+fn write_base(
+    server: &Arc<Server>,
+    snap: &Snapshot,
+    functions: &[Bytes],
+    path: &std::path::Path,
+) -> Result<u64, String> {
+    use std::io::{Seek, Write};
+    let io = |e: std::io::Error| format!("can't write the AOF base: {e}");
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    for code in functions {
+        aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
+    }
+    let mut db = usize::MAX;
+    let keys = each_item(server, snap, |it| {
+        crate::store::journal::base::item(&mut buf, &mut db, it);
+        if buf.len() >= 1 << 16 {
+            f.write_all(&buf)?;
+            buf.clear();
+        }
+        Ok(())
+    })
+    .map_err(io)?;
+    f.write_all(&buf).map_err(io)?;
+    buf.clear();
+    // Documents: not part of the cut (their records are idempotent, see `snapshot`), but
+    // the catalog must be one catalog: if a collection is created, dropped or renamed while
+    // they are copied, the copy starts over.
+    let start = f.stream_position().map_err(io)?;
+    for _attempt in 0..5 {
+        f.set_len(start).map_err(io)?;
+        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        let mut dbsel = db;
+        if write_documents(server, snap, &mut f, &mut dbsel).map_err(io)? {
+            f.sync_all().map_err(io)?;
+            return Ok(keys);
+        }
+    }
+    Err("the collection catalog kept changing while the documents were copied".into())
+}
+
+/// The collections, their indexes and documents; false if the catalog changed meanwhile.
+fn write_documents(
+    server: &Arc<Server>,
+    snap: &Snapshot,
+    f: &mut std::fs::File,
+    db: &mut usize,
+) -> std::io::Result<bool> {
+    use std::io::Write;
+    let gen = snapshot::catalog_gen();
+    let defs = snapshot::collections(&server.store);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut docs = Vec::new();
+    for def in &defs {
+        // Databases are named as at the cut, as the keys are: a SWAPDB since then is in the
+        // journal after the base.
+        let at_cut = snap.db_at_cut(def.db);
+        if at_cut != *db {
+            aof::encode(&mut buf, &[b"SELECT", at_cut.to_string().as_bytes()]);
+            *db = at_cut;
+        }
+        let name = def.name.as_bytes();
+        let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATE".to_vec(), name.to_vec()];
+        if let Some((size, max)) = def.capped {
+            argv.push(b"CAPPED".to_vec());
+            argv.push(b"SIZE".to_vec());
+            argv.push(size.to_string().into_bytes());
+            if let Some(m) = max {
+                argv.push(b"MAX".to_vec());
+                argv.push(m.to_string().into_bytes());
+            }
+        }
+        if let Some(ch) = &def.changes {
+            argv.push(b"CHANGES".to_vec());
+            argv.push(ch.stream.clone());
+            if let Some((n, approx)) = &ch.maxlen {
+                argv.push(b"MAXLEN".to_vec());
+                argv.push(if *approx {
+                    b"~".to_vec()
+                } else {
+                    b"=".to_vec()
+                });
+                argv.push(n.to_string().into_bytes());
+            }
+        }
+        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        aof::encode(&mut buf, &refs);
+        for ix in &def.indexes {
+            let mut keys = Vec::new();
+            if let Ok(k) = ix.get_document("key") {
+                crate::documents::json::write_doc(k, &mut keys);
+            }
+            let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATEINDEX".to_vec(), name.to_vec(), keys];
+            if ix.get_bool("unique").unwrap_or(false) {
+                argv.push(b"UNIQUE".to_vec());
+            }
+            if let Ok(n) = ix.get_str("name") {
+                argv.push(b"NAME".to_vec());
+                argv.push(n.as_bytes().to_vec());
+            }
+            let secs = ix
+                .get_i64("expireAfterSeconds")
+                .ok()
+                .or_else(|| ix.get_i32("expireAfterSeconds").ok().map(i64::from));
+            if let Some(s) = secs {
+                argv.push(b"EXPIREAFTER".to_vec());
+                argv.push(s.to_string().into_bytes());
+            }
+            let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+            aof::encode(&mut buf, &refs);
+        }
+        for shard in 0..server.store.shard_count() {
+            let mut from = 0;
+            loop {
+                let next = match snapshot::copy_docs(
+                    &server.store,
+                    gen,
+                    def.db,
+                    &def.name,
+                    shard,
+                    from,
+                    &mut docs,
+                ) {
+                    Ok(n) => n,
+                    Err(()) => return Ok(false),
+                };
+                for d in &docs {
+                    aof::encode(&mut buf, &[b"DOC.JOURNALPUT", name, d]);
+                }
+                if buf.len() >= 1 << 16 {
+                    f.write_all(&buf)?;
+                    buf.clear();
+                }
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
+        }
+    }
+    f.write_all(&buf)?;
+    Ok(snapshot::catalog_gen() == gen)
+}
+
+/// `SAVE`: a snapshot written to `dir`/`dbfilename` before the reply. The client waits
+/// (blocked, as for WAITAOF: the save runs on a thread of its own, which takes the exec gate
+/// for its cut); the others do not, the snapshot being copy-on-write.
+pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    if P.rewrite_running.load(Relaxed) {
+        return Err(CommandError::msg(
+            "ERR Background append only file rewriting in progress: this version takes one snapshot at a time, retry SAVE when it is done",
+        ));
+    }
+    if P.bgsave_running.swap(true, Relaxed) {
+        return Err(CommandError::msg("ERR Background save already in progress"));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = ctx.server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("save".into())
+        .spawn(move || {
+            let r = save_rdb(&s);
+            P.bgsave_running.store(false, Relaxed);
+            let reply = match r {
+                Ok(()) => Reply::ok(),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    Reply::error("ERR")
+                }
+            };
+            let _ = tx.send(reply);
+        });
+    if spawned.is_err() {
+        P.bgsave_running.store(false, Relaxed);
+        return Err(CommandError::msg("ERR"));
+    }
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Ok(Reply::NoReply)
+}
+
+/// `BGSAVE [SCHEDULE]`, as Redis 7.0 answers it.
+pub fn bgsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let schedule = match args.next_token() {
+        None => false,
+        Some(t) if &*t == b"SCHEDULE" => true,
+        Some(_) => return Err(CommandError::syntax()),
+    };
+    args.finish()?;
+    if P.bgsave_running.load(Relaxed) {
+        return Err(CommandError::msg("ERR Background save already in progress"));
+    }
+    if P.rewrite_running.load(Relaxed) || ctx.client.in_exec {
+        if schedule || ctx.client.in_exec {
+            P.bgsave_scheduled.store(true, Relaxed);
+            ensure_cron(ctx.server);
+            return Ok(Reply::Status("Background saving scheduled".into()));
+        }
+        return Err(CommandError::msg(
+            "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+        ));
+    }
+    start_bgsave(ctx.server);
+    Ok(Reply::Status("Background saving started".into()))
+}
+
+fn start_bgsave(server: &Arc<Server>) -> bool {
+    if P.bgsave_running.swap(true, Relaxed) {
+        return false;
+    }
+    P.bgsave_scheduled.store(false, Relaxed);
+    P.bgsave_started
+        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let s = server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("bgsave".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = save_rdb(&s);
+            P.last_bgsave_secs
+                .store(started.elapsed().as_secs() as i64, Relaxed);
+            P.last_bgsave_ok.store(r.is_ok(), Relaxed);
+            if let Err(e) = r {
+                tracing::warn!("Background saving error: {e}");
+            } else {
+                tracing::info!("Background saving terminated with success");
+            }
+            P.bgsave_running.store(false, Relaxed);
+        });
+    if spawned.is_err() {
+        P.bgsave_running.store(false, Relaxed);
+        return false;
+    }
+    true
+}
+
+/// Writes the snapshot as `dump.rdb` (RDB version 10).
+fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, file) = {
+        let c = server.config.read();
+        (
+            std::path::PathBuf::from(c.get("dir")),
+            c.get("dbfilename").to_string(),
+        )
+    };
+    let io = |e: std::io::Error| format!("Failed saving the DB: {e}");
+    let mut w = crate::store::journal::rdb_save::RdbWriter::create(
+        &dir,
+        crate::state::REDIS_COMPAT_VERSION,
+        server.store.used_bytes(),
+    )
+    .map_err(io)?;
+    let (snap, functions, dirty_at_cut) = cut(server, |_| {})
+        .ok_or_else(|| "Failed saving the DB: a snapshot is already being taken".to_string())?;
+    let copying = std::time::Instant::now();
+    let r = w
+        .functions(&functions)
+        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+    if let Ok(keys) = &r {
+        log_snapshot("RDB snapshot written", &snap, *keys, copying);
+    }
+    P.last_save_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        w.abort();
+        return Err(io(e));
+    }
+    let (keys, streams) = (w.keys, w.skipped_streams);
+    w.finish(&dir.join(&file)).map_err(io)?;
+    P.last_save
+        .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
+    P.dirty_at_save.store(dirty_at_cut, Relaxed);
+    P.saves.fetch_add(1, Relaxed);
+    tracing::info!("DB saved on disk ({keys} keys in {file})");
+    if streams > 0 {
+        tracing::warn!(
+            "{streams} stream keys were not written to {file}: their RDB form is not available in this version (the journal keeps them)"
+        );
+    }
+    let colls = server.store.document_totals();
+    if colls.collections > 0 {
+        tracing::warn!(
+            "{} collections are not in {file}: RDB has no place for documents, which only the journal (appendonly yes) keeps",
+            colls.collections
+        );
+    }
+    Ok(())
+}
+
+static SAVE_ON_SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+/// `SHUTDOWN SAVE`: the server saves `dir`/`dbfilename` before it exits.
+pub fn save_on_shutdown() {
+    SAVE_ON_SHUTDOWN.store(true, Relaxed);
+}
+
+/// At exit, after the connections ended: the save `SHUTDOWN SAVE` asked for. (Redis saves
+/// before it stops serving and refuses to stop if the save fails; here the save comes after
+/// the reply-less SHUTDOWN, and a failure is logged.)
+pub fn shutdown_save(server: &Arc<Server>) {
+    if !SAVE_ON_SHUTDOWN.load(Relaxed) {
+        return;
+    }
+    let waited = std::time::Instant::now();
+    while P.bgsave_running.load(Relaxed) || P.rewrite_running.load(Relaxed) {
+        if waited.elapsed() > std::time::Duration::from_secs(60) {
+            tracing::warn!("Error trying to save the DB: a background snapshot did not end");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tracing::info!("Saving the final RDB snapshot before exiting.");
+    if let Err(e) = save_rdb(server) {
+        tracing::warn!("Error trying to save the DB: {e}");
+    }
+}
+
+/// `LASTSAVE`: the last successful save, or the start of the server.
+pub fn lastsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    let t = match P.last_save.load(Relaxed) {
+        0 => ctx.server.started_unix,
+        t => t,
+    };
+    Ok(Reply::Int(t as i64))
+}
+
+/// The thread that starts what was scheduled (a rewrite asked for during a BGSAVE, a
+/// BGSAVE SCHEDULE during a rewrite) and the automatic rewrites, ten times a second.
+fn ensure_cron(server: &Arc<Server>) {
+    if P.cron.swap(true, Relaxed) {
+        return;
+    }
+    let s = Arc::downgrade(server);
+    let spawned = std::thread::Builder::new()
+        .name("persist-cron".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let Some(server) = s.upgrade() else { return };
+            cron(&server);
+        });
+    if spawned.is_err() {
+        P.cron.store(false, Relaxed);
+    }
+}
+
+fn cron(server: &Arc<Server>) {
+    let busy = P.rewrite_running.load(Relaxed) || P.bgsave_running.load(Relaxed);
+    if busy {
+        return;
+    }
+    if P.rewrite_scheduled.load(Relaxed) && journal::enabled() {
+        start_rewrite(server);
+        return;
+    }
+    if P.bgsave_scheduled.load(Relaxed) {
+        start_bgsave(server);
+        return;
+    }
+    // Redis's `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size`.
+    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
+        return;
+    };
+    let (perc, min) = {
+        let c = server.config.read();
+        (
+            c.get_u64("auto-aof-rewrite-percentage"),
+            c.get_u64("auto-aof-rewrite-min-size"),
+        )
+    };
+    let size = j.current_size.load(Relaxed);
+    if perc > 0 && size > min {
+        let base = P.rewrite_base_size.load(Relaxed).max(1);
+        let growth = (size * 100 / base).saturating_sub(100);
+        if growth >= perc {
+            tracing::info!("Starting automatic rewriting of AOF on {growth}% growth");
+            start_rewrite(server);
+        }
+    }
+}
+
+/// `INFO persistence`, in Redis 7.0's order.
+pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
+    let now_ms = crate::util::clock::now_ms() as u64;
+    let since = |started: &AtomicU64, running: &AtomicBool| {
+        if running.load(Relaxed) {
+            (now_ms.saturating_sub(started.load(Relaxed)) / 1000).to_string()
+        } else {
+            "-1".into()
+        }
+    };
+    let ok = |b: bool| if b { "ok" } else { "err" }.to_string();
+    let last_save = match P.last_save.load(Relaxed) {
+        0 => server.started_unix,
+        t => t,
+    };
+    let mut v: Vec<(&'static str, String)> = vec![
+        ("loading", (LOAD.on.load(Relaxed) as u8).to_string()),
+        ("async_loading", "0".into()),
+        ("current_cow_peak", "0".into()),
+        ("current_cow_size", "0".into()),
+        ("current_cow_size_age", "0".into()),
+        ("current_fork_perc", "0.00".into()),
+        ("current_save_keys_processed", "0".into()),
+        ("current_save_keys_total", "0".into()),
+        (
+            "rdb_changes_since_last_save",
+            dirty(server)
+                .saturating_sub(P.dirty_at_save.load(Relaxed))
+                .to_string(),
+        ),
+        (
+            "rdb_bgsave_in_progress",
+            (P.bgsave_running.load(Relaxed) as u8).to_string(),
+        ),
+        ("rdb_last_save_time", last_save.to_string()),
+        ("rdb_last_bgsave_status", ok(P.last_bgsave_ok.load(Relaxed))),
+        (
+            "rdb_last_bgsave_time_sec",
+            P.last_bgsave_secs.load(Relaxed).to_string(),
+        ),
+        (
+            "rdb_current_bgsave_time_sec",
+            since(&P.bgsave_started, &P.bgsave_running),
+        ),
+        ("rdb_saves", P.saves.load(Relaxed).to_string()),
+        (
+            "rdb_last_cow_size",
+            P.last_save_cow.load(Relaxed).to_string(),
+        ),
+        ("rdb_last_load_keys_expired", "0".into()),
+        ("rdb_last_load_keys_loaded", "0".into()),
+    ];
+    let j = journal::journal().filter(|_| journal::enabled());
+    v.extend([
+        ("aof_enabled", (j.is_some() as u8).to_string()),
+        (
+            "aof_rewrite_in_progress",
+            (P.rewrite_running.load(Relaxed) as u8).to_string(),
+        ),
+        (
+            "aof_rewrite_scheduled",
+            (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+        ),
+        (
+            "aof_last_rewrite_time_sec",
+            P.last_rewrite_secs.load(Relaxed).to_string(),
+        ),
+        (
+            "aof_current_rewrite_time_sec",
+            since(&P.rewrite_started, &P.rewrite_running),
+        ),
+        (
+            "aof_last_bgrewrite_status",
+            ok(P.last_rewrite_ok.load(Relaxed)),
+        ),
+        ("aof_rewrites", P.rewrites.load(Relaxed).to_string()),
+        (
+            "aof_rewrites_consecutive_failures",
+            P.rewrite_failures.load(Relaxed).to_string(),
+        ),
+        (
+            "aof_last_write_status",
+            ok(j.is_none_or(|j| j.last_write_ok.load(Relaxed) && j.last_fsync_ok.load(Relaxed))),
+        ),
+        (
+            "aof_last_cow_size",
+            P.last_rewrite_cow.load(Relaxed).to_string(),
+        ),
+        ("module_fork_in_progress", "0".into()),
+        ("module_fork_last_cow_size", "0".into()),
+    ]);
+    if let Some(j) = j {
+        v.extend([
+            ("aof_current_size", j.current_size.load(Relaxed).to_string()),
+            ("aof_base_size", j.base_size.load(Relaxed).to_string()),
+            (
+                "aof_pending_rewrite",
+                (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+            ),
+            ("aof_buffer_length", "0".into()),
+            ("aof_pending_bio_fsync", "0".into()),
+            ("aof_delayed_fsync", "0".into()),
+        ]);
+    }
+    v.extend(loading_info());
+    v
 }

@@ -274,6 +274,10 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             Reply::error("NOAUTH Authentication required."),
         );
     }
+    // The data set is being loaded: only commands flagged `loading` (Redis's processCommand).
+    if let Some(e) = journal::refused_while_loading(spec) {
+        return refuse(ctx, Some(spec), e);
+    }
     // A script past busy-reply-threshold: only ALLOW_BUSY commands (Redis's processCommand).
     if ctx.server.exec_gate.busy() && !spec.has(flag::ALLOW_BUSY) {
         return scripting::refuse_busy(ctx, spec);

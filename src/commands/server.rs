@@ -44,16 +44,16 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("4.0.0", "Swaps two databases, key spaces and document collections alike.")
         .complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.")
         .args("index1:integer index2:integer"),
-    SRV.planned("save", 1).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+    SRV.cmd("save", 1, super::journal::save).flags(ADMIN | NOSCRIPT | NO_MULTI)
         .doc("1.0.0", "Synchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases"),
-    SRV.planned("bgsave", -1).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("bgsave", -1, super::journal::bgsave).flags(ADMIN | NOSCRIPT)
         .doc("1.0.0", "Asynchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases").args("[SCHEDULE]"),
-    SRV.planned("bgrewriteaof", 1).flags(ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI)
+    SRV.cmd("bgrewriteaof", 1, super::journal::bgrewriteaof).flags(ADMIN | NOSCRIPT)
         .doc("1.0.0", "Asynchronously rewrites the append-only journal to a snapshot plus tail.")
         .complexity("O(N) where N is the total number of keys and documents"),
-    SRV.cmd("lastsave", 1, lastsave).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
+    SRV.cmd("lastsave", 1, super::journal::lastsave).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
         .doc("1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
     SRV.cmd("slowlog", -2, container).doc("2.2.12", "A container for slow log commands.")
         .complexity("Depends on subcommand.").subs(SLOWLOG_SUBCOMMANDS),
@@ -495,25 +495,27 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut abort = false;
+    let mut save = false;
     while let Some(kw) = args.next_token() {
         match &*kw {
             b"ABORT" => abort = true,
-            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
+            b"SAVE" => save = true,
+            b"NOSAVE" | b"NOW" | b"FORCE" => {}
             _ => return Err(CommandError::syntax()),
         }
     }
     if abort {
         return Err(CommandError::msg("ERR No shutdown in progress."));
     }
+    if save {
+        // Written once the connections are done (the snapshot's cut needs the exec gate).
+        super::journal::save_on_shutdown();
+    }
     tracing::warn!("User requested shutdown...");
     ctx.server.shutdown();
     // As Redis: the connection is closed without a reply.
     ctx.client.close_after_reply = true;
     Ok(Reply::NoReply)
-}
-
-fn lastsave(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    Ok(Reply::Int(ctx.server.started_unix as i64))
 }
 
 /// Every section, in Redis's order; `INFO` alone (or `default`) shows all but those in
@@ -668,13 +670,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             );
         }
         "persistence" => {
-            kv("loading", &0);
-            kv("async_loading", &0);
-            // Nothing is ever saved: every change since start counts.
-            kv("rdb_changes_since_last_save", &sum(|c| &c.dirty));
-            kv("rdb_bgsave_in_progress", &0);
-            kv("rdb_last_save_time", &s.started_unix);
-            for (k, v) in super::journal::info_fields() {
+            for (k, v) in super::journal::persistence_info(s) {
                 kv(k, &v);
             }
         }

@@ -479,6 +479,22 @@ impl Books {
     }
 }
 
+/// What a snapshot in progress is told before a key changes, under its shard's lock: the
+/// shard (the address of its counters, which name it), the database, the key's hash and
+/// bytes, and its value and deadline now (`None`: absent).
+pub type BeforeChange = fn(usize, usize, u64, &[u8], Option<(&Value, Option<i64>)>);
+static SNAPSHOT_HOOK: std::sync::OnceLock<BeforeChange> = std::sync::OnceLock::new();
+static SNAPSHOT_ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts (`Some`) or ends (`None`) calling `hook` before every key change
+/// (`journal::snapshot`, which sits above the key space).
+pub fn snapshot_hook(hook: Option<BeforeChange>) {
+    if let Some(h) = hook {
+        let _ = SNAPSHOT_HOOK.set(h);
+    }
+    SNAPSHOT_ACTIVE.store(hook.is_some(), Ordering::Release);
+}
+
 pub struct Keyspace {
     /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
     /// nothing).
@@ -558,6 +574,23 @@ impl Keyspace {
         hash_key(&self.hasher, key)
     }
 
+    /// A snapshot in progress (BGREWRITEAOF, BGSAVE) keeps the key's value as it was before
+    /// its first change (`journal::snapshot`); one atomic load otherwise.
+    #[inline]
+    fn before_change(&self, hash: u64, key: &[u8]) {
+        if SNAPSHOT_ACTIVE.load(Ordering::Acquire) {
+            if let Some(hook) = SNAPSHOT_HOOK.get() {
+                let cur = self
+                    .segs
+                    .get(segment_of(hash))
+                    .and_then(|s| s.find(hash, |e| *e.key == *key))
+                    .map(|e| (&e.value, self.books.deadline(e).map(|d| d.at)));
+                let shard = Arc::as_ptr(&self.books.counters) as usize;
+                hook(shard, self.books.db, hash, key, cur);
+            }
+        }
+    }
+
     fn seg_mut(&mut self, hash: u64) -> &mut HashTable<Box<Entry>> {
         if self.segs.is_empty() {
             self.segs = (0..SEGMENTS).map(|_| HashTable::new()).collect();
@@ -629,6 +662,7 @@ impl Keyspace {
 
     /// Creates or replaces a key. Returns the value it replaced, if any.
     pub fn set(&mut self, hash: u64, key: &[u8], value: Value, ttl: Ttl) -> Option<Value> {
+        self.before_change(hash, key);
         let hasher = self.hasher;
         // Split borrows: the table entry and the books.
         if self.segs.is_empty() {
@@ -714,6 +748,7 @@ impl Keyspace {
         f: impl FnOnce(&mut Value) -> (R, bool),
     ) -> Option<R> {
         self.lookup(hash, key, false)?;
+        self.before_change(hash, key);
         let seg = &mut self.segs[segment_of(hash)];
         let e = seg.find_mut(hash, |e| *e.key == *key)?;
         let before = e.heap_mem();
@@ -787,6 +822,7 @@ impl Keyspace {
         if self.lookup(hash, key, false).is_none() {
             return false;
         }
+        self.before_change(hash, key);
         if let Some(at) = at {
             // While the journal is replayed a past deadline is kept, not acted on (as
             // Redis's checkAlreadyExpired): later records may still write to the key.
@@ -812,6 +848,7 @@ impl Keyspace {
     }
 
     fn take(&mut self, hash: u64, key: &[u8], why: Removal) -> Option<Entry> {
+        self.before_change(hash, key);
         let seg = self.segs.get_mut(segment_of(hash))?;
         let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
         self.books.removed(&e, why, None);

@@ -165,6 +165,7 @@ impl Store {
         // Collection DDL is journaled in the order it took the catalog: no document
         // command runs meanwhile.
         journal::stamp();
+        journal::snapshot::catalog_changed();
         g
     }
 
@@ -270,6 +271,7 @@ impl Store {
         let all: Vec<usize> = (0..self.shards.len()).collect();
         let mut guards = self.lock_many(&all);
         journal::mark();
+        journal::snapshot::swapped(self, a, b);
         for (_, s) in guards.iter_mut() {
             s.dbs.swap(a, b);
             s.dbs[a].keys.set_db(a);

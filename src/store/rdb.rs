@@ -109,6 +109,26 @@ pub fn dump(v: &Value) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A value's RDB type byte and body, as a `dump.rdb` holds them (SAVE, BGSAVE); false for
+/// a stream, whose RDB form is not written yet.
+pub fn write_value(out: &mut Vec<u8>, v: &Value) -> bool {
+    if matches!(v, Value::Stream(_)) {
+        return false;
+    }
+    write_object(out, v);
+    true
+}
+
+/// A string as RDB writes it (integer encodings, LZF above 20 bytes).
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    put_string(out, s);
+}
+
+/// An RDB length.
+pub fn write_len(out: &mut Vec<u8>, len: u64) {
+    put_len(out, len);
+}
+
 /// Redis's `verifyDumpPayload`: a footer of a known version and a matching checksum.
 pub fn verify(payload: &[u8]) -> bool {
     if payload.len() < 10 {

@@ -6,9 +6,9 @@
 //! writes or still loads, and its absolute expiry time; keys already expired are counted
 //! and dropped, as a Redis master does. What is skipped: AUX fields (the informative ones
 //! are reported), RESIZEDB hints, LRU idle times and LFU counters (a loaded key starts with
-//! a fresh access clock, as RESTORE's do), FUNCTION2 libraries (reported: there is no
-//! function engine). What stops the load: module data, a version above 10, a database
-//! number beyond `databases`, a duplicate key, a malformed or truncated file, a checksum
+//! a fresh access clock, as RESTORE's do). FUNCTION2 libraries are handed to the caller
+//! (`Loaded::functions`), which loads them into the function engine. What stops the load:
+//! module data, a version above 10, a database number beyond `databases`, a duplicate key, a malformed or truncated file, a checksum
 //! that does not match, each reported with the file offset where it was found. Empty
 //! aggregates (which Redis before 6.2 could write) are skipped and counted, as Redis does.
 //!
@@ -53,6 +53,8 @@ pub struct Loaded {
     /// Keys holding an empty aggregate (which old Redis versions could write), skipped as
     /// Redis skips them.
     pub empty_skipped: u64,
+    /// The code of each function library (FUNCTION2), for the caller to load.
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// How much a line the loader reports matters (Redis logs them at these levels).
@@ -403,12 +405,12 @@ impl State<'_> {
                 ));
             }
             OPCODE_FUNCTION2 => {
-                // One string: the library's source code, which Redis compiles on load.
-                rd.string()
+                // One string: the library's source code, which the caller compiles (the
+                // function engine is above the store).
+                let code = rd
+                    .string()
                     .map_err(|_| bad(rd, origin, "a function library"))?;
-                log(Note::Warning, &format!(
-                    "Skipped a function library (FUNCTION2 at offset {op_at}): this server has no function engine"
-                ));
+                self.out.functions.push(code.to_vec());
             }
             OPCODE_FUNCTION => {
                 return Err(err(

@@ -637,6 +637,19 @@ fn bulk(s: &str) -> Reply {
 /// RDB_OPCODE_FUNCTION2: a library's code follows.
 const OPCODE_FUNCTION2: u8 = 245;
 
+/// The code of every loaded library, in name order (what a snapshot re-creates them
+/// from: `FUNCTION LOAD` in an AOF base, `RDB_OPCODE_FUNCTION2` in a `dump.rdb`).
+pub fn library_codes() -> Vec<Bytes> {
+    let g = FENGINE.lock();
+    g.as_ref().map_or_else(Vec::new, |eng| {
+        eng.functions
+            .libraries
+            .values()
+            .map(|l| l.code.clone())
+            .collect()
+    })
+}
+
 pub(super) fn function_dump(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     use crate::store::rdb;
     let g = FENGINE.lock();

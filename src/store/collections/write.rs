@@ -486,6 +486,13 @@ impl Coll<'_> {
     /// `guards` hold every shard. The globally oldest document is the smallest of the
     /// shards' FIFO fronts: O(shards) per removal.
     fn trim_capped(&self, guards: &mut Guards<'_>) {
+        // While the journal is replayed, the removals come as their own records (each trim
+        // is journaled as a delete): a rewritten base, copied shard by shard while inserts
+        // went on, may hold more than the bound for a moment, and trimming here would
+        // remove other documents than the ones that were.
+        if crate::store::journal::loading() {
+            return;
+        }
         let db = self.db;
         let name = self.name;
         let feed = match guards.first() {

@@ -191,13 +191,14 @@ pub enum ReadEnd {
     Corrupt { offset: u64 },
 }
 
-/// Reads the commands of one AOF file in order, calling `run` with each and its end offset.
+/// Reads the commands of one AOF file in order, calling `run` with each and the offset where
+/// it ends (for the loading progress).
 /// Lines starting with `#` are annotations and are skipped, as Redis does. Stricter than
 /// Redis's loader in one way: the CRLF after each bulk string is checked, so a flipped byte
 /// there is reported instead of read as data.
 pub fn read_file(
     path: &Path,
-    mut run: impl FnMut(Vec<Vec<u8>>) -> Result<(), String>,
+    mut run: impl FnMut(Vec<Vec<u8>>, u64) -> Result<(), String>,
 ) -> Result<ReadEnd, String> {
     let mut data = Vec::new();
     File::open(path)
@@ -250,13 +251,13 @@ pub fn read_file(
             held.push(argv);
             if end {
                 for a in held.drain(..) {
-                    run(a)?;
+                    run(a, pos as u64)?;
                 }
                 multi_start = None;
                 valid = pos;
             }
         } else {
-            run(argv)?;
+            run(argv, pos as u64)?;
             valid = pos;
         }
     }
@@ -372,7 +373,7 @@ mod tests {
         ));
         std::fs::write(&dir, data).unwrap();
         let mut got = Vec::new();
-        let end = read_file(&dir, |a| {
+        let end = read_file(&dir, |a, _| {
             got.push(a);
             Ok(())
         })

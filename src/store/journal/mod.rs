@@ -24,6 +24,9 @@
 //! Keys removed by expiry or eviction become `DEL` records the same way.
 
 pub mod aof;
+pub mod base;
+pub mod rdb_save;
+pub mod snapshot;
 pub mod writer;
 
 use std::cell::RefCell;
@@ -54,6 +57,12 @@ pub fn loading() -> bool {
 
 pub fn set_loading(on: bool) {
     LOADING.store(on, Ordering::Relaxed);
+}
+
+/// The number the next change will take: called with every shard locked and the exec gate
+/// held exclusively, the cut between what a snapshot holds and what the journal holds after.
+pub fn next_seq() -> u64 {
+    NEXT.load(Ordering::Acquire)
 }
 
 /// The running journal, if any.

@@ -51,6 +51,11 @@ struct Merge {
     /// The database the file has SELECTed (`usize::MAX`: none yet, in this file).
     db: usize,
     stop: bool,
+    /// A rewrite's cut: records from this number on go to the next incremental file
+    /// (`u64::MAX`: none pending).
+    switch_at: u64,
+    /// Where in `buf` the next file's bytes start, once `next` has reached `switch_at`.
+    split: Option<usize>,
 }
 
 impl Merge {
@@ -66,8 +71,23 @@ impl Merge {
             }
             self.buf.extend_from_slice(&sub.bytes);
         }
+        self.advance();
+    }
+
+    /// Moves past the number `next` (a record or a filler was placed there).
+    fn advance(&mut self) {
         self.buf_upto = self.next;
         self.next += 1;
+        self.check_split();
+    }
+
+    /// At the cut, the bytes after this point go to the next file, which starts without a
+    /// SELECT.
+    fn check_split(&mut self) {
+        if self.next == self.switch_at && self.split.is_none() {
+            self.split = Some(self.buf.len());
+            self.db = usize::MAX;
+        }
     }
 }
 
@@ -90,6 +110,12 @@ pub struct Journal {
     pub base_size: AtomicU64,
     pub last_write_ok: AtomicBool,
     pub last_fsync_ok: AtomicBool,
+    /// Bytes in the current incremental file.
+    pub incr_size: AtomicU64,
+    /// The file records go to after a rewrite's cut, until the cut is reached.
+    next_file: Mutex<Option<File>>,
+    /// The descriptor the journal thread fsyncs (the current incremental file's).
+    sync_fd: Mutex<Option<File>>,
     done: Mutex<bool>,
     done_cv: Condvar,
 }
@@ -110,6 +136,8 @@ impl Journal {
                 buf_upto: first - 1,
                 db: usize::MAX,
                 stop: false,
+                switch_at: u64::MAX,
+                split: None,
             }),
             wake: Condvar::new(),
             written: AtomicU64::new(first - 1),
@@ -124,14 +152,20 @@ impl Journal {
             base_size: AtomicU64::new(base_size),
             last_write_ok: AtomicBool::new(true),
             last_fsync_ok: AtomicBool::new(true),
+            incr_size: AtomicU64::new(0),
+            next_file: Mutex::new(None),
+            sync_fd: Mutex::new(None),
             done: Mutex::new(false),
             done_cv: Condvar::new(),
         });
         let w = j.clone();
         let spawned = match sync_fd {
-            Ok(fd) => std::thread::Builder::new()
-                .name("journal".into())
-                .spawn(move || w.run(fd)),
+            Ok(fd) => {
+                *j.sync_fd.lock() = Some(fd);
+                std::thread::Builder::new()
+                    .name("journal".into())
+                    .spawn(move || w.run())
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = spawned {
@@ -184,16 +218,32 @@ impl Journal {
         } {
             match rec {
                 Some(subs) => m.place(subs),
-                None => {
-                    m.buf_upto = m.next;
-                    m.next += 1;
-                }
+                None => m.advance(),
             }
         }
         // Fillers alone add no bytes but move the placed mark, which waiters need too.
         if was_empty && (!m.buf.is_empty() || m.buf_upto > self.written.load(Ordering::Acquire)) {
             self.wake.notify_one();
         }
+    }
+
+    /// A rewrite's cut: records numbered `seq` and after go to `file` (a new, empty
+    /// incremental file); the ones before still go to the current file, which is fsynced
+    /// when the cut is written.
+    pub fn switch_at(&self, seq: u64, file: File) {
+        *self.next_file.lock() = Some(file);
+        let mut m = self.merge.lock();
+        m.switch_at = seq;
+        m.split = None;
+        m.check_split();
+        self.wake.notify_one();
+    }
+
+    /// Whether the cut of [`Self::switch_at`] is behind (every later record goes to the
+    /// new file). Writes what is buffered first.
+    pub fn switched(&self) -> bool {
+        self.write_pending();
+        self.next_file.lock().is_none()
     }
 
     /// Asks for `seq` to reach the disk soon whatever the policy (J, WAITAOF).
@@ -248,9 +298,13 @@ impl Journal {
     /// Whether anything was written.
     fn write_pending(&self) -> bool {
         let mut file = self.file.lock();
-        let (data, upto) = {
+        let (data, upto, split) = {
             let mut m = self.merge.lock();
-            if m.buf.is_empty() {
+            let split = m.split.take();
+            if split.is_some() {
+                m.switch_at = u64::MAX;
+            }
+            if m.buf.is_empty() && split.is_none() {
                 let upto = m.buf_upto;
                 drop(m);
                 // Only fillers (numbers of records placed later, or commands that changed
@@ -265,10 +319,34 @@ impl Journal {
                 }
                 return false;
             }
-            (std::mem::take(&mut m.buf), m.buf_upto)
+            (std::mem::take(&mut m.buf), m.buf_upto, split)
         };
-        // A failed write is retried until it succeeds: nothing placed is dropped, and
-        // replies that wait for it wait.
+        match split {
+            Some(off) => {
+                // The cut of a rewrite: the old file gets what precedes it and is fsynced
+                // (the journal thread fsyncs only the new one from now on), then the new
+                // file takes the rest.
+                self.write_all(&mut file, &data[..off]);
+                if file.sync_data().is_err() {
+                    self.last_fsync_ok.store(false, Ordering::Relaxed);
+                }
+                if let Some(next) = self.next_file.lock().take() {
+                    *self.sync_fd.lock() = next.try_clone().ok();
+                    *file = next;
+                    self.incr_size.store(0, Ordering::Relaxed);
+                }
+                self.write_all(&mut file, &data[off..]);
+            }
+            None => self.write_all(&mut file, &data),
+        }
+        self.written.store(upto, Ordering::Release);
+        self.written_tx.send_replace(upto);
+        true
+    }
+
+    /// Appends `data` to `file`. A failed write is retried until it succeeds: nothing
+    /// placed is dropped, and replies that wait for it wait.
+    fn write_all(&self, file: &mut File, data: &[u8]) {
         let mut off = 0;
         while off < data.len() {
             match file.write(&data[off..]) {
@@ -284,9 +362,8 @@ impl Journal {
         self.last_write_ok.store(true, Ordering::Relaxed);
         self.current_size
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.written.store(upto, Ordering::Release);
-        self.written_tx.send_replace(upto);
-        true
+        self.incr_size
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
     }
 
     /// Moves the durable mark forward (never back: a filler-only step may have moved it
@@ -322,7 +399,7 @@ impl Journal {
         let _ = rx.wait_for(|w| *w >= seq).await;
     }
 
-    fn run(&self, file: File) {
+    fn run(&self) {
         let mut last_fsync = Instant::now();
         loop {
             let stop = {
@@ -357,7 +434,11 @@ impl Journal {
                     || self.need_sync.load(Ordering::Acquire) > durable
                     || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
             if due {
-                let ok = file.sync_data().is_ok();
+                let ok = self
+                    .sync_fd
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|f| f.sync_data().is_ok());
                 self.last_fsync_ok.store(ok, Ordering::Relaxed);
                 if ok {
                     self.mark_durable(written);
@@ -437,12 +518,58 @@ mod tests {
         assert_eq!(j.durable(), 5);
         j.close();
         let mut got = Vec::new();
-        aof::read_file(&path, |a| {
+        aof::read_file(&path, |a, _| {
             got.push(String::from_utf8_lossy(&a[1]).into_owned());
             Ok(())
         })
         .unwrap();
         let _ = std::fs::remove_file(&path);
         assert_eq!(got, ["0", "a", "b", "1", "c", "d"]);
+    }
+
+    /// A rewrite's cut: the records before it go to the old file, the ones from it on to
+    /// the new one, which starts with its own SELECT; records arriving out of order around
+    /// the cut land on the right side.
+    #[test]
+    fn the_cut_splits_records_between_the_files() {
+        let tmp = |n: &str| {
+            std::env::temp_dir().join(format!(
+                "tidecache-switch-{n}-{}-{}",
+                std::process::id(),
+                crate::util::clock::now_us()
+            ))
+        };
+        let (old, new) = (tmp("old"), tmp("new"));
+        let j = Journal::start(File::create(&old).unwrap(), 0, 0, 1, ALWAYS);
+        j.submit(&[1], vec![sub(2, b"a")]);
+        j.switch_at(4, File::create(&new).unwrap());
+        // 4 arrives before 3: it waits, and is written to the new file.
+        j.submit(&[4], vec![sub(2, b"d")]);
+        j.submit(&[2], vec![sub(2, b"b")]);
+        assert!(!j.switched());
+        j.submit(&[3], vec![sub(2, b"c")]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !j.switched() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(j.switched());
+        j.submit(&[5], vec![sub(2, b"e")]);
+        while j.durable() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(j.durable(), 5);
+        j.close();
+        let read = |p: &std::path::Path| {
+            let mut got = Vec::new();
+            aof::read_file(p, |a, _| {
+                got.push(String::from_utf8_lossy(&a[1]).into_owned());
+                Ok(())
+            })
+            .unwrap();
+            let _ = std::fs::remove_file(p);
+            got
+        };
+        assert_eq!(read(&old), ["2", "a", "b", "c"]);
+        assert_eq!(read(&new), ["2", "d", "e"]);
     }
 }
