@@ -48,6 +48,12 @@ pub static SETTINGS: &[Setting] = &[
         doc: "TCP port. 0 picks a free port (the chosen one is logged)." },
     Setting { name: "requirepass", default: "", live: true, kind: Kind::Str,
         doc: "Password clients must give with AUTH (or HELLO ... AUTH) before any other command. Empty: no password." },
+    Setting { name: "aclfile", default: "", live: false, kind: Kind::Str,
+        doc: "File of ACL users ('user <name> <rules...>' lines, as ACL LIST shows them), relative to dir; loaded at start and by ACL LOAD, written by ACL SAVE. Empty: users come from 'user' lines of this file (both at once is an error)." },
+    Setting { name: "acllog-max-len", default: "128", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Entries kept in ACL LOG (denied commands, keys, channels and failed authentications)." },
+    Setting { name: "acl-pubsub-default", default: "resetchannels", live: true, kind: Kind::Enum(&["allchannels", "resetchannels"]),
+        doc: "The channels a new ACL user (or one reset) may use: allchannels, or resetchannels (none until granted with &pattern), as Redis 7." },
     Setting { name: "protected-mode", default: "yes", live: true, kind: Kind::Bool,
         doc: "When yes and no password is set, clients from non-loopback addresses are refused." },
     Setting { name: "maxclients", default: "10000", live: true, kind: Kind::Int(1, 1_000_000),
@@ -168,7 +174,7 @@ const ALIASES: &[(&str, &str)] = &[
 /// server logs one warning naming those it met. Each comes with the values accepted (empty:
 /// any): a value that would claim what tidecache does not do (`daemonize yes`) is refused
 /// like any bad value. Settings with a meaning that is not there (a `save`
-/// schedule, `aclfile`, `user`) are not in this list and still stop the start.
+/// schedule) are not in this list and still stop the start.
 pub const IGNORED: &[(&str, &[&str])] = &[
     // The start-up banner always carries the PID.
     ("always-show-logo", &[]),
@@ -401,6 +407,9 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// `IGNORED` settings met at start, in order, each once (the server warns about them).
     pub ignored: Vec<&'static str>,
+    /// `user <name> <rules...>` lines, each as its words after `user` (the ACL applies
+    /// them at start, where the command table is known).
+    pub users: Vec<Vec<String>>,
 }
 
 impl Default for Config {
@@ -418,6 +427,7 @@ impl Default for Config {
             values,
             file: None,
             ignored: Vec::new(),
+            users: Vec::new(),
         }
     }
 }
@@ -484,6 +494,17 @@ impl Config {
             });
             if vals.is_empty() || (scalar && vals.len() != 1) {
                 return Err(fatal("wrong number of arguments"));
+            }
+            if name.eq_ignore_ascii_case("user") {
+                // Redis's ACLAppendUserForLoading: a name defined twice is an error.
+                if self.users.iter().any(|u| u[0] == vals[0]) {
+                    return Err(fatal(&format!(
+                        "Error in user declaration '{}': Duplicate user found. A user can only be defined once in config files",
+                        vals[0]
+                    )));
+                }
+                self.users.push(vals.to_vec());
+                continue;
             }
             self.set_from_source(name, &vals.join(" "))
                 .map_err(|e| fatal(&e))?;
@@ -743,7 +764,7 @@ mod tests {
         let e = Config::default().load_text("daemonize yes").unwrap_err();
         assert!(e.contains("'daemonize yes' is not available"), "{e}");
         // Settings with a meaning that is not there still stop the start.
-        for line in ["save 900 1", "aclfile users.acl", "nosuch 1"] {
+        for line in ["save 900 1", "nosuch 1"] {
             assert!(Config::default().load_text(line).is_err(), "{line}");
         }
         let c = Config::from_args(&["--unixsocket".into(), "/tmp/s".into()]).unwrap();

@@ -126,6 +126,8 @@ pub struct ClientMeta {
     /// Name of the last command run (a table entry's name, so no allocation per command).
     pub last_cmd: &'static str,
     pub no_evict: bool,
+    /// The ACL user (CLIENT LIST `user`, CLIENT KILL USER); empty: `default`.
+    pub user: String,
 }
 
 impl ClientHandle {
@@ -329,6 +331,14 @@ pub struct ClientState {
     /// Replies written after this must wait until this journal number is written to the
     /// file (everysec/no: a crash of the process loses nothing acknowledged); 0: no wait.
     pub journal_written: u64,
+    /// The ACL user this connection runs as (a snapshot, refreshed when the registry's
+    /// epoch moves); None for internal clients (journal replay), which may run anything.
+    pub user: Option<Arc<crate::state::acl::User>>,
+    /// The ACL epoch `user` was read at.
+    pub acl_seen: u64,
+    /// Equal to the ACL epoch while `user` may run everything: the dispatcher's whole
+    /// check is comparing it with the epoch (`commands::acl`).
+    pub acl_fast: u64,
 }
 
 /// A transaction being queued.
@@ -364,6 +374,9 @@ impl ClientState {
             journal_seq: 0,
             journal_wait: 0,
             journal_written: 0,
+            user: None,
+            acl_seen: 0,
+            acl_fast: 0,
         }
     }
 
