@@ -85,6 +85,14 @@ fn a_tenant_user_is_confined_to_its_keys_and_collections() {
         err_text(q::<i64>(&mut c, &["DOC.COUNT", "app2:users", "{}"])),
         NOKEY
     );
+    // A collection's change stream is a key too.
+    assert_eq!(
+        err_text(q::<String>(
+            &mut c,
+            &["DOC.CREATE", "app1:audited", "CHANGES", "app2:stream"]
+        )),
+        NOKEY
+    );
     assert_eq!(
         err_text(q::<String>(&mut c, &["FLUSHALL"])),
         "NOPERM this user has no permissions to run the 'flushall' command"

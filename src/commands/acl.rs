@@ -136,10 +136,23 @@ fn access_of(flags: &[&str]) -> u8 {
 }
 
 fn keys_of(spec: &CommandSpec, args: &[Bytes]) -> Vec<(usize, u8)> {
-    spec.key_positions_with_flags(args)
+    let mut keys: Vec<(usize, u8)> = spec
+        .key_positions_with_flags(args)
         .into_iter()
         .map(|(i, f)| (i, access_of(f)))
-        .collect()
+        .collect();
+    // The change stream of DOC.CREATE / DOC.COLLMOD (`CHANGES stream`) is a key the
+    // collection's writes append to, though the table's key spec names only the
+    // collection (COMMAND GETKEYS gives the collection): a user confined to its own keys
+    // must not point its collection's changes at another's stream.
+    if matches!(spec.name, "doc.create" | "doc.collmod") {
+        if let Some(at) = (2..args.len()).find(|&i| crate::commands::is(&args[i], "CHANGES")) {
+            if at + 1 < args.len() && !crate::commands::is(&args[at + 1], "OFF") {
+                keys.push((at + 1, perm::WRITE));
+            }
+        }
+    }
+    keys
 }
 
 /// Checks `user` against a request (`args` from the command name on).

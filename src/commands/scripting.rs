@@ -223,6 +223,8 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
     client.db = ctx.client.db;
     // The script runs as its caller's ACL user.
     client.user = ctx.client.user.clone();
+    client.acl_seen = ctx.client.acl_seen;
+    client.acl_fast = ctx.client.acl_fast;
     let argv = argv.to_vec();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task: Job = Box::new(move || {
