@@ -181,6 +181,9 @@ impl Selector {
 
     /// Redis's `ACLSetSelector`: one rule about commands, keys or channels.
     fn apply(&mut self, cat: &Catalog, op: &[u8]) -> Result<(), RuleError> {
+        if op.is_empty() {
+            return Err(RuleError::Syntax);
+        }
         let is = |w: &str| op.eq_ignore_ascii_case(w.as_bytes());
         if is("allkeys") || op == b"~*" {
             self.allkeys = true;
@@ -1104,6 +1107,56 @@ mod tests {
         assert_eq!(user("#abc").unwrap_err(), RuleError::BadHash);
         let rw = user("%R~r* %W~w* %RW~b").unwrap();
         assert_eq!(rw.selectors[0].describe_keys(), "%R~r* %W~w* ~b");
+    }
+
+    /// Odd rules from a client answer an error or apply; none panics.
+    #[test]
+    fn odd_rules_never_panic() {
+        let cat = catalog();
+        let odd = [
+            "",
+            "+",
+            "-",
+            "@",
+            "+@",
+            "-@",
+            "%",
+            "%R",
+            "%RR~x",
+            "%X~y",
+            "~",
+            "&",
+            "(",
+            ")",
+            "()",
+            "(\"\")",
+            "( )",
+            "(\"\" +get)",
+            "+|",
+            "+get|",
+            "+|x",
+            "+config|",
+            "-config|get",
+            "#",
+            "!",
+            ">",
+            "<",
+            "(+get",
+            "((+get))",
+            "(%R)",
+            "(~a b)",
+            "+config|get|x|y",
+        ];
+        for a in odd {
+            for b in odd {
+                let mut u = User::new(b"u", 1, false);
+                let _ = u.apply(&cat, a.as_bytes(), false);
+                let _ = u.apply(&cat, b.as_bytes(), true);
+                let _ = u.describe(&cat);
+            }
+        }
+        let _ = merge_selector_args(&[b"(".to_vec(), b"".to_vec(), b")".to_vec()]);
+        let _ = merge_selector_args(&[b"".to_vec()]);
     }
 
     #[test]
