@@ -419,3 +419,36 @@ fn acl_file_and_user_lines() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Duplicate user"));
 }
+
+#[test]
+fn config_rewrite_keeps_the_users_in_force() {
+    let dir = std::env::temp_dir().join(format!("tidecache-acl-rw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("t.conf");
+    std::fs::write(&conf, "# mine\nuser old on nopass +@all\nhz 10\n").unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    let s = TestServer::start_with(Some(&conf), &[]);
+    let mut c = s.conn();
+    let n: i64 = q(&mut c, &["ACL", "DELUSER", "old"]).unwrap();
+    assert_eq!(n, 1);
+    let _: String = q(
+        &mut c,
+        &["ACL", "SETUSER", "zed", "on", ">z", "~z:*", "+get"],
+    )
+    .unwrap();
+    let _: String = q(&mut c, &["CONFIG", "REWRITE"]).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.starts_with("# mine\nuser zed on #"), "{text}");
+    assert!(
+        text.contains(" ~z:* resetchannels -@all +get\nhz 10\n"),
+        "{text}"
+    );
+    assert!(!text.contains("user old") && !text.contains(">z"), "{text}");
+    drop(s);
+    let s = TestServer::start_with(Some(&conf), &[]);
+    let mut z = login(&s, "zed", "z");
+    let _: Option<String> = q(&mut z, &["GET", "z:1"]).unwrap();
+    assert!(err_text(q::<String>(&mut z, &["SET", "z:1", "v"])).starts_with("NOPERM"));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -918,6 +918,27 @@ pub fn load_at_startup(server: &Server) -> Result<(), String> {
     Ok(())
 }
 
+/// The users as `user` lines for CONFIG REWRITE (each line's words after `user`): every
+/// user but a default user with Redis's defaults, or none when an ACL file holds them.
+pub fn config_users(server: &Server) -> Vec<Vec<String>> {
+    if acl_file(server).is_some() {
+        return Vec::new();
+    }
+    let fresh = "on nopass ~* &* +@all";
+    server
+        .acl
+        .users()
+        .iter()
+        .map(|u| (u.name_text(), u.describe(catalog())))
+        .filter(|(name, rules)| !(name == "default" && rules == fresh))
+        .map(|(name, rules)| {
+            std::iter::once(name)
+                .chain(rules.split(' ').filter(|w| !w.is_empty()).map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
 fn acl_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(help_reply(
         "acl",
