@@ -230,6 +230,12 @@ pub fn check(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> R
         Ok(()) => return Ok(()),
         Err(d) => d,
     };
+    // A refused command is still the client's last one (CLIENT LIST `cmd`, and the log's
+    // client-info), as Redis records it before checking.
+    if !std::ptr::eq(ctx.client.last_cmd, spec.name) {
+        ctx.client.last_cmd = spec.name;
+        ctx.client.with_meta(|m| m.last_cmd = spec.name);
+    }
     log_denied(ctx, &user, spec, args, denied, context);
     Err(Reply::error(match denied {
         Denied::Command => format!(
