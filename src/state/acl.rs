@@ -834,9 +834,11 @@ impl Acl {
         }
     }
 
+    /// Read on every command: a plain load. A connection that sees a new value reads the
+    /// users under their lock, which orders what it reads after the change.
     #[inline]
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
+        self.epoch.load(Ordering::Relaxed)
     }
 
     fn bump(&self) {
