@@ -834,11 +834,12 @@ impl Acl {
         }
     }
 
-    /// Read on every command: a plain load. A connection that sees a new value reads the
-    /// users under their lock, which orders what it reads after the change.
+    /// Read on every command (a plain load on x86). Acquire, paired with the bump made
+    /// after the users' lock is released: a connection that sees the new number then reads
+    /// the changed users, never the old ones under the new number.
     #[inline]
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Relaxed)
+        self.epoch.load(Ordering::Acquire)
     }
 
     fn bump(&self) {
