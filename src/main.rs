@@ -92,6 +92,12 @@ async fn run(config: Config) -> i32 {
     let snapshot = (config.get("appendonly") != "yes")
         .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
+    // ACL users from `user` lines or the ACL file; an error stops the start, as in Redis.
+    if let Err(e) = tidecache::commands::acl::load_at_startup(&server) {
+        log.line(Level::Warning, &e);
+        eprintln!("{e}");
+        return 1;
+    }
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
         Err(e) => {

@@ -87,13 +87,6 @@ fn echo(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Bulk(args.next_arg()?.clone()))
 }
 
-/// Checks a password for `user` (only `default` exists).
-fn check_password(ctx: &Ctx<'_>, user: &[u8], pass: &[u8]) -> bool {
-    let cfg = ctx.server.config.read();
-    let required = cfg.get("requirepass");
-    user == b"default" && (required.is_empty() || required.as_bytes() == pass)
-}
-
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 fn hello(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -115,7 +108,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         match &*Token::of(opt) {
             b"AUTH" if args.len() >= 2 => {
                 let (user, pass) = (args.next_arg()?, args.next_arg()?);
-                if !check_password(ctx, user, pass) {
+                if !crate::commands::acl::authenticate(ctx, user, pass, args.name()) {
                     return Err(CommandError::msg(WRONGPASS));
                 }
                 auth_ok = true;
@@ -133,9 +126,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
         }
     }
-    if auth_ok {
-        ctx.client.authenticated = true;
-    }
+    let _ = auth_ok;
     if !ctx.client.authenticated && ctx.server.auth_required.load(Ordering::Relaxed) {
         return Err(CommandError::msg(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
@@ -168,15 +159,14 @@ fn auth(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         Some(pass) => (first, pass),
         None => (b"default", first),
     };
-    if second.is_none() && !ctx.server.auth_required.load(Ordering::Relaxed) {
+    if second.is_none() && ctx.server.acl.default_user().nopass {
         return Err(CommandError::msg(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ));
     }
-    if !check_password(ctx, user, pass) {
+    if !crate::commands::acl::authenticate(ctx, user, pass, args.name()) {
         return Err(CommandError::msg(WRONGPASS));
     }
-    ctx.client.authenticated = true;
     Ok(Reply::ok())
 }
 
@@ -202,12 +192,16 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     c.db = 0;
     c.resp3 = false;
     c.reply_mode = ReplyMode::On;
-    c.authenticated = !ctx.server.auth_required.load(Ordering::Relaxed);
     c.with_meta(|m| {
         m.db = 0;
         m.resp = 2;
         m.no_evict = false;
     });
+    // Back to the default user, authenticated only if it needs no password (Redis's
+    // clearClientConnectionState).
+    let default = ctx.server.acl.default_user();
+    crate::commands::acl::set_user(ctx, default);
+    ctx.client.authenticated = !ctx.server.auth_required.load(Ordering::Relaxed);
     Ok(Reply::Simple("RESET"))
 }
 
@@ -270,61 +264,7 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// One `CLIENT LIST` line, with Redis's field names.
 fn client_line(h: &crate::state::client::ClientHandle, argv_mem: usize) -> String {
-    let mem = h.mem_fields(argv_mem);
-    let m = h.meta.lock().clone();
-    crate::util::clock::tick();
-    let idle =
-        crate::util::clock::coarse().saturating_sub(h.last_active.load(Ordering::Relaxed)) / 10;
-    let cmd = if m.last_cmd.is_empty() {
-        "NULL"
-    } else {
-        m.last_cmd
-    };
-    let sub = h.sub_count.load(Ordering::Relaxed);
-    let psub = h.psub_count.load(Ordering::Relaxed);
-    let multi = h.multi_len.load(Ordering::Relaxed);
-    // Redis's flag letters: O monitor, P subscribed, x in MULTI; N when none applies.
-    let mut flags = String::new();
-    if h.monitor.load(Ordering::Relaxed) {
-        flags.push('O');
-    }
-    if sub + psub > 0 {
-        flags.push('P');
-    }
-    if multi >= 0 {
-        flags.push('x');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    format!(
-        "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
-        h.id,
-        h.addr,
-        h.laddr,
-        m.name,
-        h.created.elapsed().as_secs(),
-        idle,
-        flags,
-        m.db,
-        sub,
-        psub,
-        multi,
-        mem.qbuf,
-        mem.qbuf_free,
-        mem.argv_mem,
-        mem.multi_mem,
-        mem.rbs,
-        mem.rbp,
-        mem.obl,
-        mem.oll,
-        mem.omem,
-        mem.tot_mem,
-        cmd,
-        m.resp,
-        m.lib_name,
-        m.lib_ver
-    )
+    h.info_line(argv_mem)
 }
 
 /// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.
@@ -422,6 +362,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut ty = None;
     let mut maxage = None;
     let mut skipme = true;
+    let mut user: Option<String> = None;
     // Options are read in order, as Redis reads them: a bad value is reported before a
     // missing one.
     while let Some(option) = args.next_opt() {
@@ -435,11 +376,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             },
             b"ADDR" => addr = Some(text(v)),
             b"LADDR" => laddr = Some(text(v)),
-            // Only the default user exists.
-            b"USER" if &v[..] != b"default" => {
-                return Err(CommandError::msg(format!("ERR No such user '{}'", text(v))))
-            }
-            b"USER" => {}
+            b"USER" => match ctx.server.acl.get(v) {
+                Some(u) => user = Some(u.name_text()),
+                None => return Err(CommandError::msg(format!("ERR No such user '{}'", text(v)))),
+            },
             b"SKIPME" => match &*Token::of(v) {
                 b"YES" => skipme = true,
                 b"NO" => skipme = false,
@@ -456,6 +396,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             || addr.as_ref().is_some_and(|a| *a != h.addr.to_string())
             || laddr.as_ref().is_some_and(|a| *a != h.laddr.to_string())
             || ty.is_some_and(|t| t != client_type(&h))
+            || user.as_ref().is_some_and(|u| {
+                let m = h.meta.lock();
+                *u != if m.user.is_empty() { "default" } else { m.user.as_str() }
+            })
             // MAXAGE kills clients at least that many seconds old.
             || maxage.is_some_and(|m| (h.created.elapsed().as_secs() as i64) < m)
             || (skipme && h.id == ctx.client.id())

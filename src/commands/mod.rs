@@ -5,6 +5,7 @@
 //! built from them here drives dispatch, arity and unknown-command errors, authentication,
 //! `COMMAND` and key extraction.
 
+pub mod acl;
 pub mod args;
 pub mod bitmaps;
 pub mod blocking;
@@ -47,10 +48,11 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 21] {
+fn families() -> [&'static [CommandSpec]; 22] {
     [
         connection::COMMANDS,
         server::COMMANDS,
+        acl::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
         sort::COMMANDS,
@@ -289,6 +291,12 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             Some(spec),
             Reply::error("ERR Command not allowed inside a transaction"),
         );
+    }
+    // ACL: while the connection's user may run everything, one compare (commands/acl.rs).
+    if ctx.client.acl_fast != ctx.server.acl.epoch() {
+        if let Err(e) = acl::check(ctx, spec, args) {
+            return refuse(ctx, Some(spec), e);
+        }
     }
     // maxmemory: before anything that writes, evict per the policy; what may grow memory
     // (DENYOOM) is refused if that cannot get under the limit. EXEC is checked with the

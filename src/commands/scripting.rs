@@ -222,6 +222,10 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
     let server = ctx.server.clone();
     let mut client = crate::state::client::ClientState::new(ctx.client.handle.clone(), true);
     client.db = ctx.client.db;
+    // The script runs as its caller's ACL user.
+    client.user = ctx.client.user.clone();
+    client.acl_seen = ctx.client.acl_seen;
+    client.acl_fast = ctx.client.acl_fast;
     let argv = argv.to_vec();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let task: Job = Box::new(move || {
@@ -1174,8 +1178,22 @@ fn run_script(
                 (v, _) => Ok(v),
             }
         })?;
+        // redis.acl_check_cmd: whether the script's user may run a command (ACL).
+        let acl_check = scope.create_function(|lua, args: MultiValue| {
+            let g = shared.borrow();
+            let (ctx, _) = &*g;
+            let argv = match lua_args(lua, args)? {
+                Ok(a) => a,
+                Err(e) => return Err(raise_table(&e)),
+            };
+            match crate::commands::acl::script_may_run(ctx, &argv) {
+                Some(ok) => Ok(Value::Boolean(ok)),
+                None => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
+            }
+        })?;
         eng.redis.raw_set("call", call)?;
         eng.redis.raw_set("pcall", pcall)?;
+        eng.redis.raw_set("acl_check_cmd", acl_check)?;
         let setresp = scope.create_function_mut(|_, args: MultiValue| {
             if args.len() != 1 {
                 return Err(raise("redis.setresp() requires one argument."));
@@ -1216,6 +1234,7 @@ fn run_script(
     });
     let _ = eng.redis.raw_set("call", Value::Nil);
     let _ = eng.redis.raw_set("pcall", Value::Nil);
+    let _ = eng.redis.raw_set("acl_check_cmd", Value::Nil);
     let _ = eng.redis.raw_set("setresp", Value::Nil);
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
     GC_COUNT.with(|c| {
@@ -1313,6 +1332,9 @@ fn redis_call(
     let _ = table;
     if spec.has(NOSCRIPT) {
         return fail(lua, "This Redis command is not allowed from script");
+    }
+    if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, &argv) {
+        return fail(lua, &e);
     }
     // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
     if matches!(spec.name, "xread" | "xreadgroup")

@@ -397,7 +397,9 @@ fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
 }
 
 fn config_rewrite(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    let cfg = ctx.server.config.read().clone();
+    let mut cfg = ctx.server.config.read().clone();
+    // The ACL users in force, as `user` lines (none when they live in an ACL file).
+    cfg.users = crate::commands::acl::config_users(ctx.server);
     cfg.rewrite()
         .map_err(|e| CommandError::msg(format!("ERR {e}")))?;
     Ok(Reply::ok())

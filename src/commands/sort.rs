@@ -117,8 +117,27 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
                 count = args.next_i64()?;
             }
             b"STORE" if !readonly && left >= 1 => store = Some(args.next_key()?),
-            b"BY" if left >= 1 => by = Some(args.next_arg()?),
-            b"GET" if left >= 1 => gets.push(args.next_arg()?),
+            // BY and GET read keys named by a pattern: only for a user who may read any
+            // key (ACL), as Redis.
+            b"BY" if left >= 1 => {
+                let pattern = args.next_arg()?;
+                if pattern.contains(&b'*')
+                    && !crate::commands::acl::may_read_any_key(ctx, args.all())
+                {
+                    return Err(CommandError::msg(
+                        "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
+                by = Some(pattern);
+            }
+            b"GET" if left >= 1 => {
+                if !crate::commands::acl::may_read_any_key(ctx, args.all()) {
+                    return Err(CommandError::msg(
+                        "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                    ));
+                }
+                gets.push(args.next_arg()?)
+            }
             _ => return Err(CommandError::syntax()),
         }
     }

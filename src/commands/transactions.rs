@@ -103,7 +103,10 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     for (_, args) in &m.queued {
         // Resolved when queued (a refusal aborts the transaction), and the table is static.
         replies.push(match crate::commands::resolve(args) {
-            Ok(spec) => execute(ctx, spec, args),
+            Ok(spec) => match crate::commands::acl::check_in_exec(ctx, spec, args) {
+                Ok(()) => execute(ctx, spec, args),
+                Err(e) => e,
+            },
             Err(e) => e,
         });
     }

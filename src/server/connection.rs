@@ -30,6 +30,8 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let _ = stream.set_nodelay(true);
     let authenticated = !server.auth_required.load(Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), authenticated);
+    // Every connection starts as the default user (authenticated if it needs no password).
+    client.user = Some(server.acl.default_user());
     // Both buffers start empty and the read buffer is taken only when the socket is
     // readable and given back once everything in it ran, so an idle connection holds no
     // buffer (10,000 idle connections cost what their sockets and client state cost).

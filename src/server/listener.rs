@@ -126,7 +126,8 @@ async fn admit(
         let cfg = server.config.read();
         (
             cfg.get_i64("maxclients") as usize,
-            cfg.get_bool("protected-mode") && cfg.get("requirepass").is_empty(),
+            // No password for the default user (requirepass or ACL), as Redis 7 decides.
+            cfg.get_bool("protected-mode") && server.acl.default_user().nopass,
         )
     };
     let refusal: Option<&[u8]> = if server.clients.count() >= maxclients {

@@ -126,6 +126,8 @@ pub struct ClientMeta {
     /// Name of the last command run (a table entry's name, so no allocation per command).
     pub last_cmd: &'static str,
     pub no_evict: bool,
+    /// The ACL user (CLIENT LIST `user`, CLIENT KILL USER); empty: `default`.
+    pub user: String,
 }
 
 impl ClientHandle {
@@ -233,6 +235,67 @@ impl ClientHandle {
         }
     }
 
+    /// One `CLIENT LIST` line, with Redis's field names (also the ACL LOG's client-info).
+    pub fn info_line(&self, argv_mem: usize) -> String {
+        let h = self;
+        let mem = h.mem_fields(argv_mem);
+        let m = h.meta.lock().clone();
+        crate::util::clock::tick();
+        let idle =
+            crate::util::clock::coarse().saturating_sub(h.last_active.load(Ordering::Relaxed)) / 10;
+        let cmd = if m.last_cmd.is_empty() {
+            "NULL"
+        } else {
+            m.last_cmd
+        };
+        let sub = h.sub_count.load(Ordering::Relaxed);
+        let psub = h.psub_count.load(Ordering::Relaxed);
+        let multi = h.multi_len.load(Ordering::Relaxed);
+        // Redis's flag letters: O monitor, P subscribed, x in MULTI; N when none applies.
+        let mut flags = String::new();
+        if h.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        if sub + psub > 0 {
+            flags.push('P');
+        }
+        if multi >= 0 {
+            flags.push('x');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        format!(
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}\n",
+            h.id,
+            h.addr,
+            h.laddr,
+            m.name,
+            h.created.elapsed().as_secs(),
+            idle,
+            flags,
+            m.db,
+            sub,
+            psub,
+            multi,
+            mem.qbuf,
+            mem.qbuf_free,
+            mem.argv_mem,
+            mem.multi_mem,
+            mem.rbs,
+            mem.rbp,
+            mem.obl,
+            mem.oll,
+            mem.omem,
+            mem.tot_mem,
+            cmd,
+            if m.user.is_empty() { "default" } else { &m.user },
+            m.resp,
+            m.lib_name,
+            m.lib_ver
+        )
+    }
+
     pub fn is_pubsub(&self) -> bool {
         self.sub_count.load(Ordering::Relaxed) + self.psub_count.load(Ordering::Relaxed) > 0
     }
@@ -329,6 +392,14 @@ pub struct ClientState {
     /// Replies written after this must wait until this journal number is written to the
     /// file (everysec/no: a crash of the process loses nothing acknowledged); 0: no wait.
     pub journal_written: u64,
+    /// The ACL user this connection runs as (a snapshot, refreshed when the registry's
+    /// epoch moves); None for internal clients (journal replay), which may run anything.
+    pub user: Option<Arc<crate::state::acl::User>>,
+    /// The ACL epoch `user` was read at.
+    pub acl_seen: u64,
+    /// Equal to the ACL epoch while `user` may run everything: the dispatcher's whole
+    /// check is comparing it with the epoch (`commands::acl`).
+    pub acl_fast: u64,
 }
 
 /// A transaction being queued.
@@ -364,6 +435,9 @@ impl ClientState {
             journal_seq: 0,
             journal_wait: 0,
             journal_written: 0,
+            user: None,
+            acl_seen: 0,
+            acl_fast: 0,
         }
     }
 

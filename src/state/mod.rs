@@ -4,6 +4,7 @@
 //! which the store reports key and document changes. Commands use it; the network side
 //! (`server/`) drives it.
 
+pub mod acl;
 pub mod blocking;
 pub mod client;
 pub mod cmdstats;
@@ -78,7 +79,8 @@ pub struct Server {
     /// Set to true once to begin a graceful shutdown.
     shutdown_tx: watch::Sender<bool>,
     shutting_down: AtomicBool,
-    /// `requirepass` is read on every command; cache whether one is set.
+    /// Whether new connections must authenticate (the default user has a password or is
+    /// off), cached from the ACL for every command's NOAUTH check.
     pub auth_required: AtomicBool,
     /// Channels, patterns, MONITOR clients, keyspace notifications.
     pub pubsub: Arc<PubSub>,
@@ -98,6 +100,8 @@ pub struct Server {
     pub blocking: Arc<blocking::Blocking>,
     /// The background thread that frees large values (UNLINK, FLUSH ... ASYNC).
     pub lazyfree: lazyfree::LazyFree,
+    /// ACL users, the ACL log and the epoch connections cache their permissions by.
+    pub acl: acl::Acl,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -132,7 +136,15 @@ impl Server {
         let databases = config.get_i64("databases") as usize;
         let mut config = config;
         config.set_normalized("shards", shards.to_string());
-        let auth_required = !config.get("requirepass").is_empty();
+        let acl = acl::Acl::new();
+        acl.set_default_password(config.get("requirepass"));
+        acl.log_max
+            .store(config.get_u64("acllog-max-len") as usize, Ordering::Relaxed);
+        acl.pubsub_all.store(
+            config.get("acl-pubsub-default") == "allchannels",
+            Ordering::Relaxed,
+        );
+        let auth_required = acl.default_needs_auth();
         Self::apply_memory_config(&config);
         for name in EncodingLimits::NAMES {
             LIMITS.apply(name, config.get_i64(name));
@@ -192,6 +204,7 @@ impl Server {
             ttl: ttl::TtlMonitors::new(shards),
             blocking,
             lazyfree,
+            acl,
         })
     }
 
@@ -257,8 +270,20 @@ impl Server {
             Self::apply_memory_config(&self.config.read());
         }
         if name == "requirepass" {
-            let set = !self.config.read().get("requirepass").is_empty();
-            self.auth_required.store(set, Ordering::Relaxed);
+            // An alias of the default user's password, as in Redis.
+            let pass = self.config.read().get("requirepass").to_string();
+            self.acl.set_default_password(&pass);
+            self.auth_required
+                .store(self.acl.default_needs_auth(), Ordering::Relaxed);
+        }
+        if name == "acllog-max-len" {
+            let max = self.config.read().get_u64(name) as usize;
+            self.acl.log_max.store(max, Ordering::Relaxed);
+            self.acl.trim_log();
+        }
+        if name == "acl-pubsub-default" {
+            let all = self.config.read().get(name) == "allchannels";
+            self.acl.pubsub_all.store(all, Ordering::Relaxed);
         }
         if name == "appendfsync" {
             let p = match self.config.read().get(name) {

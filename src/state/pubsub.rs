@@ -171,6 +171,19 @@ impl PubSub {
         fresh
     }
 
+    /// A client's channels and patterns (ACL SETUSER checks them when it narrows a user's
+    /// channels; rare, so a walk of the maps).
+    pub fn subscriptions_of(&self, client_id: u64) -> (Vec<Bytes>, Vec<Bytes>) {
+        let of = |map: &RwLock<HashMap<Bytes, Subscribers>>| {
+            map.read()
+                .iter()
+                .filter(|(_, subs)| subs.contains_key(&client_id))
+                .map(|(c, _)| c.clone())
+                .collect()
+        };
+        (of(&self.channels), of(&self.patterns))
+    }
+
     /// Removes a subscription; false if the client did not have it.
     pub fn unsubscribe(&self, client_id: u64, channel: &[u8], pattern: bool) -> bool {
         let map = if pattern {

@@ -10,3 +10,4 @@ pub mod num;
 pub mod packed;
 pub mod proc;
 pub mod rng;
+pub mod sha256;
