@@ -67,7 +67,7 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     CONN.cmd("client|tracking", -3, tracking::client_tracking).flags(NOSCRIPT | LOADING | STALE)
         .doc("6.0.0", "Controls server-assisted client-side caching for the connection.")
         .complexity("O(1). Some options may introduce additional complexity.")
-        .args("status:(ON|OFF) [REDIRECT=client-id:integer] [PREFIX=prefix...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]"),
+        .args("status:(ON|OFF) [REDIRECT=client-id:integer] [PREFIX=prefix+...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]"),
     CONN.cmd("client|caching", 3, tracking::client_caching).flags(NOSCRIPT | LOADING | STALE)
         .doc("6.0.0", "Instructs the server whether to track the keys in the next request.")
         .args("mode:(YES|NO)"),

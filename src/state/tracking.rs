@@ -91,6 +91,12 @@ struct Inner {
 pub struct Tracking {
     /// Clients with tracking on: 0 lets every hook return after this one load.
     clients_on: AtomicUsize,
+    /// Of those, the ones in the default mode (reads are remembered only for them), the
+    /// ones with `CLIENT CACHING` given, and the ones running a script: while 0, the
+    /// per-command steps that concern them take no lock.
+    default_mode: AtomicUsize,
+    caching_given: AtomicUsize,
+    in_script: AtomicUsize,
     /// Keys in the table, readable without the lock (the limit check before each command).
     keys_len: AtomicUsize,
     /// `tracking-table-max-keys` (0: no limit).
@@ -102,6 +108,9 @@ impl Default for Tracking {
     fn default() -> Self {
         Tracking {
             clients_on: AtomicUsize::new(0),
+            default_mode: AtomicUsize::new(0),
+            caching_given: AtomicUsize::new(0),
+            in_script: AtomicUsize::new(0),
             keys_len: AtomicUsize::new(0),
             max_keys: AtomicUsize::new(1_000_000),
             inner: Mutex::new(Inner::default()),
@@ -352,6 +361,9 @@ impl Tracking {
             hashbrown::hash_map::Entry::Occupied(o) => o.into_mut(),
             hashbrown::hash_map::Entry::Vacant(v) => {
                 self.clients_on.fetch_add(1, Ordering::AcqRel);
+                if !opts.bcast {
+                    self.default_mode.fetch_add(1, Ordering::AcqRel);
+                }
                 v.insert(Tracker {
                     handle: handle.clone(),
                     redirect: 0,
@@ -394,6 +406,15 @@ impl Tracking {
         let mut g = self.inner.lock();
         if let Some(t) = g.trackers.remove(&id) {
             g.remove_prefixes(id, &t.prefixes);
+            if !t.opts.bcast {
+                self.default_mode.fetch_sub(1, Ordering::AcqRel);
+            }
+            if t.caching {
+                self.caching_given.fetch_sub(1, Ordering::AcqRel);
+            }
+            if t.script_keys.is_some() {
+                self.in_script.fetch_sub(1, Ordering::AcqRel);
+            }
             if self.clients_on.fetch_sub(1, Ordering::AcqRel) == 1 {
                 // Nobody tracks: writes stop looking at the table (one load), so what it
                 // holds could never be cleaned; every id in it is of a client that turned
@@ -436,7 +457,10 @@ impl Tracking {
                 "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
             );
         }
-        t.caching = true;
+        if !t.caching {
+            t.caching = true;
+            self.caching_given.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -520,12 +544,7 @@ impl Tracking {
         }
         let guard = self.enter(client, false);
         BY_SERVER.with(|f| f.set(false));
-        {
-            let mut g = self.inner.lock();
-            if let Some(t) = g.trackers.get_mut(&client) {
-                t.script_keys = None;
-            }
-        }
+        self.script_ended(client);
         self.enforce_limit();
         Some(guard)
     }
@@ -564,24 +583,30 @@ impl Tracking {
     /// command (or transaction), as Redis clears the flag after any command but CLIENT's
     /// and outside MULTI.
     pub fn command_done(&self, client: u64, was_client_cmd: bool, in_multi: bool) {
-        if !self.on() || was_client_cmd || in_multi {
+        if was_client_cmd || in_multi || self.caching_given.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut g = self.inner.lock();
         if let Some(t) = g.trackers.get_mut(&client) {
-            t.caching = false;
+            if t.caching {
+                t.caching = false;
+                self.caching_given.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
     /// A script command is about to run for `client`: a read-only command inside it will
     /// remember `keys`, the script's declared keys.
     pub fn script_starts(&self, client: u64, keys: Vec<Bytes>) {
-        if !self.on() {
+        if self.default_mode.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut g = self.inner.lock();
         if let Some(t) = g.trackers.get_mut(&client) {
             if !t.opts.bcast {
+                if t.script_keys.is_none() {
+                    self.in_script.fetch_add(1, Ordering::AcqRel);
+                }
                 t.script_keys = Some(keys);
             }
         }
@@ -590,9 +615,14 @@ impl Tracking {
     /// The script `client` ran inline (inside EXEC) is over: later reads in the
     /// transaction remember their own keys.
     pub fn script_ended(&self, client: u64) {
+        if self.in_script.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let mut g = self.inner.lock();
         if let Some(t) = g.trackers.get_mut(&client) {
-            t.script_keys = None;
+            if t.script_keys.take().is_some() {
+                self.in_script.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -604,6 +634,10 @@ impl Tracking {
         keys: impl IntoIterator<Item = &'k [u8]>,
         in_script: bool,
     ) {
+        // BCAST clients remember nothing: only default-mode ones cost a lock per read.
+        if self.default_mode.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let mut g = self.inner.lock();
         let g = &mut *g;
         let Some(t) = g.trackers.get(&client) else {
