@@ -300,6 +300,46 @@ fn expiry_and_table_limit_invalidate() {
     );
 }
 
+/// A key evicted before a command runs is invalidated before that command's reply (Redis
+/// writes it at once; the command's own invalidations come after its reply).
+#[test]
+fn eviction_invalidation_comes_before_the_reply() {
+    let s = TestServer::start(&[]);
+    let mut w = s.conn();
+    let mut c = resp3(&s);
+    ok(&mut c, &["CLIENT", "TRACKING", "ON"]);
+    let used: u64 = info_value(&mut w, "memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory");
+    let limit = (used + 100 * 1024).to_string();
+    let _: () = support::q(&mut w, &["CONFIG", "SET", "maxmemory", &limit]).expect("maxmemory");
+    let _: () = support::q(
+        &mut w,
+        &["CONFIG", "SET", "maxmemory-policy", "volatile-random"],
+    )
+    .expect("policy");
+    ok(&mut c, &["SETEX", "volatile-key", "10000", "x"]);
+    expect(&mut c, &["GET", "volatile-key"], b"$1\r\nx\r\n");
+    // 200 KB: the next write must evict, and only the volatile key can go. (The server's
+    // own allocations since INFO may already put it over the limit, so SETBIT itself may be
+    // the command that evicts: either way the push precedes that command's reply.)
+    let push = inval(Some(&["volatile-key"]));
+    send(&mut c, &["SETBIT", "big", "1600000", "0"]);
+    let first = c.read_n(1);
+    if first == b">" {
+        arrives(&mut c, &push[1..]);
+        // Then SETBIT's own reply: done, or refused if still over the limit.
+        let reply = String::from_utf8_lossy(&c.read_until(b"\r\n")).into_owned();
+        assert!(reply == ":0\r\n" || reply.starts_with("-OOM"), "{reply}");
+    } else {
+        arrives(&mut c, b"0\r\n");
+        let mut want = push;
+        want.extend_from_slice(b"-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+        expect(&mut c, &["SET", "x", "y"], &want);
+    }
+    let _: () = support::q(&mut w, &["CONFIG", "SET", "maxmemory", "0"]).expect("maxmemory");
+}
+
 #[test]
 fn document_reads_are_invalidated_by_collection_changes() {
     let s = TestServer::start(&["--ttl-monitor-period", "1"]);
