@@ -37,7 +37,7 @@ use hashbrown::{HashMap, HashSet};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The options of `CLIENT TRACKING ON`.
@@ -101,6 +101,8 @@ pub struct Tracking {
     keys_len: AtomicUsize,
     /// `tracking-table-max-keys` (0: no limit).
     max_keys: AtomicUsize,
+    /// A BCAST prefix holds keys not sent yet (so the end of every command need not lock).
+    bcast_due: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -113,6 +115,7 @@ impl Default for Tracking {
             in_script: AtomicUsize::new(0),
             keys_len: AtomicUsize::new(0),
             max_keys: AtomicUsize::new(1_000_000),
+            bcast_due: AtomicBool::new(false),
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -679,6 +682,9 @@ impl Tracking {
         g.invalidate(key, writer, true);
         self.keys_len.store(g.table.len(), Ordering::Relaxed);
         let pending = g.bcast_pending;
+        if pending {
+            self.bcast_due.store(true, Ordering::Release);
+        }
         drop(g);
         // Outside a command (active expiry, the TTL monitor) nothing else would send them.
         if pending && current().is_none() {
@@ -740,7 +746,7 @@ impl Tracking {
     /// `trackingBroadcastInvalidationMessages`): one message per prefix and client, without
     /// the keys a NOLOOP client changed itself.
     pub fn broadcast(&self) {
-        if !self.on() {
+        if !self.bcast_due.swap(false, Ordering::AcqRel) {
             return;
         }
         let mut guard = self.inner.lock();
