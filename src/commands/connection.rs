@@ -2,7 +2,7 @@
 
 use crate::commands::args::{Args, CommandError, CommandResult, Token};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
-use crate::commands::{help_reply, text, Ctx};
+use crate::commands::{help_reply, text, tracking, Ctx};
 use crate::protocol::Reply;
 use crate::state::client::ReplyMode;
 use crate::state::{REDIS_COMPAT_VERSION, VERSION};
@@ -64,6 +64,17 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("5.0.0", "Unblock a client blocked in a blocking command from a different connection.")
         .complexity("O(log N) where N is the number of client connections")
         .args("client-id:integer [unblock-type:(TIMEOUT|ERROR)]"),
+    CONN.cmd("client|tracking", -3, tracking::client_tracking).flags(NOSCRIPT | LOADING | STALE)
+        .doc("6.0.0", "Controls server-assisted client-side caching for the connection.")
+        .complexity("O(1). Some options may introduce additional complexity.")
+        .args("status:(ON|OFF) [REDIRECT=client-id:integer] [PREFIX=prefix+...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]"),
+    CONN.cmd("client|caching", 3, tracking::client_caching).flags(NOSCRIPT | LOADING | STALE)
+        .doc("6.0.0", "Instructs the server whether to track the keys in the next request.")
+        .args("mode:(YES|NO)"),
+    CONN.cmd("client|getredir", 2, tracking::client_getredir).flags(NOSCRIPT | LOADING | STALE)
+        .doc("6.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
+    CONN.cmd("client|trackinginfo", 2, tracking::client_trackinginfo).flags(NOSCRIPT | LOADING | STALE)
+        .doc("6.2.0", "Returns information about server-assisted client-side caching for the connection."),
     CONN.cmd("client|help", 2, client_help).flags(LOADING | STALE)
         .doc("5.0.0", "Returns helpful text about the different subcommands."),
 ];
@@ -182,12 +193,15 @@ fn select(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn quit(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     ctx.client.close_after_reply = true;
+    // Gone for client-side caching now: a redirect to it breaks from the next invalidation.
+    ctx.server.tracking.client_closed(ctx.client.id());
     Ok(Reply::ok())
 }
 
 fn reset(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     crate::commands::transactions::reset_state(ctx);
     crate::commands::pubsub::leave_all(ctx);
+    ctx.server.tracking.disable(ctx.client.id());
     let c = &mut *ctx.client;
     c.db = 0;
     c.resp3 = false;
@@ -263,8 +277,12 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 /// One `CLIENT LIST` line, with Redis's field names.
-fn client_line(h: &crate::state::client::ClientHandle, argv_mem: usize) -> String {
-    h.info_line(argv_mem)
+fn client_line(
+    h: &crate::state::client::ClientHandle,
+    argv_mem: usize,
+    tracking: &crate::state::tracking::Tracking,
+) -> String {
+    h.info_line(argv_mem, tracking)
 }
 
 /// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.
@@ -325,7 +343,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         {
             // Only the asking client is inside a command (the others' arguments are gone).
             let argv = if h.id == ctx.client.id() { own_argv } else { 0 };
-            out.push_str(&client_line(&h, argv));
+            out.push_str(&client_line(&h, argv, &ctx.server.tracking));
         }
     }
     Ok(Reply::Verbatim(Bytes::from(out)))
@@ -335,6 +353,7 @@ fn client_info(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Verbatim(Bytes::from(client_line(
         &ctx.client.handle,
         args_mem(args),
+        &ctx.server.tracking,
     ))))
 }
 
@@ -482,6 +501,15 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Kill connections. Options are: ID, ADDR, LADDR, USER, SKIPME (yes|no), TYPE.",
             "LIST [options ...]",
             "    Return information about client connections. Options: TYPE <type>, ID <id> [...].",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",

@@ -30,6 +30,7 @@ pub mod spec;
 pub mod stats;
 pub mod streams;
 pub mod strings;
+pub mod tracking;
 pub mod transactions;
 pub mod zsets;
 
@@ -247,14 +248,23 @@ fn refuse(ctx: &mut Ctx<'_>, spec: Option<&'static CommandSpec>, error: Reply) -
 /// `NO_MULTI` inside MULTI, the RESP2 subscribed-mode whitelist, then queueing inside MULTI.
 /// Every refusal inside MULTI marks the transaction so EXEC answers EXECABORT.
 pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    if !crate::store::journal::enabled() {
-        return dispatch_command(ctx, args);
+    // Client-side caching: this client is the current one (one atomic load while nobody
+    // tracks).
+    let server = ctx.server;
+    let tracked = server.tracking.command(ctx.client.id());
+    let reply = if !crate::store::journal::enabled() {
+        dispatch_command(ctx, args)
+    } else {
+        // The journal's context of this command (store/journal: how a write reaches it).
+        let record = crate::store::journal::Command::begin();
+        let reply = dispatch_command(ctx, args);
+        journal::ended(ctx, record.end());
+        reply
+    };
+    match tracked {
+        None => reply,
+        Some(scope) => tracking::finish(ctx, args, reply, scope),
     }
-    // The journal's context of this command (store/journal: how a write reaches it).
-    let record = crate::store::journal::Command::begin();
-    let reply = dispatch_command(ctx, args);
-    journal::ended(ctx, record.end());
-    reply
 }
 
 fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
@@ -377,10 +387,16 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
         crate::store::journal::enter(ctx.client.db);
     }
     let begun = stats::start();
+    let server = ctx.server;
+    let tracked = tracking::executing(server, ctx.client, spec, args);
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };
+    if tracked.is_some() {
+        tracking::executed(server, ctx.client, spec, args, begun.0 > 1);
+    }
+    drop(tracked);
     stats::finish(ctx.client, spec, begun, &reply);
     if journaled {
         journal::left(spec, args, &reply);

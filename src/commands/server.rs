@@ -449,6 +449,8 @@ fn flush(ctx: &mut Ctx<'_>, args: &mut Args<'_>, db: Option<usize>) -> CmdResult
     // WATCHers of keys that exist now see their EXEC fail (Redis's touchAllWatchedKeysInDb).
     crate::commands::transactions::touch_watched_in(ctx.server, db, None);
     let old = ctx.server.store.flush(db);
+    // Tracking clients drop everything they cached (a null, as Redis: the table is global).
+    ctx.server.tracking.flushed();
     // A client blocked in XREADGROUP learns that its group went away.
     match db {
         Some(d) => ctx.server.blocking.signal_db(d),
@@ -630,6 +632,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
             kv("blocked_clients", &ctx.server.blocking.blocked_clients());
+            kv("tracking_clients", &s.tracking.info().0);
             kv(
                 "pubsub_clients",
                 &s.clients.all().iter().filter(|c| c.is_pubsub()).count(),
@@ -665,6 +668,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("maxmemory", &cfg.get("maxmemory"));
             kv("maxmemory_human", &human(cfg.get_u64("maxmemory")));
             kv("maxmemory_policy", &cfg.get("maxmemory-policy"));
+            // Redis leaves replication and AOF buffers out of the eviction measure; here
+            // eviction measures what INFO's used_memory does.
+            kv("mem_not_counted_for_evict", &0);
             kv("mem_allocator", &"mimalloc");
             kv(
                 "lazyfree_pending_objects",
@@ -696,6 +702,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
             );
             kv("lazyfreed_objects", &g(&st.lazyfreed));
+            let (_, tracked_keys, tracked_items, prefixes) = s.tracking.info();
+            kv("tracking_total_keys", &tracked_keys);
+            kv("tracking_total_items", &tracked_items);
+            kv("tracking_total_prefixes", &prefixes);
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
             kv(

@@ -112,6 +112,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Log file. Empty: standard error." },
     Setting { name: "notify-keyspace-events", default: "", live: true, kind: Kind::Special(parse_notify_classes),
         doc: "Keyspace notification classes, as in Redis: K (keyspace) E (keyevent) g $ h x (expired, including doc.expired) e (evicted) n A (alias for g$hxe...). Empty: off." },
+    Setting { name: "tracking-table-max-keys", default: "1000000", live: true, kind: Kind::Int(0, i64::MAX),
+        doc: "Most keys the client-side caching table remembers (CLIENT TRACKING); past it, keys leave the table and their clients get invalidations as if they changed. 0: no limit." },
     Setting { name: "slowlog-log-slower-than", default: "10000", live: true, kind: Kind::Int(-1, i64::MAX),
         doc: "Log commands slower than this many microseconds in SLOWLOG. -1: off; 0: every command." },
     Setting { name: "slowlog-max-len", default: "128", live: true, kind: Kind::Int(0, i64::MAX),

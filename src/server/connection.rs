@@ -243,6 +243,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
         crate::commands::transactions::reset_state(&mut ctx);
     }
     server.blocking.forget(handle.id);
+    server.tracking.client_closed(handle.id);
     let (_, cost) = handle.outbox.drain();
     handle.outbox.written(cost);
     if !handle.is_killed() {

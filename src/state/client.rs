@@ -236,7 +236,7 @@ impl ClientHandle {
     }
 
     /// One `CLIENT LIST` line, with Redis's field names (also the ACL LOG's client-info).
-    pub fn info_line(&self, argv_mem: usize) -> String {
+    pub fn info_line(&self, argv_mem: usize, tracking: &crate::state::tracking::Tracking) -> String {
         let h = self;
         let mem = h.mem_fields(argv_mem);
         let m = h.meta.lock().clone();
@@ -262,11 +262,13 @@ impl ClientHandle {
         if multi >= 0 {
             flags.push('x');
         }
+        let (tracking_flags, redir) = tracking.list_fields(h.id);
+        flags.push_str(tracking_flags);
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
             h.addr,
             h.laddr,
@@ -290,6 +292,7 @@ impl ClientHandle {
             mem.tot_mem,
             cmd,
             if m.user.is_empty() { "default" } else { &m.user },
+            redir,
             m.resp,
             m.lib_name,
             m.lib_ver

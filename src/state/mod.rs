@@ -12,6 +12,7 @@ pub mod gate;
 pub mod lazyfree;
 pub mod outbox;
 pub mod pubsub;
+pub mod tracking;
 pub mod ttl;
 pub mod watches;
 
@@ -102,6 +103,8 @@ pub struct Server {
     pub lazyfree: lazyfree::LazyFree,
     /// ACL users, the ACL log and the epoch connections cache their permissions by.
     pub acl: acl::Acl,
+    /// Client-side caching (CLIENT TRACKING): who may cache which keys.
+    pub tracking: Arc<tracking::Tracking>,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -167,10 +170,13 @@ impl Server {
             .unwrap_or_default();
         let store = Store::new(shards, databases);
         let blocking = Arc::new(blocking::Blocking::default());
+        let tracking = Arc::new(tracking::Tracking::default());
+        tracking.set_max_keys(config.get_u64("tracking-table-max-keys"));
         let hooks: Arc<dyn KeyHooks> = Arc::new(KeyEvents {
             pubsub: pubsub.clone(),
             watches: watches.clone(),
             blocking: blocking.clone(),
+            tracking: tracking.clone(),
         });
         for c in store.counters() {
             let _ = c.hooks.set(hooks.clone());
@@ -178,6 +184,7 @@ impl Server {
         store.set_doc_hooks(Arc::new(DocEvents {
             pubsub: pubsub.clone(),
             blocking: blocking.clone(),
+            tracking: tracking.clone(),
         }));
         let conn_settings = ConnSettings::default();
         conn_settings.load_from(&config);
@@ -205,6 +212,7 @@ impl Server {
             blocking,
             lazyfree,
             acl,
+            tracking,
         })
     }
 
@@ -293,6 +301,10 @@ impl Server {
             };
             crate::store::journal::set_policy(p);
         }
+        if name == "tracking-table-max-keys" {
+            let v = self.config.read().get_u64(name);
+            self.tracking.set_max_keys(v);
+        }
         if name == "ttl-monitor-period" {
             self.ttl.period_changed();
         }
@@ -327,6 +339,7 @@ struct KeyEvents {
     pubsub: Arc<PubSub>,
     watches: Arc<Watches>,
     blocking: Arc<blocking::Blocking>,
+    tracking: Arc<tracking::Tracking>,
 }
 
 impl KeyHooks for KeyEvents {
@@ -334,6 +347,7 @@ impl KeyHooks for KeyEvents {
     fn modified(&self, db: usize, key: &[u8]) {
         crate::store::journal::mark();
         self.watches.touch(db, key);
+        self.tracking.key_changed(key);
         // A client blocked in XREADGROUP learns that its stream (and group) went away.
         if blocking::write_watchers() {
             self.blocking.signal(db, key);
@@ -343,6 +357,8 @@ impl KeyHooks for KeyEvents {
     fn removed(&self, db: usize, key: &[u8], why: Removal) {
         // Expiry and eviction are journaled as DEL (replay expires nothing itself).
         crate::store::journal::key_removed(db, key);
+        // The `modified` call that follows is the server's change, not the running client's.
+        self.tracking.by_server();
         match why {
             Removal::Expired => self
                 .pubsub
@@ -375,11 +391,17 @@ impl KeyHooks for KeyEvents {
 struct DocEvents {
     pubsub: Arc<PubSub>,
     blocking: Arc<blocking::Blocking>,
+    tracking: Arc<tracking::Tracking>,
 }
 
 impl DocHooks for DocEvents {
     fn changed(&self, db: usize, collection: &str, change: Change<'_>) {
         crate::store::journal::doc_change(db, collection, change);
+        // Clients that read the collection drop what they cached of it (its name is the key).
+        if let Change::Expire(_) = change {
+            self.tracking.by_server();
+        }
+        self.tracking.key_changed(collection.as_bytes());
         let Change::Expire(id) = change else { return };
         if !self.pubsub.notifies(pubsub::class::EXPIRED) {
             return;
@@ -394,6 +416,10 @@ impl DocHooks for DocEvents {
             id.as_bytes(),
             coll,
         );
+    }
+
+    fn dropped(&self, _db: usize, collection: &str) {
+        self.tracking.key_changed(collection.as_bytes());
     }
 
     fn appended(&self, db: usize, key: &[u8], trimmed: bool) {

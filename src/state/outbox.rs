@@ -23,6 +23,15 @@ pub enum Outgoing {
     },
     /// A MONITOR line (status reply text).
     Monitor(String),
+    /// Client-side caching (`state/tracking.rs`): the keys a client must drop (None: all of
+    /// them, after a flush), as a RESP3 `invalidate` push or, to a RESP2 redirect target,
+    /// as a message on `__redis__:invalidate`.
+    Invalidate {
+        keys: Option<Vec<Bytes>>,
+        as_message: bool,
+    },
+    /// `tracking-redir-broken` with the id of the redirect target that went away.
+    RedirBroken(u64),
 }
 
 impl Outgoing {
@@ -39,6 +48,10 @@ impl Outgoing {
                     payload,
                 } => pattern.len() + channel.len() + payload.len(),
                 Outgoing::Monitor(s) => s.len(),
+                Outgoing::Invalidate { keys, .. } => keys
+                    .as_ref()
+                    .map_or(0, |k| k.iter().map(|k| k.len() + 16).sum()),
+                Outgoing::RedirBroken(_) => 0,
             }
     }
 
@@ -60,6 +73,25 @@ impl Outgoing {
                 Reply::Bulk(payload),
             ]),
             Outgoing::Monitor(s) => Reply::Status(s),
+            Outgoing::Invalidate { keys, as_message } => {
+                let keys = match keys {
+                    Some(k) => Reply::Array(k.into_iter().map(Reply::Bulk).collect()),
+                    None => Reply::Nil,
+                };
+                if as_message {
+                    Reply::Push(vec![
+                        Reply::bulk_str("message"),
+                        Reply::bulk_str("__redis__:invalidate"),
+                        keys,
+                    ])
+                } else {
+                    Reply::Push(vec![Reply::bulk_str("invalidate"), keys])
+                }
+            }
+            Outgoing::RedirBroken(id) => Reply::Push(vec![
+                Reply::bulk_str("tracking-redir-broken"),
+                Reply::Int(id as i64),
+            ]),
         }
     }
 }

@@ -110,6 +110,9 @@ impl Store {
                 .iter_mut()
                 .filter_map(|(_, g)| g.dbs[db].collections.remove(name))
                 .collect();
+            if !old.is_empty() {
+                self.doc_dropped(db, name);
+            }
             let feed = old.first().map(|cs| cs.meta.changes.clone());
             let queued = feed
                 .as_ref()
@@ -155,6 +158,8 @@ impl Store {
                     }
                 }
             }
+            self.doc_dropped(db, from);
+            self.doc_dropped(db, to);
             // The change streams hear of it: a `drop` for a replaced target, a `rename` for
             // the source (whose later entries carry the new name).
             let mut feeds = Vec::new();

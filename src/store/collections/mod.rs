@@ -61,6 +61,10 @@ pub enum Change<'a> {
 pub trait DocHooks: Send + Sync {
     fn changed(&self, db: usize, collection: &str, change: Change<'_>);
 
+    /// A whole collection went away (DOC.DROP; both names of DOC.RENAME), under the catalog's
+    /// write lock.
+    fn dropped(&self, _db: usize, _collection: &str) {}
+
     /// A collection's change feed appended entries to the stream `key` (and trimmed it when
     /// `trimmed`), under the stream's shard lock, as an `XADD` would have.
     fn appended(&self, _db: usize, _key: &[u8], _trimmed: bool) {}
@@ -127,6 +131,12 @@ impl Store {
     pub(crate) fn doc_changed(&self, db: usize, collection: &str, change: Change<'_>) {
         if let Some(h) = self.doc_hooks.get() {
             h.changed(db, collection, change);
+        }
+    }
+
+    pub(crate) fn doc_dropped(&self, db: usize, collection: &str) {
+        if let Some(h) = self.doc_hooks.get() {
+            h.dropped(db, collection);
         }
     }
 }
