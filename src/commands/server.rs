@@ -709,7 +709,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("role", &"master");
             kv("connected_slaves", &0);
             kv("master_failover_state", &"no-failover");
-            kv("master_replid", &s.run_id);
+            kv("master_replid", &super::debug::repl_id(&s.run_id));
             kv(
                 "master_replid2",
                 &"0000000000000000000000000000000000000000",

@@ -37,6 +37,13 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
     let mut out = BytesMut::new();
     let mut parse_state = ParseState::default();
     handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
+    // The read buffer is kept between requests and trimmed as Redis trims its query buffer
+    // (`state::client::resize_query_buffer`): `qpeak` is the most input held since the last
+    // trim check, made at most every tenth of a second after a batch, and by `qtimer`, armed
+    // while a buffer is held, once the client has gone quiet.
+    let mut qpeak = 0usize;
+    let mut qchecked = crate::util::clock::coarse();
+    let mut qtimer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     'conn: loop {
         let (limits, qbuf_limit, idle_timeout) = {
             let cs = &server.conn_settings;
@@ -173,7 +180,17 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             break;
         }
         if inbuf.is_empty() {
-            inbuf = BytesMut::new();
+            // Back to the start of the whole allocation once no argument borrows from it
+            // (no copy, never an allocation), so its size is what CLIENT LIST reports.
+            let _ = inbuf.try_reclaim(inbuf.capacity() + 1);
+        }
+        let now = crate::util::clock::coarse();
+        if now != qchecked {
+            qchecked = now;
+            crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, 0);
+        }
+        if inbuf.capacity() > 0 && qtimer.is_none() {
+            qtimer = Some(Box::pin(tokio::time::sleep(Duration::from_secs(3))));
         }
         if out.capacity() > OUT_KEEP {
             out = BytesMut::new();
@@ -220,6 +237,7 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
                         server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                         handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
                         handle.bufs.input(inbuf.len(), inbuf.capacity());
+                        qpeak = qpeak.max(inbuf.len());
                     }
                     // Readiness can be stale: wait again.
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -228,6 +246,20 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             },
             // Killed, pushed to, or shutting down: the loop's own checks tell which.
             _ = handle.attention(&server) => {}
+            _ = async {
+                match qtimer.as_mut() {
+                    Some(t) => t.as_mut().await,
+                    None => std::future::pending::<()>().await,
+                }
+            } => {
+                // Re-armed after this iteration while a buffer is still held.
+                qtimer = None;
+                let idle = crate::util::clock::coarse()
+                    .wrapping_sub(handle.last_active.load(Ordering::Relaxed)) / 10;
+                if crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, idle.into()) {
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
+                }
+            }
             _ = idle => break,
         }
     }
