@@ -142,6 +142,7 @@ async fn run(config: Config) -> i32 {
     }
     tokio::spawn(watch_signals(server.clone()));
     start_background(&server);
+    tidecache::util::alloc::mark_startup();
     log.line(Level::Notice, "Ready to accept connections");
     listener::run(server, listeners).await;
     // What the journal holds is written and fsynced before the process exits.

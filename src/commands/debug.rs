@@ -2,7 +2,8 @@
 //! allows it (Redis 7's rule and text). The subcommands of Redis 7.0 that Redis's own test
 //! suite leans on answer as Redis answers them (`SLEEP`, `SET-ACTIVE-EXPIRE`, `OBJECT`,
 //! `PROTOCOL`, `POPULATE`, `LISTPACK`, `QUICKLIST`, `HTSTATS-KEY`, `CHANGE-REPL-ID`, `ERROR`,
-//! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`);
+//! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`,
+//! `DIGEST`, `DIGEST-VALUE` with Redis's algorithm, so digests match Redis's own);
 //! those whose work tidecache cannot do (`RELOAD` and `LOADAOF` need a snapshot written and
 //! read back) answer an error that says so instead of an OK that did nothing; a name Redis
 //! does not know answers Redis's unknown-subcommand error. tidecache's own
@@ -52,6 +53,10 @@ const HELP: &[&str] = &[
     "CONFIG-REWRITE-FORCE-ALL",
     "    Like CONFIG REWRITE but writes all configuration options, including",
     "    keywords not listed in original configuration file or default values.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
     "ERROR <string>",
     "    Return a Redis protocol error with <string> as message. Useful for clients",
     "    unit tests to simulate Redis errors.",
@@ -96,7 +101,9 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     let sub = args.next_arg()?;
     let n = args.len();
-    match (&*Token::of(sub), n) {
+    // Not `Token`: some names are longer than its 24 bytes.
+    let name = sub.to_ascii_uppercase();
+    match (name.as_slice(), n) {
         (b"HELP", 0) => Ok(help_reply("debug", HELP)),
         // Redis reads these numbers with atof/atoi: text that is not a number means 0.
         (b"SLEEP", 1) => {
@@ -166,6 +173,26 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 CommandError::msg(format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}"))
             })?;
             Ok(Reply::ok())
+        }
+        (b"DIGEST", 0) => Ok(Reply::Status(hex(&dataset_digest(ctx)))),
+        (b"DIGEST-VALUE", _) => {
+            let db = ctx.client.db;
+            let keys: Vec<Bytes> = args.rest().to_vec();
+            let out = keys
+                .into_iter()
+                .map(|key| {
+                    let key = &key[..];
+                    let d = ctx.server.store.with_key(db, key, |ks, h| {
+                        ks.peek(h, key).map_or([0u8; 20], |e| {
+                            let mut d = [0u8; 20];
+                            value_digest(&mut d, e);
+                            d
+                        })
+                    });
+                    Reply::Status(hex(&d))
+                })
+                .collect();
+            Ok(Reply::Array(out))
         }
         (b"RELOAD", _) => {
             for opt in args.rest() {
@@ -407,6 +434,135 @@ fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
+fn hex(d: &[u8; 20]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Redis's `xorDigest`: the SHA1 of `data` xored into `digest` (order-free).
+fn xor_digest(digest: &mut [u8; 20], data: &[u8]) {
+    use sha1::{Digest, Sha1};
+    let h = Sha1::digest(data);
+    for (d, x) in digest.iter_mut().zip(h.iter()) {
+        *d ^= x;
+    }
+}
+
+/// Redis's `mixDigest`: xor, then the SHA1 of the result (order matters).
+fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
+    use sha1::{Digest, Sha1};
+    xor_digest(digest, data);
+    let h = Sha1::digest(&digest[..]);
+    digest.copy_from_slice(&h);
+}
+
+/// A double as C's `%.17g` prints it (a sorted set's scores in Redis's digest).
+fn g17(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{x:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..17).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        trim(&format!("{x:.*}", (16 - exp) as usize))
+    }
+}
+
+/// Redis's `xorObjectDigest` of one key's value (and whether it has a deadline), so a
+/// key and its copy, or the same data in any encoding, digest the same, as in Redis.
+fn value_digest(digest: &mut [u8; 20], e: &Entry) {
+    let kind: u32 = match &e.value {
+        Value::Str(_) | Value::Int(_) | Value::Raw(_) => 0,
+        Value::List(_) => 1,
+        Value::Set(_) => 2,
+        Value::ZSet(_) => 3,
+        Value::Hash(_) => 4,
+        Value::Stream(_) => 6,
+    };
+    mix_digest(digest, &kind.to_be_bytes());
+    let pair = |a: &[u8], b: &[u8]| {
+        let mut d = [0u8; 20];
+        mix_digest(&mut d, a);
+        mix_digest(&mut d, b);
+        d
+    };
+    match &e.value {
+        Value::Str(_) | Value::Int(_) | Value::Raw(_) => {
+            if let Some(b) = e.value.str_bytes() {
+                mix_digest(digest, &b);
+            }
+        }
+        Value::List(l) => l.iter().for_each(|v| mix_digest(digest, &v)),
+        Value::Set(s) => s.iter().for_each(|m| xor_digest(digest, &m)),
+        Value::ZSet(z) => z
+            .iter()
+            .for_each(|(m, score)| xor_digest(digest, &pair(m, g17(score).as_bytes()))),
+        Value::Hash(h) => h.iter().for_each(|(f, v)| xor_digest(digest, &pair(f, v))),
+        Value::Stream(st) => {
+            use crate::store::stream::StreamId;
+            let (first, last) = (
+                StreamId { ms: 0, seq: 0 },
+                StreamId {
+                    ms: u64::MAX,
+                    seq: u64::MAX,
+                },
+            );
+            st.visit_range(first, last, 0, |id, fields| {
+                mix_digest(digest, format!("{}.{}", id.ms, id.seq).as_bytes());
+                for f in fields {
+                    mix_digest(digest, f);
+                }
+            });
+        }
+    }
+    if e.has_deadline() {
+        xor_digest(digest, b"!!expire!!");
+    }
+}
+
+/// Redis's `computeDatasetDigest`: each non-empty database's number mixed in, then every
+/// key's digest (its name mixed with its value's) xored in through `xor_digest`. Shards are read one at a time,
+/// so writes running meanwhile may or may not be seen, as with any read of several shards.
+fn dataset_digest(ctx: &mut Ctx<'_>) -> [u8; 20] {
+    let mut fin = [0u8; 20];
+    let now = crate::util::clock::now_ms();
+    for db in 0..ctx.server.store.databases() {
+        if ctx.server.store.dbsize(db) == 0 {
+            continue;
+        }
+        mix_digest(&mut fin, &(db as u32).to_be_bytes());
+        ctx.server.store.for_each_shard(|shard| {
+            shard.dbs[db].keys.for_each(now, |e| {
+                let mut d = [0u8; 20];
+                mix_digest(&mut d, e.key());
+                value_digest(&mut d, e);
+                xor_digest(&mut fin, &d);
+            });
+        });
+    }
+    fin
+}
+
 /// A new 40-hex-digit replication ID.
 fn new_repl_id() -> String {
     use sha1::{Digest, Sha1};
@@ -440,5 +596,29 @@ fn stringmatch_fuzz() {
         let string = random(&mut rng);
         let nocase = rng.below(2) == 1;
         std::hint::black_box(crate::util::glob::glob_match(&pattern, &string, nocase));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::g17;
+
+    #[test]
+    fn scores_print_as_c_prints_them() {
+        for (x, s) in [
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (0.1, "0.10000000000000001"),
+            (2.25, "2.25"),
+            (1e17, "1e+17"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (1e16, "10000000000000000"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (-2.5, "-2.5"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(g17(x), s, "{x}");
+        }
     }
 }

@@ -195,6 +195,10 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("enable-module-command", &[]),
 ];
 
+/// Start-only settings that `CONFIG SET` accepts when given the value already in force
+/// (Redis changes them at run time; tidecache cannot, but a no-op is still true).
+pub const SAME_VALUE_OK: &[&str] = &["bind", "port", "appendonly", "dbfilename", "shards"];
+
 /// The `IGNORED` entry for `name`, if `name` is not a setting.
 pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {
     if setting(name).is_some() {
