@@ -80,9 +80,6 @@ fn debug_object_populate_and_errors_as_redis() {
         )),
         "ERR argument must be a memory value bigger than 1 and smaller than 4gb"
     );
-    // No DEBUG RELOAD that says OK without reloading.
-    let e = err_text(q::<String>(&mut c, &["DEBUG", "RELOAD"]));
-    assert!(e.starts_with("ERR DEBUG RELOAD is not available"), "{e}");
     assert_eq!(
         err_text(q::<String>(&mut c, &["DEBUG", "RELOAD", "BOGUS"])),
         "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
@@ -145,6 +142,56 @@ fn digests_match_redis() {
     q::<i64>(&mut c, &["SREM", "big2", "m7"]).unwrap();
     let v: Vec<String> = q(&mut c, &["DEBUG", "DIGEST-VALUE", "big", "big2"]).unwrap();
     assert_ne!(v[0], v[1]);
+}
+
+/// DEBUG RELOAD writes each value in its RDB form and reads it back: the data (and so the
+/// digest) is the same after, deadlines included; what it cannot do it refuses.
+#[test]
+fn debug_reload_round_trips_the_data() {
+    let s = debug_server();
+    let mut c = s.conn();
+    let fields: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+    let mut hset = vec!["HSET", "h"];
+    for f in &fields {
+        hset.extend([f.as_str(), "v"]);
+    }
+    q::<i64>(&mut c, &hset).unwrap();
+    q::<i64>(&mut c, &["RPUSH", "l", "a", "b", "1"]).unwrap();
+    q::<i64>(&mut c, &["ZADD", "z", "1.5", "a", "2", "b"]).unwrap();
+    q::<String>(&mut c, &["SET", "e", "v", "EX", "1000"]).unwrap();
+    q::<String>(&mut c, &["SELECT", "2"]).unwrap();
+    q::<String>(&mut c, &["SET", "other", "12"]).unwrap();
+    let before = status(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(status(&mut c, &["DEBUG", "RELOAD"]), "OK");
+    assert_eq!(status(&mut c, &["DEBUG", "DIGEST"]), before);
+    q::<String>(&mut c, &["SELECT", "0"]).unwrap();
+    let ttl = support::int(&mut c, &["TTL", "e"]);
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    assert_eq!(support::int(&mut c, &["DBSIZE"]), 4);
+    assert_eq!(
+        status(&mut c, &["DEBUG", "RELOAD", "NOFLUSH", "MERGE"]),
+        "OK"
+    );
+    assert_eq!(status(&mut c, &["DEBUG", "DIGEST"]), before);
+    // Refused, with the reason, changing nothing.
+    for (args, why) in [
+        (
+            &["DEBUG", "RELOAD", "NOSAVE"][..],
+            "ERR DEBUG RELOAD NOSAVE is not available",
+        ),
+        (
+            &["DEBUG", "RELOAD", "NOFLUSH"][..],
+            "ERR DEBUG RELOAD NOFLUSH without MERGE",
+        ),
+    ] {
+        let e = err_text(q::<String>(&mut c, args));
+        assert!(e.starts_with(why), "{e}");
+    }
+    q::<String>(&mut c, &["XADD", "st", "*", "a", "b"]).unwrap();
+    let with_stream = status(&mut c, &["DEBUG", "DIGEST"]);
+    let e = err_text(q::<String>(&mut c, &["DEBUG", "RELOAD"]));
+    assert!(e.contains("while a stream exists"), "{e}");
+    assert_eq!(status(&mut c, &["DEBUG", "DIGEST"]), with_stream);
 }
 
 /// RESP2 and RESP3 bytes of DEBUG PROTOCOL, as redis-server 7.0 writes them.

@@ -4,8 +4,9 @@
 //! `PROTOCOL`, `POPULATE`, `LISTPACK`, `QUICKLIST`, `HTSTATS-KEY`, `CHANGE-REPL-ID`, `ERROR`,
 //! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`,
 //! `DIGEST`, `DIGEST-VALUE` with Redis's algorithm, so digests match Redis's own);
-//! those whose work tidecache cannot do (`RELOAD` and `LOADAOF` need a snapshot written and
-//! read back) answer an error that says so instead of an OK that did nothing; a name Redis
+//! `RELOAD` round-trips every value through its RDB form (see `reload`); those whose work
+//! tidecache cannot do (`RELOAD NOSAVE`, `LOADAOF`) answer an error that says so instead
+//! of an OK that did nothing; a name Redis
 //! does not know answers Redis's unknown-subcommand error. tidecache's own
 //! `ADVANCE-CLOCK <ms>` moves wall time forward (`util::clock`), so expiry tests make
 //! deadlines pass instead of sleeping past them.
@@ -74,7 +75,8 @@ const HELP: &[&str] = &[
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
     "RELOAD [option ...]",
-    "    Not available: tidecache cannot save and reload a snapshot yet.",
+    "    Write every value in its RDB form and load it back (no file is written).",
+    "    Valid <option> values: MERGE, NOFLUSH (with MERGE). NOSAVE is not available.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -195,16 +197,31 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Ok(Reply::Array(out))
         }
         (b"RELOAD", _) => {
+            let (mut merge, mut noflush, mut nosave) = (false, false, false);
             for opt in args.rest() {
-                if !matches!(&*Token::of(opt), b"MERGE" | b"NOFLUSH" | b"NOSAVE") {
-                    return Err(CommandError::msg(
-                        "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
-                    ));
+                match &*Token::of(opt) {
+                    b"MERGE" => merge = true,
+                    b"NOFLUSH" => noflush = true,
+                    b"NOSAVE" => nosave = true,
+                    _ => {
+                        return Err(CommandError::msg(
+                            "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+                        ))
+                    }
                 }
             }
-            Err(CommandError::msg(
-                "ERR DEBUG RELOAD is not available in tidecache: it cannot save a snapshot and load it back yet",
-            ))
+            if nosave {
+                return Err(CommandError::msg(
+                    "ERR DEBUG RELOAD NOSAVE is not available in tidecache: a snapshot file is loaded only at start",
+                ));
+            }
+            if noflush && !merge {
+                // Redis dies on the first key loaded over itself: here every key would be.
+                return Err(CommandError::msg(
+                    "ERR DEBUG RELOAD NOFLUSH without MERGE would load every key over itself",
+                ));
+            }
+            reload(ctx)
         }
         (b"LOADAOF", _) => Err(CommandError::msg(
             "ERR DEBUG LOADAOF is not available in tidecache: the journal is replayed only at start",
@@ -431,6 +448,64 @@ fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if !records.is_empty() {
         crate::commands::journal::journal_as_many(records);
     }
+    Ok(Reply::ok())
+}
+
+/// `DEBUG RELOAD`: every value is written in its RDB form (what DUMP writes, the records
+/// of a dump.rdb) and read back in its place with its deadline, as Redis's save, flush and
+/// load do; encodings are chosen again from the current thresholds and access times
+/// restart, as after a load. Nothing is written to disk (SAVE is separate work). One shard
+/// is done at a time under its lock, so each key goes from its old value to its reloaded
+/// one in one step for other clients. Refused, changing nothing, while a stream exists
+/// (its RDB form is not written yet) or under `appendonly yes` (the reload would have to
+/// stay out of the journal).
+fn reload(ctx: &mut Ctx<'_>) -> CmdResult {
+    if ctx.server.config.read().get_bool("appendonly") {
+        return Err(CommandError::msg(
+            "ERR DEBUG RELOAD is not available in tidecache with appendonly yes",
+        ));
+    }
+    let now = crate::util::clock::now_ms();
+    let mut stream = false;
+    ctx.server.store.for_each_shard(|shard| {
+        for db in &shard.dbs {
+            db.keys
+                .for_each(now, |e| stream |= matches!(e.value, Value::Stream(_)));
+        }
+    });
+    if stream {
+        return Err(CommandError::msg(
+            "ERR DEBUG RELOAD is not available in tidecache while a stream exists: its RDB form is not written yet",
+        ));
+    }
+    let mut failed = 0usize;
+    ctx.server.store.for_each_shard(|shard| {
+        for db in shard.dbs.iter_mut() {
+            let ks = &mut db.keys;
+            let mut saved = Vec::new();
+            ks.for_each(now, |e| {
+                if let Some(p) = crate::store::rdb::dump(&e.value) {
+                    saved.push((e.key().to_vec(), p, ks.deadline_of(e)));
+                }
+            });
+            for (key, payload, deadline) in saved {
+                match crate::store::rdb::load(&payload) {
+                    Ok(v) => {
+                        let h = ks.hash(&key);
+                        ks.set(h, &key, v, deadline.map_or(Ttl::Clear, Ttl::At));
+                    }
+                    // Left as it was: what was written must read back, so this is a bug.
+                    Err(_) => failed += 1,
+                }
+            }
+        }
+    });
+    if failed > 0 {
+        return Err(CommandError::msg(format!(
+            "ERR Error trying to load the RDB dump: {failed} values did not read back (left as they were)"
+        )));
+    }
+    tracing::warn!("DB reloaded by DEBUG RELOAD");
     Ok(Reply::ok())
 }
 
