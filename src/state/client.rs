@@ -100,19 +100,20 @@ pub const QUERYBUF_RESIZE_THRESHOLD: usize = 32 * 1024;
 
 /// Redis's `clientsCronResizeQueryBuffer`, for one connection's read buffer. The connection
 /// keeps its buffer between requests (as Redis keeps `querybuf`) and calls this about ten
-/// times a second while the client is active and once when it has been idle a while:
-/// - a buffer wasting at least 4 KiB of a client idle for more than 2 seconds is cut to
+/// times a second while the client is active, and with `idle` once it has been quiet (Redis:
+/// more than 2 seconds; the connection's `QUERYBUF_IDLE` says what here):
+/// - a buffer wasting at least 4 KiB of an idle client is cut to
 ///   what it holds (nothing, usually: an idle connection then holds no buffer);
 /// - a buffer past the 32 KiB threshold and more than twice the largest input seen since
 ///   the last call (`peak`, a burst that has passed) is cut to that peak, or to what it
 ///   holds if that is more.
 ///
 /// `peak` restarts from what the buffer holds. Returns whether the buffer changed.
-pub fn resize_query_buffer(buf: &mut bytes::BytesMut, peak: &mut usize, idle_secs: u64) -> bool {
+pub fn resize_query_buffer(buf: &mut bytes::BytesMut, peak: &mut usize, idle: bool) -> bool {
     let (len, size) = (buf.len(), buf.capacity());
     let mut changed = false;
     if size - len > 4 * 1024 {
-        let target = if idle_secs > 2 {
+        let target = if idle {
             Some(len)
         } else if size > QUERYBUF_RESIZE_THRESHOLD && size / 2 > *peak {
             Some(len.max(*peak))
@@ -429,24 +430,24 @@ mod querybuf_tests {
         buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
         // Right after the burst its size is the peak: nothing is trimmed yet.
         let mut peak = 400_000;
-        assert!(!resize_query_buffer(&mut buf, &mut peak, 0));
+        assert!(!resize_query_buffer(&mut buf, &mut peak, false));
         assert_eq!(peak, 14);
         // A later call sees a small peak: the buffer is cut to it.
-        assert!(resize_query_buffer(&mut buf, &mut peak, 0));
+        assert!(resize_query_buffer(&mut buf, &mut peak, false));
         assert_eq!(&buf[..], b"*1\r\n$4\r\nPING\r\n");
         assert!(buf.capacity() >= 14 && buf.capacity() < 4096);
         // Small buffers stay while active, and go once idle for more than 2 seconds.
         let mut small = BytesMut::with_capacity(16 * 1024);
         let mut peak = 0;
-        assert!(!resize_query_buffer(&mut small, &mut peak, 1));
+        assert!(!resize_query_buffer(&mut small, &mut peak, false));
         assert_eq!(small.capacity(), 16 * 1024);
-        assert!(resize_query_buffer(&mut small, &mut peak, 3));
+        assert!(resize_query_buffer(&mut small, &mut peak, true));
         assert_eq!(small.capacity(), 0);
         // Never below what the buffer holds (a request half read).
         let mut partial = BytesMut::with_capacity(64 * 1024);
         partial.extend_from_slice(&[b'x'; 10_000]);
         let mut peak = 0;
-        assert!(resize_query_buffer(&mut partial, &mut peak, 3));
+        assert!(resize_query_buffer(&mut partial, &mut peak, true));
         assert_eq!(partial.len(), 10_000);
         assert!(partial.capacity() < 64 * 1024);
     }
