@@ -657,7 +657,14 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             let used = s.used_memory();
             kv("used_memory", &used);
             kv("used_memory_human", &human(used));
-            kv("used_memory_dataset", &s.store.used_bytes());
+            for (k, v) in super::memory::info_fields(s) {
+                if k == "used_memory_peak" {
+                    kv(k, &v);
+                    kv("used_memory_peak_human", &human(v.parse().unwrap_or(0)));
+                } else {
+                    kv(k, &v);
+                }
+            }
             let (scripts, script_bytes) = crate::commands::scripting::cache_stats();
             let lua = crate::commands::scripting::lua_memory();
             let (_, functions, function_bytes, function_vm) =
