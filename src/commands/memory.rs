@@ -8,8 +8,8 @@
 //! resident set; there is no replication, cluster bus or AOF rewrite buffer, so those are
 //! 0. A database's `overhead.hashtable.main` is its keys' entries (one boxed entry each)
 //! and table slots (a pointer each), `overhead.hashtable.expires` their timing-wheel
-//! entries. `dataset.bytes` is the key space's and collections' own count less those;
-//! `overhead.total` is the rest of what the process holds.
+//! entries; both are also in `dataset.bytes`, the key space's and collections' own count
+//! (INFO's `used_memory_dataset`); `overhead.total` is the rest of what the process holds.
 
 use crate::commands::args::Args;
 use crate::commands::spec::CmdResult;
@@ -29,7 +29,6 @@ pub fn info_fields(server: &Server) -> Vec<(&'static str, String)> {
         ("used_memory_peak_perc", format!("{:.2}%", m.peak_perc)),
         ("used_memory_overhead", m.overhead_total.to_string()),
         ("used_memory_startup", m.startup.to_string()),
-        ("used_memory_dataset", m.dataset.to_string()),
         (
             "used_memory_dataset_perc",
             format!("{:.2}%", m.dataset_perc),
@@ -77,14 +76,12 @@ impl Overhead {
             keys += n as u64;
             dbs.push((db, (n * entry) as u64, (volatile * WHEEL_ENTRY) as u64));
         }
-        // The data set is what the key space and the collections hold, less the tables'
-        // overhead counted per database above; everything else the process holds is
-        // overhead (Redis derives it the other way round, from the parts it names, and
-        // counts what it does not name as data).
-        let tables = dbs.iter().map(|(_, m, e)| m + e).sum::<u64>();
-        let dataset = (server.store.used_bytes() as u64)
-            .saturating_sub(tables)
-            .min(total);
+        // The data set is what the key space and the collections count as theirs (INFO's
+        // `used_memory_dataset`, what maxmemory is held to), their tables included, so
+        // the per-database figures above are part of it; everything else the process holds
+        // is overhead. Redis derives it the other way round, from the parts it names, and
+        // counts what it does not name as data.
+        let dataset = (server.store.used_bytes() as u64).min(total);
         let overhead_total = total - dataset;
         let net = total.saturating_sub(startup).max(1);
         Overhead {

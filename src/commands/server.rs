@@ -657,6 +657,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             let used = s.used_memory();
             kv("used_memory", &used);
             kv("used_memory_human", &human(used));
+            kv("used_memory_dataset", &s.store.used_bytes());
             for (k, v) in super::memory::info_fields(s) {
                 if k == "used_memory_peak" {
                     kv(k, &v);
