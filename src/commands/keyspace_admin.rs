@@ -92,6 +92,12 @@ pub fn memory_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(help_reply(
         "memory",
         &[
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
             "USAGE <key> [SAMPLES <count>]",
             "    Return memory in bytes used by <key> and its value. Nested values are",
             "    sampled up to <count> times (default: 5, 0 means sample all).",

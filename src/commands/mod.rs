@@ -21,6 +21,7 @@ pub mod journal;
 pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
+pub mod memory;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

@@ -136,6 +136,12 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
         .args("key:key [SAMPLES=count:integer]"),
     SRV.cmd("memory|help", 2, crate::commands::keyspace_admin::memory_help).flags(LOADING | STALE)
         .doc("4.0.0", "Returns helpful text about the different subcommands."),
+    SRV.cmd("memory|stats", 2, crate::commands::memory::memory_stats)
+        .doc("4.0.0", "Returns details about memory usage."),
+    SRV.cmd("memory|doctor", 2, crate::commands::memory::memory_doctor)
+        .doc("4.0.0", "Outputs a memory problems report."),
+    SRV.cmd("memory|malloc-stats", 2, crate::commands::memory::memory_malloc_stats)
+        .doc("4.0.0", "Returns the allocator statistics."),
 ];
 
 #[rustfmt::skip]
@@ -351,6 +357,12 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut updates = Vec::new();
     for pair in args.pairs()? {
         let name = text(&pair[0]);
+        if let Some((ignored, _)) = config::ignored(&name) {
+            // Accepted from a config file with a warning; they have no meaning to change.
+            return Err(CommandError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{ignored}') - can't set immutable config"
+            )));
+        }
         let Some(s) = config::setting(&name) else {
             return Err(CommandError::msg(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
@@ -363,6 +375,15 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             ))
         };
         if !s.live {
+            // Settings Redis changes at run time and tidecache only at start: setting the
+            // value in force changes nothing and is accepted (tools that write back what
+            // CONFIG GET * said, Redis's test suite among them, do that).
+            let unchanged = config::SAME_VALUE_OK.contains(&s.name)
+                && config::normalize(s, &text(&pair[1])).ok().as_deref()
+                    == Some(ctx.server.config.read().get(s.name));
+            if unchanged {
+                continue;
+            }
             return Err(fail("can't set immutable config"));
         }
         if updates.iter().any(|(n, _)| *n == s.name) {
@@ -644,6 +665,14 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("used_memory", &used);
             kv("used_memory_human", &human(used));
             kv("used_memory_dataset", &s.store.used_bytes());
+            for (k, v) in super::memory::info_fields(s) {
+                if k == "used_memory_peak" {
+                    kv(k, &v);
+                    kv("used_memory_peak_human", &human(v.parse().unwrap_or(0)));
+                } else {
+                    kv(k, &v);
+                }
+            }
             let (scripts, script_bytes) = crate::commands::scripting::cache_stats();
             let lua = crate::commands::scripting::lua_memory();
             let (_, functions, function_bytes, function_vm) =
@@ -717,7 +746,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("role", &"master");
             kv("connected_slaves", &0);
             kv("master_failover_state", &"no-failover");
-            kv("master_replid", &s.run_id);
+            kv("master_replid", &super::debug::repl_id(&s.run_id));
             kv(
                 "master_replid2",
                 &"0000000000000000000000000000000000000000",

@@ -17,6 +17,7 @@ pub fn start_background(server: &Arc<Server>) {
         while !s.is_shutting_down() {
             let hz = s.config.read().get_u64("hz").max(1);
             crate::util::clock::tick();
+            crate::util::alloc::sample_peak();
             let s2 = s.clone();
             let now = crate::util::clock::now_ms();
             let _ = tokio::task::spawn_blocking(move || {

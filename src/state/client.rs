@@ -94,6 +94,43 @@ impl ClientBufs {
     }
 }
 
+/// Redis's `PROTO_RESIZE_THRESHOLD`: a query buffer smaller than this is never trimmed
+/// while its client is active.
+pub const QUERYBUF_RESIZE_THRESHOLD: usize = 32 * 1024;
+
+/// Redis's `clientsCronResizeQueryBuffer`, for one connection's read buffer. The connection
+/// keeps its buffer between requests (as Redis keeps `querybuf`) and calls this about ten
+/// times a second while the client is active, and with `idle` once it has been quiet (Redis:
+/// more than 2 seconds; the connection's `QUERYBUF_IDLE` says what here):
+/// - a buffer wasting at least 4 KiB of an idle client is cut to
+///   what it holds (nothing, usually: an idle connection then holds no buffer);
+/// - a buffer past the 32 KiB threshold and more than twice the largest input seen since
+///   the last call (`peak`, a burst that has passed) is cut to that peak, or to what it
+///   holds if that is more.
+///
+/// `peak` restarts from what the buffer holds. Returns whether the buffer changed.
+pub fn resize_query_buffer(buf: &mut bytes::BytesMut, peak: &mut usize, idle: bool) -> bool {
+    let (len, size) = (buf.len(), buf.capacity());
+    let mut changed = false;
+    if size - len > 4 * 1024 {
+        let target = if idle {
+            Some(len)
+        } else if size > QUERYBUF_RESIZE_THRESHOLD && size / 2 > *peak {
+            Some(len.max(*peak))
+        } else {
+            None
+        };
+        if let Some(target) = target {
+            let mut smaller = bytes::BytesMut::with_capacity(target);
+            smaller.extend_from_slice(buf);
+            *buf = smaller;
+            changed = true;
+        }
+    }
+    *peak = buf.len();
+    changed
+}
+
 /// One client's memory figures for CLIENT LIST / CLIENT INFO.
 pub struct MemFields {
     pub qbuf: usize,
@@ -456,5 +493,39 @@ impl ClientState {
     /// Publishes the fields CLIENT LIST shows.
     pub fn with_meta(&self, f: impl FnOnce(&mut ClientMeta)) {
         f(&mut self.handle.meta.lock());
+    }
+}
+
+#[cfg(test)]
+mod querybuf_tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    #[test]
+    fn a_burst_is_trimmed_to_the_recent_peak_and_an_idle_buffer_freed() {
+        let mut buf = BytesMut::with_capacity(400_000);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        // Right after the burst its size is the peak: nothing is trimmed yet.
+        let mut peak = 400_000;
+        assert!(!resize_query_buffer(&mut buf, &mut peak, false));
+        assert_eq!(peak, 14);
+        // A later call sees a small peak: the buffer is cut to it.
+        assert!(resize_query_buffer(&mut buf, &mut peak, false));
+        assert_eq!(&buf[..], b"*1\r\n$4\r\nPING\r\n");
+        assert!(buf.capacity() >= 14 && buf.capacity() < 4096);
+        // Small buffers stay while active, and go once idle for more than 2 seconds.
+        let mut small = BytesMut::with_capacity(16 * 1024);
+        let mut peak = 0;
+        assert!(!resize_query_buffer(&mut small, &mut peak, false));
+        assert_eq!(small.capacity(), 16 * 1024);
+        assert!(resize_query_buffer(&mut small, &mut peak, true));
+        assert_eq!(small.capacity(), 0);
+        // Never below what the buffer holds (a request half read).
+        let mut partial = BytesMut::with_capacity(64 * 1024);
+        partial.extend_from_slice(&[b'x'; 10_000]);
+        let mut peak = 0;
+        assert!(resize_query_buffer(&mut partial, &mut peak, true));
+        assert_eq!(partial.len(), 10_000);
+        assert!(partial.capacity() < 64 * 1024);
     }
 }

@@ -20,7 +20,7 @@
 use crate::util::mem::alloc_size;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 const SLOTS: usize = 64;
 
@@ -74,6 +74,30 @@ pub fn allocated() -> Option<u64> {
         .sum::<i64>()
         + SHARED.load(Ordering::Relaxed);
     Some(sum.max(0) as u64)
+}
+
+/// The most [`allocated`] was when sampled ([`sample_peak`]), as Redis's `stat_peak_memory`.
+static PEAK: AtomicU64 = AtomicU64::new(0);
+/// What was allocated once the server was ready (Redis's `used_memory_startup`).
+static STARTUP: AtomicU64 = AtomicU64::new(0);
+
+/// Samples [`allocated`] into the peak, as Redis's cron does ten times a second (a peak
+/// between two samples is not seen); returns the peak.
+pub fn sample_peak() -> u64 {
+    let now = allocated().unwrap_or(0);
+    PEAK.fetch_max(now, Ordering::Relaxed).max(now)
+}
+
+/// Records what the process holds once it is ready to serve (the baseline MEMORY STATS
+/// subtracts to tell the data set from the server's own memory).
+pub fn mark_startup() {
+    STARTUP.store(allocated().unwrap_or(0), Ordering::Relaxed);
+    sample_peak();
+}
+
+/// What [`mark_startup`] recorded (0 before).
+pub fn startup() -> u64 {
+    STARTUP.load(Ordering::Relaxed)
 }
 
 /// mimalloc, counting what it hands out. Install with
