@@ -13,10 +13,11 @@ use crate::protocol::{next_request, ParseLimits, ParseState, Reply};
 use crate::state::client::{ClientHandle, ClientState, ReplyMode};
 use crate::state::Server;
 use bytes::BytesMut;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Replies are written out once this much is pending, even mid-batch, so one huge pipeline
@@ -26,8 +27,59 @@ const READ_CHUNK: usize = 16 * 1024;
 /// A reply buffer that grew past this (a large reply) is given back after it is written.
 const OUT_KEEP: usize = 64 * 1024;
 
-pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<ClientHandle>) {
-    let _ = stream.set_nodelay(true);
+/// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
+/// over it, so the plain path is compiled on its own, exactly as it was without TLS.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The read
+    /// buffer grows only once there is something to read where the stream can tell.
+    fn read_into(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> impl Future<Output = std::io::Result<usize>> + Send;
+
+    /// Writes all of `out` to the peer (not just into a TLS session's buffer).
+    fn write_reply(&mut self, out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl ClientStream for TcpStream {
+    async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        loop {
+            self.readable().await?;
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            match self.try_read_buf(buf) {
+                // Readiness can be stale: wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+        }
+    }
+
+    async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
+        self.write_all(out).await
+    }
+}
+
+impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
+    async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        // The session may already hold decrypted input the socket no longer signals, so
+        // the buffer is reserved before waiting (the session keeps buffers of its own
+        // anyway).
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        self.read_buf(buf).await
+    }
+
+    async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
+        self.write_all(out).await?;
+        // What the session still holds encrypted goes out too.
+        self.flush().await
+    }
+}
+
+pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: Arc<ClientHandle>) {
     let authenticated = !server.auth_required.load(Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), authenticated);
     // Both buffers start empty and the read buffer is taken only when the socket is
@@ -207,23 +259,12 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             // command runs: the request loop checks the kill flag before each command, and
             // the shutdown flag after each batch. Input before pushes also means a flood of messages cannot
             // keep a subscriber from being heard (every iteration drains the outbox anyway).
-            r = stream.readable() => {
-                if r.is_err() {
-                    break;
-                }
-                if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
-                    inbuf.reserve(READ_CHUNK);
-                }
-                match stream.try_read_buf(&mut inbuf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
-                        handle.bufs.input(inbuf.len(), inbuf.capacity());
-                    }
-                    // Readiness can be stale: wait again.
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => break,
+            r = stream.read_into(&mut inbuf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
                 }
             },
             // Killed, pushed to, or shutting down: the loop's own checks tell which.
@@ -252,10 +293,10 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
 /// Waits for a blocked request's reply: served by another client's write, its timeout, or
 /// CLIENT UNBLOCK. Input that arrives meanwhile is kept for later; `None` when the client
 /// went away, was killed, or the server is shutting down.
-async fn wait_blocked(
+async fn wait_blocked<S: ClientStream>(
     server: &Arc<Server>,
     handle: &ClientHandle,
-    stream: &mut TcpStream,
+    stream: &mut S,
     inbuf: &mut BytesMut,
     mut blocked: crate::state::blocking::Blocked,
 ) -> Option<Reply> {
@@ -299,10 +340,10 @@ async fn wait_blocked(
 
 /// Writes `out` unless the client is killed first (a stalled reader must not keep its task,
 /// and the memory it holds, alive).
-async fn write_out(
+async fn write_out<S: ClientStream>(
     server: &Server,
     handle: &ClientHandle,
-    stream: &mut TcpStream,
+    stream: &mut S,
     out: &mut BytesMut,
     journal: (&mut u64, &mut u64),
 ) -> std::io::Result<()> {
@@ -324,7 +365,7 @@ async fn write_out(
         // The write first: it usually completes at once, and then the kill signal is not
         // polled.
         biased;
-        r = stream.write_all(out) => r?,
+        r = stream.write_reply(out) => r?,
         _ = handle.killed_signal() => {
             return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
         }

@@ -98,6 +98,8 @@ pub struct Server {
     pub blocking: Arc<blocking::Blocking>,
     /// The background thread that frees large values (UNLINK, FLUSH ... ASYNC).
     pub lazyfree: lazyfree::LazyFree,
+    /// The TLS configuration new connections on `tls-port` get (`config::tls`).
+    pub tls: crate::config::tls::TlsContext,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -192,6 +194,7 @@ impl Server {
             ttl: ttl::TtlMonitors::new(shards),
             blocking,
             lazyfree,
+            tls: Default::default(),
         })
     }
 
