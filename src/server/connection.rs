@@ -49,8 +49,13 @@ impl ClientStream for TcpStream {
                 buf.reserve(READ_CHUNK);
             }
             match self.try_read_buf(buf) {
-                // Readiness can be stale: wait again.
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // Readiness can be stale (it stays set after a read that emptied the
+                // socket): wait again, without holding the buffer while idle.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if buf.is_empty() {
+                        *buf = BytesMut::new();
+                    }
+                }
                 r => return r,
             }
         }
