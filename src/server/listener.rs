@@ -229,7 +229,7 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
     let server = server.clone();
     conns.spawn(async move {
         let mut stop = server.shutdown_signal();
-        let shake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+        let shake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream));
         let stream = tokio::select! {
             r = shake => match r {
                 Ok(Ok(s)) => s,
@@ -249,6 +249,24 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
             (_, msg) => refuse(stream, msg.unwrap_or_default()).await,
         }
     });
+}
+
+/// The TLS handshake. A peer whose first byte does not start a TLS handshake record (a
+/// plain RESP client on the TLS port) is closed without a TLS alert, as Redis's OpenSSL
+/// does: the client sees the connection end rather than bytes it would take for a reply.
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    const HANDSHAKE_RECORD: u8 = 0x16;
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 || first[0] != HANDSHAKE_RECORD {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a TLS client",
+        ));
+    }
+    acceptor.accept(stream).await
 }
 
 fn unregister(server: &Server, handle: Option<Arc<ClientHandle>>) {
