@@ -30,6 +30,11 @@ const OUT_KEEP: usize = 64 * 1024;
 /// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
 /// over it, so the plain path is compiled on its own, exactly as it was without TLS.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Whether `read_into` reserves the read buffer before it waits: then an empty buffer
+    /// of the usual size is kept between batches rather than given back and taken again at
+    /// once (one that grew for a large request is still given back).
+    const READS_INTO_RESERVED: bool;
+
     /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The read
     /// buffer grows only once there is something to read where the stream can tell.
     fn read_into(
@@ -42,6 +47,8 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
 }
 
 impl ClientStream for TcpStream {
+    const READS_INTO_RESERVED: bool = false;
+
     async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         loop {
             self.readable().await?;
@@ -67,6 +74,8 @@ impl ClientStream for TcpStream {
 }
 
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
+    const READS_INTO_RESERVED: bool = true;
+
     async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         // The session may already hold decrypted input the socket no longer signals, so
         // the buffer is reserved before waiting (the session keeps buffers of its own
@@ -229,7 +238,7 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
         if close || server.is_shutting_down() {
             break;
         }
-        if inbuf.is_empty() {
+        if inbuf.is_empty() && (!S::READS_INTO_RESERVED || inbuf.capacity() > READ_CHUNK) {
             inbuf = BytesMut::new();
         }
         if out.capacity() > OUT_KEEP {
