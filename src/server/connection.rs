@@ -30,11 +30,6 @@ const OUT_KEEP: usize = 64 * 1024;
 /// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
 /// over it, so the plain path is compiled on its own, exactly as it was without TLS.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    /// Whether `read_into` reserves the read buffer before it waits: then an empty buffer
-    /// of the usual size is kept between batches rather than given back and taken again at
-    /// once (one that grew for a large request is still given back).
-    const READS_INTO_RESERVED: bool;
-
     /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The read
     /// buffer grows only once there is something to read where the stream can tell.
     fn read_into(
@@ -47,8 +42,6 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
 }
 
 impl ClientStream for TcpStream {
-    const READS_INTO_RESERVED: bool = false;
-
     async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         loop {
             self.readable().await?;
@@ -74,22 +67,51 @@ impl ClientStream for TcpStream {
 }
 
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
-    const READS_INTO_RESERVED: bool = true;
-
     async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        // The session may already hold decrypted input the socket no longer signals, so
-        // the buffer is reserved before waiting (the session keeps buffers of its own
-        // anyway).
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
-        self.read_buf(buf).await
+        std::future::poll_fn(|cx| poll_tls_read(self, cx, buf)).await
     }
 
     async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
         self.write_all(out).await?;
         // What the session still holds encrypted goes out too.
         self.flush().await
+    }
+}
+
+/// One poll of a TLS read into `buf`, which, as on a plain connection, takes its memory only
+/// once there is input: the session's own decrypted input first, else the socket's
+/// readiness. Readiness can be stale (the session then finds nothing to decrypt): the read
+/// is pending again and an empty buffer is given back while it waits.
+fn poll_tls_read(
+    stream: &mut tokio_rustls::server::TlsStream<TcpStream>,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut BytesMut,
+) -> std::task::Poll<std::io::Result<usize>> {
+    use std::task::Poll;
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        let (tcp, session) = stream.get_mut();
+        // Only reports what earlier reads left decrypted: new records are read and
+        // processed by the stream's own read below.
+        let state = session
+            .process_new_packets()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() {
+            match tcp.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        buf.reserve(READ_CHUNK);
+    }
+    match std::pin::pin!(stream.read_buf(buf)).poll(cx) {
+        Poll::Pending => {
+            if buf.is_empty() {
+                *buf = BytesMut::new();
+            }
+            Poll::Pending
+        }
+        r => r,
     }
 }
 
@@ -238,7 +260,7 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
         if close || server.is_shutting_down() {
             break;
         }
-        if inbuf.is_empty() && (!S::READS_INTO_RESERVED || inbuf.capacity() > READ_CHUNK) {
+        if inbuf.is_empty() {
             inbuf = BytesMut::new();
         }
         if out.capacity() > OUT_KEEP {
