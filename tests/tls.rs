@@ -659,3 +659,33 @@ print(r.get("py").decode(), r.execute_command("DOC.FINDONE", "p", '{"_id":"b"}')
         assert_eq!(text.trim(), r#"ok {"_id":"b","n":1}"#);
     }
 }
+
+/// An idle TLS connection holds its session (rustls's buffers) but no read buffer of ours:
+/// the read takes one only once input arrived, as on a plain connection.
+#[test]
+fn idle_tls_connections_hold_no_read_buffer() {
+    const N: usize = 200;
+    let pki = Pki::new("idle");
+    let mut args = pki.server_args();
+    args.extend(["--tls-auth-clients".into(), "no".into()]);
+    let (s, tls_port) = start(Some(0), &args);
+    let pid = s.child.id();
+    let mut worker = pki.connect(tls_port, "ca.crt", None).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = support::rss_kib(pid);
+    let idle: Vec<redis::Connection> = (0..N)
+        .map(|_| pki.connect(tls_port, "ca.crt", None).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = support::rss_kib(pid);
+    let per_conn = after.saturating_sub(before) as f64 * 1024.0 / N as f64;
+    eprintln!("RSS growth per idle TLS connection: {per_conn:.0} bytes (this build)");
+    // About 15 KB in a debug build (rustls's session); holding a 16 KB read buffer while
+    // waiting made it 31 KB.
+    assert!(
+        per_conn < 24.0 * 1024.0,
+        "{per_conn} bytes per idle TLS connection"
+    );
+    let _: () = q(&mut worker, &["SET", "still", "served"]).unwrap();
+    drop(idle);
+}
