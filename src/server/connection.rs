@@ -30,8 +30,8 @@ const OUT_KEEP: usize = 64 * 1024;
 /// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
 /// over it, so the plain path is compiled on its own, exactly as it was without TLS.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The read
-    /// buffer grows only once there is something to read where the stream can tell.
+    /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The
+    /// buffer takes memory only once there is input, so an idle connection holds none.
     fn read_into(
         &mut self,
         buf: &mut BytesMut,
