@@ -251,6 +251,13 @@ fn verified_clients_are_served_on_the_tls_port_beside_the_plain_one() {
     }
     let (n,): (String,) = pipe.query(&mut t).unwrap();
     assert_eq!(n, "500");
+    // A command blocked over TLS is served by a write on the plain port.
+    let mut b = pki.conn(tls_port);
+    let popped =
+        std::thread::spawn(move || q::<Vec<String>>(&mut b, &["BLPOP", "queue", "5"]).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(q::<i64>(&mut p, &["RPUSH", "queue", "job"]).unwrap(), 1);
+    assert_eq!(popped.join().unwrap(), ["queue", "job"]);
     // INFO's tcp_port is the plain port while there is one; both clients are listed.
     assert_eq!(info_field(&mut t, "tcp_port"), s.port.to_string());
     let list: String = q(&mut p, &["CLIENT", "LIST"]).unwrap();
