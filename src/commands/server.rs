@@ -394,6 +394,20 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Err(e) => return Err(fail(&e)),
         }
     }
+    // TLS settings apply only if the certificates, key and CAs they name load (Redis's
+    // applyTlsCfg): otherwise nothing changes and the TLS configuration in force stays.
+    if let Some((first, _)) = updates.iter().find(|(n, _)| n.starts_with("tls-")) {
+        let mut candidate = ctx.server.config.read().clone();
+        for (n, v) in &updates {
+            candidate.set_normalized(n, v.clone());
+        }
+        if let Err(e) = ctx.server.tls.reload(&candidate) {
+            tracing::warn!("{e}");
+            return Err(CommandError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{first}') - Unable to update TLS configuration. {e}"
+            )));
+        }
+    }
     {
         let mut cfg = ctx.server.config.write();
         for (n, v) in &updates {

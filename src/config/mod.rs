@@ -1,6 +1,8 @@
 //! Configuration: one table of settings drives the config file, the command line,
 //! `CONFIG GET/SET/REWRITE` and the documentation in `conf/tidecache.conf`.
 
+pub mod tls;
+
 use crate::protocol::request::split_args;
 use crate::util::glob::glob_match;
 use crate::util::num::parse_memory;
@@ -45,7 +47,33 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "bind", default: "127.0.0.1 -::1", live: false, kind: Kind::Str,
         doc: "Addresses to listen on, separated by spaces. A leading '-' means: skip the address if it is not available." },
     Setting { name: "port", default: "6379", live: false, kind: Kind::Int(0, 65535),
-        doc: "TCP port. 0 picks a free port (the chosen one is logged)." },
+        doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis." },
+    Setting { name: "tls-port", default: "0", live: false, kind: Kind::Int(0, 65535),
+        doc: "TLS port, served on the same addresses as port and at the same time. 0: no TLS." },
+    Setting { name: "tls-cert-file", default: "", live: true, kind: Kind::Str,
+        doc: "The server's certificate chain (PEM). Setting any tls-* setting with CONFIG SET reloads the files for new connections; a file that does not load answers an error and the old certificates stay." },
+    Setting { name: "tls-key-file", default: "", live: true, kind: Kind::Str,
+        doc: "The private key of tls-cert-file (PEM: PKCS#8, PKCS#1 or SEC1)." },
+    Setting { name: "tls-key-file-pass", default: "", live: true, kind: Kind::Str,
+        doc: "Redis's passphrase of an encrypted tls-key-file. Encrypted keys are not supported here: such a key is refused with an error saying so (decrypt it with 'openssl pkey')." },
+    Setting { name: "tls-ca-cert-file", default: "", live: true, kind: Kind::Str,
+        doc: "CA certificates (PEM bundle) that client certificates are checked against." },
+    Setting { name: "tls-ca-cert-dir", default: "", live: true, kind: Kind::Str,
+        doc: "A directory of CA certificates (PEM files, hashed names or not) that client certificates are checked against." },
+    Setting { name: "tls-auth-clients", default: "yes", live: true, kind: Kind::Enum(&["no", "yes", "optional"]),
+        doc: "yes: TLS clients must present a certificate signed by a configured CA; optional: a certificate is checked when given; no: none is asked for." },
+    Setting { name: "tls-protocols", default: "", live: true, kind: Kind::Special(tls::parse_protocols),
+        doc: "TLS versions allowed, e.g. \"TLSv1.2 TLSv1.3\". Empty: TLSv1.2 and TLSv1.3. TLSv1 and TLSv1.1 are accepted and skipped (not supported)." },
+    Setting { name: "tls-ciphers", default: "", live: true, kind: Kind::Str,
+        doc: "TLSv1.2 ciphers, as an OpenSSL cipher string (DEFAULT:!MEDIUM, ECDHE+AESGCM, ECDHE-RSA-AES128-GCM-SHA256); applied as far as it names the ECDHE AEAD suites supported. A string selecting none of them is an error. Empty: all of them." },
+    Setting { name: "tls-ciphersuites", default: "", live: true, kind: Kind::Str,
+        doc: "TLSv1.3 ciphersuites separated by colons (TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256). A list naming none of them is an error. Empty: all three." },
+    Setting { name: "tls-prefer-server-ciphers", default: "no", live: true, kind: Kind::Bool,
+        doc: "yes: pick the cipher in the server's order (tls-ciphers, tls-ciphersuites) rather than the client's." },
+    Setting { name: "tls-session-caching", default: "yes", live: true, kind: Kind::Bool,
+        doc: "Keep TLS sessions so clients can resume them (a cheaper reconnection)." },
+    Setting { name: "tls-session-cache-size", default: "20480", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Number of TLS sessions kept. 0: no limit (a million)." },
     Setting { name: "requirepass", default: "", live: true, kind: Kind::Str,
         doc: "Password clients must give with AUTH (or HELLO ... AUTH) before any other command. Empty: no password." },
     Setting { name: "aclfile", default: "", live: false, kind: Kind::Str,
@@ -201,6 +229,17 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     // Guards for commands tidecache does not have (MODULE) or configs it does not protect.
     ("enable-protected-configs", &[]),
     ("enable-module-command", &[]),
+    // TLS for replication and the cluster bus (neither exists here), outgoing certificates,
+    // DH parameters (rustls uses ECDHE only), and a session lifetime rustls does not expose.
+    // Any value: with no replicas and no cluster bus either value means nothing (Redis's
+    // test suite in TLS mode sets both to yes).
+    ("tls-replication", &[]),
+    ("tls-cluster", &[]),
+    ("tls-client-cert-file", &[]),
+    ("tls-client-key-file", &[]),
+    ("tls-client-key-file-pass", &[]),
+    ("tls-dh-params-file", &[]),
+    ("tls-session-cache-timeout", &[]),
 ];
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force

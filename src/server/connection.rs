@@ -13,10 +13,11 @@ use crate::protocol::{next_request, ParseLimits, ParseState, Reply};
 use crate::state::client::{ClientHandle, ClientState, ReplyMode};
 use crate::state::Server;
 use bytes::BytesMut;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Replies are written out once this much is pending, even mid-batch, so one huge pipeline
@@ -35,8 +36,95 @@ const QUERYBUF_CHECK: Duration = Duration::from_millis(400);
 /// A reply buffer that grew past this (a large reply) is given back after it is written.
 const OUT_KEEP: usize = 64 * 1024;
 
-pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<ClientHandle>) {
-    let _ = stream.set_nodelay(true);
+/// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
+/// over it, so the plain path is compiled on its own, exactly as it was without TLS.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Waits for input and appends what arrived to `buf` (Ok(0): the peer closed). The
+    /// buffer takes memory only once there is input, so an idle connection holds none.
+    fn read_into(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> impl Future<Output = std::io::Result<usize>> + Send;
+
+    /// Writes all of `out` to the peer (not just into a TLS session's buffer).
+    fn write_reply(&mut self, out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl ClientStream for TcpStream {
+    async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        loop {
+            self.readable().await?;
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            match read_available(self, buf) {
+                // Readiness can be stale: wait again, without holding the buffer while
+                // idle.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if buf.is_empty() {
+                        *buf = BytesMut::new();
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
+        self.write_all(out).await
+    }
+}
+
+impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
+    async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        std::future::poll_fn(|cx| poll_tls_read(self, cx, buf)).await
+    }
+
+    async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
+        self.write_all(out).await?;
+        // What the session still holds encrypted goes out too.
+        self.flush().await
+    }
+}
+
+/// One poll of a TLS read into `buf`, which, as on a plain connection, takes its memory only
+/// once there is input: the session's own decrypted input first, else the socket's
+/// readiness. Readiness can be stale (the session then finds nothing to decrypt): the read
+/// is pending again and an empty buffer is given back while it waits.
+fn poll_tls_read(
+    stream: &mut tokio_rustls::server::TlsStream<TcpStream>,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut BytesMut,
+) -> std::task::Poll<std::io::Result<usize>> {
+    use std::task::Poll;
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        let (tcp, session) = stream.get_mut();
+        // Only reports what earlier reads left decrypted: new records are read and
+        // processed by the stream's own read below.
+        let state = session
+            .process_new_packets()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() {
+            match tcp.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        buf.reserve(READ_CHUNK);
+    }
+    match std::pin::pin!(stream.read_buf(buf)).poll(cx) {
+        Poll::Pending => {
+            if buf.is_empty() {
+                *buf = BytesMut::new();
+            }
+            Poll::Pending
+        }
+        r => r,
+    }
+}
+
+pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: Arc<ClientHandle>) {
     let authenticated = !server.auth_required.load(Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), authenticated);
     // Every connection starts as the default user (authenticated if it needs no password).
@@ -236,24 +324,13 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream, handle: Arc<Clien
             // command runs: the request loop checks the kill flag before each command, and
             // the shutdown flag after each batch. Input before pushes also means a flood of messages cannot
             // keep a subscriber from being heard (every iteration drains the outbox anyway).
-            r = stream.readable() => {
-                if r.is_err() {
-                    break;
-                }
-                if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
-                    inbuf.reserve(READ_CHUNK);
-                }
-                match read_available(&stream, &mut inbuf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
-                        handle.bufs.input(inbuf.len(), inbuf.capacity());
-                        qpeak = qpeak.max(inbuf.len());
-                    }
-                    // Readiness can be stale: wait again.
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => break,
+            r = stream.read_into(&mut inbuf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
+                    qpeak = qpeak.max(inbuf.len());
                 }
             },
             // Killed, pushed to, or shutting down: the loop's own checks tell which.
@@ -320,10 +397,10 @@ fn read_available(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usi
 /// Waits for a blocked request's reply: served by another client's write, its timeout, or
 /// CLIENT UNBLOCK. Input that arrives meanwhile is kept for later; `None` when the client
 /// went away, was killed, or the server is shutting down.
-async fn wait_blocked(
+async fn wait_blocked<S: ClientStream>(
     server: &Arc<Server>,
     handle: &ClientHandle,
-    stream: &mut TcpStream,
+    stream: &mut S,
     inbuf: &mut BytesMut,
     mut blocked: crate::state::blocking::Blocked,
 ) -> Option<Reply> {
@@ -367,10 +444,10 @@ async fn wait_blocked(
 
 /// Writes `out` unless the client is killed first (a stalled reader must not keep its task,
 /// and the memory it holds, alive).
-async fn write_out(
+async fn write_out<S: ClientStream>(
     server: &Server,
     handle: &ClientHandle,
-    stream: &mut TcpStream,
+    stream: &mut S,
     out: &mut BytesMut,
     journal: (&mut u64, &mut u64),
 ) -> std::io::Result<()> {
@@ -392,7 +469,7 @@ async fn write_out(
         // The write first: it usually completes at once, and then the kill signal is not
         // polled.
         biased;
-        r = stream.write_all(out) => r?,
+        r = stream.write_reply(out) => r?,
         _ = handle.killed_signal() => {
             return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
         }

@@ -1,6 +1,9 @@
-//! Binding, accepting, admission (maxclients, protected mode) and graceful shutdown.
+//! Binding, accepting, admission (maxclients, protected mode), the TLS handshake and
+//! graceful shutdown.
 
-use crate::server::connection;
+use crate::config::tls::ClientAuth;
+use crate::server::connection::{self, ClientStream};
+use crate::state::client::ClientHandle;
 use crate::state::Server;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -10,14 +13,62 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-/// Binds every address of `bind` on `port`. An address with a leading `-` is skipped when it
-/// cannot be bound (as Redis does for `-::1` on hosts without IPv6).
-pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
-    let (bind, mut port) = {
+/// A TLS client that has not finished its handshake by then is dropped, so a stalled or
+/// slow peer holds a task and a socket for a bounded time (it never holds up other accepts:
+/// each handshake runs in its connection's own task).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A bound socket and whether it speaks TLS (`tls-port`) or plain RESP (`port`).
+pub struct Listener {
+    socket: TcpListener,
+    tls: bool,
+}
+
+/// Binds `port` (plain) and `tls-port` (TLS) on every address of `bind`, after loading the
+/// TLS certificates so a server with bad ones does not start. As in Redis, `port 0` with a
+/// `tls-port` means TLS only; `port 0` alone picks a free port. INFO's `tcp_port` is the
+/// plain port, or the TLS port when there is no plain one (as Redis).
+pub async fn bind(server: &Server) -> std::io::Result<Vec<Listener>> {
+    let (port, tls_port) = {
         let cfg = server.config.read();
-        (cfg.get("bind").to_string(), cfg.get_i64("port") as u16)
+        (cfg.get_i64("port") as u16, cfg.get_i64("tls-port") as u16)
     };
     let mut listeners = Vec::new();
+    if tls_port != 0 {
+        let cfg = server.config.read().clone();
+        server.tls.reload(&cfg).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("Failed to configure TLS: {e}"),
+            )
+        })?;
+    }
+    let mut bound = 0;
+    if port != 0 || tls_port == 0 {
+        bound = bind_port(server, port, false, &mut listeners).await?;
+    }
+    if tls_port != 0 {
+        bind_port(server, tls_port, true, &mut listeners).await?;
+        tracing::info!("accepting TLS connections on port {tls_port}");
+        if bound == 0 {
+            bound = tls_port;
+        }
+    }
+    server.port.store(bound as u64, Ordering::Relaxed);
+    Ok(listeners)
+}
+
+/// Binds every address of `bind` on `port` (0: a free port, the same on every address).
+/// An address with a leading `-` is skipped when it cannot be bound (as Redis does for
+/// `-::1` on hosts without IPv6). Returns the port bound.
+async fn bind_port(
+    server: &Server,
+    mut port: u16,
+    tls: bool,
+    listeners: &mut Vec<Listener>,
+) -> std::io::Result<u16> {
+    let bind = server.config.read().get("bind").to_string();
+    let before = listeners.len();
     for word in bind.split_whitespace() {
         let (optional, addr) = match word.strip_prefix('-') {
             Some(a) => (true, a),
@@ -38,7 +89,7 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
                 if port == 0 {
                     port = l.local_addr()?.port();
                 }
-                listeners.push(l);
+                listeners.push(Listener { socket: l, tls });
             }
             Err(e) if optional => tracing::debug!("skipping optional bind address {addr}: {e}"),
             Err(e) => {
@@ -51,32 +102,40 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<TcpListener>> {
             }
         }
     }
-    if listeners.is_empty() {
+    if listeners.len() == before {
         return Err(std::io::Error::new(
             std::io::ErrorKind::AddrNotAvailable,
             "no address could be bound",
         ));
     }
-    server.port.store(port as u64, Ordering::Relaxed);
-    Ok(listeners)
+    Ok(port)
+}
+
+/// An accepted socket on its way to admission.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    tls: bool,
 }
 
 /// Accepts clients until shutdown, then waits (briefly) for connections to finish their
 /// in-flight replies.
-pub async fn run(server: Arc<Server>, listeners: Vec<TcpListener>) {
+pub async fn run(server: Arc<Server>, listeners: Vec<Listener>) {
     let mut conns = JoinSet::new();
     let mut accepts = JoinSet::new();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(TcpStream, SocketAddr, SocketAddr)>(1024);
-    for l in listeners {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Accepted>(1024);
+    for Listener { socket: l, tls } in listeners {
         let tx = tx.clone();
         let mut stop = server.shutdown_signal();
         accepts.spawn(async move {
             loop {
                 tokio::select! {
                     r = l.accept() => match r {
-                        Ok((s, peer)) => {
-                            let local = s.local_addr().unwrap_or(peer);
-                            if tx.send((s, peer, local)).await.is_err() {
+                        Ok((stream, peer)) => {
+                            let local = stream.local_addr().unwrap_or(peer);
+                            let a = Accepted { stream, peer, local, tls };
+                            if tx.send(a).await.is_err() {
                                 return;
                             }
                         }
@@ -95,9 +154,7 @@ pub async fn run(server: Arc<Server>, listeners: Vec<TcpListener>) {
     let mut stop = server.shutdown_signal();
     loop {
         tokio::select! {
-            Some((stream, peer, local)) = rx.recv() => {
-                admit(&server, stream, peer, local, &mut conns).await;
-            }
+            Some(a) = rx.recv() => admit(&server, a, &mut conns).await,
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = stop.changed() => break,
             else => break,
@@ -111,26 +168,28 @@ pub async fn run(server: Arc<Server>, listeners: Vec<TcpListener>) {
     .await;
 }
 
-async fn admit(
-    server: &Arc<Server>,
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    local: SocketAddr,
-    conns: &mut JoinSet<()>,
-) {
+async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
+    let Accepted {
+        mut stream,
+        peer,
+        local,
+        tls,
+    } = a;
     server
         .stats
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
-    let (maxclients, protected) = {
+    let _ = stream.set_nodelay(true);
+    let (maxclients, protected, auth) = {
         let cfg = server.config.read();
         (
             cfg.get_i64("maxclients") as usize,
             // No password for the default user (requirepass or ACL), as Redis 7 decides.
             cfg.get_bool("protected-mode") && server.acl.default_user().nopass,
+            ClientAuth::from_setting(cfg.get("tls-auth-clients")),
         )
     };
-    let refusal: Option<&[u8]> = if server.clients.count() >= maxclients {
+    let refusal: Option<&'static [u8]> = if server.clients.count() >= maxclients {
         Some(b"-ERR max number of clients reached\r\n")
     } else if protected && !peer.ip().is_loopback() {
         Some(
@@ -139,14 +198,86 @@ async fn admit(
     } else {
         None
     };
-    if let Some(msg) = refusal {
+    if refusal.is_some() {
         server
             .stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
-        let _ = stream.write_all(msg).await;
+    }
+    if !tls {
+        if let Some(msg) = refusal {
+            let _ = stream.write_all(msg).await;
+            return;
+        }
+        let handle = server.clients.register(peer, local);
+        conns.spawn(connection::serve(server.clone(), stream, handle));
         return;
     }
-    let handle = server.clients.register(peer, local);
-    conns.spawn(connection::serve(server.clone(), stream, handle));
+    let Some(config) = server.tls.server_config(auth) else {
+        // tls-auth-clients asks for client certificates and no CA is configured to check
+        // them against (CONFIG SET refuses that, a config file can still say it).
+        tracing::warn!(
+            "TLS client {peer} refused: tls-auth-clients needs tls-ca-cert-file or tls-ca-cert-dir"
+        );
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    // Registered before the handshake, as Redis creates the client before its TLS accept:
+    // a client in its handshake counts against maxclients and shows in CLIENT LIST.
+    let handle = refusal
+        .is_none()
+        .then(|| server.clients.register(peer, local));
+    let server = server.clone();
+    conns.spawn(async move {
+        let mut stop = server.shutdown_signal();
+        let shake = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, stream));
+        let stream = tokio::select! {
+            r = shake => match r {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!("TLS handshake with {peer} failed: {e}");
+                    return unregister(&server, handle);
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake with {peer} timed out");
+                    return unregister(&server, handle);
+                }
+            },
+            _ = stop.changed() => return unregister(&server, handle),
+        };
+        match (handle, refusal) {
+            (Some(handle), None) => connection::serve(server, stream, handle).await,
+            (_, msg) => refuse(stream, msg.unwrap_or_default()).await,
+        }
+    });
+}
+
+/// The TLS handshake. A peer whose first byte does not start a TLS handshake record (a
+/// plain RESP client on the TLS port) is closed without a TLS alert, as Redis's OpenSSL
+/// does: the client sees the connection end rather than bytes it would take for a reply.
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    const HANDSHAKE_RECORD: u8 = 0x16;
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 || first[0] != HANDSHAKE_RECORD {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a TLS client",
+        ));
+    }
+    acceptor.accept(stream).await
+}
+
+fn unregister(server: &Server, handle: Option<Arc<ClientHandle>>) {
+    if let Some(h) = handle {
+        server.clients.unregister(h.id);
+    }
+}
+
+/// Tells a client why it is turned away (after the handshake, on TLS, so it can read it).
+async fn refuse<S: ClientStream>(mut stream: S, msg: &[u8]) {
+    let _ = stream.write_reply(msg).await;
+    let _ = stream.shutdown().await;
 }

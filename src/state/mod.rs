@@ -105,6 +105,8 @@ pub struct Server {
     pub acl: acl::Acl,
     /// Client-side caching (CLIENT TRACKING): who may cache which keys.
     pub tracking: Arc<tracking::Tracking>,
+    /// The TLS configuration new connections on `tls-port` get (`config::tls`).
+    pub tls: crate::config::tls::TlsContext,
 }
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
@@ -213,6 +215,7 @@ impl Server {
             lazyfree,
             acl,
             tracking,
+            tls: Default::default(),
         })
     }
 
