@@ -273,7 +273,11 @@ impl ClientHandle {
     }
 
     /// One `CLIENT LIST` line, with Redis's field names (also the ACL LOG's client-info).
-    pub fn info_line(&self, argv_mem: usize, tracking: &crate::state::tracking::Tracking) -> String {
+    pub fn info_line(
+        &self,
+        argv_mem: usize,
+        tracking: &crate::state::tracking::Tracking,
+    ) -> String {
         let h = self;
         let mem = h.mem_fields(argv_mem);
         let m = h.meta.lock().clone();
