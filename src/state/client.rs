@@ -112,7 +112,11 @@ pub const QUERYBUF_RESIZE_THRESHOLD: usize = 32 * 1024;
 pub fn resize_query_buffer(buf: &mut bytes::BytesMut, peak: &mut usize, idle: bool) -> bool {
     let (len, size) = (buf.len(), buf.capacity());
     let mut changed = false;
-    if size - len > 4 * 1024 {
+    if idle && len == 0 && size > 0 {
+        // However small: an idle connection holds no buffer.
+        *buf = bytes::BytesMut::new();
+        changed = true;
+    } else if size - len > 4 * 1024 {
         let target = if idle {
             Some(len)
         } else if size > QUERYBUF_RESIZE_THRESHOLD && size / 2 > *peak {
