@@ -371,7 +371,10 @@ fn log_denied(
 }
 
 fn log(ctx: &Ctx<'_>, reason: Reason, context: Context, object: Vec<u8>, username: Vec<u8>) {
-    let info = ctx.client.handle.info_line(0, &ctx.server.tracking);
+    let info = ctx
+        .client
+        .handle
+        .info_line(0, ctx.server.tracking.list_fields(ctx.client.handle.id));
     ctx.server.acl.log(LogEntry {
         count: 1,
         reason,

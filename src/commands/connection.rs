@@ -282,7 +282,7 @@ fn client_line(
     argv_mem: usize,
     tracking: &crate::state::tracking::Tracking,
 ) -> String {
-    h.info_line(argv_mem, tracking)
+    h.info_line(argv_mem, tracking.list_fields(h.id))
 }
 
 /// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.

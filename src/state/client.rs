@@ -277,11 +277,9 @@ impl ClientHandle {
     }
 
     /// One `CLIENT LIST` line, with Redis's field names (also the ACL LOG's client-info).
-    pub fn info_line(
-        &self,
-        argv_mem: usize,
-        tracking: &crate::state::tracking::Tracking,
-    ) -> String {
+    /// `tracking` is the client's CLIENT TRACKING flags and redirection, which
+    /// `state::tracking` knows (passed in so this file does not import it back).
+    pub fn info_line(&self, argv_mem: usize, tracking: (&str, i64)) -> String {
         let h = self;
         let mem = h.mem_fields(argv_mem);
         let m = h.meta.lock().clone();
@@ -307,7 +305,7 @@ impl ClientHandle {
         if multi >= 0 {
             flags.push('x');
         }
-        let (tracking_flags, redir) = tracking.list_fields(h.id);
+        let (tracking_flags, redir) = tracking;
         flags.push_str(tracking_flags);
         if flags.is_empty() {
             flags.push('N');
