@@ -567,3 +567,32 @@ fn maxmemory_bounds_the_whole_process() {
     let keys: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert!(keys > 3_000, "only {keys} keys left");
 }
+
+/// As Redis's processCommand: eviction runs before every command once maxmemory is set, a
+/// read included, so the limit holds after it is lowered even if no write follows.
+#[test]
+fn a_read_evicts_once_over_maxmemory() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let big = "v".repeat(10_000);
+    for i in 0..500 {
+        let _: () = c.set(format!("k{i}"), &big).expect("set");
+    }
+    let used: u64 = support::info_value(&mut c, "memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("used_memory");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory-policy", "allkeys-lru"])
+        .query(&mut c)
+        .expect("policy");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", &(used - 2_000_000).to_string()])
+        .query(&mut c)
+        .expect("maxmemory");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).expect("dbsize");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "0"])
+        .query(&mut c)
+        .expect("maxmemory");
+    assert!(n < 500, "DBSIZE {n}: nothing was evicted before the read");
+}

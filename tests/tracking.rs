@@ -311,7 +311,7 @@ fn eviction_invalidation_comes_before_the_reply() {
     let used: u64 = info_value(&mut w, "memory", "used_memory")
         .and_then(|v| v.parse().ok())
         .expect("used_memory");
-    let limit = (used + 100 * 1024).to_string();
+    let limit = (used + 1024 * 1024).to_string();
     let _: () = support::q(&mut w, &["CONFIG", "SET", "maxmemory", &limit]).expect("maxmemory");
     let _: () = support::q(
         &mut w,
@@ -320,11 +320,11 @@ fn eviction_invalidation_comes_before_the_reply() {
     .expect("policy");
     ok(&mut c, &["SETEX", "volatile-key", "10000", "x"]);
     expect(&mut c, &["GET", "volatile-key"], b"$1\r\nx\r\n");
-    // 200 KB: the next write must evict, and only the volatile key can go. (The server's
+    // 2 MB: the next write must evict, and only the volatile key can go. (The server's
     // own allocations since INFO may already put it over the limit, so SETBIT itself may be
     // the command that evicts: either way the push precedes that command's reply.)
     let push = inval(Some(&["volatile-key"]));
-    send(&mut c, &["SETBIT", "big", "1600000", "0"]);
+    send(&mut c, &["SETBIT", "big", "16000000", "0"]);
     let first = c.read_n(1);
     if first == b">" {
         arrives(&mut c, &push[1..]);

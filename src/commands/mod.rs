@@ -309,16 +309,17 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return refuse(ctx, Some(spec), e);
         }
     }
-    // maxmemory: before anything that writes, evict per the policy; what may grow memory
-    // (DENYOOM) is refused if that cannot get under the limit. EXEC is checked with the
+    // maxmemory: before every command, evict per the policy (as Redis's processCommand, so
+    // a read after the limit was lowered finds keys already gone, and a tracking client
+    // hears of them first); what may grow memory (DENYOOM) is refused if that cannot get
+    // under the limit. EXEC is checked with the
     // flags of everything it queued, as Redis does.
     let flags = match (&ctx.client.multi, spec.name) {
         (Some(m), "exec") => m.queued.iter().fold(0, |f, (flags, _)| f | flags),
         _ => spec.flags,
     };
     // (Not while the journal is replayed: Redis loads whatever it holds.)
-    if flags & (flag::WRITE | flag::DENYOOM) != 0
-        && crate::store::eviction::maxmemory() > 0
+    if crate::store::eviction::maxmemory() > 0
         && !crate::store::journal::loading()
         && !crate::store::eviction::make_room(&ctx.server.store)
         && flags & flag::DENYOOM != 0
