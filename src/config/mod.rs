@@ -306,7 +306,7 @@ fn parse_save(value: &str) -> Result<String, String> {
         Ok(String::new())
     } else {
         Err(
-            "snapshots are not available in this version of tidecache: only save \"\" is accepted"
+            "save schedules (automatic snapshots) are not supported: only save \"\" is accepted; SAVE and BGSAVE write snapshots on demand"
                 .into(),
         )
     }
