@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{err_text, int, q, strs, TestServer};
+use support::{check_aof, err_text, int, q, strs, TestServer};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tidecache-journal-{name}-{}", std::process::id()));
@@ -236,31 +236,6 @@ fn a_restart_replays_every_type_documents_and_deadlines() {
     drop(s);
     check_aof(&dir);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `redis-check-aof` (redis-tools) accepts the directory's manifest and files.
-fn check_aof(dir: &Path) {
-    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
-    match std::process::Command::new("redis-check-aof")
-        .arg(&manifest)
-        .output()
-    {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "{text}");
-            assert!(
-                text.contains("All AOF files and manifest are valid"),
-                "{text}"
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "redis-check-aof is needed under CI: {e}"
-            );
-            eprintln!("redis-check-aof not found ({e}): skipping the check");
-        }
-    }
 }
 
 #[test]

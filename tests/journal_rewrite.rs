@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{err_text, eventually, info_value, int, q, strs, TestServer};
+use support::{check_aof, err_text, eventually, info_value, int, q, strs, TestServer};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tidecache-rewrite-{name}-{}", std::process::id()));
@@ -200,31 +200,6 @@ fn rewrite_done(c: &mut redis::Connection) -> bool {
 
 fn manifest(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).expect("manifest")
-}
-
-/// `redis-check-aof` (redis-tools) accepts the directory's manifest and files.
-fn check_aof(dir: &Path) {
-    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
-    match std::process::Command::new("redis-check-aof")
-        .arg(&manifest)
-        .output()
-    {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "{text}");
-            assert!(
-                text.contains("All AOF files and manifest are valid"),
-                "{text}"
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "redis-check-aof is needed under CI: {e}"
-            );
-            eprintln!("NOTICE: redis-check-aof not found ({e}); check skipped");
-        }
-    }
 }
 
 /// Writers of every kind run while the journal is rewritten three times (counters, list

@@ -311,3 +311,28 @@ pub fn rss_kib(pid: u32) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// `redis-check-aof` (redis-tools) accepts the directory's manifest and files.
+pub fn check_aof(dir: &std::path::Path) {
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    match std::process::Command::new("redis-check-aof")
+        .arg(&manifest)
+        .output()
+    {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{text}");
+            assert!(
+                text.contains("All AOF files and manifest are valid"),
+                "{text}"
+            );
+        }
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "redis-check-aof is needed under CI: {e}"
+            );
+            eprintln!("redis-check-aof not found ({e}): skipping the check");
+        }
+    }
+}
