@@ -17,6 +17,7 @@ use crate::commands::{help_reply, text, Ctx};
 use crate::protocol::Reply;
 use crate::store::keyspace::{Ttl, Value};
 use crate::store::Entry;
+use crate::util::num::format_g17;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
@@ -530,39 +531,6 @@ fn mix_digest(digest: &mut [u8; 20], data: &[u8]) {
     digest.copy_from_slice(&h);
 }
 
-/// A double as C's `%.17g` prints it (a sorted set's scores in Redis's digest).
-fn g17(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    let sci = format!("{x:.16e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..17).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
-    } else {
-        trim(&format!("{x:.*}", (16 - exp) as usize))
-    }
-}
-
 /// Redis's `xorObjectDigest` of one key's value (and whether it has a deadline), so a
 /// key and its copy, or the same data in any encoding, digest the same, as in Redis.
 fn value_digest(digest: &mut [u8; 20], e: &Entry) {
@@ -591,7 +559,7 @@ fn value_digest(digest: &mut [u8; 20], e: &Entry) {
         Value::Set(s) => s.iter().for_each(|m| xor_digest(digest, &m)),
         Value::ZSet(z) => z
             .iter()
-            .for_each(|(m, score)| xor_digest(digest, &pair(m, g17(score).as_bytes()))),
+            .for_each(|(m, score)| xor_digest(digest, &pair(m, format_g17(score).as_bytes()))),
         Value::Hash(h) => h.iter().for_each(|(f, v)| xor_digest(digest, &pair(f, v))),
         Value::Stream(st) => {
             use crate::store::stream::StreamId;
@@ -676,7 +644,7 @@ fn stringmatch_fuzz() {
 
 #[cfg(test)]
 mod tests {
-    use super::g17;
+    use crate::util::num::format_g17;
 
     #[test]
     fn scores_print_as_c_prints_them() {
@@ -693,7 +661,7 @@ mod tests {
             (-2.5, "-2.5"),
             (f64::INFINITY, "inf"),
         ] {
-            assert_eq!(g17(x), s, "{x}");
+            assert_eq!(format_g17(x), s, "{x}");
         }
     }
 }
