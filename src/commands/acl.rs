@@ -252,6 +252,28 @@ pub fn check(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> R
     }))
 }
 
+/// What EXEC's and a script's checks share: nothing while the connection's user (brought up
+/// to date first) may run everything, else the user's refusal of `args`, logged with
+/// `context`.
+fn denial(
+    ctx: &mut Ctx<'_>,
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+    context: Context,
+) -> Option<Denied> {
+    if ctx.client.acl_fast == ctx.server.acl.epoch() {
+        return None;
+    }
+    refresh(ctx);
+    if ctx.client.acl_fast == ctx.server.acl.epoch() {
+        return None;
+    }
+    let user = ctx.client.user.clone()?;
+    let denied = check_user(&user, spec, args).err()?;
+    log_denied(ctx, &user, spec, args, denied, context);
+    Some(denied)
+}
+
 /// EXEC's check of each queued command (the rules may have changed since it was queued):
 /// Redis's wording for that case.
 pub fn check_in_exec(
@@ -259,21 +281,9 @@ pub fn check_in_exec(
     spec: &'static CommandSpec,
     args: &[Bytes],
 ) -> Result<(), Reply> {
-    if ctx.client.acl_fast == ctx.server.acl.epoch() {
-        return Ok(());
-    }
-    refresh(ctx);
-    if ctx.client.acl_fast == ctx.server.acl.epoch() {
-        return Ok(());
-    }
-    let Some(user) = ctx.client.user.clone() else {
+    let Some(denied) = denial(ctx, spec, args, Context::Multi) else {
         return Ok(());
     };
-    let denied = match check_user(&user, spec, args) {
-        Ok(()) => return Ok(()),
-        Err(d) => d,
-    };
-    log_denied(ctx, &user, spec, args, denied, Context::Multi);
     let reason = match denied {
         Denied::Command => "no permission to execute the command or subcommand",
         Denied::Key(_) => "no permission to touch the specified keys",
@@ -289,21 +299,9 @@ pub fn check_in_script(
     spec: &'static CommandSpec,
     args: &[Bytes],
 ) -> Result<(), String> {
-    if ctx.client.acl_fast == ctx.server.acl.epoch() {
-        return Ok(());
-    }
-    refresh(ctx);
-    if ctx.client.acl_fast == ctx.server.acl.epoch() {
-        return Ok(());
-    }
-    let Some(user) = ctx.client.user.clone() else {
+    let Some(denied) = denial(ctx, spec, args, Context::Lua) else {
         return Ok(());
     };
-    let denied = match check_user(&user, spec, args) {
-        Ok(()) => return Ok(()),
-        Err(d) => d,
-    };
-    log_denied(ctx, &user, spec, args, denied, Context::Lua);
     Err(format!(
         "The user executing the script {}",
         match denied {
