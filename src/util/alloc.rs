@@ -150,4 +150,34 @@ unsafe impl GlobalAlloc for Counting {
 /// thing in `main` (what was allocated before is in the count too).
 pub fn activate() {
     ACTIVE.store(true, Ordering::Relaxed);
+    // How long mimalloc keeps a freed page's memory before giving it back to the OS. Its
+    // default (1 s in mimalloc 3) is checked only when a thread next allocates, so memory
+    // freed just before the server goes quiet stays resident: 10,000 clients that each ran
+    // one command and then idled kept their released 16 KiB read buffers in RSS, about
+    // 1.2 KB a connection more than the heap held (3.7 KB against 2.5 KB, measured with 10 ms
+    // here). 10 ms is mimalloc 2's default.
+    // SAFETY: setting an option is a plain store into mimalloc's option table.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+}
+
+/// See [`activate`].
+const PURGE_DELAY_MS: std::ffi::c_long = 10;
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (the sys crate names only some of
+/// the options); a unit test holds it to that option's default.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+#[cfg(test)]
+mod purge_delay_tests {
+    /// The index really is the purge delay: mimalloc 3 gives it 1000 ms unless set (the
+    /// unit tests run on the system allocator, so nothing here set it; an environment
+    /// variable could, hence the check for it).
+    #[test]
+    fn the_option_index_is_the_purge_delay() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // SAFETY: reading an option is a plain load from mimalloc's option table.
+        let v = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(v, 1000);
+    }
 }
