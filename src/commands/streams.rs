@@ -411,14 +411,8 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let db = ctx.client.db;
     let server = ctx.server;
     let reply = server.store.with_key(db, key, |ks, h| {
-        match ks.peek(h, key) {
-            Some(e) if !matches!(e.value, crate::store::Value::Stream(_)) => {
-                return Err(CommandError::wrongtype())
-            }
-            None if t.nomkstream => return Ok(Reply::Nil),
-            _ => {}
-        }
-        let r = ks.write_as::<StreamValue, _>(h, key, true, |s| {
+        // NOMKSTREAM: a missing key is not created (`write_as` answers `None`).
+        let r = ks.write_as::<StreamValue, _>(h, key, !t.nomkstream, |s| {
             if s.last_id == StreamId::MAX {
                 return (
                     Err(CommandError::msg(

@@ -495,6 +495,28 @@ pub fn snapshot_hook(hook: Option<BeforeChange>) {
     SNAPSHOT_ACTIVE.store(hook.is_some(), Ordering::Release);
 }
 
+/// The live entry of `key`, or `None`; an expired one is removed (and reported) on the
+/// way. A free function over the two fields it needs, so a caller can go on using `books`
+/// while it holds the entry (one hash probe where a method borrowing all of the key space
+/// would force a second).
+fn live_entry<'a>(
+    segs: &'a mut [HashTable<Box<Entry>>],
+    books: &mut Books,
+    hash: u64,
+    key: &[u8],
+) -> Option<&'a mut Entry> {
+    let seg = segs.get_mut(segment_of(hash))?;
+    match seg.find_entry(hash, |e| *e.key == *key) {
+        Err(_) => None,
+        Ok(occ) if books.due(occ.get(), now_ms) => {
+            let (e, _) = occ.remove();
+            books.removed(&e, Removal::Expired, None);
+            None
+        }
+        Ok(occ) => Some(&mut **occ.into_mut()),
+    }
+}
+
 pub struct Keyspace {
     /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
     /// nothing).
@@ -614,18 +636,7 @@ impl Keyspace {
     }
 
     fn lookup(&mut self, hash: u64, key: &[u8], touch: bool) -> Option<&mut Entry> {
-        let found = match self.segs.get_mut(segment_of(hash)) {
-            None => None,
-            Some(seg) => match seg.find_entry(hash, |e| *e.key == *key) {
-                Err(_) => None,
-                Ok(occ) if self.books.due(occ.get(), now_ms) => {
-                    let (e, _) = occ.remove();
-                    self.books.removed(&e, Removal::Expired, None);
-                    None
-                }
-                Ok(occ) => Some(&mut **occ.into_mut()),
-            },
-        };
+        let found = live_entry(&mut self.segs, &mut self.books, hash, key);
         if touch {
             let c = &self.books.counters;
             match &found {
@@ -747,10 +758,11 @@ impl Keyspace {
         key: &[u8],
         f: impl FnOnce(&mut Value) -> (R, bool),
     ) -> Option<R> {
-        self.lookup(hash, key, false)?;
+        // Before the lookup, so the key is found once: a snapshot being copied gets the
+        // value at the cut (an expired or missing one included: harmless, it is what the cut
+        // held) before anything here can change it.
         self.before_change(hash, key);
-        let seg = &mut self.segs[segment_of(hash)];
-        let e = seg.find_mut(hash, |e| *e.key == *key)?;
+        let e = live_entry(&mut self.segs, &mut self.books, hash, key)?;
         let before = e.heap_mem();
         let (r, changed) = f(&mut e.value);
         let after = e.heap_mem();
@@ -788,32 +800,33 @@ impl Keyspace {
         create: bool,
         f: impl FnOnce(&mut T) -> (R, bool),
     ) -> Result<Option<R>, WrongType> {
-        match self.peek(hash, key) {
-            Some(e) if T::of(&e.value).is_none() => return Err(WrongType),
-            Some(_) => {}
-            None if !create => return Ok(None),
-            None => {
-                let mut fresh = T::default();
-                let (r, _) = f(&mut fresh);
-                if !fresh.is_empty() {
-                    self.set(hash, key, fresh.wrap(), Ttl::Clear);
-                }
-                return Ok(Some(r));
+        // One lookup (see `update` for why the snapshot hook runs first).
+        self.before_change(hash, key);
+        let Some(e) = live_entry(&mut self.segs, &mut self.books, hash, key) else {
+            if !create {
+                return Ok(None);
             }
+            let mut fresh = T::default();
+            let (r, _) = f(&mut fresh);
+            if !fresh.is_empty() {
+                self.set(hash, key, fresh.wrap(), Ttl::Clear);
+            }
+            return Ok(Some(r));
+        };
+        let before = e.heap_mem();
+        let t = T::of_mut(&mut e.value).ok_or(WrongType)?;
+        let (r, changed) = f(t);
+        let emptied = t.is_empty();
+        let after = e.heap_mem();
+        self.books.sub_mem(before);
+        self.books.add_mem(after);
+        if changed {
+            self.books.modified(key);
         }
-        let mut emptied = false;
-        let r = self.update(hash, key, |v| match T::of_mut(v) {
-            Some(t) => {
-                let (r, changed) = f(t);
-                emptied = t.is_empty();
-                (Some(r), changed)
-            }
-            None => (None, false),
-        });
         if emptied {
             self.remove(hash, key);
         }
-        Ok(r.flatten())
+        Ok(Some(r))
     }
 
     /// Sets (`Some`) or clears (`None`) a live key's deadline. False if there is no such key.

@@ -69,7 +69,18 @@ impl StreamId {
     }
 
     pub fn to_bytes(self) -> Bytes {
-        Bytes::from(self.to_string())
+        // Formatted on the stack: `to_string` grows a String a few times for one ID.
+        let mut ms = itoa::Buffer::new();
+        let mut seq = itoa::Buffer::new();
+        let (ms, seq) = (
+            ms.format(self.ms).as_bytes(),
+            seq.format(self.seq).as_bytes(),
+        );
+        let mut b = bytes::BytesMut::with_capacity(ms.len() + 1 + seq.len());
+        b.extend_from_slice(ms);
+        b.extend_from_slice(b"-");
+        b.extend_from_slice(seq);
+        b.freeze()
     }
 
     /// Parses `ms` or `ms-seq` as Redis's `streamParseID` (strict unsigned decimals);
@@ -101,12 +112,17 @@ fn parse_u64(b: &[u8]) -> Option<u64> {
 /// Header flag: the entry's fields are the block's shared field list.
 const SAMEFIELDS: u8 = 1;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Writes `v` as a little-endian base-128 varint into a slice with room for it (10 bytes
+/// hold any u64); returns the length.
+fn varint_into(out: &mut [u8], mut v: u64) -> usize {
+    let mut i = 0;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out[i] = (v as u8) | 0x80;
         v >>= 7;
+        i += 1;
     }
-    out.push(v as u8);
+    out[i] = v as u8;
+    i + 1
 }
 
 fn get_varint(b: &[u8], at: &mut usize) -> u64 {
@@ -555,19 +571,41 @@ impl StreamValue {
                 .iter()
                 .zip(fv.iter().step_by(2))
                 .all(|(a, f)| a == f);
-        let mut h = vec![if same { SAMEFIELDS } else { 0 }];
-        put_varint(&mut h, id.ms.wrapping_sub(master.ms));
-        put_varint(&mut h, id.seq.wrapping_sub(master.seq));
-        put_varint(&mut h, n as u64);
-        // One reallocation of the block for the whole entry.
-        let mut items: Vec<&[u8]> = Vec::with_capacity(1 + fv.len());
-        items.push(&h);
-        if same {
-            items.extend(fv.iter().skip(1).step_by(2).map(|v| &v[..]));
-        } else {
-            items.extend(fv.iter().map(|x| &x[..]));
+        // The entry's header (flags and three varints: at most 31 bytes) and the list of
+        // its items live on the stack for the usual few fields: XADD runs this per entry.
+        let mut h = [0u8; 31];
+        h[0] = if same { SAMEFIELDS } else { 0 };
+        let mut hl = 1;
+        for v in [
+            id.ms.wrapping_sub(master.ms),
+            id.seq.wrapping_sub(master.seq),
+            n as u64,
+        ] {
+            hl += varint_into(&mut h[hl..], v);
         }
-        b.data.push_back_all(&items);
+        let values: &mut dyn Iterator<Item = &Bytes> = if same {
+            &mut fv.iter().skip(1).step_by(2)
+        } else {
+            &mut fv.iter()
+        };
+        let mut on_stack: [&[u8]; 17] = [&[]; 17];
+        let heap: Vec<&[u8]>;
+        // One reallocation of the block for the whole entry.
+        let items: &[&[u8]] = if fv.len() < on_stack.len() {
+            on_stack[0] = &h[..hl];
+            let mut k = 1;
+            for v in values {
+                on_stack[k] = v;
+                k += 1;
+            }
+            &on_stack[..k]
+        } else {
+            heap = std::iter::once(&h[..hl])
+                .chain(values.map(|v| &v[..]))
+                .collect();
+            &heap
+        };
+        b.data.push_back_all(items);
         let dms = id.ms.wrapping_sub(master.ms) as i64;
         let dseq = id.seq.wrapping_sub(master.seq) as i64;
         // Flags, the ID deltas, (the field count and fields), the values, the item count.
