@@ -296,6 +296,14 @@ fn metrics_follow_the_commands() {
     let mut c = s.conn();
     let before = scrape(port);
     assert_eq!(before.val("redis_up", &[]), 1.0);
+    let info = before
+        .0
+        .keys()
+        .find(|(n, _)| n == "redis_instance_info")
+        .expect("redis_instance_info");
+    let resp_port = ("tcp_port".to_string(), s.port.to_string());
+    assert!(info.1.contains(&resp_port), "{info:?}");
+    assert!(info.1.contains(&("role".to_string(), "master".to_string())));
     assert_eq!(before.val("redis_db_keys", &[("db", "db0")]), 0.0);
 
     let _: () = q(&mut c, &["SET", "k", "v"]).expect("set");

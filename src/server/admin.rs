@@ -17,7 +17,7 @@
 
 use crate::documents::stats::Totals;
 use crate::server::listener::bind_addresses;
-use crate::state::{cmdstats, Server, VERSION};
+use crate::state::{cmdstats, Server, REDIS_COMPAT_VERSION, VERSION};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
@@ -490,6 +490,31 @@ fn metrics(s: &Server, snap: &Snapshot) -> String {
         "redis_up",
         "gauge",
         "Information about the Redis instance",
+        1,
+    );
+    p.family(
+        "redis_instance_info",
+        "gauge",
+        "Information about the Redis instance",
+    );
+    let (policy, port, pid) = (
+        s.config.read().get("maxmemory-policy").to_string(),
+        s.port.load(Ordering::Relaxed).to_string(),
+        std::process::id().to_string(),
+    );
+    p.sample(
+        "redis_instance_info",
+        &[
+            ("role", "master"),
+            ("redis_version", REDIS_COMPAT_VERSION),
+            ("redis_mode", "standalone"),
+            ("os", std::env::consts::OS),
+            ("maxmemory_policy", &policy),
+            ("tcp_port", &port),
+            ("run_id", &s.run_id),
+            ("process_id", &pid),
+            ("tidecache_version", VERSION),
+        ],
         1,
     );
     p.one(
