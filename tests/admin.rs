@@ -602,8 +602,13 @@ fn status_page_renders_live_numbers_in_headless_chromium() {
         5.0
     );
     assert_eq!(collection_cell(&dom, "0/users", "documents"), 1.0);
-    // The charts were drawn: one line for commands/s, one for memory, one per collection.
-    assert!(dom.matches("<polyline").count() >= 4, "charts not drawn");
+    // The charts were drawn: commands/s, memory, and `sessions` (the one collection with
+    // expirations) in the expirations chart.
+    assert_eq!(dom.matches("<polyline").count(), 3, "charts not drawn");
+    assert_eq!(
+        attr_of(&dom, "data-series=\"0/sessions\"", "data-value").as_deref(),
+        Some("5")
+    );
     assert!(
         dom.contains("data-command=\"set\""),
         "slowest commands table"

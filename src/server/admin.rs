@@ -38,6 +38,8 @@ const PAGE: &str = include_str!("status.html");
 const HISTORY: usize = 300;
 /// Expirations per minute count the deletions over this window.
 const MINUTE_MS: u64 = 60_000;
+/// Collections drawn in the expirations chart (those with the most in the last minute).
+const CHARTED_COLLECTIONS: usize = 8;
 /// Commands shown in the slowest-commands table.
 const SLOWEST: usize = 10;
 /// Connections served at once; more are closed on accept (an admin port has few clients,
@@ -99,7 +101,9 @@ struct Sample {
     commands: u64,
     used_memory: u64,
     rss: u64,
-    /// Each collection's TTL deletions so far, as (db, name, deleted).
+    /// TTL deletions so far of each collection that has had any, as (db, name, deleted),
+    /// sorted by (db, name). (The others would add a name a second to the history and
+    /// draw a flat line.)
     ttl_deleted: Vec<(usize, String, u64)>,
 }
 
@@ -128,6 +132,7 @@ async fn sampler(admin: Arc<Admin>) {
                     .store
                     .collection_totals()
                     .into_iter()
+                    .filter(|(_, _, t)| t.ttl.deleted_documents > 0)
                     .map(|(db, name, t)| (db, name, t.ttl.deleted_documents))
                     .collect(),
             };
@@ -270,18 +275,17 @@ impl Admin {
             rss.push(b.rss);
         }
         // Per collection: deletions over the minute before each sample (or since the
-        // first sample, when the history is shorter than a minute).
-        let mut expired = serde_json::Map::new();
-        let mut last_minute = std::collections::HashMap::new();
+        // first sample, when the history is shorter than a minute). A collection missing
+        // from a sample had no deletions yet.
+        let mut per_collection = Vec::new();
         if let Some(last) = samples.last() {
             for (db, name, _) in &last.ttl_deleted {
                 let deleted_at = |s: &Sample| {
                     s.ttl_deleted
-                        .iter()
-                        .find(|(d, n, _)| d == db && n == name)
-                        .map_or(0, |e| e.2)
+                        .binary_search_by(|(d, n, _)| (d, n.as_str()).cmp(&(db, name.as_str())))
+                        .map_or(0, |i| s.ttl_deleted[i].2)
                 };
-                let mut series = Vec::new();
+                let mut series = Vec::with_capacity(samples.len());
                 let mut from = 0;
                 for i in 1..samples.len() {
                     while samples[i].at_ms.saturating_sub(samples[from].at_ms) > MINUTE_MS {
@@ -289,10 +293,21 @@ impl Admin {
                     }
                     series.push(deleted_at(samples[i]).saturating_sub(deleted_at(samples[from])));
                 }
-                last_minute.insert((*db, name.as_str()), series.last().copied().unwrap_or(0));
-                expired.insert(format!("{db}/{name}"), json!(series));
+                let now = series.last().copied().unwrap_or(0);
+                per_collection.push((now, *db, name.as_str(), series));
             }
         }
+        let last_minute: std::collections::HashMap<(usize, &str), u64> = per_collection
+            .iter()
+            .map(|(now, db, name, _)| ((*db, *name), *now))
+            .collect();
+        // The chart draws the collections with the most expirations in the last minute.
+        per_collection.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let expired: serde_json::Map<String, Value> = per_collection
+            .into_iter()
+            .take(CHARTED_COLLECTIONS)
+            .map(|(_, db, name, series)| (format!("{db}/{name}"), json!(series)))
+            .collect();
         let collections: Vec<Value> = snap
             .collections
             .iter()
