@@ -68,6 +68,14 @@ pub async fn bind(server: &Server) -> std::io::Result<Option<AdminListeners>> {
         return Ok(None);
     }
     let (sockets, port) = bind_addresses(&bind, port).await?;
+    // The figures are readable by anyone who reaches the port (no AUTH, unlike RESP).
+    for addr in sockets.iter().filter_map(|s| s.local_addr().ok()) {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                "the admin port has no authentication and listens on {addr}: anyone who reaches it can read the server's metrics"
+            );
+        }
+    }
     tracing::info!(
         "accepting admin HTTP connections on {} port {port} (/metrics, /, /stats.json)",
         bind
