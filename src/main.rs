@@ -111,6 +111,22 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    // The admin port (off unless admin-port is set): bound now so a port in use stops the
+    // start as the RESP port's does, and served at once (metrics during a journal replay).
+    match tidecache::server::admin::bind(&server).await {
+        Ok(Some(admin)) => tidecache::server::admin::spawn(&server, admin),
+        Ok(None) => {}
+        Err(e) => {
+            let port = server.config.read().get_i64("admin-port");
+            tracing::error!("{e}");
+            log.line(Level::Warning, &format!("Warning: {e}"));
+            log.line(
+                Level::Warning,
+                &format!("Failed listening on admin port {port} (TCP), aborting."),
+            );
+            return 1;
+        }
+    }
     // The journal is replayed while clients are already served, as Redis loads: they are
     // answered `-LOADING` except by the commands flagged `loading` (INFO shows the progress).
     let mut serving = None;

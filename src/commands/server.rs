@@ -6,7 +6,7 @@ use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{command_info, help_reply, keys_of, resolve, table, text, Ctx};
 use crate::config::{self, SETTINGS};
 use crate::protocol::Reply;
-use crate::state::{unix_millis, REDIS_COMPAT_VERSION, VERSION};
+use crate::state::{unix_millis, Server, REDIS_COMPAT_VERSION, VERSION};
 use crate::util::glob::glob_match;
 use bytes::Bytes;
 use std::fmt::Write;
@@ -622,13 +622,6 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             .unwrap_or_default()
     };
     let _ = write!(out, "# {title}\r\n");
-    let counters = s.store.counters();
-    let sum = |f: fn(&crate::store::ShardCounters) -> &std::sync::atomic::AtomicU64| {
-        counters
-            .iter()
-            .map(|c| f(c).load(Ordering::Relaxed))
-            .sum::<u64>()
-    };
     let mut kv = |k: &str, v: &dyn std::fmt::Display| {
         let _ = write!(out, "{k}:{v}\r\n");
     };
@@ -737,13 +730,11 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 "total_error_replies",
                 &crate::state::cmdstats::total_error_replies(),
             );
-            kv("expired_keys", &sum(|c| &c.expired));
-            kv("evicted_keys", &sum(|c| &c.evicted));
-            kv("keyspace_hits", &(g(&st.keyspace_hits) + sum(|c| &c.hits)));
-            kv(
-                "keyspace_misses",
-                &(g(&st.keyspace_misses) + sum(|c| &c.misses)),
-            );
+            let k = keyspace_counters(s);
+            kv("expired_keys", &k.expired);
+            kv("evicted_keys", &k.evicted);
+            kv("keyspace_hits", &k.hits);
+            kv("keyspace_misses", &k.misses);
             kv("lazyfreed_objects", &g(&st.lazyfreed));
             let (_, tracked_keys, tracked_items, prefixes) = s.tracking.info();
             kv("tracking_total_keys", &tracked_keys);
@@ -816,6 +807,31 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         _ => {}
     }
     let _ = SETTINGS;
+}
+
+/// INFO stats' key-space counters, each the server's own count plus every shard's (the
+/// admin port's `/metrics` reports the same numbers).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeyspaceCounters {
+    pub hits: u64,
+    pub misses: u64,
+    pub expired: u64,
+    pub evicted: u64,
+}
+
+pub fn keyspace_counters(s: &Server) -> KeyspaceCounters {
+    let mut k = KeyspaceCounters {
+        hits: s.stats.keyspace_hits.load(Ordering::Relaxed),
+        misses: s.stats.keyspace_misses.load(Ordering::Relaxed),
+        ..Default::default()
+    };
+    for c in s.store.counters() {
+        k.hits += c.hits.load(Ordering::Relaxed);
+        k.misses += c.misses.load(Ordering::Relaxed);
+        k.expired += c.expired.load(Ordering::Relaxed);
+        k.evicted += c.evicted.load(Ordering::Relaxed);
+    }
+    k
 }
 
 fn human(bytes: u64) -> String {

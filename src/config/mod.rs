@@ -50,6 +50,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis." },
     Setting { name: "tls-port", default: "0", live: false, kind: Kind::Int(0, 65535),
         doc: "TLS port, served on the same addresses as port and at the same time. 0: no TLS." },
+    Setting { name: "admin-port", default: "0", live: false, kind: Kind::Int(0, 65535),
+        doc: "HTTP port of the admin server: Prometheus metrics at /metrics, a status page at /, its data at /stats.json. 0: off. No authentication: keep it on a trusted address." },
+    Setting { name: "admin-bind", default: "127.0.0.1", live: false, kind: Kind::Str,
+        doc: "Addresses the admin port listens on, separated by spaces (loopback only by default). A leading '-' means: skip the address if it is not available." },
     Setting { name: "tls-cert-file", default: "", live: true, kind: Kind::Str,
         doc: "The server's certificate chain (PEM). Setting any tls-* setting with CONFIG SET reloads the files for new connections; a file that does not load answers an error and the old certificates stay." },
     Setting { name: "tls-key-file", default: "", live: true, kind: Kind::Str,
@@ -244,7 +248,15 @@ pub const IGNORED: &[(&str, &[&str])] = &[
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force
 /// (Redis changes them at run time; tidecache cannot, but a no-op is still true).
-pub const SAME_VALUE_OK: &[&str] = &["bind", "port", "appendonly", "dbfilename", "shards"];
+pub const SAME_VALUE_OK: &[&str] = &[
+    "bind",
+    "port",
+    "appendonly",
+    "dbfilename",
+    "shards",
+    "admin-port",
+    "admin-bind",
+];
 
 /// The `IGNORED` entry for `name`, if `name` is not a setting.
 pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {

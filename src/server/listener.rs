@@ -58,17 +58,28 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<Listener>> {
     Ok(listeners)
 }
 
-/// Binds every address of `bind` on `port` (0: a free port, the same on every address).
-/// An address with a leading `-` is skipped when it cannot be bound (as Redis does for
-/// `-::1` on hosts without IPv6). Returns the port bound.
+/// Binds every address of `bind` on `port` for the RESP listeners.
 async fn bind_port(
     server: &Server,
-    mut port: u16,
+    port: u16,
     tls: bool,
     listeners: &mut Vec<Listener>,
 ) -> std::io::Result<u16> {
     let bind = server.config.read().get("bind").to_string();
-    let before = listeners.len();
+    let (sockets, port) = bind_addresses(&bind, port).await?;
+    listeners.extend(sockets.into_iter().map(|socket| Listener { socket, tls }));
+    Ok(port)
+}
+
+/// Binds every address of `bind` (space-separated, as the `bind` setting) on `port` (0: a
+/// free port, the same on every address). An address with a leading `-` is skipped when it
+/// cannot be bound (as Redis does for `-::1` on hosts without IPv6). Returns the sockets
+/// and the port bound. The admin port binds `admin-bind` with it too.
+pub(crate) async fn bind_addresses(
+    bind: &str,
+    mut port: u16,
+) -> std::io::Result<(Vec<TcpListener>, u16)> {
+    let mut listeners = Vec::new();
     for word in bind.split_whitespace() {
         let (optional, addr) = match word.strip_prefix('-') {
             Some(a) => (true, a),
@@ -89,7 +100,7 @@ async fn bind_port(
                 if port == 0 {
                     port = l.local_addr()?.port();
                 }
-                listeners.push(Listener { socket: l, tls });
+                listeners.push(l);
             }
             Err(e) if optional => tracing::debug!("skipping optional bind address {addr}: {e}"),
             Err(e) => {
@@ -102,13 +113,13 @@ async fn bind_port(
             }
         }
     }
-    if listeners.len() == before {
+    if listeners.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::AddrNotAvailable,
             "no address could be bound",
         ));
     }
-    Ok(port)
+    Ok((listeners, port))
 }
 
 /// An accepted socket on its way to admission.

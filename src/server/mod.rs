@@ -1,7 +1,8 @@
 //! The network side and the background work: the listener (bind, admission, graceful
-//! shutdown), each connection's loop, and the scheduling of active expiry and of the TTL
-//! monitors. It drives the shared state (`state/`) through the command table.
+//! shutdown), each connection's loop, the admin port (metrics and status page), and the
+//! scheduling of active expiry and of the TTL monitors. It drives the shared state (`state/`) through the command table.
 
+pub mod admin;
 pub mod connection;
 pub mod listener;
 pub mod ttl;

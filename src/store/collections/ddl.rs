@@ -204,6 +204,26 @@ impl Store {
         t.collections = self.lock(0).dbs.iter().map(|d| d.collections.len()).sum();
         t
     }
+
+    /// Each collection's totals (as `DOC.STATS` sums them) as (db, name, totals), by
+    /// database then name: the admin port's per-collection figures.
+    pub fn collection_totals(&self) -> Vec<(usize, String, Totals)> {
+        let _catalog = self.catalog_read();
+        let mut out: std::collections::BTreeMap<(usize, String), Totals> = Default::default();
+        self.for_each_shard(|s| {
+            for (d, db) in s.dbs.iter().enumerate() {
+                for (name, cs) in &db.collections {
+                    out.entry((d, name.clone())).or_default().add(cs);
+                }
+            }
+        });
+        out.into_iter()
+            .map(|((db, name), mut t)| {
+                t.collections = 1;
+                (db, name, t)
+            })
+            .collect()
+    }
 }
 
 impl Coll<'_> {
