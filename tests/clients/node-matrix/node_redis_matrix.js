@@ -1,7 +1,7 @@
 // node-redis 5 (the `redis` package, unmodified, pinned in package.json) against a server on
 // 127.0.0.1:PORT, run by tests/client_matrix.rs. Checks, each on what the server answered:
 // - RESP3 (`RESP: 3`): HELLO 3 in the handshake, CLIENT INFO resp=3 and lib-name, a map
-//   as an object, a double as a number;
+//   as an object, a double as a number, GEOPOS's doubles with Redis's digits;
 // - multi/exec: replies, WATCH with another client's write making exec() throw WatchError,
 //   then the retry succeeding; an error inside MULTI rejecting exec() with the replies;
 // - pubsub over RESP2 and RESP3: subscribe/pSubscribe listeners get message and pattern
@@ -15,7 +15,7 @@
 // Exits non-zero listing what failed. Usage: node node_redis_matrix.js PORT
 'use strict';
 
-const { createClient, WatchError } = require('redis');
+const { createClient, WatchError, RESP_TYPES } = require('redis');
 
 const port = Number(process.argv[2]);
 if (!port) {
@@ -78,6 +78,19 @@ async function resp3() {
   await r.zAdd('z', { score: 1.5, value: 'm' });
   const score = await r.zScore('z', 'm');
   check(score === 1.5, `ZSCORE is a RESP3 double (${JSON.stringify(score)})`);
+  // GEO coordinates: Redis writes the same long-double text in both protocols (a RESP3
+  // double in RESP3). node-redis parses RESP3 doubles digit by digit, so other digits
+  // (even of the same value) would hand its users a number one ulp away from redis-server's.
+  await r.geoAdd('g', { longitude: 13.36, latitude: 38.11, member: 'p' });
+  const [pos3] = await r.sendCommand(['GEOPOS', 'g', 'p'], { typeMapping: { [RESP_TYPES.DOUBLE]: String } });
+  const resp2 = createClient({ socket });
+  await resp2.connect();
+  const [pos2] = await resp2.sendCommand(['GEOPOS', 'g', 'p']);
+  await resp2.close();
+  check(
+    same(pos3.map(String), pos2.map(String)) && pos2[0] === '13.35999995470046997',
+    `GEOPOS: the RESP3 doubles carry RESP2's digits (${JSON.stringify(pos3)} vs ${JSON.stringify(pos2)})`,
+  );
   await r.close();
 }
 
