@@ -571,11 +571,13 @@ fn human(d: f64) -> String {
     }
 }
 
-/// A coordinate: Redis's human long double text in RESP2; a RESP3 double (whose digits are
-/// `%.17g`, where Redis prints its `%.17Lf` text, the same value once parsed).
+/// A coordinate: Redis's human long double text (`addReplyHumanLongDouble`), a bulk string
+/// in RESP2 and a RESP3 double with the same digits. The shortest `%.17g` digits would be
+/// the same value for an exact parser, but clients that parse RESP3 doubles digit by digit
+/// (node-redis) then get a number one ulp away from what redis-server gives them.
 fn coord_reply(d: f64, resp3: bool) -> Reply {
     if resp3 {
-        return Reply::Double(d);
+        return Reply::Encoded(format!(",{}\r\n", human(d)).into());
     }
     Reply::bulk(human(d))
 }
