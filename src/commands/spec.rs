@@ -505,6 +505,11 @@ impl CommandSpec {
         let argc = args.len();
         let mut out = Vec::new();
         for ks in self.effective_key_specs() {
+            // A `not_key` spec (SPUBLISH's shard channel) names no key: Redis leaves it out
+            // of GETKEYS and ACL key checks too.
+            if ks.flags.contains(&"not_key") {
+                continue;
+            }
             let start = match ks.begin {
                 Begin::Index(i) if i > 0 && (i as usize) < argc => i as usize,
                 Begin::Index(_) => continue,
