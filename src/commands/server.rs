@@ -130,7 +130,7 @@ static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("memory|usage", -3, crate::commands::keyspace_admin::memory_usage).flags(READONLY).keys(2, 2, 1)
+    SRV.cmd("memory|usage", -3, crate::commands::keyspace_admin::memory_usage).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"])
         .doc("4.0.0", "Estimates the memory usage of a key.")
         .complexity("O(N) where N is the number of samples.")
         .args("key:key [SAMPLES=count:integer]"),
@@ -146,14 +146,14 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("object|encoding", 3, crate::commands::keyspace_admin::object_encoding).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|encoding", 3, crate::commands::keyspace_admin::object_encoding).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the internal encoding of an object.").args("key:key"),
-    SRV.cmd("object|idletime", 3, crate::commands::keyspace_admin::object_idletime).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|idletime", 3, crate::commands::keyspace_admin::object_idletime).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the time since the last access to an object.").args("key:key"),
-    SRV.cmd("object|freq", 3, crate::commands::keyspace_admin::object_freq).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|freq", 3, crate::commands::keyspace_admin::object_freq).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("4.0.0", "Returns the logarithmic access frequency counter of an object.")
         .args("key:key"),
-    SRV.cmd("object|refcount", 3, crate::commands::keyspace_admin::object_refcount).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|refcount", 3, crate::commands::keyspace_admin::object_refcount).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the reference count of a key's value.").args("key:key"),
     SRV.cmd("object|help", 2, crate::commands::keyspace_admin::object_help).flags(LOADING | STALE).acl(acl::KEYSPACE).group("generic")
         .doc("6.2.0", "Returns helpful text about the different subcommands."),
