@@ -426,6 +426,10 @@ fn junk_values() -> Vec<Vec<u8>> {
         "abc",
         "1.5",
         "-2.5",
+        // Tiny positive floats: as a blocking timeout Redis rounds them up to 1 ms; they
+        // once became 0 ("for ever") here and stalled the client (regression).
+        "1e-320",
+        "0.0001",
         "nan",
         "inf",
         "-inf",
