@@ -62,6 +62,11 @@ fn resp2_subscribe_publish_and_separate_counts() {
     assert_eq!(chans, ["chan1", "chan2"]);
     assert_eq!(strs(&mut c, &["PUBSUB", "SHARDCHANNELS", "*2"]), ["chan2"]);
     assert_eq!(strs(&mut c, &["PUBSUB", "CHANNELS"]), ["chan1"]);
+    let info: String = q(&mut c, &["INFO", "stats"]).expect("INFO");
+    assert!(
+        info.contains("pubsub_channels:1\r\npubsub_patterns:1\r\npubsubshard_channels:2\r\n"),
+        "{info}"
+    );
     let list: String = q(&mut c, &["CLIENT", "LIST"]).expect("CLIENT LIST");
     let line = list
         .lines()

@@ -751,6 +751,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("tracking_total_prefixes", &prefixes);
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
+            kv("pubsubshard_channels", &s.pubsub.shard_channel_count());
             kv(
                 "client_output_buffer_limit_disconnections",
                 &s.pubsub.limit_disconnections.load(Ordering::Relaxed),

@@ -386,6 +386,11 @@ impl PubSub {
         self.channels.read().len()
     }
 
+    /// Shard channels with a subscriber (INFO `pubsubshard_channels`).
+    pub fn shard_channel_count(&self) -> usize {
+        self.shard_channels.read().len()
+    }
+
     pub fn numpat(&self) -> usize {
         self.pattern_count.load(Ordering::Relaxed)
     }
