@@ -269,7 +269,7 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if NO_MANDATORY_KEYS.contains(&spec.name) {
             return Ok(Reply::Array(vec![]));
         }
-        return Err(CommandError::msg("ERR The command has no key arguments"));
+        return Err(no_keys_error(spec));
     }
     Ok(Reply::Array(
         keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect(),
@@ -282,7 +282,7 @@ fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult
     let spec = getkeys_target(inner)?;
     let keys = spec.key_positions_with_flags(inner);
     if keys.is_empty() {
-        return Err(CommandError::msg("ERR The command has no key arguments"));
+        return Err(no_keys_error(spec));
     }
     Ok(Reply::Array(
         keys.into_iter()
@@ -305,6 +305,21 @@ const NO_MANDATORY_KEYS: &[&str] = &[
     "fcall",
     "fcall_ro",
 ];
+
+/// GETKEYS with no keys found: Redis says the arguments are invalid when the command does
+/// have keys (ZUNIONSTORE with a key count past the arguments), and that it has none when
+/// it has no key spec other than `not_key` ones (PING, SPUBLISH).
+fn no_keys_error(spec: &CommandSpec) -> CommandError {
+    let has_keys = spec
+        .effective_key_specs()
+        .iter()
+        .any(|ks| !ks.flags.contains(&"not_key"));
+    CommandError::msg(if has_keys {
+        "ERR Invalid arguments specified for command"
+    } else {
+        "ERR The command has no key arguments"
+    })
+}
 
 /// The command GETKEYS and GETKEYSANDFLAGS look into, with Redis's errors.
 fn getkeys_target(inner: &[Bytes]) -> CommandResult<&'static CommandSpec> {
