@@ -32,6 +32,25 @@ const fn at(flags: &'static [&'static str], index: i32, last: i32) -> KeySpec {
 
 const RO_ACCESS: &[KeySpec] = &[at(&["RO", "access"], 1, 0)];
 const RW_ACCESS_UPDATE: &[KeySpec] = &[at(&["RW", "access", "update"], 1, 0)];
+const BITFIELD_KEYS: &[KeySpec] = &[at(&["RW", "access", "update", "variable_flags"], 1, 0)];
+
+/// BITFIELD's key flags for one call, as Redis's `bitfieldGetKeys`: only GETs (and
+/// OVERFLOW) read the key; a SET, INCRBY or anything malformed may write it.
+fn bitfield_key_flags(args: &[bytes::Bytes]) -> &'static [&'static str] {
+    let mut i = 2;
+    while i < args.len() {
+        let rem = args.len() - i - 1;
+        let a = &args[i];
+        if a.eq_ignore_ascii_case(b"get") && rem >= 2 {
+            i += 3;
+        } else if a.eq_ignore_ascii_case(b"overflow") && rem >= 1 {
+            i += 2;
+        } else {
+            return &["RW", "access", "update"];
+        }
+    }
+    &["RO", "access"]
+}
 const BITOP_KEYS: &[KeySpec] = &[at(&["OW", "update"], 2, 0), at(&["RO", "access"], 3, -1)];
 
 #[rustfmt::skip]
@@ -51,7 +70,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     FAMILY.cmd("bitop", -4, bitop).flags(WRITE | DENYOOM).keys(2, -1, 1).key_specs(BITOP_KEYS)
         .doc("2.6.0", "Perform bitwise operations between strings").complexity("O(N)")
         .args("operation destkey:key key:key..."),
-    FAMILY.cmd("bitfield", -2, bitfield).flags(WRITE | DENYOOM).key().key_specs(RW_ACCESS_UPDATE)
+    FAMILY.cmd("bitfield", -2, bitfield).flags(WRITE | DENYOOM).key().key_specs(BITFIELD_KEYS).key_flags(bitfield_key_flags)
         .doc("3.2.0", "Perform arbitrary bitfield integer operations on strings")
         .complexity("O(1) for each subcommand specified")
         .args("key:key [operation:(GET=encoding_offset:{encoding offset:integer}|write:{[OVERFLOW=wrap_sat_fail:(WRAP|SAT|FAIL)] write_operation:(SET=encoding_offset_value:{encoding offset:integer value:integer}|INCRBY=encoding_offset_increment:{encoding offset:integer increment:integer})})...]"),

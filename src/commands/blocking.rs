@@ -14,7 +14,9 @@ pub fn parse_timeout(b: &[u8]) -> CommandResult<Option<Instant>> {
     let secs = crate::util::num::parse_f64(b)
         .filter(|s| s.is_finite())
         .ok_or_else(|| CommandError::msg("ERR timeout is not a float or out of range"))?;
-    let ms = (secs * 1000.0).trunc();
+    // Rounded up as Redis's `ceill`: a tiny positive timeout (0.0001, 1e-320) is a 1 ms
+    // wait, not 0 (which means "block for ever" and left such a client stuck).
+    let ms = (secs * 1000.0).ceil();
     if ms < 0.0 {
         return Err(CommandError::msg("ERR timeout is negative"));
     }

@@ -30,7 +30,7 @@ const HMSET_KEYS: &[KeySpec] = &[KeySpec {
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    HASH.cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hset", -4, hset).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("2.0.0", "Set the string value of a hash field")
         .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs.")
         .args("key:key field_value:{field value}..."),
@@ -38,7 +38,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("2.0.0", "Set multiple hash fields to multiple values (deprecated since 4.0.0; use HSET with multiple field-value pairs)")
         .complexity("O(N) where N is the number of fields being set.")
         .args("key:key field_value:{field value}..."),
-    HASH.cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hsetnx", 4, hsetnx).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("2.0.0", "Set the value of a hash field, only if the field does not exist")
         .args("key:key field value"),
     HASH.cmd("hget", 3, hget).flags(READONLY | FAST).key()
@@ -50,12 +50,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     HASH.cmd("hgetall", 2, hgetall).flags(READONLY).key()
         .doc("2.0.0", "Get all the fields and values in a hash")
         .complexity("O(N) where N is the size of the hash.").args("key:key"),
-    HASH.cmd("hdel", -3, hdel).flags(WRITE | FAST).key()
+    HASH.cmd("hdel", -3, hdel).flags(WRITE | FAST).key().key_spec_flags(&["RW", "delete"])
         .doc("2.0.0", "Delete one or more hash fields")
         .complexity("O(N) where N is the number of fields to be removed.").args("key:key field..."),
-    HASH.cmd("hexists", 3, hexists).flags(READONLY | FAST).key()
+    HASH.cmd("hexists", 3, hexists).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("2.0.0", "Determine if a hash field exists").args("key:key field"),
-    HASH.cmd("hlen", 2, hlen).flags(READONLY | FAST).key()
+    HASH.cmd("hlen", 2, hlen).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("2.0.0", "Get the number of fields in a hash").args("key:key"),
     HASH.cmd("hkeys", 2, hkeys).flags(READONLY).key()
         .doc("2.0.0", "Get all the fields in a hash")
@@ -63,13 +63,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     HASH.cmd("hvals", 2, hvals).flags(READONLY).key()
         .doc("2.0.0", "Get all the values in a hash")
         .complexity("O(N) where N is the size of the hash.").args("key:key"),
-    HASH.cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hincrby", 4, hincrby).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("2.0.0", "Increment the integer value of a hash field by the given number")
         .args("key:key field increment:integer"),
-    HASH.cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST).key()
+    HASH.cmd("hincrbyfloat", 4, hincrbyfloat).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("2.6.0", "Increment the float value of a hash field by the given amount")
         .args("key:key field increment:double"),
-    HASH.cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST).key()
+    HASH.cmd("hstrlen", 3, hstrlen).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("3.2.0", "Get the length of the value of a hash field").args("key:key field"),
     HASH.cmd("hscan", -3, hscan).flags(READONLY).key()
         .doc("2.8.0", "Incrementally iterate hash fields and associated values")

@@ -1,7 +1,7 @@
 //! Keys family (group generic): DEL EXISTS TYPE RENAME SCAN EXPIRE TTL ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::args::{Args, CommandError, CommandResult};
-use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec, KeySpec};
 use crate::commands::{is, text, Ctx};
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
@@ -15,23 +15,38 @@ use bytes::Bytes;
 
 const KEYS: CommandSpec = family("generic", acl::KEYSPACE);
 
+// Source and destination have their own key specs, as redis-server 7's COMMAND INFO: ACL
+// `%R~`/`%W~` selectors and DRYRUN judge each key by its own access.
+const RENAME_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, &["RW", "access", "delete"]),
+    KeySpec::at(2, &["OW", "update"]),
+];
+const RENAMENX_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, &["RW", "access", "delete"]),
+    KeySpec::at(2, &["OW", "insert"]),
+];
+const COPY_KEYS: &[KeySpec] = &[
+    KeySpec::at(1, &["RO", "access"]),
+    KeySpec::at(2, &["OW", "update"]),
+];
+
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    KEYS.cmd("del", -2, del).flags(WRITE).keys(1, -1, 1).doc("1.0.0", "Delete a key")
+    KEYS.cmd("del", -2, del).flags(WRITE).keys(1, -1, 1).key_spec_flags(&["RM", "delete"]).doc("1.0.0", "Delete a key")
         .complexity("O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).")
         .args("key:key..."),
-    KEYS.cmd("unlink", -2, unlink).flags(WRITE | FAST).keys(1, -1, 1)
+    KEYS.cmd("unlink", -2, unlink).flags(WRITE | FAST).keys(1, -1, 1).key_spec_flags(&["RM", "delete"])
         .doc("4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.")
         .complexity("O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.")
         .args("key:key..."),
-    KEYS.cmd("exists", -2, exists).flags(READONLY | FAST).keys(1, -1, 1)
+    KEYS.cmd("exists", -2, exists).flags(READONLY | FAST).keys(1, -1, 1).key_spec_flags(&["RO"])
         .doc("1.0.0", "Determine if a key exists")
         .complexity("O(N) where N is the number of keys to check.").args("key:key..."),
-    KEYS.cmd("type", 2, type_cmd).flags(READONLY | FAST).key()
+    KEYS.cmd("type", 2, type_cmd).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("1.0.0", "Determine the type stored at key").args("key:key"),
-    KEYS.cmd("rename", 3, rename).flags(WRITE).keys(1, 2, 1).doc("1.0.0", "Rename a key")
+    KEYS.cmd("rename", 3, rename).flags(WRITE).keys(1, 2, 1).key_specs(RENAME_KEYS).doc("1.0.0", "Rename a key")
         .args("key:key newkey:key"),
-    KEYS.cmd("renamenx", 3, renamenx).flags(WRITE | FAST).keys(1, 2, 1)
+    KEYS.cmd("renamenx", 3, renamenx).flags(WRITE | FAST).keys(1, 2, 1).key_specs(RENAMENX_KEYS)
         .doc("1.0.0", "Rename a key, only if the new key does not exist").args("key:key newkey:key"),
     KEYS.cmd("keys", 2, keys_cmd).flags(READONLY).acl(acl::DANGEROUS)
         .doc("1.0.0", "Find all keys matching the given pattern")
@@ -43,25 +58,25 @@ pub static COMMANDS: &[CommandSpec] = &[
         .args("cursor:integer [MATCH=pattern:pattern] [COUNT=count:integer] [TYPE=type]"),
     KEYS.cmd("randomkey", 1, randomkey).flags(READONLY)
         .doc("1.0.0", "Return a random key from the keyspace"),
-    KEYS.cmd("touch", -2, touch).flags(READONLY | FAST).keys(1, -1, 1)
+    KEYS.cmd("touch", -2, touch).flags(READONLY | FAST).keys(1, -1, 1).key_spec_flags(&["RO"])
         .doc("3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified.")
         .complexity("O(N) where N is the number of keys that will be touched.").args("key:key..."),
-    KEYS.cmd("copy", -3, copy_cmd).flags(WRITE | DENYOOM).keys(1, 2, 1)
+    KEYS.cmd("copy", -3, copy_cmd).flags(WRITE | DENYOOM).keys(1, 2, 1).key_specs(COPY_KEYS)
         .doc("6.2.0", "Copy a key")
         .complexity("O(N) worst case for collections, where N is the number of nested items. O(1) for string values.")
         .args("source:key destination:key [DB=destination-db:integer] [REPLACE]"),
-    KEYS.cmd("move", 3, move_cmd).flags(WRITE | FAST).key()
+    KEYS.cmd("move", 3, move_cmd).flags(WRITE | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Move a key to another database").args("key:key db:integer"),
-    KEYS.cmd("expire", -3, expire).flags(WRITE | FAST).key()
+    KEYS.cmd("expire", -3, expire).flags(WRITE | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("1.0.0", "Set a key's time to live in seconds")
         .args("key:key seconds:integer [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("pexpire", -3, pexpire).flags(WRITE | FAST).key()
+    KEYS.cmd("pexpire", -3, pexpire).flags(WRITE | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("2.6.0", "Set a key's time to live in milliseconds")
         .args("key:key milliseconds:integer [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("expireat", -3, expireat).flags(WRITE | FAST).key()
+    KEYS.cmd("expireat", -3, expireat).flags(WRITE | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("1.2.0", "Set the expiration for a key as a UNIX timestamp")
         .args("key:key unix-time-seconds:unix-time [condition:(NX|XX|GT|LT)]"),
-    KEYS.cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST).key()
+    KEYS.cmd("pexpireat", -3, pexpireat).flags(WRITE | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds")
         .args("key:key unix-time-milliseconds:unix-time [condition:(NX|XX|GT|LT)]"),
     KEYS.cmd("ttl", 2, ttl).flags(READONLY | FAST).key()
@@ -72,7 +87,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Get the expiration Unix timestamp for a key").args("key:key"),
     KEYS.cmd("pexpiretime", 2, pexpiretime).flags(READONLY | FAST).key()
         .doc("7.0.0", "Get the expiration Unix timestamp for a key in milliseconds").args("key:key"),
-    KEYS.cmd("persist", 2, persist).flags(WRITE | FAST).key()
+    KEYS.cmd("persist", 2, persist).flags(WRITE | FAST).key().key_spec_flags(&["RW", "update"])
         .doc("2.2.0", "Remove the expiration from a key").args("key:key"),
 ];
 

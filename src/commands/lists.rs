@@ -22,31 +22,31 @@ const BLMPOP_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "delete"]
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    LIST.cmd("lpush", -3, lpush).flags(WRITE | DENYOOM | FAST).key()
+    LIST.cmd("lpush", -3, lpush).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("1.0.0", "Prepend one or multiple elements to a list")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
         .args("key:key element..."),
-    LIST.cmd("rpush", -3, rpush).flags(WRITE | DENYOOM | FAST).key()
+    LIST.cmd("rpush", -3, rpush).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("1.0.0", "Append one or multiple elements to a list")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
         .args("key:key element..."),
-    LIST.cmd("lpushx", -3, lpushx).flags(WRITE | DENYOOM | FAST).key()
+    LIST.cmd("lpushx", -3, lpushx).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("2.2.0", "Prepend an element to a list, only if the list exists")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
         .args("key:key element..."),
-    LIST.cmd("rpushx", -3, rpushx).flags(WRITE | DENYOOM | FAST).key()
+    LIST.cmd("rpushx", -3, rpushx).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("2.2.0", "Append an element to a list, only if the list exists")
         .complexity("O(1) for each element added, so O(N) to add N elements when the command is called with multiple arguments.")
         .args("key:key element..."),
-    LIST.cmd("lpop", -2, lpop).flags(WRITE | FAST).key()
+    LIST.cmd("lpop", -2, lpop).flags(WRITE | FAST).key().key_spec_flags(&["RW", "access", "delete"])
         .doc("1.0.0", "Remove and get the first elements in a list")
         .complexity("O(N) where N is the number of elements returned")
         .args("key:key [count:integer]"),
-    LIST.cmd("rpop", -2, rpop).flags(WRITE | FAST).key()
+    LIST.cmd("rpop", -2, rpop).flags(WRITE | FAST).key().key_spec_flags(&["RW", "access", "delete"])
         .doc("1.0.0", "Remove and get the last elements in a list")
         .complexity("O(N) where N is the number of elements returned")
         .args("key:key [count:integer]"),
-    LIST.cmd("llen", 2, llen).flags(READONLY | FAST).key()
+    LIST.cmd("llen", 2, llen).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("1.0.0", "Get the length of a list").args("key:key"),
     LIST.cmd("lrange", 4, lrange).flags(READONLY).key()
         .doc("1.0.0", "Get a range of elements from a list")
@@ -56,19 +56,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Get an element from a list by its index")
         .complexity("O(N) where N is the number of elements to traverse to get to the element at index. This makes asking for the first or the last element of the list O(1).")
         .args("key:key index:integer"),
-    LIST.cmd("lset", 4, lset).flags(WRITE | DENYOOM).key()
+    LIST.cmd("lset", 4, lset).flags(WRITE | DENYOOM).key().key_spec_flags(&["RW", "update"])
         .doc("1.0.0", "Set the value of an element in a list by its index")
         .complexity("O(N) where N is the length of the list. Setting either the first or the last element of the list is O(1).")
         .args("key:key index:integer element"),
-    LIST.cmd("linsert", 5, linsert).flags(WRITE | DENYOOM).key()
+    LIST.cmd("linsert", 5, linsert).flags(WRITE | DENYOOM).key().key_spec_flags(&["RW", "insert"])
         .doc("2.2.0", "Insert an element before or after another element in a list")
         .complexity("O(N) where N is the number of elements to traverse before seeing the value pivot. This means that inserting somewhere on the left end on the list (head) can be considered O(1) and inserting somewhere on the right end (tail) is O(N).")
         .args("key:key where:(BEFORE|AFTER) pivot element"),
-    LIST.cmd("lrem", 4, lrem).flags(WRITE).key()
+    LIST.cmd("lrem", 4, lrem).flags(WRITE).key().key_spec_flags(&["RW", "delete"])
         .doc("1.0.0", "Remove elements from a list")
         .complexity("O(N+M) where N is the length of the list and M is the number of elements removed.")
         .args("key:key count:integer element"),
-    LIST.cmd("ltrim", 4, ltrim).flags(WRITE).key()
+    LIST.cmd("ltrim", 4, ltrim).flags(WRITE).key().key_spec_flags(&["RW", "delete"])
         .doc("1.0.0", "Trim a list to the specified range")
         .complexity("O(N) where N is the number of elements to be removed by the operation.")
         .args("key:key start:integer stop:integer"),
@@ -86,11 +86,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Pop elements from a list")
         .complexity("O(N+M) where N is the number of provided keys and M is the number of elements returned.")
         .args("numkeys:integer key:key... where:(LEFT|RIGHT) [COUNT=count:integer]"),
-    LIST.cmd("blpop", -3, blpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1)
+    LIST.cmd("blpop", -3, blpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).key_spec_flags(&["RW", "access", "delete"])
         .doc("2.0.0", "Remove and get the first element in a list, or block until one is available")
         .complexity("O(N) where N is the number of provided keys.")
         .args("key:key... timeout:double"),
-    LIST.cmd("brpop", -3, brpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1)
+    LIST.cmd("brpop", -3, brpop).flags(WRITE | NOSCRIPT | BLOCKING).keys(1, -2, 1).key_spec_flags(&["RW", "access", "delete"])
         .doc("2.0.0", "Remove and get the last element in a list, or block until one is available")
         .complexity("O(N) where N is the number of provided keys.")
         .args("key:key... timeout:double"),

@@ -57,8 +57,8 @@ pub use functions::stats as function_stats;
 
 const FAMILY: CommandSpec = family("scripting", acl::SCRIPTING);
 
-const EVAL_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "ACCESS", "UPDATE"])];
-const EVAL_RO_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RO", "ACCESS"])];
+const EVAL_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RW", "access", "update"])];
+const EVAL_RO_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RO", "access"])];
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[

@@ -130,7 +130,7 @@ static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("memory|usage", -3, crate::commands::keyspace_admin::memory_usage).flags(READONLY).keys(2, 2, 1)
+    SRV.cmd("memory|usage", -3, crate::commands::keyspace_admin::memory_usage).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"])
         .doc("4.0.0", "Estimates the memory usage of a key.")
         .complexity("O(N) where N is the number of samples.")
         .args("key:key [SAMPLES=count:integer]"),
@@ -146,14 +146,14 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.cmd("object|encoding", 3, crate::commands::keyspace_admin::object_encoding).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|encoding", 3, crate::commands::keyspace_admin::object_encoding).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the internal encoding of an object.").args("key:key"),
-    SRV.cmd("object|idletime", 3, crate::commands::keyspace_admin::object_idletime).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|idletime", 3, crate::commands::keyspace_admin::object_idletime).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the time since the last access to an object.").args("key:key"),
-    SRV.cmd("object|freq", 3, crate::commands::keyspace_admin::object_freq).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|freq", 3, crate::commands::keyspace_admin::object_freq).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("4.0.0", "Returns the logarithmic access frequency counter of an object.")
         .args("key:key"),
-    SRV.cmd("object|refcount", 3, crate::commands::keyspace_admin::object_refcount).flags(READONLY).keys(2, 2, 1).acl(acl::KEYSPACE).group("generic")
+    SRV.cmd("object|refcount", 3, crate::commands::keyspace_admin::object_refcount).flags(READONLY).keys(2, 2, 1).key_spec_flags(&["RO"]).acl(acl::KEYSPACE).group("generic")
         .doc("2.2.3", "Returns the reference count of a key's value.").args("key:key"),
     SRV.cmd("object|help", 2, crate::commands::keyspace_admin::object_help).flags(LOADING | STALE).acl(acl::KEYSPACE).group("generic")
         .doc("6.2.0", "Returns helpful text about the different subcommands."),
@@ -269,7 +269,7 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if NO_MANDATORY_KEYS.contains(&spec.name) {
             return Ok(Reply::Array(vec![]));
         }
-        return Err(CommandError::msg("ERR The command has no key arguments"));
+        return Err(no_keys_error(spec));
     }
     Ok(Reply::Array(
         keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect(),
@@ -282,7 +282,7 @@ fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult
     let spec = getkeys_target(inner)?;
     let keys = spec.key_positions_with_flags(inner);
     if keys.is_empty() {
-        return Err(CommandError::msg("ERR The command has no key arguments"));
+        return Err(no_keys_error(spec));
     }
     Ok(Reply::Array(
         keys.into_iter()
@@ -305,6 +305,21 @@ const NO_MANDATORY_KEYS: &[&str] = &[
     "fcall",
     "fcall_ro",
 ];
+
+/// GETKEYS with no keys found: Redis says the arguments are invalid when the command does
+/// have keys (ZUNIONSTORE with a key count past the arguments), and that it has none when
+/// it has no key spec other than `not_key` ones (PING, SPUBLISH).
+fn no_keys_error(spec: &CommandSpec) -> CommandError {
+    let has_keys = spec
+        .effective_key_specs()
+        .iter()
+        .any(|ks| !ks.flags.contains(&"not_key"));
+    CommandError::msg(if has_keys {
+        "ERR Invalid arguments specified for command"
+    } else {
+        "ERR The command has no key arguments"
+    })
+}
 
 /// The command GETKEYS and GETKEYSANDFLAGS look into, with Redis's errors.
 fn getkeys_target(inner: &[Bytes]) -> CommandResult<&'static CommandSpec> {
@@ -742,6 +757,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("tracking_total_prefixes", &prefixes);
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
+            kv("pubsubshard_channels", &s.pubsub.shard_channel_count());
             kv(
                 "client_output_buffer_limit_disconnections",
                 &s.pubsub.limit_disconnections.load(Ordering::Relaxed),

@@ -65,14 +65,14 @@ pub static COMMANDS: &[CommandSpec] = &[
         .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("1.0.0", "Get all the members in a set")
         .complexity("O(N) where N is the set cardinality.").args("key:key"),
-    SET.cmd("sismember", 3, sismember).flags(READONLY | FAST).key()
+    SET.cmd("sismember", 3, sismember).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("1.0.0", "Determine if a given value is a member of a set").args("key:key member"),
     SET.cmd("smismember", -3, smismember).flags(READONLY | FAST).key()
         .key_specs(&[range(&["RO", "access"], 1, 0)])
         .doc("6.2.0", "Returns the membership associated with the given elements for a set")
         .complexity("O(N) where N is the number of elements being checked for membership")
         .args("key:key member..."),
-    SET.cmd("scard", 2, scard).flags(READONLY | FAST).key()
+    SET.cmd("scard", 2, scard).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("1.0.0", "Get the number of members in a set").args("key:key"),
     SET.cmd("spop", -2, spop).flags(WRITE | FAST).key()
         .key_specs(&[range(&["RW", "access", "delete"], 1, 0)])

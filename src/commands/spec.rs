@@ -301,6 +301,10 @@ pub struct CommandSpec {
     /// without GET): the flags a given call's keys really get (`COMMAND GETKEYSANDFLAGS`),
     /// as Redis's `getkeys_proc`.
     pub key_flags: Option<KeyFlagsFn>,
+    /// The flags of the key spec derived from first/last/step (Redis's per-command key-spec
+    /// flags, e.g. `RW insert` for LPUSH); empty: `RW` for a write command, `RO access`
+    /// otherwise.
+    pub derived_key_flags: &'static [&'static str],
     /// ACL categories the flags do not imply (bit set of [`acl`] constants).
     pub acl: u32,
     pub summary: &'static str,
@@ -329,6 +333,7 @@ pub const fn family(group: &'static str, acl: u32) -> CommandSpec {
         step: 0,
         key_specs: &[],
         key_flags: None,
+        derived_key_flags: &[],
         acl,
         summary: "",
         since: "1.0.0",
@@ -380,6 +385,12 @@ impl CommandSpec {
     /// The flags of a call's keys, for key specs flagged `VARIABLE_FLAGS`.
     pub const fn key_flags(mut self, f: KeyFlagsFn) -> CommandSpec {
         self.key_flags = Some(f);
+        self
+    }
+    /// The flags of the key spec derived from `keys`/`key` (as redis-server 7's COMMAND
+    /// INFO gives them: ACL `%R~`/`%W~` selectors and DRYRUN read them).
+    pub const fn key_spec_flags(mut self, flags: &'static [&'static str]) -> CommandSpec {
+        self.derived_key_flags = flags;
         self
     }
     pub const fn key_specs(mut self, specs: &'static [KeySpec]) -> CommandSpec {
@@ -474,7 +485,9 @@ impl CommandSpec {
             self.last_key - self.first_key
         };
         vec![KeySpec {
-            flags: if self.has(flag::WRITE) {
+            flags: if !self.derived_key_flags.is_empty() {
+                self.derived_key_flags
+            } else if self.has(flag::WRITE) {
                 &["RW"]
             } else {
                 &["RO", "access"]
@@ -505,6 +518,11 @@ impl CommandSpec {
         let argc = args.len();
         let mut out = Vec::new();
         for ks in self.effective_key_specs() {
+            // A `not_key` spec (SPUBLISH's shard channel) names no key: Redis leaves it out
+            // of GETKEYS and ACL key checks too.
+            if ks.flags.contains(&"not_key") {
+                continue;
+            }
             let start = match ks.begin {
                 Begin::Index(i) if i > 0 && (i as usize) < argc => i as usize,
                 Begin::Index(_) => continue,
@@ -559,12 +577,22 @@ impl CommandSpec {
                     step,
                 } => {
                     let at = start + keynum_idx as usize;
-                    let n = args
-                        .get(at)
-                        .and_then(|a| crate::util::num::parse_i64(a))
-                        .filter(|n| *n > 0)
-                        .unwrap_or(0) as usize;
-                    let mut i = start + first as usize;
+                    let n = args.get(at).and_then(|a| crate::util::num::parse_i64(a));
+                    let first_at = start + first as usize;
+                    // A count that is not a number, negative, or names keys past the
+                    // end makes the whole call's keys invalid, as Redis's
+                    // `getKeysUsingKeySpecs` (no keys at all): the command then answers
+                    // its own error (EVAL's "Number of keys can't be greater than number
+                    // of args") rather than an ACL refusal of a key it will never touch.
+                    let n = match n {
+                        Some(n)
+                            if n >= 0 && (n as u64) <= (argc.saturating_sub(first_at)) as u64 =>
+                        {
+                            n as usize
+                        }
+                        _ => return Vec::new(),
+                    };
+                    let mut i = first_at;
                     for _ in 0..n {
                         if i >= argc {
                             break;

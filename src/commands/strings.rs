@@ -44,20 +44,20 @@ pub static COMMANDS: &[CommandSpec] = &[
     STR.cmd("set", -3, set).flags(WRITE | DENYOOM).key().key_specs(SET_KEYS).key_flags(set_key_flags)
         .doc("1.0.0", "Set the string value of a key")
         .args("key:key value [condition:(NX|XX)] [GET] [expiration:(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|KEEPTTL)]"),
-    STR.cmd("setex", 4, setex).flags(WRITE | DENYOOM).key()
+    STR.cmd("setex", 4, setex).flags(WRITE | DENYOOM).key().key_spec_flags(&["OW", "update"])
         .doc("2.0.0", "Set the value and expiration of a key").args("key:key seconds:integer value"),
-    STR.cmd("psetex", 4, psetex).flags(WRITE | DENYOOM).key()
+    STR.cmd("psetex", 4, psetex).flags(WRITE | DENYOOM).key().key_spec_flags(&["OW", "update"])
         .doc("2.6.0", "Set the value and expiration in milliseconds of a key")
         .args("key:key milliseconds:integer value"),
-    STR.cmd("setnx", 3, setnx).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("setnx", 3, setnx).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["OW", "insert"])
         .doc("1.0.0", "Set the value of a key, only if the key does not exist")
         .args("key:key value"),
-    STR.cmd("getex", -2, getex).flags(WRITE | FAST).key()
+    STR.cmd("getex", -2, getex).flags(WRITE | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("6.2.0", "Get the value of a key and optionally set its expiration")
         .args("key:key [expiration:(EX=seconds:integer|PX=milliseconds:integer|EXAT=unix-time-seconds:unix-time|PXAT=unix-time-milliseconds:unix-time|PERSIST)]"),
-    STR.cmd("getdel", 2, getdel).flags(WRITE | FAST).key()
+    STR.cmd("getdel", 2, getdel).flags(WRITE | FAST).key().key_spec_flags(&["RW", "access", "delete"])
         .doc("6.2.0", "Get the value of a key and delete the key").args("key:key"),
-    STR.cmd("getset", 3, getset).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("getset", 3, getset).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Set the string value of a key and return its old value (deprecated since 6.2.0; use SET with the !GET argument)")
         .args("key:key value"),
     STR.cmd("mget", -2, mget).flags(READONLY | FAST).keys(1, -1, 1)
@@ -67,28 +67,28 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.1", "Set multiple keys to multiple values")
         .complexity("O(N) where N is the number of keys to set.")
         .args("key_value:{key:key value}..."),
-    STR.cmd("msetnx", -3, msetnx).flags(WRITE | DENYOOM).keys(1, -1, 2)
+    STR.cmd("msetnx", -3, msetnx).flags(WRITE | DENYOOM).keys(1, -1, 2).key_spec_flags(&["OW", "insert"])
         .doc("1.0.1", "Set multiple keys to multiple values, only if none of the keys exist")
         .complexity("O(N) where N is the number of keys to set.")
         .args("key_value:{key:key value}..."),
-    STR.cmd("incr", 2, incr).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("incr", 2, incr).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Increment the integer value of a key by one").args("key:key"),
-    STR.cmd("incrby", 3, incrby).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("incrby", 3, incrby).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Increment the integer value of a key by the given amount")
         .args("key:key increment:integer"),
-    STR.cmd("incrbyfloat", 3, incrbyfloat).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("incrbyfloat", 3, incrbyfloat).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("2.6.0", "Increment the float value of a key by the given amount")
         .args("key:key increment:double"),
-    STR.cmd("decr", 2, decr).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("decr", 2, decr).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Decrement the integer value of a key by one").args("key:key"),
-    STR.cmd("decrby", 3, decrby).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("decrby", 3, decrby).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "access", "update"])
         .doc("1.0.0", "Decrement the integer value of a key by the given number")
         .args("key:key decrement:integer"),
-    STR.cmd("append", 3, append).flags(WRITE | DENYOOM | FAST).key()
+    STR.cmd("append", 3, append).flags(WRITE | DENYOOM | FAST).key().key_spec_flags(&["RW", "insert"])
         .doc("2.0.0", "Append a value to a key")
         .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
         .args("key:key value"),
-    STR.cmd("strlen", 2, strlen).flags(READONLY | FAST).key()
+    STR.cmd("strlen", 2, strlen).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("2.2.0", "Get the length of the value stored in a key").args("key:key"),
     STR.cmd("lcs", -3, lcs).flags(READONLY).keys(1, 2, 1)
         .doc("7.0.0", "Find longest common substring")
@@ -102,7 +102,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("2.4.0", "Get a substring of the string stored at a key")
         .complexity("O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
         .args("key:key start:integer end:integer"),
-    STR.cmd("setrange", 4, setrange).flags(WRITE | DENYOOM).key()
+    STR.cmd("setrange", 4, setrange).flags(WRITE | DENYOOM).key().key_spec_flags(&["RW", "update"])
         .doc("2.2.0", "Overwrite part of a string at key starting at the specified offset")
         .complexity("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.")
         .args("key:key offset:integer value"),

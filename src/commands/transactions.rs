@@ -27,7 +27,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     TX.cmd("discard", 1, discard).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL)
         .doc("2.0.0", "Discard all commands issued after MULTI")
         .complexity("O(N), when N is the number of queued commands"),
-    TX.cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1)
+    TX.cmd("watch", -2, watch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | TX_CONTROL).keys(1, -1, 1).key_spec_flags(&["RO"])
         .doc("2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block")
         .complexity("O(1) for every key.").args("key:key..."),
     TX.cmd("unwatch", 1, unwatch).flags(NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY)

@@ -114,7 +114,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.2.0", "Remove one or more members from a sorted set")
         .complexity("O(M*log(N)) with N being the number of elements in the sorted set and M the number of elements to be removed.")
         .args("key:key member..."),
-    FAMILY.cmd("zcard", 2, zcard).flags(READONLY | FAST).key()
+    FAMILY.cmd("zcard", 2, zcard).flags(READONLY | FAST).key().key_spec_flags(&["RO"])
         .doc("1.2.0", "Get the number of members in a sorted set").args("key:key"),
     FAMILY.cmd("zcount", 4, zcount).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Count the members in a sorted set with scores within the given values")
@@ -189,11 +189,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Remove and return members with scores in a sorted set")
         .complexity("O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.")
         .args("numkeys:integer key:key... where:(MIN|MAX) [COUNT=count:integer]"),
-    FAMILY.cmd("bzpopmin", -3, bzpopmin).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1)
+    FAMILY.cmd("bzpopmin", -3, bzpopmin).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1).key_spec_flags(&["RW", "access", "delete"])
         .doc("5.0.0", "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key... timeout:double"),
-    FAMILY.cmd("bzpopmax", -3, bzpopmax).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1)
+    FAMILY.cmd("bzpopmax", -3, bzpopmax).flags(WRITE | NOSCRIPT | FAST | BLOCKING).keys(1, -2, 1).key_spec_flags(&["RW", "access", "delete"])
         .doc("5.0.0", "Remove and return the member with the highest score from one or more sorted sets, or block until one is available")
         .complexity("O(log(N)) with N being the number of elements in the sorted set.")
         .args("key:key... timeout:double"),

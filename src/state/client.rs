@@ -42,6 +42,8 @@ pub struct ClientHandle {
     /// Channel and pattern subscriptions (CLIENT LIST `sub`/`psub`, TYPE pubsub).
     pub sub_count: AtomicUsize,
     pub psub_count: AtomicUsize,
+    /// Shard channels (SSUBSCRIBE), CLIENT LIST's `ssub`.
+    pub ssub_count: AtomicUsize,
     pub monitor: AtomicBool,
     /// Commands queued in MULTI, or -1 outside a transaction (CLIENT LIST `multi`).
     pub multi_len: AtomicI64,
@@ -293,13 +295,14 @@ impl ClientHandle {
         };
         let sub = h.sub_count.load(Ordering::Relaxed);
         let psub = h.psub_count.load(Ordering::Relaxed);
+        let ssub = h.ssub_count.load(Ordering::Relaxed);
         let multi = h.multi_len.load(Ordering::Relaxed);
         // Redis's flag letters: O monitor, P subscribed, x in MULTI; N when none applies.
         let mut flags = String::new();
         if h.monitor.load(Ordering::Relaxed) {
             flags.push('O');
         }
-        if sub + psub > 0 {
+        if sub + psub + ssub > 0 {
             flags.push('P');
         }
         if multi >= 0 {
@@ -311,7 +314,7 @@ impl ClientHandle {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
             h.addr,
             h.laddr,
@@ -322,6 +325,7 @@ impl ClientHandle {
             m.db,
             sub,
             psub,
+            ssub,
             multi,
             mem.qbuf,
             mem.qbuf_free,
@@ -343,7 +347,10 @@ impl ClientHandle {
     }
 
     pub fn is_pubsub(&self) -> bool {
-        self.sub_count.load(Ordering::Relaxed) + self.psub_count.load(Ordering::Relaxed) > 0
+        self.sub_count.load(Ordering::Relaxed)
+            + self.psub_count.load(Ordering::Relaxed)
+            + self.ssub_count.load(Ordering::Relaxed)
+            > 0
     }
 }
 
@@ -372,6 +379,7 @@ impl ClientRegistry {
             outbox: Outbox::default(),
             sub_count: AtomicUsize::new(0),
             psub_count: AtomicUsize::new(0),
+            ssub_count: AtomicUsize::new(0),
             monitor: AtomicBool::new(false),
             multi_len: AtomicI64::new(-1),
             script_run: Mutex::new(None),
@@ -413,6 +421,8 @@ pub struct ClientState {
     /// Subscribed channels and patterns.
     pub channels: hashbrown::HashSet<Bytes>,
     pub patterns: hashbrown::HashSet<Bytes>,
+    /// Subscribed shard channels (SSUBSCRIBE), counted apart from the others as Redis 7.
+    pub shard_channels: hashbrown::HashSet<Bytes>,
     /// Inside MULTI: the queued commands.
     pub multi: Option<MultiState>,
     /// WATCHed keys, and the flag a write to any of them raises.
@@ -471,6 +481,7 @@ impl ClientState {
             close_after_reply: false,
             channels: Default::default(),
             patterns: Default::default(),
+            shard_channels: Default::default(),
             multi: None,
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
@@ -491,9 +502,10 @@ impl ClientState {
         self.handle.id
     }
 
-    /// Subscriptions of both kinds (RESP2 subscribed mode while non-zero).
+    /// Subscriptions of every kind, shard channels included (RESP2 subscribed mode while
+    /// non-zero, as Redis's `clientTotalPubSubSubscriptionCount`).
     pub fn subscriptions(&self) -> usize {
-        self.channels.len() + self.patterns.len()
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
     }
 
     /// Publishes the fields CLIENT LIST shows.

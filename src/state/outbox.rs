@@ -16,6 +16,11 @@ pub enum Outgoing {
         channel: Bytes,
         payload: Bytes,
     },
+    /// A shard channel's message (SPUBLISH): `smessage`.
+    SMessage {
+        channel: Bytes,
+        payload: Bytes,
+    },
     PMessage {
         pattern: Bytes,
         channel: Bytes,
@@ -41,7 +46,8 @@ impl Outgoing {
         const OVERHEAD: usize = 64;
         OVERHEAD
             + match self {
-                Outgoing::Message { channel, payload } => channel.len() + payload.len(),
+                Outgoing::Message { channel, payload }
+                | Outgoing::SMessage { channel, payload } => channel.len() + payload.len(),
                 Outgoing::PMessage {
                     pattern,
                     channel,
@@ -59,6 +65,11 @@ impl Outgoing {
         match self {
             Outgoing::Message { channel, payload } => Reply::Push(vec![
                 Reply::bulk_str("message"),
+                Reply::Bulk(channel),
+                Reply::Bulk(payload),
+            ]),
+            Outgoing::SMessage { channel, payload } => Reply::Push(vec![
+                Reply::bulk_str("smessage"),
                 Reply::Bulk(channel),
                 Reply::Bulk(payload),
             ]),

@@ -105,6 +105,9 @@ type Subscribers = HashMap<u64, Arc<ClientHandle>>;
 pub struct PubSub {
     channels: RwLock<HashMap<Bytes, Subscribers>>,
     patterns: RwLock<HashMap<Bytes, Subscribers>>,
+    /// Shard channels (SSUBSCRIBE/SPUBLISH): a namespace of their own, never matched by
+    /// patterns, as Redis 7 without cluster mode (one shard holds every slot).
+    shard_channels: RwLock<HashMap<Bytes, Subscribers>>,
     /// Number of patterns with at least one subscriber (lets PUBLISH skip the pattern scan).
     pattern_count: AtomicUsize,
     monitors: RwLock<HashMap<u64, Arc<ClientHandle>>>,
@@ -171,8 +174,76 @@ impl PubSub {
         fresh
     }
 
-    /// A client's channels and patterns (ACL SETUSER checks them when it narrows a user's
-    /// channels; rare, so a walk of the maps).
+    /// Adds a shard-channel subscription (SSUBSCRIBE); false if the client already had it.
+    pub fn ssubscribe(&self, client: &Arc<ClientHandle>, channel: &Bytes) -> bool {
+        self.shard_channels
+            .write()
+            .entry(channel.clone())
+            .or_default()
+            .insert(client.id, client.clone())
+            .is_none()
+    }
+
+    /// Removes a shard-channel subscription; false if the client did not have it.
+    pub fn sunsubscribe(&self, client_id: u64, channel: &[u8]) -> bool {
+        let mut m = self.shard_channels.write();
+        let Some(subs) = m.get_mut(channel) else {
+            return false;
+        };
+        let had = subs.remove(&client_id).is_some();
+        if subs.is_empty() {
+            m.remove(channel);
+        }
+        had
+    }
+
+    /// Delivers `payload` as an `smessage` to the subscribers of a shard channel (SPUBLISH);
+    /// patterns never see shard channels. Returns the number of receivers.
+    pub fn spublish(&self, channel: &[u8], payload: &[u8]) -> usize {
+        let Some(subs) = self
+            .shard_channels
+            .read()
+            .get(channel)
+            .map(|s| s.values().cloned().collect::<Vec<_>>())
+        else {
+            return 0;
+        };
+        let channel = Bytes::copy_from_slice(channel);
+        let payload = Bytes::copy_from_slice(payload);
+        subs.iter()
+            .map(|c| {
+                self.push(
+                    c,
+                    Outgoing::SMessage {
+                        channel: channel.clone(),
+                        payload: payload.clone(),
+                    },
+                    true,
+                ) as usize
+            })
+            .sum()
+    }
+
+    /// Active shard channels, optionally matching a glob (PUBSUB SHARDCHANNELS).
+    pub fn shard_channel_names(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        self.shard_channels
+            .read()
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| glob_match(p, c, false)))
+            .cloned()
+            .collect()
+    }
+
+    /// Subscribers of a shard channel (PUBSUB SHARDNUMSUB).
+    pub fn shard_numsub(&self, channel: &[u8]) -> usize {
+        self.shard_channels
+            .read()
+            .get(channel)
+            .map_or(0, |s| s.len())
+    }
+
+    /// A client's channels (shard channels included) and patterns (ACL SETUSER checks them
+    /// when it narrows a user's channels; rare, so a walk of the maps).
     pub fn subscriptions_of(&self, client_id: u64) -> (Vec<Bytes>, Vec<Bytes>) {
         let of = |map: &RwLock<HashMap<Bytes, Subscribers>>| {
             map.read()
@@ -181,7 +252,9 @@ impl PubSub {
                 .map(|(c, _)| c.clone())
                 .collect()
         };
-        (of(&self.channels), of(&self.patterns))
+        let mut channels: Vec<Bytes> = of(&self.channels);
+        channels.extend(of(&self.shard_channels));
+        (channels, of(&self.patterns))
     }
 
     /// Removes a subscription; false if the client did not have it.
@@ -276,9 +349,18 @@ impl PubSub {
     }
 
     /// Forgets every subscription and the MONITOR status of a client (disconnect, RESET).
-    pub fn forget_client(&self, client_id: u64, channels: &[Bytes], patterns: &[Bytes]) {
+    pub fn forget_client(
+        &self,
+        client_id: u64,
+        channels: &[Bytes],
+        patterns: &[Bytes],
+        shard_channels: &[Bytes],
+    ) {
         for c in channels {
             self.unsubscribe(client_id, c, false);
+        }
+        for c in shard_channels {
+            self.sunsubscribe(client_id, c);
         }
         for p in patterns {
             self.unsubscribe(client_id, p, true);
@@ -302,6 +384,11 @@ impl PubSub {
 
     pub fn channel_count(&self) -> usize {
         self.channels.read().len()
+    }
+
+    /// Shard channels with a subscriber (INFO `pubsubshard_channels`).
+    pub fn shard_channel_count(&self) -> usize {
+        self.shard_channels.read().len()
     }
 
     pub fn numpat(&self) -> usize {
