@@ -294,12 +294,16 @@ fn index_of(i: i64, len: usize) -> Option<usize> {
 }
 
 fn lindex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    let (key, i) = (args.next_key()?, args.next_i64()?);
+    let (key, index) = (args.next_key()?, args.next_arg()?);
+    // As Redis: the key first (a missing key is nil, another type WRONGTYPE), then the index.
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        Ok(ks.read_as::<ListValue, _>(h, key, |l| {
-            l.and_then(|l| index_of(i, l.len()).and_then(|i| l.get(i)))
-                .map_or(Reply::Nil, |v| bulk(&v))
-        })?)
+        ks.read_as::<ListValue, _>(h, key, |l| {
+            let Some(l) = l else { return Ok(Reply::Nil) };
+            let i = crate::util::num::parse_i64(index).ok_or_else(CommandError::not_integer)?;
+            Ok(index_of(i, l.len())
+                .and_then(|i| l.get(i))
+                .map_or(Reply::Nil, |v| bulk(&v)))
+        })?
     })
 }
 

@@ -513,18 +513,25 @@ fn xrevrange(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn xdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
-    let ids = args
-        .rest()
-        .iter()
-        .map(|b| strict_id(b))
-        .collect::<CommandResult<Vec<_>>>()?;
+    let rest = args.rest();
     let db = ctx.client.db;
     ctx.server.store.with_key(db, key, |ks, h| {
+        // As Redis: a missing key answers 0 and another type WRONGTYPE before the IDs are
+        // read; then every ID is checked before any is deleted.
         let n = ks
             .write_as::<StreamValue, _>(h, key, false, |s| {
+                let ids = match rest
+                    .iter()
+                    .map(|b| strict_id(b))
+                    .collect::<CommandResult<Vec<_>>>()
+                {
+                    Ok(ids) => ids,
+                    Err(e) => return (Err(e), false),
+                };
                 let n = ids.iter().filter(|id| s.delete(**id)).count();
-                (n, n > 0)
+                (Ok(n), n > 0)
             })?
+            .transpose()?
             .unwrap_or(0);
         if n > 0 {
             ctx.server.notify(db, class::STREAM, "xdel", key);
