@@ -1145,18 +1145,13 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
         w.abort();
         return Err(io(e));
     }
-    let (keys, streams) = (w.keys, w.skipped_streams);
+    let keys = w.keys;
     w.finish(&dir.join(&file)).map_err(io)?;
     P.last_save
         .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
     P.dirty_at_save.store(dirty_at_cut, Relaxed);
     P.saves.fetch_add(1, Relaxed);
     tracing::info!("DB saved on disk ({keys} keys in {file})");
-    if streams > 0 {
-        tracing::warn!(
-            "{streams} stream keys were not written to {file}: their RDB form is not available in this version (the journal keeps them)"
-        );
-    }
     let colls = server.store.document_totals();
     if colls.collections > 0 {
         tracing::warn!(
