@@ -168,6 +168,7 @@ async fn run(config: Config) -> i32 {
         tokio::spawn(watch_signals(server.clone()));
     }
     start_background(&server);
+    tidecache::commands::journal::start_schedules(&server);
     tidecache::util::alloc::mark_startup();
     log.line(Level::Notice, "Ready to accept connections");
     match (serving, listeners) {

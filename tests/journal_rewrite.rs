@@ -874,3 +874,69 @@ fn clients_are_answered_loading_during_a_long_replay() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `save <seconds> <changes>`: a BGSAVE starts once a pair's seconds have passed since the
+/// last save with at least its changes made; nothing is saved without changes; a failed
+/// save is retried; `save ""` disables; CONFIG GET shows the schedule as Redis does; what
+/// the schedule saved loads at the next start.
+#[test]
+fn the_save_schedule_saves() {
+    let dir = temp_dir("schedule");
+    let d = dir.to_str().expect("utf-8");
+    let s = TestServer::start(&["--dir", d, "--save", "3600 1  300 100"]);
+    let mut c = s.conn();
+    let get = |c: &mut redis::Connection| strs(c, &["CONFIG", "GET", "save"]);
+    assert_eq!(get(&mut c), ["save", "3600 1 300 100"]);
+    let persist = |c: &mut redis::Connection, f: &str| -> i64 {
+        info_value(c, "persistence", f)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1)
+    };
+    let started = int(&mut c, &["LASTSAVE"]);
+    let _: () = q(&mut c, &["SET", "a", "1"]).expect("set");
+    assert_eq!(persist(&mut c, "rdb_changes_since_last_save"), 1);
+    let _: () = q(&mut c, &["CONFIG", "SET", "save", "1 1"]).expect("config set");
+    assert_eq!(get(&mut c), ["save", "1 1"]);
+    assert!(eventually(10.0, || int(&mut c, &["LASTSAVE"]) > started));
+    assert_eq!(persist(&mut c, "rdb_saves"), 1);
+    assert_eq!(persist(&mut c, "rdb_changes_since_last_save"), 0);
+    assert!(dir.join("dump.rdb").exists());
+    // No change, no save.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(persist(&mut c, "rdb_saves"), 1);
+    // A save that fails (its directory is gone) is retried once it can succeed.
+    let sub = dir.join("sub");
+    std::fs::create_dir_all(&sub).expect("sub");
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "dir", sub.to_str().expect("utf-8")],
+    )
+    .expect("dir");
+    std::fs::remove_dir_all(&sub).expect("rm sub");
+    let _: () = q(&mut c, &["SET", "b", "2"]).expect("set");
+    assert!(eventually(10.0, || {
+        info_value(&mut c, "persistence", "rdb_last_bgsave_status").as_deref() == Some("err")
+    }));
+    std::fs::create_dir_all(&sub).expect("sub");
+    assert!(eventually(15.0, || {
+        info_value(&mut c, "persistence", "rdb_last_bgsave_status").as_deref() == Some("ok")
+    }));
+    assert!(sub.join("dump.rdb").exists());
+    assert_eq!(persist(&mut c, "rdb_saves"), 2);
+    // `save ""`: no schedule.
+    let _: () = q(&mut c, &["CONFIG", "SET", "save", ""]).expect("config set");
+    assert_eq!(get(&mut c), ["save", ""]);
+    let _: () = q(&mut c, &["SET", "c", "3"]).expect("set");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(persist(&mut c, "rdb_saves"), 2);
+    assert_eq!(persist(&mut c, "rdb_changes_since_last_save"), 1);
+    drop(c);
+    drop(s);
+    let s = TestServer::start(&["--dir", sub.to_str().expect("utf-8")]);
+    let mut c = s.conn();
+    let got: Vec<Option<String>> = q(&mut c, &["MGET", "a", "b", "c"]).expect("mget");
+    assert_eq!(got, [Some("1".into()), Some("2".into()), None]);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -620,6 +620,11 @@ struct Persist {
     last_save_cow: AtomicU64,
     /// The key space's change counter when the last successful save took its cut.
     dirty_at_save: AtomicU64,
+    /// Unix seconds when the last BGSAVE was started (a failed one is retried by the
+    /// `save` schedule only `BGSAVE_RETRY_DELAY` seconds after it).
+    last_bgsave_try: AtomicU64,
+    /// Unix seconds of the last check of the `save` schedule.
+    schedule_checked: AtomicU64,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
 }
@@ -643,8 +648,13 @@ static P: Persist = Persist {
     saves: AtomicU64::new(0),
     last_save_cow: AtomicU64::new(0),
     dirty_at_save: AtomicU64::new(0),
+    last_bgsave_try: AtomicU64::new(0),
+    schedule_checked: AtomicU64::new(0),
     cron: AtomicBool::new(false),
 };
+
+/// Redis's `CONFIG_BGSAVE_RETRY_DELAY`: seconds before the schedule retries a failed BGSAVE.
+const BGSAVE_RETRY_DELAY: u64 = 5;
 
 fn dirty(server: &Server) -> u64 {
     server
@@ -1089,8 +1099,9 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
         return false;
     }
     P.bgsave_scheduled.store(false, Relaxed);
-    P.bgsave_started
-        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let now = crate::util::clock::now_ms() as u64;
+    P.bgsave_started.store(now, Relaxed);
+    P.last_bgsave_try.store(now / 1000, Relaxed);
     let s = server.clone();
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
@@ -1200,8 +1211,15 @@ pub fn lastsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Int(t as i64))
 }
 
+/// Starts the thread of [`ensure_cron`] at start: the `save` schedule may be set at any
+/// time.
+pub fn start_schedules(server: &Arc<Server>) {
+    ensure_cron(server);
+}
+
 /// The thread that starts what was scheduled (a rewrite asked for during a BGSAVE, a
-/// BGSAVE SCHEDULE during a rewrite) and the automatic rewrites, ten times a second.
+/// BGSAVE SCHEDULE during a rewrite), the saves of the `save` schedule and the automatic
+/// rewrites, ten times a second.
 fn ensure_cron(server: &Arc<Server>) {
     if P.cron.swap(true, Relaxed) {
         return;
@@ -1232,6 +1250,10 @@ fn cron(server: &Arc<Server>) {
         start_bgsave(server);
         return;
     }
+    if save_schedule_due(server) {
+        start_bgsave(server);
+        return;
+    }
     // Redis's `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size`.
     let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
         return;
@@ -1252,6 +1274,36 @@ fn cron(server: &Arc<Server>) {
             start_rewrite(server);
         }
     }
+}
+
+/// Redis's `serverCron` check of the `save` schedule (once a second here): a pair whose
+/// seconds have passed since the last successful save (or the start), with at least its
+/// changes made since, starts a BGSAVE, unless the last BGSAVE failed less than
+/// `BGSAVE_RETRY_DELAY` seconds ago.
+fn save_schedule_due(server: &Server) -> bool {
+    let now = crate::util::clock::now_ms() as u64 / 1000;
+    if P.schedule_checked.swap(now, Relaxed) == now {
+        return false;
+    }
+    let schedule = crate::config::save_schedule(server.config.read().get("save"));
+    if schedule.is_empty() {
+        return false;
+    }
+    let changes = dirty(server).saturating_sub(P.dirty_at_save.load(Relaxed));
+    let last = match P.last_save.load(Relaxed) {
+        0 => server.started_unix,
+        t => t,
+    };
+    let may_retry = P.last_bgsave_ok.load(Relaxed)
+        || now.saturating_sub(P.last_bgsave_try.load(Relaxed)) > BGSAVE_RETRY_DELAY;
+    let due = schedule
+        .iter()
+        .find(|&&(secs, min)| changes >= min && now.saturating_sub(last) > secs && may_retry);
+    if let Some((secs, min)) = due {
+        tracing::info!("{min} changes in {secs} seconds. Saving...");
+        return true;
+    }
+    false
 }
 
 /// `INFO persistence`, in Redis 7.0's order.
