@@ -940,3 +940,70 @@ fn the_save_schedule_saves() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Loading `dump.rdb` at start (no journal) is like the replay: the port answers at once,
+/// commands without the `loading` flag get `-LOADING`, INFO shows the progress
+/// (`key-load-delay`, as Redis's tests use it, makes the load long enough to watch).
+#[test]
+fn clients_are_answered_loading_while_dump_rdb_loads() {
+    let dir = temp_dir("rdbloading");
+    let d = dir.to_str().expect("utf-8");
+    let s = TestServer::start(&["--dir", d]);
+    let mut c = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..20_000 {
+        p.cmd("SET").arg(format!("key:{i}")).arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).expect("fill");
+    let _: () = q(&mut c, &["SAVE"]).expect("save");
+    drop(c);
+    drop(s);
+    let total = std::fs::metadata(dir.join("dump.rdb")).expect("dump").len();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args(["--port", &port.to_string(), "--dir", d])
+        .args(["--key-load-delay", "200"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+    let mut conn = None;
+    assert!(eventually(10.0, || {
+        conn = client.get_connection().ok();
+        conn.is_some()
+    }));
+    let mut c = conn.expect("connection");
+    let e = err_text(q::<Value>(&mut c, &["GET", "key:1"]));
+    assert!(
+        e.contains("LOADING Redis is loading the dataset in memory"),
+        "{e}"
+    );
+    assert!(err_text(q::<Value>(&mut c, &["SET", "x", "1"])).contains("LOADING"));
+    assert_eq!(
+        info_value(&mut c, "persistence", "loading").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        info_value(&mut c, "persistence", "loading_total_bytes"),
+        Some(total.to_string())
+    );
+    assert!(eventually(10.0, || {
+        info_value(&mut c, "persistence", "loading_loaded_perc")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|p| p > 0.0 && p < 100.0)
+    }));
+    assert!(info_value(&mut c, "persistence", "loading_eta_seconds").is_some());
+    assert!(eventually(60.0, || {
+        info_value(&mut c, "persistence", "loading").as_deref() == Some("0")
+    }));
+    assert_eq!(int(&mut c, &["DBSIZE"]), 20_000);
+    let v: String = q(&mut c, &["GET", "key:1"]).expect("get");
+    assert_eq!(v, "1");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

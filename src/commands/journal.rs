@@ -313,6 +313,31 @@ thread_local! {
     static LOADER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// `key-load-delay` (microseconds), read when a load starts.
+static KEY_LOAD_DELAY: AtomicU64 = AtomicU64::new(0);
+
+/// Loading `dump.rdb` at start, `total` bytes: as [`begin_loading`], with the file's size
+/// for INFO's progress.
+pub fn begin_loading_rdb(server: &Server, total: u64) {
+    begin_loading();
+    LOAD.total.store(total, Relaxed);
+    KEY_LOAD_DELAY.store(server.config.read().get_u64("key-load-delay"), Relaxed);
+}
+
+/// The load has reached byte `at` of its file (after a key); `key-load-delay` is applied
+/// here.
+pub fn loading_progress(at: u64) {
+    LOAD.loaded.store(at, Relaxed);
+    key_load_delay();
+}
+
+fn key_load_delay() {
+    let d = KEY_LOAD_DELAY.load(Relaxed);
+    if d > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(d));
+    }
+}
+
 /// The data set is being loaded: clients are connected and answered, commands without the
 /// `loading` flag with `-LOADING` (see [`refused_while_loading`]).
 pub fn begin_loading() {
@@ -379,6 +404,7 @@ fn replay(
     let mut client = ClientState::new(handle.clone(), true);
     journal::set_loading(true);
     LOADER.with(|l| l.set(true));
+    KEY_LOAD_DELAY.store(server.config.read().get_u64("key-load-delay"), Relaxed);
     let result = (|| {
         for (i, f) in files.iter().enumerate() {
             let p = dir.join(&f.name);
@@ -406,6 +432,7 @@ fn replay(
             let done_before = LOAD.loaded.load(Relaxed);
             let end = aof::read_file(&p, |argv, at| {
                 LOAD.loaded.store(done_before + at, Relaxed);
+                key_load_delay();
                 run_one(&mut ctx, argv, &f.name)
             })?;
             LOAD.loaded.store(done_before + file_len(&p), Relaxed);
@@ -479,6 +506,8 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
         client: &mut client,
     };
     let mut result = Ok(());
+    // Run while other clients are answered -LOADING: this thread's commands are the load's.
+    let was = LOADER.with(|l| l.replace(true));
     for code in codes {
         let args = [
             Bytes::from_static(b"FUNCTION"),
@@ -491,6 +520,7 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
             break;
         }
     }
+    LOADER.with(|l| l.set(was));
     server.clients.unregister(handle.id);
     result
 }

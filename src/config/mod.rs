@@ -114,6 +114,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
     Setting { name: "save", default: "", live: true, kind: Kind::Special(parse_save),
         doc: "Snapshot schedule, as Redis's 'save': pairs of seconds and changes; a BGSAVE of dir/dbfilename starts when that many seconds have passed since the last successful save and at least that many changes were made (a failed one is retried after 5 seconds). Several 'save' lines in a file add up; \"\" disables. Unlike Redis, the default is no schedule." },
+    Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
     Setting { name: "appendonly", default: "no", live: false, kind: Kind::Bool,
         doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start, before accepting connections. Set at start only: turning it on at run time (a rewrite of the data so far, then appending) is not available yet." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
