@@ -781,8 +781,6 @@ fn durability_claims_are_refused_while_the_journal_is_off() {
         strs(&mut c, &["DOC.FIND", "j", "{}"]),
         vec![r#"{"_id":1,"n":1}"#]
     );
-    let e = err_text(q::<Value>(&mut c, &["CONFIG", "SET", "appendonly", "yes"]));
-    assert!(e.contains("appendonly"), "appendonly: {e}");
     let e = err_text(q::<Value>(&mut c, &["WAITAOF", "1", "0", "0"]));
     assert!(e.contains("appendonly is disabled"), "{e}");
     let info: String = q(&mut c, &["INFO", "persistence"]).expect("info");

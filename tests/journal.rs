@@ -636,3 +636,79 @@ fn a_script_is_one_record_and_comes_back() {
     let v: String = q(&mut c, &["GET", "s:counter"]).expect("get");
     assert_eq!(v, "1");
 }
+
+fn persistence(c: &mut redis::Connection, field: &str) -> String {
+    support::info_value(c, "persistence", field).unwrap_or_default()
+}
+
+/// `CONFIG SET appendonly yes` at run time: a base of the data so far is written while new
+/// writes are journaled, and a `kill -9` after the switch loses nothing; `no` closes the
+/// files (a later write is not journaled); `yes` again starts a new journal in the same
+/// process.
+#[test]
+fn appendonly_turned_on_at_run_time_survives_kill_9() {
+    let dir = temp_dir("runtime");
+    let d = dir.to_str().expect("utf-8");
+    let s = TestServer::start(&["--dir", d]);
+    let mut c = s.conn();
+    write_everything(&mut c);
+    let mut p = redis::pipe();
+    for i in 0..5000 {
+        p.cmd("SET").arg(format!("bulk{i}")).arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).expect("bulk");
+    assert_eq!(persistence(&mut c, "aof_enabled"), "0");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("appendonly yes");
+    assert_eq!(persistence(&mut c, "aof_enabled"), "1");
+    assert_eq!(
+        strs(&mut c, &["CONFIG", "GET", "appendonly"]),
+        ["appendonly", "yes"]
+    );
+    // Writes while the base is written go to the journal.
+    let _: () = q(&mut c, &["SET", "during", "1"]).expect("set");
+    assert!(support::eventually(20.0, || {
+        persistence(&mut c, "aof_rewrite_in_progress") == "0"
+    }));
+    assert_eq!(persistence(&mut c, "aof_last_bgrewrite_status"), "ok");
+    let _: () = q(&mut c, &["SET", "after", "2"]).expect("set");
+    let _: Value = q(&mut c, &["DOC.INSERT", "j", r#"{"_id":"after"}"#, "J"]).expect("J");
+    let acked: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "0"]).expect("waitaof");
+    assert_eq!(acked, [1, 0]);
+    let before = snapshot(&mut c);
+    drop(c);
+    drop(s); // SIGKILL
+    let s = start(&dir, "everysec");
+    let mut c = s.conn();
+    assert_eq!(snapshot(&mut c), before, "after kill -9 and a restart");
+    let bulk: Option<String> = q(&mut c, &["GET", "bulk4999"]).expect("get");
+    assert_eq!(bulk.as_deref(), Some("4999"));
+    // `no`: the files are closed; what follows is not journaled.
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("appendonly no");
+    assert!(support::eventually(5.0, || persistence(
+        &mut c,
+        "aof_enabled"
+    ) == "0"));
+    let e = err_text(q::<Value>(&mut c, &["WAITAOF", "1", "0", "0"]));
+    assert!(e.contains("appendonly is disabled"), "{e}");
+    let _: () = q(&mut c, &["SET", "unjournaled", "1"]).expect("set");
+    // `yes` again: a new base holds it.
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("appendonly yes");
+    assert!(support::eventually(20.0, || {
+        persistence(&mut c, "aof_rewrite_in_progress") == "0"
+            && persistence(&mut c, "aof_enabled") == "1"
+    }));
+    let _: () = q(&mut c, &["SET", "again", "3"]).expect("set");
+    let acked: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "0"]).expect("waitaof");
+    assert_eq!(acked, [1, 0]);
+    drop(c);
+    drop(s);
+    let s = start(&dir, "everysec");
+    let mut c = s.conn();
+    let got: Vec<Option<String>> =
+        q(&mut c, &["MGET", "unjournaled", "again", "after"]).expect("mget");
+    assert_eq!(got, [Some("1".into()), Some("3".into()), Some("2".into())]);
+    drop(c);
+    drop(s);
+    check_aof(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -116,8 +116,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Snapshot schedule, as Redis's 'save': pairs of seconds and changes; a BGSAVE of dir/dbfilename starts when that many seconds have passed since the last successful save and at least that many changes were made (a failed one is retried after 5 seconds). Several 'save' lines in a file add up; \"\" disables. Unlike Redis, the default is no schedule." },
     Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
-    Setting { name: "appendonly", default: "no", live: false, kind: Kind::Bool,
-        doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start, before accepting connections. Set at start only: turning it on at run time (a rewrite of the data so far, then appending) is not available yet." },
+    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
+        doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start. Turned on at run time, a base is written from a snapshot of the data so far while new writes go to the journal; turned off, the files are closed." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
         doc: "When the journal is flushed to disk: always (before replying), everysec, or no (left to the OS)." },
     Setting { name: "appendfilename", default: "appendonly.aof", live: false, kind: Kind::Str,
@@ -246,7 +246,7 @@ pub const IGNORED: &[(&str, &[&str])] = &[
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force
 /// (Redis changes them at run time; tidecache cannot, but a no-op is still true).
-pub const SAME_VALUE_OK: &[&str] = &["bind", "port", "appendonly", "dbfilename", "shards"];
+pub const SAME_VALUE_OK: &[&str] = &["bind", "port", "dbfilename", "shards"];
 
 /// The `IGNORED` entry for `name`, if `name` is not a setting.
 pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {
