@@ -158,6 +158,34 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     }
+    // dump.rdb is loaded as the journal is replayed: on a thread of its own while clients
+    // are served and answered `-LOADING`.
+    if let Some(size) = snapshot
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+    {
+        tidecache::commands::journal::begin_loading_rdb(&server, size);
+        if serving.is_none() {
+            tokio::spawn(watch_signals(server.clone()));
+            if let Some(l) = listeners.take() {
+                serving = Some(tokio::spawn(listener::run(server.clone(), l)));
+            }
+        }
+        let s = server.clone();
+        let load_log = RedisLog {
+            file: log.file.clone(),
+            min: log.min,
+        };
+        let path = snapshot.clone().unwrap_or_default();
+        let loaded = tokio::task::spawn_blocking(move || load_snapshot(&s, &path, &load_log))
+            .await
+            .unwrap_or(false);
+        tidecache::commands::journal::end_loading();
+        if !loaded {
+            return 1;
+        }
+    }
     let pid = std::process::id();
     tracing::info!(
         "tidecache {VERSION} (Redis {} compatible) started: port {}, pid {}, {} shards, {} databases",
@@ -175,15 +203,11 @@ async fn run(config: Config) -> i32 {
             server.port.load(std::sync::atomic::Ordering::Relaxed),
         ),
     );
-    if let Some(path) = snapshot {
-        if !load_snapshot(&server, &path, &log) {
-            return 1;
-        }
-    }
     if serving.is_none() {
         tokio::spawn(watch_signals(server.clone()));
     }
     start_background(&server);
+    tidecache::commands::journal::start_schedules(&server);
     tidecache::util::alloc::mark_startup();
     log.line(Level::Notice, "Ready to accept connections");
     match (serving, listeners) {
@@ -201,11 +225,11 @@ async fn run(config: Config) -> i32 {
     0
 }
 
-/// Loads a Redis RDB file found at `path` before any client is served, as Redis does at
-/// start; false (after logging why, naming the file and the offset) when it cannot be
+/// Loads a Redis RDB file found at `path` at start (clients are answered `-LOADING`
+/// meanwhile, as Redis does); false (after logging why, naming the file and the offset) when it cannot be
 /// loaded, and the server does not start.
 fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -> bool {
-    use tidecache::store::rdb_file::{load_path, Note};
+    use tidecache::store::rdb_file::{load_path_with_progress, Note};
     let started = std::time::Instant::now();
     let mut report = |note: Note, line: &str| match note {
         Note::Notice => log.line(Level::Notice, line),
@@ -214,7 +238,8 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
             log.line(Level::Warning, line);
         }
     };
-    match load_path(&server.store, path, &mut report) {
+    let mut progress = tidecache::commands::journal::loading_progress;
+    match load_path_with_progress(&server.store, path, &mut report, &mut progress) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
             tidecache::commands::journal::rdb_loaded(server);

@@ -1321,6 +1321,8 @@ def markdown(results):
                                  f"{r.get('peak_used_memory', 0) / 2**20:.1f} | "
                                  f"{r.get('rss', 0) / 2**20:.1f} |")
         lines.append("")
+    if "persistence" in results:
+        lines.append(persistence_markdown(results["persistence"]))
     return "\n".join(lines)
 
 
@@ -1376,6 +1378,319 @@ def publish(md, results):
         shutil.copyfile(os.path.join(OUT, "throughput.svg"), os.path.join(ROOT, "docs", "compare.svg"))
     log("wrote docs/BENCHMARKS.md and docs/compare.svg")
 
+# ---------------------------------------------------------------------------------------------
+# 5. persistence (`--only persistence`)
+
+
+def info_field(server_or_port, section, field):
+    port = server_or_port if isinstance(server_or_port, int) else server_or_port.port
+    c = Client(port, timeout=30)
+    try:
+        r = c.call("INFO", section)
+    finally:
+        c.close()
+    if isinstance(r, bytes):
+        for line in r.decode(errors="replace").splitlines():
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def wait_rewrite(server, timeout=600):
+    """Waits until no AOF rewrite runs (or is scheduled)."""
+    deadline = time.time() + timeout
+    time.sleep(0.2)
+    while time.time() < deadline:
+        if info_field(server, "persistence", "aof_rewrite_in_progress") == "0" and \
+                info_field(server, "persistence", "aof_rewrite_scheduled") == "0":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def bench_pair(servers, cmds, pipeline, keyspace, n, rounds):
+    """redis-benchmark on both servers (alternating), same n and settings; a row as the
+    throughput table's."""
+    row = {"pipeline": pipeline, "redis": None, "tidecache": None,
+           "redis_error": None, "tidecache_error": None, "n": n}
+    samples = {"redis": [], "tidecache": []}
+    for _ in range(rounds):
+        for kind in ("redis", "tidecache"):
+            if row[kind + "_error"]:
+                continue
+            m, err = bench(servers[kind], cmds[kind], n, pipeline, keyspace, max(120, n / 200))
+            if err:
+                row[kind + "_error"] = err
+            else:
+                samples[kind].append(m)
+    for kind, vals in samples.items():
+        if vals and not row[kind + "_error"]:
+            row[kind] = statistics.median(v["rps"] for v in vals)
+            row[kind + "_rounds"] = [v["rps"] for v in vals]
+            row[kind + "_cpu_us"] = statistics.median(v["cpu_us"] for v in vals)
+            row[kind + "_p50_ms"] = statistics.median(v["p50_ms"] for v in vals)
+    return row
+
+
+def persistence_throughput(env, quick):
+    """SET under appendonly yes (everysec at -P 1 and 16, always at -P 1) and DOC.INSERT with
+    and without J; both servers with the same settings (appendonly yes, the policy set with
+    CONFIG SET on both before each row)."""
+    n = 20_000 if quick else 200_000
+    rounds = 1 if quick else 2
+    common = ("--appendonly", "yes", "--appendfsync", "everysec")
+    redis = env.redis("aof", *common, "--aof-use-rdb-preamble", "no")
+    tide = env.tide("aof", *common)
+    servers = {"redis": redis, "tidecache": tide}
+    set_ = ["SET", "key:__rand_int__", VALUE32]
+    hset4 = ["HSET", "h:__rand_int__", "a", "1", "b", "x", "c", "2.5", "d", "true"]
+    doc = '{"userID":"__rand_int__",' + DOC_FIELDS + "}"
+    rows = []
+    try:
+        c = tide.client()
+        c.call("DOC.CREATEINDEX", "inserts", '{"userID":1}')
+        c.close()
+        plan = [
+            ("SET, appendonly yes, appendfsync everysec", "everysec", set_, set_, 1, n),
+            ("SET, appendonly yes, appendfsync everysec -P 16", "everysec", set_, set_, 16, n * 4),
+            ("SET, appendonly yes, appendfsync always", "always", set_, set_, 1, n // 4),
+            ("DOC.INSERT (no J) vs HSET 4 fields, everysec", "everysec", hset4,
+             ["DOC.INSERT", "inserts", doc], 1, n),
+            ("DOC.INSERT J vs HSET 4 fields under appendfsync always", None, hset4,
+             ["DOC.INSERT", "inserts", doc, "J"], 1, n // 4),
+        ]
+        for name, policy, rcmd, tcmd, pipeline, count in plan:
+            for kind, srv in servers.items():
+                # The J row: tidecache stays on everysec (J waits for the fsync itself); the
+                # Redis column is the durable equivalent, appendfsync always.
+                pol = policy or ("always" if kind == "redis" else "everysec")
+                cl = srv.client()
+                cl.call("CONFIG", "SET", "appendfsync", pol)
+                cl.close()
+            row = bench_pair(servers, {"redis": rcmd, "tidecache": tcmd}, pipeline, 10**9, count, rounds)
+            row["workload"] = name
+            rows.append(row)
+            log(f"  {name:58} {fmt_rps(row, 'redis'):>12} {fmt_cpu(row, 'redis'):>6} µs"
+                f" {fmt_rps(row, 'tidecache'):>12} {fmt_cpu(row, 'tidecache'):>6} µs")
+    finally:
+        redis.stop()
+        tide.stop()
+    by = {r["workload"]: r for r in rows}
+    j = by.get("DOC.INSERT J vs HSET 4 fields under appendfsync always", {}).get("tidecache")
+    nj = by.get("DOC.INSERT (no J) vs HSET 4 fields, everysec", {}).get("tidecache")
+    return rows, (None if not j or not nj else j / nj)
+
+
+def spawn_on(argv, workdir, logname):
+    log_f = open(os.path.join(OUT, logname), "w")
+    proc = subprocess.Popen(argv, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_f,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    srv = Server("spawned", argv, int(argv[argv.index("--port") + 1]), logname)
+    srv.proc, srv.logfile, srv.workdir = proc, log_f, None
+    SERVERS.append(srv)
+    return srv
+
+
+def stop_keep(srv):
+    """Stops a server started by `spawn_on`, keeping its directory."""
+    if srv.proc.poll() is None:
+        srv.proc.terminate()
+        try:
+            srv.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            srv.proc.kill()
+            srv.proc.wait(timeout=10)
+    srv.logfile.close()
+    if srv in SERVERS:
+        SERVERS.remove(srv)
+
+
+def time_to_ready(argv, workdir, logname, timeout=600):
+    """Starts a server on `workdir` and times it until PING answers PONG (not -LOADING)."""
+    t0 = time.time()
+    srv = spawn_on(argv, workdir, logname)
+    while time.time() - t0 < timeout:
+        if srv.proc.poll() is not None:
+            return srv, None
+        try:
+            c = Client(srv.port, timeout=5)
+            r = c.call("PING")
+            c.close()
+            if r == "PONG":
+                return srv, time.time() - t0
+        except OSError:
+            pass
+        time.sleep(0.01)
+    return srv, None
+
+
+def dir_bytes(path, pred=lambda name: True):
+    total = 0
+    for root, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files if pred(f))
+    return total
+
+
+def rewrite_latency(srv):
+    """BGREWRITEAOF while one client sends GETs back to back: (worst ms, p99 ms, requests,
+    seconds the rewrite took)."""
+    stop = [False]
+    lat = []
+    import threading
+
+    def pinger():
+        c = Client(srv.port, timeout=30)
+        while not stop[0]:
+            t = time.perf_counter()
+            c.call("GET", "key:%012d" % random.randrange(1000))
+            lat.append(time.perf_counter() - t)
+        c.close()
+
+    th = threading.Thread(target=pinger)
+    th.start()
+    time.sleep(0.3)
+    t0 = time.time()
+    c = Client(srv.port, timeout=30)
+    c.call("BGREWRITEAOF")
+    c.close()
+    lat.clear()  # only what overlaps the rewrite
+    ok = wait_rewrite(srv)
+    took = time.time() - t0
+    stop[0] = True
+    th.join()
+    if not ok or not lat:
+        return None
+    return max(lat) * 1000, percentile(lat, 99) * 1000, len(lat), took
+
+
+def persistence_restart(env, quick):
+    """1M keys (and 1M documents on tidecache): on-disk size per key, time to restart, worst
+    latency of a client during BGREWRITEAOF, on both servers."""
+    keys = 100_000 if quick else 1_000_000
+    label = f"{keys // 1000}k" if keys < 1_000_000 else f"{keys // 1_000_000}M"
+    kv = os.path.join(OUT, "persist-kv.resp")
+    docs = os.path.join(OUT, "persist-docs.resp")
+    log(f"persistence: generating {label} keys and documents")
+    write_resp(kv, (encode("SET", "key:%012d" % i, VALUE32) for i in range(keys)))
+    write_resp(docs, (encode("DOC.INSERT", "users", user_doc(i)) for i in range(keys)))
+    res = {"keys": keys, "label": label}
+    base = tempfile.mkdtemp(prefix="persist-", dir=OUT)
+    rdir, tdir = os.path.join(base, "redis"), os.path.join(base, "tidecache")
+    os.makedirs(rdir)
+    os.makedirs(tdir)
+    rport, tport = free_port(), free_port()
+    rargv = [env.redis_bin, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--daemonize", "no",
+             "--logfile", "", "--dir", rdir, "--auto-aof-rewrite-percentage", "0"]
+    # No automatic rewrite on either side: the one measured is the BGREWRITEAOF sent here,
+    # over every key (an automatic one during the load would cover part of them).
+    targv = [env.tide_bin, "--port", str(tport), "--loglevel", "warning", "--appendonly", "yes",
+             "--dir", tdir, "--auto-aof-rewrite-percentage", "0"]
+    try:
+        for kind, argv, d in (("redis", rargv, rdir), ("tidecache", targv, tdir)):
+            srv, _ = time_to_ready(argv, d, f"{kind}-persist.log")
+            with open(kv, "rb") as f:
+                run(["redis-cli", "-p", str(srv.port), "--pipe"], 900, stdin=f)
+            # A rewrite of the keys alone: the base's size per key, and a client's worst
+            # latency meanwhile.
+            lat = rewrite_latency(srv)
+            if lat:
+                res[kind + "_rewrite_max_ms"], res[kind + "_rewrite_p99_ms"], \
+                    res[kind + "_rewrite_requests"], res[kind + "_rewrite_s"] = lat
+            aofdir = os.path.join(d, "appendonlydir")
+            res[kind + "_aof_bytes_per_key"] = dir_bytes(aofdir, lambda f: ".base." in f) / keys
+            c = Client(srv.port, timeout=600)
+            c.call("SAVE")
+            c.close()
+            res[kind + "_rdb_bytes_per_key"] = os.path.getsize(os.path.join(d, "dump.rdb")) / keys
+            stop_keep(srv)
+            # Restart from the journal/AOF (keys only).
+            srv, secs = time_to_ready(argv, d, f"{kind}-persist-aof.log")
+            res[kind + "_restart_aof_s"] = secs
+            stop_keep(srv)
+            # Restart from dump.rdb alone.
+            shutil.rmtree(aofdir, ignore_errors=True)
+            no_aof = [a if a != "yes" or argv[i - 1] != "--appendonly" else "no"
+                      for i, a in enumerate(argv)]
+            srv, secs = time_to_ready(no_aof, d, f"{kind}-persist-rdb.log")
+            res[kind + "_restart_rdb_s"] = secs
+            stop_keep(srv)
+        # tidecache: 1M keys + 1M documents in the journal (after a rewrite), restarted.
+        srv, _ = time_to_ready(targv, tdir, "tidecache-persist-docs.log")
+        with open(kv, "rb") as f:
+            run(["redis-cli", "-p", str(srv.port), "--pipe"], 900, stdin=f)
+        with open(docs, "rb") as f:
+            run(["redis-cli", "-p", str(srv.port), "--pipe"], 1800, stdin=f)
+        c = Client(srv.port, timeout=600)
+        c.call("BGREWRITEAOF")
+        c.close()
+        wait_rewrite(srv)
+        res["tidecache_docs_base_bytes"] = dir_bytes(os.path.join(tdir, "appendonlydir"),
+                                                     lambda f: ".base." in f)
+        stop_keep(srv)
+        srv, secs = time_to_ready(targv, tdir, "tidecache-persist-docs2.log")
+        res["tidecache_restart_docs_s"] = secs
+        c = Client(srv.port, timeout=60)
+        res["tidecache_docs_loaded"] = [c.call("DBSIZE"), c.call("DOC.COUNT", "users", "{}")]
+        c.close()
+        stop_keep(srv)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        for p in (kv, docs):
+            try:
+                os.remove(p)
+            except OSError:
+                pass
+    return res
+
+
+def persistence(env, quick):
+    log("persistence: throughput under appendonly yes")
+    rows, j_ratio = persistence_throughput(env, quick)
+    log("persistence: sizes, restart times, latency during BGREWRITEAOF")
+    res = persistence_restart(env, quick)
+    res["rows"] = rows
+    res["j_ratio"] = j_ratio
+    return res
+
+
+def persistence_markdown(p):
+    f = lambda v, spec: "n/a" if v is None else format(v, spec)
+    lines = ["### Persistence (appendonly yes; redis-benchmark -c 50, same settings on both)", "",
+             "| workload | redis-server | tidecache | tidecache / redis | CPU µs/request redis / tidecache |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for row in p["rows"]:
+        r = ratio(row["tidecache"], row["redis"])
+        lines.append(f"| {row['workload']}{' -P ' + str(row['pipeline']) if row['pipeline'] > 1 and '-P' not in row['workload'] else ''} | "
+                     f"{fmt_rps(row, 'redis')} | {fmt_rps(row, 'tidecache')} | "
+                     f"{'n/a' if r is None else f'{r:.2f}'} | "
+                     f"{fmt_cpu(row, 'redis')} / {fmt_cpu(row, 'tidecache')} |")
+    lines += ["", f"DOC.INSERT with J / without J (tidecache): {f(p.get('j_ratio'), '.2f')} "
+              "(target: 0.5 or more).", ""]
+    lab = p["label"]
+    lines += [f"| {lab} keys of 32 B | redis-server | tidecache |", "| --- | ---: | ---: |",
+              f"| AOF/journal base after a rewrite, bytes per key (RESP; Redis with aof-use-rdb-preamble no) | "
+              f"{f(p.get('redis_aof_bytes_per_key'), '.1f')} | {f(p.get('tidecache_aof_bytes_per_key'), '.1f')} |",
+              f"| dump.rdb, bytes per key | {f(p.get('redis_rdb_bytes_per_key'), '.1f')} | "
+              f"{f(p.get('tidecache_rdb_bytes_per_key'), '.1f')} |",
+              f"| restart from the AOF/journal, s | {f(p.get('redis_restart_aof_s'), '.2f')} | "
+              f"{f(p.get('tidecache_restart_aof_s'), '.2f')} |",
+              f"| restart from dump.rdb, s | {f(p.get('redis_restart_rdb_s'), '.2f')} | "
+              f"{f(p.get('tidecache_restart_rdb_s'), '.2f')} |",
+              f"| BGREWRITEAOF: a client's worst GET latency, ms | {f(p.get('redis_rewrite_max_ms'), '.2f')} | "
+              f"{f(p.get('tidecache_rewrite_max_ms'), '.2f')} |",
+              f"| BGREWRITEAOF: p99 GET latency, ms | {f(p.get('redis_rewrite_p99_ms'), '.3f')} | "
+              f"{f(p.get('tidecache_rewrite_p99_ms'), '.3f')} |",
+              f"| BGREWRITEAOF: duration, s (GETs measured) | {f(p.get('redis_rewrite_s'), '.2f')} ({p.get('redis_rewrite_requests', 'n/a')}) | "
+              f"{f(p.get('tidecache_rewrite_s'), '.2f')} ({p.get('tidecache_rewrite_requests', 'n/a')}) |",
+              "",
+              f"tidecache with {lab} keys + {lab} documents in the journal (after a rewrite, base "
+              f"{f((p.get('tidecache_docs_base_bytes') or 0) / 2**20, '.1f')} MB): restart in "
+              f"{f(p.get('tidecache_restart_docs_s'), '.2f')} s (loaded: DBSIZE, DOC.COUNT = "
+              f"{p.get('tidecache_docs_loaded')}). Restart = process start until PING answers PONG.",
+              ""]
+    return "\n".join(lines)
+
 
 # ---------------------------------------------------------------------------------------------
 
@@ -1385,14 +1700,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small n and datasets (CI smoke test)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
     ap.add_argument("--only", default="throughput,memory,expiry,zipf",
-                    help="comma-separated parts to run (default: all)")
+                    help="comma-separated parts to run (default: all but persistence; "
+                    "persistence runs alone with --only persistence)")
     ap.add_argument("--publish", action="store_true",
                     help="also write docs/BENCHMARKS.md and docs/compare.svg (after a full run)")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
     args = ap.parse_args()
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf"}
+    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "persistence"}
     if unknown:
         ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
 
@@ -1425,6 +1741,8 @@ def main():
             results["expiry"] = mass_expiry(env, args.quick)
         if "zipf" in parts:
             results["zipf"] = zipf(env, args.quick)
+        if "persistence" in parts:
+            results["persistence"] = persistence(env, args.quick)
 
         title = f"tidecache vs redis-server 7 — {stamp} — {results['machine']}"
         if "throughput" in results:

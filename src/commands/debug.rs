@@ -254,8 +254,7 @@ fn with_entry<R>(
 fn object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
     let fill = ctx.server.config.read().get_i64("list-max-listpack-size");
     let line = with_entry(ctx, key, |e| {
-        let serialized =
-            crate::store::rdb::dump(&e.value).map_or(0, |p| p.len().saturating_sub(11));
+        let serialized = crate::store::rdb::dump(&e.value).len().saturating_sub(11);
         let access = e.access();
         let lru = if crate::store::eviction::policy().is_lfu() {
             access
@@ -485,9 +484,11 @@ fn reload(ctx: &mut Ctx<'_>) -> CmdResult {
             let ks = &mut db.keys;
             let mut saved = Vec::new();
             ks.for_each(now, |e| {
-                if let Some(p) = crate::store::rdb::dump(&e.value) {
-                    saved.push((e.key().to_vec(), p, ks.deadline_of(e)));
-                }
+                saved.push((
+                    e.key().to_vec(),
+                    crate::store::rdb::dump(&e.value),
+                    ks.deadline_of(e),
+                ));
             });
             for (key, payload, deadline) in saved {
                 match crate::store::rdb::load(&payload) {

@@ -33,13 +33,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let payload = ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         ks.get(h, key).map(|e| rdb::dump(&e.value))
     });
-    match payload {
-        Some(Some(p)) => Ok(Reply::bulk(p)),
-        Some(None) => Err(CommandError::msg(
-            "ERR DUMP of a stream is not available in this version of tidecache",
-        )),
-        None => Ok(Reply::Nil),
-    }
+    Ok(payload.map_or(Reply::Nil, Reply::bulk))
 }
 
 /// Redis's `restoreCommand` (cluster.c), in its order of checks: options, BUSYKEY, the TTL,

@@ -313,6 +313,31 @@ thread_local! {
     static LOADER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// `key-load-delay` (microseconds), read when a load starts.
+static KEY_LOAD_DELAY: AtomicU64 = AtomicU64::new(0);
+
+/// Loading `dump.rdb` at start, `total` bytes: as [`begin_loading`], with the file's size
+/// for INFO's progress.
+pub fn begin_loading_rdb(server: &Server, total: u64) {
+    begin_loading();
+    LOAD.total.store(total, Relaxed);
+    KEY_LOAD_DELAY.store(server.config.read().get_u64("key-load-delay"), Relaxed);
+}
+
+/// The load has reached byte `at` of its file (after a key); `key-load-delay` is applied
+/// here.
+pub fn loading_progress(at: u64) {
+    LOAD.loaded.store(at, Relaxed);
+    key_load_delay();
+}
+
+fn key_load_delay() {
+    let d = KEY_LOAD_DELAY.load(Relaxed);
+    if d > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(d));
+    }
+}
+
 /// The data set is being loaded: clients are connected and answered, commands without the
 /// `loading` flag with `-LOADING` (see [`refused_while_loading`]).
 pub fn begin_loading() {
@@ -379,6 +404,7 @@ fn replay(
     let mut client = ClientState::new(handle.clone(), true);
     journal::set_loading(true);
     LOADER.with(|l| l.set(true));
+    KEY_LOAD_DELAY.store(server.config.read().get_u64("key-load-delay"), Relaxed);
     let result = (|| {
         for (i, f) in files.iter().enumerate() {
             let p = dir.join(&f.name);
@@ -406,6 +432,7 @@ fn replay(
             let done_before = LOAD.loaded.load(Relaxed);
             let end = aof::read_file(&p, |argv, at| {
                 LOAD.loaded.store(done_before + at, Relaxed);
+                key_load_delay();
                 run_one(&mut ctx, argv, &f.name)
             })?;
             LOAD.loaded.store(done_before + file_len(&p), Relaxed);
@@ -479,6 +506,8 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
         client: &mut client,
     };
     let mut result = Ok(());
+    // Run while other clients are answered -LOADING: this thread's commands are the load's.
+    let was = LOADER.with(|l| l.replace(true));
     for code in codes {
         let args = [
             Bytes::from_static(b"FUNCTION"),
@@ -491,6 +520,7 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
             break;
         }
     }
+    LOADER.with(|l| l.set(was));
     server.clients.unregister(handle.id);
     result
 }
@@ -620,6 +650,13 @@ struct Persist {
     last_save_cow: AtomicU64,
     /// The key space's change counter when the last successful save took its cut.
     dirty_at_save: AtomicU64,
+    /// Unix seconds when the last BGSAVE was started (a failed one is retried by the
+    /// `save` schedule only `BGSAVE_RETRY_DELAY` seconds after it).
+    last_bgsave_try: AtomicU64,
+    /// Unix seconds of the last check of the `save` schedule.
+    schedule_checked: AtomicU64,
+    /// `CONFIG SET appendonly yes` is writing the first base (INFO shows aof_enabled:1).
+    aof_starting: AtomicBool,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
 }
@@ -643,8 +680,14 @@ static P: Persist = Persist {
     saves: AtomicU64::new(0),
     last_save_cow: AtomicU64::new(0),
     dirty_at_save: AtomicU64::new(0),
+    last_bgsave_try: AtomicU64::new(0),
+    schedule_checked: AtomicU64::new(0),
+    aof_starting: AtomicBool::new(false),
     cron: AtomicBool::new(false),
 };
+
+/// Redis's `CONFIG_BGSAVE_RETRY_DELAY`: seconds before the schedule retries a failed BGSAVE.
+const BGSAVE_RETRY_DELAY: u64 = 5;
 
 fn dirty(server: &Server) -> u64 {
     server
@@ -721,12 +764,181 @@ fn paths(server: &Server) -> (std::path::PathBuf, String) {
     )
 }
 
+/// `CONFIG SET appendonly yes|no` at run time (Redis's `startAppendOnly`/`stopAppendOnly`).
+/// `yes`: on a thread of its own, a cut (the exec gate held exclusively and every shard
+/// locked) starts the journal into a new incremental file, then a base is written from the
+/// snapshot taken at that cut and the manifest names both; INFO shows `aof_enabled:1` and
+/// `aof_rewrite_in_progress:1` meanwhile. If the base cannot be written the journal stops
+/// again and `appendonly` goes back to `no`. `no`: at a cut, no more records are taken; what
+/// is buffered is written and fsynced and the files are closed.
+pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
+    let running = journal::enabled() || P.aof_starting.load(Relaxed);
+    if on == running {
+        return Ok(());
+    }
+    if P.rewrite_running.load(Relaxed) {
+        return Err("a rewrite of the journal is in progress: retry when it is done".into());
+    }
+    let s = server.clone();
+    if !on {
+        std::thread::Builder::new()
+            .name("aof-stop".into())
+            .spawn(move || {
+                {
+                    let _gate = s.exec_gate.exclusive();
+                    let all: Vec<usize> = (0..s.store.shard_count()).collect();
+                    let _locks = s.store.lock_many(&all);
+                    journal::disable();
+                }
+                journal::close();
+                tracing::info!("Background append only file stopped (appendonly no)");
+            })
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    if P.bgsave_running.load(Relaxed) {
+        return Err("a BGSAVE is in progress: retry when it is done".into());
+    }
+    P.aof_starting.store(true, Relaxed);
+    P.rewrite_running.store(true, Relaxed);
+    P.rewrite_started
+        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let spawned = std::thread::Builder::new()
+        .name("aof-start".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = start_journal(&s);
+            P.last_rewrite_secs
+                .store(started.elapsed().as_secs() as i64, Relaxed);
+            match r {
+                Ok(()) => {
+                    P.last_rewrite_ok.store(true, Relaxed);
+                    P.rewrites.fetch_add(1, Relaxed);
+                    tracing::info!(
+                        "Background AOF rewrite finished successfully: the append only file is on"
+                    );
+                }
+                Err(e) => {
+                    P.last_rewrite_ok.store(false, Relaxed);
+                    P.rewrite_failures.fetch_add(1, Relaxed);
+                    tracing::warn!("Can't turn on the append only file: {e}");
+                    journal::stop();
+                    s.config.write().set_normalized("appendonly", "no".into());
+                }
+            }
+            P.aof_starting.store(false, Relaxed);
+            P.rewrite_running.store(false, Relaxed);
+        });
+    if let Err(e) = spawned {
+        P.aof_starting.store(false, Relaxed);
+        P.rewrite_running.store(false, Relaxed);
+        return Err(e.to_string());
+    }
+    Ok(())
+}
+
+/// The work of `CONFIG SET appendonly yes`: a new incremental file, the journal started
+/// into it at a cut, the base of that cut, then the manifest naming both (the files of an
+/// earlier journal in the directory are replaced: their numbers are continued).
+fn start_journal(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, prefix, policy) = {
+        let c = server.config.read();
+        (
+            std::path::absolute(aof::dir_of(c.get("dir"), c.get("appenddirname")))
+                .map_err(|e| e.to_string())?,
+            c.get("appendfilename").to_string(),
+            policy_of(c.get("appendfsync")),
+        )
+    };
+    let dir = AOF_DIR.get_or_init(|| dir).clone();
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    let mname = aof::Manifest::manifest_name(&prefix);
+    let old = match std::fs::read_to_string(dir.join(&mname)) {
+        Ok(text) => Some(aof::Manifest::parse(&text)?),
+        Err(_) => None,
+    };
+    let incr_seq = old
+        .as_ref()
+        .and_then(|m| m.incr.iter().map(|f| f.seq).max())
+        .unwrap_or(0)
+        + 1;
+    let base_seq = old
+        .as_ref()
+        .and_then(|m| m.base.as_ref().map(|b| b.seq))
+        .unwrap_or(0)
+        + 1;
+    let incr = aof::FileInfo {
+        name: aof::incr_name(&prefix, incr_seq),
+        seq: incr_seq,
+        kind: 'i',
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(dir.join(&incr.name))
+        .map_err(|e| format!("can't create {}: {e}", incr.name))?;
+    file.sync_all().map_err(|e| e.to_string())?;
+    let mut started = Ok(());
+    let (snap, functions, _) = cut(server, |_| started = journal::start(file, 0, 0, policy))
+        .ok_or("a snapshot is already being taken")?;
+    started?;
+    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let copying = std::time::Instant::now();
+    let r = write_base(server, &snap, &functions, &tmp);
+    if let Ok(keys) = &r {
+        log_snapshot("AOF base written", &snap, *keys, copying);
+    }
+    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let base = aof::FileInfo {
+        name: aof::base_name(&prefix, base_seq),
+        seq: base_seq,
+        kind: 'b',
+    };
+    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
+    std::fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| e.to_string())?;
+    let new = aof::Manifest {
+        base: Some(base.clone()),
+        incr: vec![incr],
+    };
+    aof::write_manifest(&dir, &mname, &new.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    if let Some(old) = old {
+        for f in old.base.iter().chain(&old.incr) {
+            if f.name != base.name && f.name != new.incr[0].name {
+                let _ = std::fs::remove_file(dir.join(&f.name));
+            }
+        }
+    }
+    let base_size = std::fs::metadata(dir.join(&base.name)).map_or(0, |m| m.len());
+    if let Some(j) = journal::journal() {
+        j.base_size.store(base_size, Relaxed);
+        let now = base_size + j.incr_size.load(Relaxed);
+        j.current_size.store(now, Relaxed);
+        P.rewrite_base_size.store(now, Relaxed);
+    }
+    ensure_cron(server);
+    Ok(())
+}
+
 /// `BGREWRITEAOF`, as Redis 7.0 answers it.
 pub fn bgrewriteaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     args.finish()?;
     if !journal::enabled() {
         return Err(CommandError::msg(
-            "ERR BGREWRITEAOF needs appendonly yes in this version (turning the journal on at run time is not available)",
+            "ERR BGREWRITEAOF needs appendonly yes in this version (CONFIG SET appendonly yes starts the journal with a rewrite)",
         ));
     }
     if P.rewrite_running.load(Relaxed) {
@@ -1089,8 +1301,9 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
         return false;
     }
     P.bgsave_scheduled.store(false, Relaxed);
-    P.bgsave_started
-        .store(crate::util::clock::now_ms() as u64, Relaxed);
+    let now = crate::util::clock::now_ms() as u64;
+    P.bgsave_started.store(now, Relaxed);
+    P.last_bgsave_try.store(now / 1000, Relaxed);
     let s = server.clone();
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
@@ -1145,18 +1358,13 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
         w.abort();
         return Err(io(e));
     }
-    let (keys, streams) = (w.keys, w.skipped_streams);
+    let keys = w.keys;
     w.finish(&dir.join(&file)).map_err(io)?;
     P.last_save
         .store(crate::util::clock::now_ms() as u64 / 1000, Relaxed);
     P.dirty_at_save.store(dirty_at_cut, Relaxed);
     P.saves.fetch_add(1, Relaxed);
     tracing::info!("DB saved on disk ({keys} keys in {file})");
-    if streams > 0 {
-        tracing::warn!(
-            "{streams} stream keys were not written to {file}: their RDB form is not available in this version (the journal keeps them)"
-        );
-    }
     let colls = server.store.document_totals();
     if colls.collections > 0 {
         tracing::warn!(
@@ -1205,8 +1413,15 @@ pub fn lastsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Int(t as i64))
 }
 
+/// Starts the thread of [`ensure_cron`] at start: the `save` schedule may be set at any
+/// time.
+pub fn start_schedules(server: &Arc<Server>) {
+    ensure_cron(server);
+}
+
 /// The thread that starts what was scheduled (a rewrite asked for during a BGSAVE, a
-/// BGSAVE SCHEDULE during a rewrite) and the automatic rewrites, ten times a second.
+/// BGSAVE SCHEDULE during a rewrite), the saves of the `save` schedule and the automatic
+/// rewrites, ten times a second.
 fn ensure_cron(server: &Arc<Server>) {
     if P.cron.swap(true, Relaxed) {
         return;
@@ -1237,6 +1452,10 @@ fn cron(server: &Arc<Server>) {
         start_bgsave(server);
         return;
     }
+    if save_schedule_due(server) {
+        start_bgsave(server);
+        return;
+    }
     // Redis's `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size`.
     let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
         return;
@@ -1257,6 +1476,36 @@ fn cron(server: &Arc<Server>) {
             start_rewrite(server);
         }
     }
+}
+
+/// Redis's `serverCron` check of the `save` schedule (once a second here): a pair whose
+/// seconds have passed since the last successful save (or the start), with at least its
+/// changes made since, starts a BGSAVE, unless the last BGSAVE failed less than
+/// `BGSAVE_RETRY_DELAY` seconds ago.
+fn save_schedule_due(server: &Server) -> bool {
+    let now = crate::util::clock::now_ms() as u64 / 1000;
+    if P.schedule_checked.swap(now, Relaxed) == now {
+        return false;
+    }
+    let schedule = crate::config::save_schedule(server.config.read().get("save"));
+    if schedule.is_empty() {
+        return false;
+    }
+    let changes = dirty(server).saturating_sub(P.dirty_at_save.load(Relaxed));
+    let last = match P.last_save.load(Relaxed) {
+        0 => server.started_unix,
+        t => t,
+    };
+    let may_retry = P.last_bgsave_ok.load(Relaxed)
+        || now.saturating_sub(P.last_bgsave_try.load(Relaxed)) > BGSAVE_RETRY_DELAY;
+    let due = schedule
+        .iter()
+        .find(|&&(secs, min)| changes >= min && now.saturating_sub(last) > secs && may_retry);
+    if let Some((secs, min)) = due {
+        tracing::info!("{min} changes in {secs} seconds. Saving...");
+        return true;
+    }
+    false
 }
 
 /// `INFO persistence`, in Redis 7.0's order.
@@ -1312,8 +1561,9 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
         ("rdb_last_load_keys_loaded", "0".into()),
     ];
     let j = journal::journal().filter(|_| journal::enabled());
+    let starting = P.aof_starting.load(Relaxed);
     v.extend([
-        ("aof_enabled", (j.is_some() as u8).to_string()),
+        ("aof_enabled", ((j.is_some() || starting) as u8).to_string()),
         (
             "aof_rewrite_in_progress",
             (P.rewrite_running.load(Relaxed) as u8).to_string(),

@@ -409,6 +409,15 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Err(e) => return Err(fail(&e)),
         }
     }
+    // The journal starts (or stops) before the setting changes, as Redis's startAppendOnly.
+    if let Some((_, v)) = updates.iter().find(|(n, _)| *n == "appendonly") {
+        if let Err(e) = crate::commands::journal::set_appendonly(ctx.server, v == "yes") {
+            tracing::warn!("{e}");
+            return Err(CommandError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs. ({e})"
+            )));
+        }
+    }
     // TLS settings apply only if the certificates, key and CAs they name load (Redis's
     // applyTlsCfg): otherwise nothing changes and the TLS configuration in force stays.
     if let Some((first, _)) = updates.iter().find(|(n, _)| n.starts_with("tls-")) {

@@ -117,9 +117,11 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "max-document-size", default: "16777216", live: true, kind: Kind::Memory,
         doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
     Setting { name: "save", default: "", live: true, kind: Kind::Special(parse_save),
-        doc: "Snapshot schedule, as Redis's 'save'. Only the empty schedule is accepted: SAVE and BGSAVE write dir/dbfilename on demand, but this version does not schedule them, and a schedule it would not keep is refused." },
-    Setting { name: "appendonly", default: "no", live: false, kind: Kind::Bool,
-        doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start, before accepting connections. Set at start only: turning it on at run time (a rewrite of the data so far, then appending) is not available yet." },
+        doc: "Snapshot schedule, as Redis's 'save': pairs of seconds and changes; a BGSAVE of dir/dbfilename starts when that many seconds have passed since the last successful save and at least that many changes were made (a failed one is retried after 5 seconds). Several 'save' lines in a file add up; \"\" disables. Unlike Redis, the default is no schedule." },
+    Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
+    Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
+        doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start. Turned on at run time, a base is written from a snapshot of the data so far while new writes go to the journal; turned off, the files are closed." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
         doc: "When the journal is flushed to disk: always (before replying), everysec, or no (left to the OS)." },
     Setting { name: "appendfilename", default: "appendonly.aof", live: false, kind: Kind::Str,
@@ -207,8 +209,7 @@ const ALIASES: &[(&str, &str)] = &[
 /// command line so a redis.conf (or Redis's test-suite `default.conf`) starts as it is; the
 /// server logs one warning naming those it met. Each comes with the values accepted (empty:
 /// any): a value that would claim what tidecache does not do (`daemonize yes`) is refused
-/// like any bad value. Settings with a meaning that is not there (a `save`
-/// schedule) are not in this list and still stop the start.
+/// like any bad value. Settings not in this list and not settings stop the start.
 pub const IGNORED: &[(&str, &[&str])] = &[
     // The start-up banner always carries the PID.
     ("always-show-logo", &[]),
@@ -219,7 +220,8 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     // No Unix-domain socket listener: clients connect over TCP only.
     ("unixsocket", &[]),
     ("unixsocketperm", &[]),
-    // Snapshot file settings: no snapshot is ever written (only `save ""` is accepted).
+    // Snapshot file settings: dump.rdb is always written compressed and checksummed, and a
+    // rewrite's fsync policy is the journal's own.
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
@@ -251,7 +253,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
 pub const SAME_VALUE_OK: &[&str] = &[
     "bind",
     "port",
-    "appendonly",
     "dbfilename",
     "shards",
     "admin-port",
@@ -312,16 +313,24 @@ fn check_save_schedule(value: &str) -> Result<(), String> {
     }
 }
 
-/// `save`: only the empty schedule, since no snapshot is ever written.
+/// `save`: checked as Redis checks it, and written back as Redis's CONFIG GET shows it
+/// (the numbers separated by one space; empty for no schedule).
 fn parse_save(value: &str) -> Result<String, String> {
-    if value.trim().is_empty() {
-        Ok(String::new())
-    } else {
-        Err(
-            "save schedules (automatic snapshots) are not supported: only save \"\" is accepted; SAVE and BGSAVE write snapshots on demand"
-                .into(),
-        )
-    }
+    check_save_schedule(value)?;
+    let words: Vec<String> = value
+        .split_whitespace()
+        .map(|w| w.parse::<i64>().map(|n| n.to_string()).unwrap_or_default())
+        .collect();
+    Ok(words.join(" "))
+}
+
+/// The pairs (seconds, changes) of a normalized `save` value.
+pub fn save_schedule(value: &str) -> Vec<(u64, u64)> {
+    let n: Vec<u64> = value
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    n.chunks_exact(2).map(|p| (p[0], p[1])).collect()
 }
 
 /// A percentile as Redis prints it (`%f`, trailing zeros trimmed): 50, 99.9.
@@ -487,9 +496,12 @@ pub fn normalize(s: &Setting, value: &str) -> Result<String, String> {
 pub struct Config {
     values: HashMap<&'static str, String>,
     pub file: Option<PathBuf>,
-    /// `IGNORED` settings met at start, in order, each once, and a `save` schedule that is
-    /// not kept (the server names them all in one warning line).
+    /// `IGNORED` settings met at start, in order, each once (the server names them all in
+    /// one warning line).
     pub ignored: Vec<String>,
+    /// A `save` line was read: the next ones add to its schedule (Redis replaces its
+    /// default schedule at the first line of a file and appends the others).
+    save_read: bool,
     /// `user <name> <rules...>` lines, each as its words after `user` (the ACL applies
     /// them at start, where the command table is known).
     pub users: Vec<Vec<String>>,
@@ -511,6 +523,7 @@ impl Default for Config {
             file: None,
             ignored: Vec::new(),
             users: Vec::new(),
+            save_read: false,
         }
     }
 }
@@ -600,17 +613,18 @@ impl Config {
     }
 
     fn set_from_source(&mut self, name: &str, value: &str) -> Result<(), String> {
-        if name.eq_ignore_ascii_case("save") && !value.trim().is_empty() {
-            // A snapshot schedule (Redis's default.conf has `save 900 1`): checked as Redis
-            // checks it, then named in the start-up warning and not kept, so the schedule
-            // in force stays empty and CONFIG GET save says so. CONFIG SET still refuses
-            // one: no snapshot would be taken.
-            check_save_schedule(value)?;
-            let note = format!("save {}", value.trim());
-            if !self.ignored.contains(&note) {
-                self.ignored.push(note);
-            }
-            self.values.insert("save", String::new());
+        if name.eq_ignore_ascii_case("save") {
+            // As Redis: `save ""` (or a bare `save`) clears the schedule, and each other
+            // line adds its pairs to what earlier lines set.
+            let v = parse_save(value)?;
+            let v = match self.values.get("save") {
+                Some(old) if self.save_read && !old.is_empty() && !v.is_empty() => {
+                    format!("{old} {v}")
+                }
+                _ => v,
+            };
+            self.save_read = true;
+            self.values.insert("save", v);
             return Ok(());
         }
         if let Some((name, only)) = ignored(name) {
@@ -913,7 +927,7 @@ mod tests {
         assert_eq!(c.get("port"), "7000");
         let e = Config::default().load_text("daemonize yes").unwrap_err();
         assert!(e.contains("'daemonize yes' is not available"), "{e}");
-        // Settings with a meaning that is not there still stop the start.
+        // Bad schedules and unknown settings stop the start.
         for line in ["save 900", "save 0 1", "nosuch 1"] {
             assert!(Config::default().load_text(line).is_err(), "{line}");
         }
@@ -929,19 +943,19 @@ mod tests {
     }
 
     /// Redis's default.conf for its tests has `save 900 1`, and the runner writes an
-    /// override `save ""` as a bare `save `: both start, and no schedule is kept.
+    /// override `save ""` as a bare `save `: lines add up, an empty one clears.
     #[test]
     fn save_lines_of_the_test_suite_start() {
         let mut c = Config::default();
-        c.load_text("save 900 1\nsave 100 100\nbind \nport 7000\n")
+        c.load_text("save 900 1\nsave 100   100\nbind \nport 7000\n")
             .unwrap();
-        assert_eq!(c.get("save"), "");
+        assert_eq!(c.get("save"), "900 1 100 100");
         assert_eq!(c.get("bind"), "");
-        assert_eq!(c.ignored, ["save 900 1", "save 100 100"]);
-        let mut c = Config::default();
-        c.load_text("save \n").unwrap();
-        assert_eq!(c.get("save"), "");
         assert!(c.ignored.is_empty());
+        let mut c = Config::default();
+        c.load_text("save 900 1\nsave \n").unwrap();
+        assert_eq!(c.get("save"), "");
+        assert_eq!(save_schedule("900 1 100 100"), [(900, 1), (100, 100)]);
         for bad in [
             "save 900",
             "save 0 1",
@@ -953,8 +967,12 @@ mod tests {
             let e = Config::default().load_text(bad).unwrap_err();
             assert!(e.contains("FATAL CONFIG FILE ERROR"), "{bad}: {e}");
         }
-        // CONFIG SET still refuses a schedule: none would be kept.
-        assert!(normalize(setting("save").unwrap(), "900 1").is_err());
+        let s = setting("save").unwrap();
+        assert_eq!(
+            normalize(s, " 900  1 300 10").as_deref(),
+            Ok("900 1 300 10")
+        );
+        assert!(normalize(s, "900").is_err());
     }
 
     /// The cases of Redis's tests/unit/introspection.tcl "redis-server command line arguments".

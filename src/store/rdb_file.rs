@@ -85,12 +85,23 @@ impl std::fmt::Display for LoadError {
 /// chunks: memory beyond the data is one chunk, or two of the largest key and value.
 /// `Ok(None)` when there is no such file.
 pub fn load_path(store: &Store, path: &Path, log: Log<'_>) -> Result<Option<Loaded>, LoadError> {
+    load_path_with_progress(store, path, log, &mut |_| {})
+}
+
+/// [`load_path`], telling `progress` the file offset reached after each record (a key, an
+/// opcode): what INFO's `loading_loaded_bytes` shows while the file is loaded at start.
+pub fn load_path_with_progress(
+    store: &Store,
+    path: &Path,
+    log: Log<'_>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<Loaded>, LoadError> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(0, format!("cannot open the file: {e}"))),
     };
-    load_reader(store, file, CHUNK, log).map(Some)
+    load_with(store, file, CHUNK, log, progress).map(Some)
 }
 
 /// Loads a whole RDB file held in memory into `store`.
@@ -221,6 +232,16 @@ pub fn load_reader(
     chunk: usize,
     log: Log<'_>,
 ) -> Result<Loaded, LoadError> {
+    load_with(store, src, chunk, log, &mut |_| {})
+}
+
+fn load_with(
+    store: &Store,
+    src: impl std::io::Read,
+    chunk: usize,
+    log: Log<'_>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Loaded, LoadError> {
     let mut input = Input {
         src,
         buf: Vec::new(),
@@ -262,6 +283,7 @@ pub fn load_reader(
                 if done {
                     break;
                 }
+                progress(input.offset() as u64);
             }
             // The record goes on past what was read: read more and parse it again (a
             // record changes nothing before it is read whole).

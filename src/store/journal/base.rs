@@ -33,9 +33,7 @@ pub fn item(out: &mut Vec<u8>, db: &mut usize, it: &Item) {
             }
         }
         v => {
-            let Some(payload) = crate::store::rdb::dump(v) else {
-                return;
-            };
+            let payload = crate::store::rdb::dump(v);
             let ttl = at.as_deref().unwrap_or("0");
             encode(
                 out,

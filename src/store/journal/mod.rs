@@ -30,15 +30,29 @@ pub mod snapshot;
 pub mod writer;
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
 use writer::{Journal, Sub};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static LOADING: AtomicBool = AtomicBool::new(false);
 /// The next sequence number.
 static NEXT: AtomicU64 = AtomicU64::new(1);
-static JOURNAL: OnceLock<Arc<Journal>> = OnceLock::new();
+/// The current journal. Each start (at boot, or `CONFIG SET appendonly yes` after a `no`)
+/// makes a new one and leaks its handle on purpose: callers keep `&'static` references
+/// without a lock on the hot path, and a stopped journal is a few hundred bytes.
+static JOURNAL: AtomicPtr<Arc<Journal>> = AtomicPtr::new(std::ptr::null_mut());
+
+struct Slot;
+
+impl Slot {
+    #[inline]
+    fn get(&self) -> Option<&'static Arc<Journal>> {
+        let p = JOURNAL.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer comes from `Box::leak` in `start` and is never freed.
+        unsafe { p.as_ref() }
+    }
+}
 
 /// Whether writes are journaled now.
 #[inline]
@@ -67,31 +81,46 @@ pub fn next_seq() -> u64 {
 
 /// The running journal, if any.
 pub fn journal() -> Option<&'static Arc<Journal>> {
-    JOURNAL.get()
+    JOURNAL_SLOT.get()
 }
 
-/// Starts journaling into `file` (see [`Journal::start`]).
+const JOURNAL_SLOT: Slot = Slot;
+
+/// Starts journaling into `file` (see [`Journal::start`]), numbering from the next change.
+/// At run time (`CONFIG SET appendonly yes`) the caller holds the exec gate exclusively and
+/// every shard lock: no command is half done, so each one is wholly journaled or not.
 pub fn start(file: std::fs::File, size: u64, base_size: u64, policy: u8) -> Result<(), String> {
+    if enabled() {
+        return Err("the journal is already open".to_string());
+    }
     let first = NEXT.load(Ordering::Relaxed);
     let j = Journal::start(file, size, base_size, first, policy);
-    JOURNAL
-        .set(j)
-        .map_err(|_| "the journal is already open".to_string())?;
+    JOURNAL.store(Box::leak(Box::new(j)), Ordering::Release);
     ENABLED.store(true, Ordering::Release);
     Ok(())
 }
 
-/// Stops journaling (`CONFIG SET appendonly no`, shutdown): what is buffered is written and
-/// fsynced.
-pub fn stop() {
+/// Stops taking records (`CONFIG SET appendonly no`, under the exec gate and every shard
+/// lock, or shutdown); [`close`] then writes and fsyncs what is buffered.
+pub fn disable() {
     ENABLED.store(false, Ordering::Release);
-    if let Some(j) = JOURNAL.get() {
+}
+
+/// Writes out and fsyncs what the journal holds, and stops its thread.
+pub fn close() {
+    if let Some(j) = journal() {
         j.close();
     }
 }
 
+/// Stops journaling (shutdown): what is buffered is written and fsynced.
+pub fn stop() {
+    disable();
+    close();
+}
+
 pub fn set_policy(p: u8) {
-    if let Some(j) = JOURNAL.get() {
+    if let Some(j) = JOURNAL_SLOT.get() {
         j.set_policy(p);
     }
 }
@@ -120,6 +149,10 @@ struct Ctx {
     wait: u64,
     /// J on a document write: the reply waits for the disk whatever the policy.
     j: bool,
+    /// Opened by [`enter`], not by the dispatcher: the command passed the dispatcher's
+    /// check while the journal was off and ran after `CONFIG SET appendonly yes` turned it
+    /// on; its record is handed over when its outermost frame closes.
+    late: bool,
 }
 
 thread_local! {
@@ -148,18 +181,7 @@ impl Command {
         if !enabled() {
             return Command { open: false };
         }
-        CTX.with(|c| {
-            // The vectors keep their allocations from one command to the next.
-            let mut c = c.borrow_mut();
-            c.active = true;
-            c.atomic = false;
-            c.seqs.clear();
-            c.last = 0;
-            c.subs.clear();
-            c.frames.clear();
-            c.wait = 0;
-            c.j = false;
-        });
+        CTX.with(|c| open(&mut c.borrow_mut()));
         Command { open: true }
     }
 
@@ -171,8 +193,27 @@ impl Command {
         if !std::mem::take(&mut self.open) {
             return Ended::default();
         }
-        CTX.with(|c| {
-            let mut c = c.borrow_mut();
+        CTX.with(|c| close_ctx(&mut c.borrow_mut()))
+    }
+}
+
+fn open(c: &mut Ctx) {
+    // The vectors keep their allocations from one command to the next.
+    c.active = true;
+    c.atomic = false;
+    c.seqs.clear();
+    c.last = 0;
+    c.subs.clear();
+    c.frames.clear();
+    c.wait = 0;
+    c.j = false;
+    c.late = false;
+}
+
+/// Hands the command's record to the journal.
+fn close_ctx(c: &mut Ctx) -> Ended {
+    {
+        {
             c.active = false;
             c.frames.clear();
             let mut subs = std::mem::take(&mut c.subs);
@@ -185,21 +226,24 @@ impl Command {
             }
             let seq = c.seqs.iter().copied().max().unwrap_or(0);
             if seq > 0 {
-                if let Some(j) = JOURNAL.get() {
+                if let Some(j) = JOURNAL_SLOT.get() {
                     j.submit(&c.seqs, subs);
                 }
             }
             c.seqs.clear();
             let seq = seq.max(c.wait);
-            let wait =
-                seq > 0 && (c.j || JOURNAL.get().is_some_and(|j| j.policy() == writer::ALWAYS));
+            let wait = seq > 0
+                && (c.j
+                    || JOURNAL_SLOT
+                        .get()
+                        .is_some_and(|j| j.policy() == writer::ALWAYS));
             if c.j && seq > 0 {
-                if let Some(j) = JOURNAL.get() {
+                if let Some(j) = JOURNAL_SLOT.get() {
                     j.request_sync(seq);
                 }
             }
             Ended { seq, wait }
-        })
+        }
     }
 }
 
@@ -273,6 +317,10 @@ pub fn mark() {
 pub fn enter(db: usize) {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
+        if !c.active && enabled() {
+            open(&mut c);
+            c.late = true;
+        }
         if c.active {
             c.frames.push(Frame {
                 db,
@@ -293,9 +341,18 @@ pub fn leave(own: &[bytes::Bytes], write: bool, always: bool) {
             return;
         }
         let Some(f) = c.frames.pop() else { return };
-        if !(f.modified || always) {
-            return;
+        if f.modified || always {
+            leave_frame(&mut c, f, own, write, always);
         }
+        // Every number a late context took is handed over, record or filler.
+        if c.late && c.frames.is_empty() {
+            close_ctx(&mut c);
+        }
+    })
+}
+
+fn leave_frame(c: &mut Ctx, f: Frame, own: &[bytes::Bytes], write: bool, always: bool) {
+    {
         match f.rewrite {
             Some(cmds) => {
                 for argv in cmds {
@@ -310,9 +367,9 @@ pub fn leave(own: &[bytes::Bytes], write: bool, always: bool) {
             None => {}
         }
         if always && c.seqs.is_empty() {
-            take(&mut c);
+            take(c);
         }
-    })
+    }
 }
 
 /// The current handler's change is journaled as `cmds` instead of its own arguments
@@ -376,7 +433,7 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
 
 fn submit_alone(subs: Vec<Sub>) -> u64 {
     let s = NEXT.fetch_add(1, Ordering::AcqRel);
-    if let Some(j) = JOURNAL.get() {
+    if let Some(j) = JOURNAL_SLOT.get() {
         j.submit(&[s], subs);
     }
     s
@@ -385,19 +442,19 @@ fn submit_alone(subs: Vec<Sub>) -> u64 {
 /// The highest number placed in order so far: a client served by another's command (a
 /// blocked pop) waits for it under `always`.
 pub fn placed() -> u64 {
-    JOURNAL.get().map_or(0, |j| j.placed())
+    JOURNAL_SLOT.get().map_or(0, |j| j.placed())
 }
 
 /// Resolves once `seq` is written to the file (at once when there is no journal).
 pub async fn wait_written(seq: u64) {
-    if let Some(j) = JOURNAL.get() {
+    if let Some(j) = JOURNAL_SLOT.get() {
         j.wait_written(seq).await;
     }
 }
 
 /// Resolves once `seq` is on disk (at once when there is no journal).
 pub async fn wait_durable(seq: u64) {
-    if let Some(j) = JOURNAL.get() {
+    if let Some(j) = JOURNAL_SLOT.get() {
         j.wait_durable(seq).await;
     }
 }
@@ -434,5 +491,8 @@ fn del_record(db: usize, coll: &str, id: bson::Bson) {
 
 /// Whether replies wait for the disk by policy (`appendfsync always`).
 pub fn wait_on_reply() -> bool {
-    enabled() && JOURNAL.get().is_some_and(|j| j.policy() == writer::ALWAYS)
+    enabled()
+        && JOURNAL_SLOT
+            .get()
+            .is_some_and(|j| j.policy() == writer::ALWAYS)
 }

@@ -3,9 +3,8 @@
 //! (`RDB_OPCODE_FUNCTION2`), each key with its deadline, the end mark and the CRC64 of
 //! everything before it. Values use `store::rdb`'s encodings (the DUMP/RESTORE ones).
 //!
-//! Not written: streams (their RDB form is not implemented yet; each is counted and logged),
-//! documents and collections (RDB has no place for them: they are kept only by the
-//! journal), LRU/LFU access information.
+//! Not written: documents and collections (RDB has no place for them: they are kept only by
+//! the journal; SAVE logs how many collections were left out), LRU/LFU access information.
 
 use super::snapshot::Item;
 use crate::store::rdb;
@@ -27,8 +26,6 @@ pub struct RdbWriter {
     db: usize,
     val: Vec<u8>,
     pub keys: u64,
-    /// Stream keys left out.
-    pub skipped_streams: u64,
     pub bytes: u64,
 }
 
@@ -46,7 +43,6 @@ impl RdbWriter {
             db: usize::MAX,
             val: Vec::new(),
             keys: 0,
-            skipped_streams: 0,
             bytes: 0,
         };
         w.buf.extend_from_slice(b"REDIS0010");
@@ -75,13 +71,10 @@ impl RdbWriter {
         self.spill(false)
     }
 
-    /// One key; streams are counted and left out.
+    /// One key.
     pub fn item(&mut self, it: &Item) -> std::io::Result<()> {
         self.val.clear();
-        if !rdb::write_value(&mut self.val, &it.value) {
-            self.skipped_streams += 1;
-            return Ok(());
-        }
+        rdb::write_value(&mut self.val, &it.value);
         if it.db != self.db {
             self.buf.push(OP_SELECTDB);
             rdb::write_len(&mut self.buf, it.db as u64);
