@@ -22,6 +22,7 @@ pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
 pub mod memory;
+pub mod migrate;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -50,13 +51,14 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 22] {
+fn families() -> [&'static [CommandSpec]; 23] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         acl::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
+        migrate::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,
