@@ -409,3 +409,21 @@ fn key_changed_during_transfer_is_kept() {
     drop(src);
     let _ = target.join();
 }
+
+/// MONITOR does not show the passwords given to AUTH or AUTH2.
+#[test]
+fn monitor_hides_passwords() {
+    let src = TestServer::start(&[]);
+    let mut s = src.conn();
+    let mut mon = src.raw();
+    mon.roundtrip(&resp(&["MONITOR"]), b"+OK\r\n");
+    for auth in [&["AUTH", "sekret1"][..], &["AUTH2", "user", "sekret2"][..]] {
+        let mut args = vec!["nokey", "0", "100"];
+        args.extend_from_slice(auth);
+        assert_eq!(migrate(&mut s, 1, &args).unwrap(), "NOKEY");
+        let line = String::from_utf8_lossy(&mon.read_until(b"\r\n")).to_string();
+        assert!(line.to_lowercase().contains("\"migrate\""), "{line}");
+        assert!(line.contains("(redacted)"), "{line}");
+        assert!(!line.contains("sekret"), "{line}");
+    }
+}
