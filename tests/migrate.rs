@@ -241,6 +241,22 @@ fn nokey_and_argument_errors() {
         &["COMMAND", "GETKEYS", "MIGRATE", "h", "1", "k", "0", "100"],
     );
     assert_eq!(keys, vec!["k"]);
+    // With KEYS, the empty key argument is not a key (Redis's migrateGetKeys)...
+    let keys = strs(
+        &mut s,
+        &[
+            "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "100", "KEYS", "a", "b",
+        ],
+    );
+    assert_eq!(keys, vec!["a", "b"]);
+    // ...so a user allowed only some keys may move them.
+    let _: () = q(&mut s, &["ACL", "SETUSER", "u", "on", ">p", "~a*", "+@all"]).unwrap();
+    let _: () = q(&mut s, &["AUTH", "u", "p"]).unwrap();
+    assert_eq!(
+        migrate(&mut s, 1, &["", "0", "100", "KEYS", "a1"]).unwrap(),
+        "NOKEY"
+    );
+    assert!(err_text(migrate(&mut s, 1, &["", "0", "100", "KEYS", "b1"])).starts_with("NOPERM"));
 }
 
 #[test]

@@ -504,7 +504,12 @@ impl CommandSpec {
     ) -> Vec<(usize, &'static [&'static str])> {
         let argc = args.len();
         let mut out = Vec::new();
+        // Positions found by a spec flagged `incomplete` (MIGRATE's KEYS).
+        let mut incomplete_from = None;
         for ks in self.effective_key_specs() {
+            if ks.flags.contains(&"incomplete") && incomplete_from.is_none() {
+                incomplete_from = Some(out.len());
+            }
             let start = match ks.begin {
                 Begin::Index(i) if i > 0 && (i as usize) < argc => i as usize,
                 Begin::Index(_) => continue,
@@ -574,6 +579,16 @@ impl CommandSpec {
                     }
                 }
             }
+        }
+        // Redis asks the command (its getkeys proc) when a spec is incomplete; MIGRATE's is
+        // the one here: once KEYS names the keys, its key argument (the empty string) is not
+        // one.
+        if let Some(from) = incomplete_from.filter(|&f| f < out.len()) {
+            let mut i = 0;
+            out.retain(|&(pos, _)| {
+                i += 1;
+                i > from || !args[pos].is_empty()
+            });
         }
         out
     }
