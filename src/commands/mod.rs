@@ -22,6 +22,7 @@ pub mod keys;
 pub mod keyspace_admin;
 pub mod lists;
 pub mod memory;
+pub mod migrate;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -50,13 +51,14 @@ pub struct Ctx<'a> {
 }
 
 /// Every family, in the order `COMMAND` lists them.
-fn families() -> [&'static [CommandSpec]; 22] {
+fn families() -> [&'static [CommandSpec]; 23] {
     [
         connection::COMMANDS,
         server::COMMANDS,
         acl::COMMANDS,
         keys::COMMANDS,
         dump::COMMANDS,
+        migrate::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,
@@ -413,7 +415,7 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
 fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
     let from = ctx.client.handle.addr.to_string();
     // Passwords are not shown (Redis redacts them): for a REDACTED command, every argument
-    // after an `AUTH` word (AUTH's own name included) until a `SETNAME` word (HELLO's).
+    // after an `AUTH` or `AUTH2` word (AUTH's own name included) until a `SETNAME` word (HELLO's).
     let redacted: Vec<Bytes>;
     let shown = if spec.has(flag::REDACTED) {
         let mut hide = false;
@@ -428,7 +430,8 @@ fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
                 } else {
                     a.clone()
                 };
-                if is(a, "AUTH") {
+                // MIGRATE's AUTH2 hides its username too.
+                if is(a, "AUTH") || is(a, "AUTH2") {
                     hide = true;
                 }
                 out

@@ -767,6 +767,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
             kv("pubsubshard_channels", &s.pubsub.shard_channel_count());
+            kv("migrate_cached_sockets", &super::migrate::cached_sockets());
             kv(
                 "client_output_buffer_limit_disconnections",
                 &s.pubsub.limit_disconnections.load(Ordering::Relaxed),

@@ -517,11 +517,16 @@ impl CommandSpec {
     ) -> Vec<(usize, &'static [&'static str])> {
         let argc = args.len();
         let mut out = Vec::new();
+        // Positions found by a spec flagged `incomplete` (MIGRATE's KEYS).
+        let mut incomplete_from = None;
         for ks in self.effective_key_specs() {
             // A `not_key` spec (SPUBLISH's shard channel) names no key: Redis leaves it out
             // of GETKEYS and ACL key checks too.
             if ks.flags.contains(&"not_key") {
                 continue;
+            }
+            if ks.flags.contains(&"incomplete") && incomplete_from.is_none() {
+                incomplete_from = Some(out.len());
             }
             let start = match ks.begin {
                 Begin::Index(i) if i > 0 && (i as usize) < argc => i as usize,
@@ -602,6 +607,16 @@ impl CommandSpec {
                     }
                 }
             }
+        }
+        // Redis asks the command (its getkeys proc) when a spec is incomplete; MIGRATE's is
+        // the one here: once KEYS names the keys, its key argument (the empty string) is not
+        // one.
+        if let Some(from) = incomplete_from.filter(|&f| f < out.len()) {
+            let mut i = 0;
+            out.retain(|&(pos, _)| {
+                i += 1;
+                i > from || !args[pos].is_empty()
+            });
         }
         out
     }
