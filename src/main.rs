@@ -292,9 +292,25 @@ async fn watch_signals(server: Arc<Server>) {
             return;
         }
     };
-    tokio::select! {
-        _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
-        _ = tokio::signal::ctrl_c() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+    let setting = tokio::select! {
+        _ = term.recv() => {
+            tracing::warn!("Received SIGTERM scheduling shutdown...");
+            "shutdown-on-sigterm"
+        }
+        _ = tokio::signal::ctrl_c() => {
+            tracing::warn!("Received SIGINT scheduling shutdown...");
+            "shutdown-on-sigint"
+        }
+    };
+    // The signal's setting says what SHUTDOWN with flags would: save (always, never, or when
+    // a save schedule is set); `now` and `force` change nothing here (no replicas to wait
+    // for, and a failed save at exit is logged, never a reason to keep running).
+    let saves = {
+        let config = server.config.read();
+        tidecache::config::shutdown_saves(config.get(setting), config.get("save"))
+    };
+    if saves {
+        tidecache::commands::journal::save_on_shutdown();
     }
     server.shutdown();
 }

@@ -558,19 +558,31 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut abort = false;
-    let mut save = false;
+    let (mut save, mut nosave, mut other) = (false, false, false);
     while let Some(kw) = args.next_token() {
         match &*kw {
             b"ABORT" => abort = true,
             b"SAVE" => save = true,
-            b"NOSAVE" | b"NOW" | b"FORCE" => {}
+            b"NOSAVE" => nosave = true,
+            b"NOW" | b"FORCE" => other = true,
             _ => return Err(CommandError::syntax()),
         }
+    }
+    // Illegal combinations, as Redis.
+    if (abort && (save || nosave || other)) || (save && nosave) {
+        return Err(CommandError::syntax());
     }
     if abort {
         return Err(CommandError::msg("ERR No shutdown in progress."));
     }
-    if save {
+    let flags = if save {
+        "save"
+    } else if nosave {
+        "nosave"
+    } else {
+        ""
+    };
+    if crate::config::shutdown_saves(flags, ctx.server.config.read().get("save")) {
         // Written once the connections are done (the snapshot's cut needs the exec gate).
         super::journal::save_on_shutdown();
     }

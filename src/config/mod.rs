@@ -118,6 +118,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest document, as BSON bytes (16mb, as MongoDB)." },
     Setting { name: "save", default: "", live: true, kind: Kind::Special(parse_save),
         doc: "Snapshot schedule, as Redis's 'save': pairs of seconds and changes; a BGSAVE of dir/dbfilename starts when that many seconds have passed since the last successful save and at least that many changes were made (a failed one is retried after 5 seconds). Several 'save' lines in a file add up; \"\" disables. Unlike Redis, the default is no schedule." },
+    Setting { name: "shutdown-on-sigterm", default: "default", live: true, kind: Kind::Special(parse_shutdown_flags),
+        doc: "What SIGTERM does, as SHUTDOWN's flags (Redis's names): default (save when a save schedule is set), save, nosave, now, force, or several of them." },
+    Setting { name: "shutdown-on-sigint", default: "default", live: true, kind: Kind::Special(parse_shutdown_flags),
+        doc: "What SIGINT (Ctrl-C) does, as shutdown-on-sigterm." },
     Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
     Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
@@ -322,6 +326,57 @@ fn parse_save(value: &str) -> Result<String, String> {
         .map(|w| w.parse::<i64>().map(|n| n.to_string()).unwrap_or_default())
         .collect();
     Ok(words.join(" "))
+}
+
+/// SHUTDOWN's flags, in the order Redis's enum lists them.
+const SHUTDOWN_FLAGS: &[&str] = &["save", "nosave", "now", "force"];
+
+/// `shutdown-on-sigterm`/`-sigint`: Redis's multi-word enum (`default` is no flag), written
+/// back as Redis's CONFIG GET shows it (the flags in enum order, or `default`).
+fn parse_shutdown_flags(value: &str) -> Result<String, String> {
+    let mut set = [false; 4];
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.is_empty() {
+        return Err(
+            "argument(s) must be one of the following: default, save, nosave, now, force".into(),
+        );
+    }
+    for w in words {
+        let w = w.to_ascii_lowercase();
+        if w == "default" {
+            continue;
+        }
+        match SHUTDOWN_FLAGS.iter().position(|f| *f == w) {
+            Some(i) => set[i] = true,
+            None => {
+                return Err(
+                    "argument(s) must be one of the following: default, save, nosave, now, force"
+                        .into(),
+                )
+            }
+        }
+    }
+    if set[0] && set[1] {
+        return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+    }
+    let names: Vec<&str> = SHUTDOWN_FLAGS
+        .iter()
+        .zip(set)
+        .filter_map(|(f, on)| on.then_some(*f))
+        .collect();
+    Ok(if names.is_empty() {
+        "default".into()
+    } else {
+        names.join(" ")
+    })
+}
+
+/// Whether a shutdown with these flags (`shutdown-on-sig*` or SHUTDOWN's own) saves
+/// `dump.rdb`, as Redis decides: SAVE always, NOSAVE never, otherwise when a save schedule
+/// is set.
+pub fn shutdown_saves(flags: &str, save_schedule: &str) -> bool {
+    let has = |f: &str| flags.split_whitespace().any(|w| w.eq_ignore_ascii_case(f));
+    has("save") || (!has("nosave") && !save_schedule.trim().is_empty())
 }
 
 /// The pairs (seconds, changes) of a normalized `save` value.
@@ -873,6 +928,20 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shutdown_flags_as_redis() {
+        assert_eq!(parse_shutdown_flags("default").unwrap(), "default");
+        assert_eq!(parse_shutdown_flags("NOW nosave").unwrap(), "nosave now");
+        assert_eq!(parse_shutdown_flags("default force").unwrap(), "force");
+        assert!(parse_shutdown_flags("save nosave").is_err());
+        assert!(parse_shutdown_flags("later").is_err());
+        assert!(parse_shutdown_flags("").is_err());
+        assert!(shutdown_saves("save", ""));
+        assert!(!shutdown_saves("nosave now", "900 1"));
+        assert!(shutdown_saves("default", "900 1"));
+        assert!(!shutdown_saves("default", ""));
+    }
     use super::*;
 
     #[test]

@@ -242,12 +242,7 @@ fn has_id(cell: Option<&Option<StoredDoc>>, key: &[u8]) -> bool {
     let Ok(Some(v)) = doc.get("_id") else {
         return false;
     };
-    let Ok(b) = Bson::try_from(v) else {
-        return false;
-    };
-    let mut k = Vec::with_capacity(key.len());
-    keys::encode_into(&b, &mut k);
-    k == key
+    keys::raw_matches(v, key)
 }
 
 /// The KeyString of a raw document's `_id` (every stored document has one).

@@ -14,6 +14,49 @@
 use crate::documents::order;
 use bson::Bson;
 
+/// Whether `key` is the encoding of the raw value `v`, without building either: the `_id`
+/// map stores no key and checks each hash hit against the document's own `_id`, once per
+/// lookup by `_id` (FIND, FINDONE, TOUCH, UPDATE and DELETE by `_id`). Strings and
+/// ObjectIds (nearly every `_id`) compare in place; other types are encoded.
+pub fn raw_matches(v: bson::RawBsonRef<'_>, key: &[u8]) -> bool {
+    use bson::RawBsonRef;
+    match v {
+        RawBsonRef::String(s) => {
+            let Some((&tag, mut rest)) = key.split_first() else {
+                return false;
+            };
+            if tag != order::rank(&Bson::String(String::new())) + 1 {
+                return false;
+            }
+            for &b in s.as_bytes() {
+                let esc: &[u8] = if b == 0 {
+                    &[0, 0xFF]
+                } else {
+                    std::slice::from_ref(&b)
+                };
+                match rest.strip_prefix(esc) {
+                    Some(r) => rest = r,
+                    None => return false,
+                }
+            }
+            rest == [0, 0]
+        }
+        RawBsonRef::ObjectId(o) => {
+            key.len() == 13
+                && key[0] == order::rank(&Bson::ObjectId(o)) + 1
+                && key[1..] == o.bytes()
+        }
+        other => match Bson::try_from(other) {
+            Ok(b) => {
+                let mut k = Vec::with_capacity(key.len());
+                encode_into(&b, &mut k);
+                k == key
+            }
+            Err(_) => false,
+        },
+    }
+}
+
 /// The encoding of one value.
 pub fn encode(v: &Bson) -> Vec<u8> {
     let mut out = Vec::with_capacity(16);
@@ -193,5 +236,39 @@ mod tests {
             encode(&Bson::Double(2.0)).cmp(&encode(&Bson::Int32(2))),
             Ordering::Equal
         );
+    }
+}
+
+#[cfg(test)]
+mod raw_matches_tests {
+    use super::*;
+    use bson::{doc, oid::ObjectId, RawDocumentBuf};
+
+    /// The in-place comparison agrees with encoding, for the fast types and the others.
+    #[test]
+    fn agrees_with_encode() {
+        let oid = ObjectId::new();
+        let values = [
+            Bson::String("abc".into()),
+            Bson::String("a\0b".into()),
+            Bson::String(String::new()),
+            Bson::String("abd".into()),
+            Bson::ObjectId(oid),
+            Bson::Int32(7),
+            Bson::Double(7.0),
+            Bson::Int64(8),
+            Bson::Document(doc! {"a": 1}),
+        ];
+        for a in &values {
+            let raw = RawDocumentBuf::try_from(&doc! {"_id": a.clone()}).unwrap();
+            let v = raw.get("_id").unwrap().unwrap();
+            for b in &values {
+                assert_eq!(
+                    raw_matches(v, &encode(b)),
+                    encode(a) == encode(b),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
     }
 }
