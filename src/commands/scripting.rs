@@ -213,11 +213,118 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
     })
 }
 
-/// Runs a script command (`job`) on the script thread and makes the calling connection wait
-/// for its reply (see the module comment). Inside EXEC (already exclusive) it runs inline.
+/// Whether scripts run on their caller's thread (the multi-thread runtime, see the module
+/// comment) rather than on the script thread (the current-thread runtime, where the one
+/// runtime thread must stay free to hear other clients while a script runs). Decided at the
+/// first script from the runtime's flavour, which never changes.
+pub fn inline() -> bool {
+    static MODE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match MODE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let Ok(h) = tokio::runtime::Handle::try_current() else {
+                return false;
+            };
+            let multi = h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+            MODE.store(if multi { 1 } else { 2 }, Ordering::Relaxed);
+            multi
+        }
+    }
+}
+
+/// The scripts the dispatcher hands to [`run_inline`] instead of running them under the
+/// shared gate: EVAL, FCALL and their variants (the only commands flagged SKIP_MONITOR), on
+/// the multi-thread runtime.
+#[inline]
+pub fn runs_inline(spec: &CommandSpec) -> bool {
+    spec.has(SKIP_MONITOR) && inline()
+}
+
+/// Runs a script command on the caller's thread (the multi-thread runtime; see the module
+/// comment): the exec gate exclusively, the script's writes one journal record (the
+/// dispatcher's record context, made atomic), then the clients blocked on keys it filled
+/// served under the shared gate, as after EXEC. A script already past
+/// `busy-reply-threshold` makes this one BUSY instead of a wait that may never end.
+pub fn run_inline(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let server = ctx.server;
+    let Some(exclusive) = server.exec_gate.exclusive_unless_busy() else {
+        return refuse_busy(ctx, spec);
+    };
+    crate::store::journal::set_atomic();
+    let reply = crate::commands::execute(ctx, spec, args);
+    drop(exclusive);
+    if let Some(_shared) = server.exec_gate.shared_unless_busy(ctx.client.id()) {
+        server.blocking.serve_ready(server);
+    }
+    reply
+}
+
+/// How long an inline script runs before its thread hands its runtime worker (the other
+/// connections queued there, and the worker's share of the I/O) to a fresh thread.
+const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+thread_local! {
+    /// When the inline script running on this thread started, until it handed its worker
+    /// off: the instruction hook looks at it.
+    static INLINE_SINCE: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `job` inline (under EXEC's gate, or [`run_inline`]'s), with the hand-off armed when
+/// this thread is a runtime worker of the multi-thread runtime.
+fn run_armed(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
+    let arm = inline();
+    if arm {
+        INLINE_SINCE.with(|s| s.set(Some(std::time::Instant::now())));
+    }
+    let reply = job(ctx, argv);
+    if arm {
+        INLINE_SINCE.with(|s| s.set(None));
+    }
+    reply
+}
+
+/// Called by the instruction hook (every 100,000 instructions): an inline script that has
+/// run past [`HAND_OFF_AFTER`] hands its runtime worker to another thread, once.
+#[inline]
+fn maybe_hand_off() {
+    let due = INLINE_SINCE.with(|s| s.get().is_some_and(|t| t.elapsed() >= HAND_OFF_AFTER));
+    if due && hand_off_worker() {
+        INLINE_SINCE.with(|s| s.set(None));
+    }
+}
+
+/// `block_in_place` moves this worker's core (its run queue, LIFO slot included) to a new
+/// thread, which then serves the worker's connections (and parks on the I/O driver like
+/// any worker) while this thread goes on with the script and, once the connection's task
+/// yields, leaves the runtime. tokio takes the core back when the closure returns if the
+/// new thread has not started yet, so the closure waits (at most 10 ms) until a marker task
+/// queued on this core has run: then someone serves the core's queue. True when it did
+/// (else the next hook tries again).
+#[cold]
+fn hand_off_worker() -> bool {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return true;
+    };
+    let ran = Arc::new(AtomicBool::new(false));
+    let marker = ran.clone();
+    drop(rt.spawn(async move { marker.store(true, Ordering::Release) }));
+    tokio::task::block_in_place(|| {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(10);
+        while !ran.load(Ordering::Acquire) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    });
+    ran.load(Ordering::Acquire)
+}
+
+/// Runs a script command (`job`): inline inside EXEC (already exclusive) and on the
+/// multi-thread runtime (the dispatcher called [`run_inline`]); else on the script thread,
+/// the calling connection waiting for its reply as a blocked client (see the module comment).
 fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
-    if ctx.client.in_exec {
-        return job(ctx, argv);
+    if ctx.client.in_exec || inline() {
+        return run_armed(ctx, argv, job);
     }
     let server = ctx.server.clone();
     let mut client = crate::state::client::ClientState::new(ctx.client.handle.clone(), true);
@@ -1016,6 +1123,8 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }))
 }
 
+const NO_REPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 fn noscript() -> Reply {
     Reply::error("NOSCRIPT No matching script. Please use EVAL.")
 }
@@ -1101,6 +1210,10 @@ fn run_callable(
                 "ERR Can not execute a script with write flag using *_ro command.",
             );
         }
+        // A script that may write is a write command (Redis's scriptPrepareForRun).
+        if flags & sflag::NO_WRITES == 0 && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
+            return Reply::error(NO_REPLICAS);
+        }
         if oom && flags & (sflag::ALLOW_OOM | sflag::NO_WRITES) == 0 {
             return Reply::error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
         }
@@ -1125,7 +1238,9 @@ fn run_callable(
         SCRIPT_EVAL
     };
     ctx.server.exec_gate.script_started(kind);
+    IN_SCRIPT.with(|s| s.set(true));
     let result = run_script(eng, ctx, &mut run, &c, keys, args);
+    IN_SCRIPT.with(|s| s.set(false));
     ctx.server.exec_gate.script_ended();
     KILL.store(false, Ordering::Release);
     ctx.client.resp3 = saved_resp3;
@@ -1252,6 +1367,7 @@ fn run_script(
 /// The instruction hook: raises the kill SCRIPT KILL / FUNCTION KILL asked for, or stops a
 /// library body that loads for too long.
 fn interrupt() -> mlua::Result<mlua::VmState> {
+    maybe_hand_off();
     if KILL.load(Ordering::Relaxed) {
         tracing::warn!("Lua script killed by user with SCRIPT KILL.");
         return Err(raise("Script killed by user with SCRIPT KILL..."));
@@ -1262,7 +1378,15 @@ fn interrupt() -> mlua::Result<mlua::VmState> {
     Ok(mlua::VmState::Continue)
 }
 
+/// Whether the command running on this thread was called by a script (Redis's
+/// `CLIENT_SCRIPT`: SORT then sorts a set even `BY` a constant, so the result is the same on
+/// every run).
+pub fn in_script() -> bool {
+    IN_SCRIPT.with(|s| s.get())
+}
+
 thread_local! {
+    static IN_SCRIPT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -1330,11 +1454,17 @@ fn redis_call(
         Err(_) => return fail(lua, "Unknown Redis command called from script"),
     };
     let _ = table;
+    // A refusal of a known command counts as its rejected call (Redis's scriptCall), and
+    // the script's error repeating it is not counted twice.
+    let refuse = |lua: &Lua, msg: &str| {
+        crate::commands::stats::rejected_in_script(spec, &err_text(msg));
+        fail(lua, msg)
+    };
     if spec.has(NOSCRIPT) {
-        return fail(lua, "This Redis command is not allowed from script");
+        return refuse(lua, "This Redis command is not allowed from script");
     }
     if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, &argv) {
-        return fail(lua, &e);
+        return refuse(lua, &e);
     }
     // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
     if matches!(spec.name, "xread" | "xreadgroup")
@@ -1352,13 +1482,18 @@ fn redis_call(
         );
     }
     if run.read_only && spec.has(WRITE) {
-        return fail(
+        return refuse(
             lua,
             "Write commands are not allowed from read-only scripts.",
         );
     }
+    // min-replicas-to-write: a script without flags is refused its first write (Redis's
+    // scriptVerifyWriteCommandAllow; once it wrote, it runs to its end).
+    if spec.has(WRITE) && !run.dirty && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
+        return refuse(lua, &format!("-{NO_REPLICAS}"));
+    }
     if !run.allow_oom && !run.dirty && run.oom_at_start && spec.has(DENYOOM) {
-        return fail(
+        return refuse(
             lua,
             "-OOM command not allowed when used memory > 'maxmemory'.",
         );
