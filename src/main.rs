@@ -43,6 +43,10 @@ fn main() {
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(threads);
+        // Scripts run on these threads (commands::scripting): a reply nests as deep as the
+        // tables a script returns (1000 levels before "reached lua stack limit"), each level
+        // a few frames of conversion. Address space only: untouched pages cost nothing.
+        b.thread_stack_size(tidecache::commands::scripting::STACK_SIZE);
         b
     };
     let runtime = match builder.enable_all().build() {

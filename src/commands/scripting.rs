@@ -4,9 +4,9 @@
 //! **One Lua state per server**, behind a mutex ([`ENGINE`], created at first use, replaced by
 //! SCRIPT FLUSH), with the script cache (SHA1 hex of the body → compiled function and shebang
 //! flags) shared by every client, as Redis has one interpreter. A script runs with the exec
-//! gate held exclusively (the dispatcher takes it for [`runs_exclusive`] commands, EXEC for
-//! queued ones), so the state's mutex is never contended by two scripts; only SCRIPT LOAD /
-//! EXISTS / FLUSH from other clients may wait on it.
+//! gate held exclusively ([`run_inline`], the script thread, or EXEC for queued ones), so the
+//! state's mutex is never contended by two scripts; only SCRIPT LOAD / EXISTS / FLUSH from
+//! other clients may wait on it.
 //!
 //! **Atomicity**: with the gate exclusive no other client's command runs until the script ends,
 //! whatever keys (declared or not) and shards it touches. The commands a script calls go through
@@ -24,18 +24,22 @@
 //! refuses bytecode. `cjson`, `bit`, `cmsgpack` and `struct` (`lua_struct.rs`) are implemented
 //! here in Rust.
 //!
-//! **The script thread.** A script (EVAL, FCALL and their variants) sent by a client runs on
-//! one dedicated thread ([`detach`]): the client's connection waits for the reply as a blocked
-//! client does, and the script thread takes the exec gate exclusively, runs the script with a
-//! client state of its own (Redis's "lua client": the caller's database, RESP2 until
-//! `redis.setresp`, never blocking), and sends the reply back. So the I/O threads stay free
-//! while a script runs, which is what lets other clients hear `-BUSY` once it runs past
-//! `busy-reply-threshold` (`state::gate`), and SCRIPT KILL / FUNCTION KILL reach it: they run
-//! without the gate and set [`KILL`], which the instruction hook (every 100,000 instructions,
-//! as Redis's `luaMaskCountHook`) turns into "Script killed by user with SCRIPT KILL..." —
-//! unless the script wrote ([`RUN_DIRTY`]: UNKILLABLE). A script queued in MULTI runs inline
-//! under EXEC's exclusive gate. Functions (`functions.rs`) share all of this, with their own
-//! Lua state.
+//! **Where a script runs.** On the multi-thread runtime (`io-threads` above 1), on its
+//! caller's thread: the dispatcher hands the script commands to [`run_inline`], which takes
+//! the exec gate exclusively, runs the script with the caller's client state (its database,
+//! RESP2 until `redis.setresp`, never blocking: `in_exec`), then serves the clients blocked on
+//! keys the script filled. No hand-off, so a short script costs what a command costs. The
+//! instruction hook (every 100,000 instructions, as Redis's `luaMaskCountHook`) looks at the
+//! clock: once a script has run [`HAND_OFF_AFTER`], its thread gives its runtime worker (the
+//! connections queued there, its share of the I/O) to a fresh thread with `block_in_place`,
+//! so other clients are still read, hear `-BUSY` once it runs past `busy-reply-threshold`
+//! (`state::gate`), and may send SCRIPT KILL / FUNCTION KILL. On the current-thread runtime
+//! (one I/O thread) that thread must never run a script: scripts go to one dedicated thread
+//! ([`detach`]), the caller's connection waiting for the reply as a blocked client does. The
+//! kill commands run without the gate and set [`KILL`], which the hook turns into "Script
+//! killed by user with SCRIPT KILL..." — unless the script wrote ([`RUN_DIRTY`]:
+//! UNKILLABLE). A script queued in MULTI runs inline under EXEC's exclusive gate. Functions
+//! (`functions.rs`) share all of this, with their own Lua state.
 //!
 //! **Not implemented**: SCRIPT DEBUG.
 use crate::commands::args::{Args, CommandError};
@@ -184,6 +188,11 @@ fn kill(ctx: &mut Ctx<'_>, kind: u8) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// The stack a thread that runs scripts needs: replies nest as deep as the tables a script
+/// returns (1000 levels before Redis's "reached lua stack limit"), each level a few frames
+/// of conversion.
+pub const STACK_SIZE: usize = 64 << 20;
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The script thread's queue; the thread starts with the first script.
@@ -194,9 +203,7 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let spawned = std::thread::Builder::new()
             .name("scripts".into())
-            // Replies nest as deep as the tables a script returns (1000 levels before Redis's
-            // "reached lua stack limit"), each level a few frames of conversion.
-            .stack_size(64 << 20)
+            .stack_size(STACK_SIZE)
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
