@@ -1022,10 +1022,12 @@ fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
 
 pub fn sha1_hex(data: &[u8]) -> String {
     use sha1::{Digest, Sha1};
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha1::digest(data);
     let mut out = String::with_capacity(40);
     for b in digest.iter() {
-        out.push_str(&format!("{b:02x}"));
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
     }
     out
 }
