@@ -836,3 +836,70 @@ fn inline_scripts_multi_blocked_clients_and_atomicity() {
     assert!(reader.join().unwrap() > 0);
     assert_eq!(q::<i64>(&mut c, &["GET", "a{1}"]).unwrap(), 900);
 }
+
+/// min-replicas-to-write (no replicas here: writes are refused), CLUSTER (cluster support
+/// disabled, CLUSTER RESET not allowed from a script) and SORT BY a constant from a script
+/// (sorted, as Redis 7.0 does for scripts).
+#[test]
+fn min_replicas_cluster_and_sort_from_scripts() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+    q::<()>(&mut c, &["SET", "x", "v"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "1"]).unwrap();
+    assert_eq!(err_text(q::<()>(&mut c, &["SET", "x", "1"])), NOREPLICAS);
+    let v: String = eval(
+        &mut c,
+        "#!lua flags=no-writes\nreturn redis.call('get','x')",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(v, "v");
+    let e = err_text(eval::<String>(
+        &mut c,
+        "#!lua\nreturn redis.call('get','x')",
+        &[],
+        &[],
+    ));
+    assert_eq!(e, NOREPLICAS);
+    let e = err_text(eval::<String>(
+        &mut c,
+        "return redis.call('set','x','1')",
+        &[],
+        &[],
+    ));
+    assert!(e.starts_with(NOREPLICAS), "{e}");
+    q::<()>(&mut c, &["MULTI"]).unwrap();
+    assert_eq!(err_text(q::<()>(&mut c, &["SET", "x", "2"])), NOREPLICAS);
+    assert!(err_text(q::<()>(&mut c, &["EXEC"])).starts_with("EXECABORT"));
+    // A lag of 0 turns the check off (the old name of the setting, as Redis accepts it).
+    q::<()>(&mut c, &["CONFIG", "SET", "min-slaves-max-lag", "0"]).unwrap();
+    q::<()>(&mut c, &["SET", "x", "3"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-max-lag", "10"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "0"]).unwrap();
+    q::<()>(&mut c, &["SET", "x", "4"]).unwrap();
+
+    let e = err_text(q::<String>(&mut c, &["CLUSTER", "INFO"]));
+    assert_eq!(e, "ERR This instance has cluster support disabled");
+    let e = err_text(eval::<String>(
+        &mut c,
+        "return redis.call('cluster','reset','hard')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.contains("This Redis command is not allowed from script"),
+        "{e}"
+    );
+
+    q::<()>(&mut c, &["SADD", "myset", "c", "a", "b", "d"]).unwrap();
+    let v: Vec<String> = eval(
+        &mut c,
+        "return redis.call('sort',KEYS[1],'by','_')",
+        &["myset"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(v, ["a", "b", "c", "d"]);
+}

@@ -276,6 +276,7 @@ thread_local! {
     /// off: the instruction hook looks at it.
     static INLINE_SINCE: std::cell::Cell<Option<std::time::Instant>> =
         const { std::cell::Cell::new(None) };
+    static HAND_OFF_TRIES: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
 }
 
 /// Runs `job` inline (under EXEC's gate, or [`run_inline`]'s), with the hand-off armed when
@@ -284,6 +285,7 @@ fn run_armed(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) 
     let arm = inline();
     if arm {
         INLINE_SINCE.with(|s| s.set(Some(std::time::Instant::now())));
+        HAND_OFF_TRIES.with(|t| t.set(0));
     }
     let reply = job(ctx, argv);
     if arm {
@@ -297,7 +299,17 @@ fn run_armed(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) 
 #[inline]
 fn maybe_hand_off() {
     let due = INLINE_SINCE.with(|s| s.get().is_some_and(|t| t.elapsed() >= HAND_OFF_AFTER));
-    if due && hand_off_worker() {
+    if !due {
+        return;
+    }
+    // At most three tries (each waits up to 10 ms): the marker also waits while the
+    // worker's new thread is itself held up, e.g. by a command waiting for the gate.
+    let tries = HAND_OFF_TRIES.with(|t| {
+        let n = t.get() + 1;
+        t.set(n);
+        n
+    });
+    if hand_off_worker() || tries >= 3 {
         INLINE_SINCE.with(|s| s.set(None));
     }
 }
@@ -308,7 +320,7 @@ fn maybe_hand_off() {
 /// yields, leaves the runtime. tokio takes the core back when the closure returns if the
 /// new thread has not started yet, so the closure waits (at most 10 ms) until a marker task
 /// queued on this core has run: then someone serves the core's queue. True when it did
-/// (else the next hook tries again).
+/// (else the next hook tries again, up to three times).
 #[cold]
 fn hand_off_worker() -> bool {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -827,6 +839,32 @@ impl Engine {
             .load(PRELUDE)
             .set_name("=prelude")
             .call((api.clone(), handler))?;
+        // redis.setresp needs nothing of the run but the thread's RESP3 flag: made once,
+        // not per run as the callbacks that reach the client are.
+        redis.raw_set(
+            "setresp",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise("redis.setresp() requires one argument."));
+                }
+                let v = match &args[0] {
+                    Value::Number(n) => *n as i64,
+                    Value::Integer(n) => *n,
+                    Value::String(s) => s
+                        .to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse::<f64>().ok())
+                        .map(|n| n as i64)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                if v != 2 && v != 3 {
+                    return Err(raise("RESP version must be 2 or 3."));
+                }
+                ctx_resp3_set(v == 3);
+                Ok(Value::Nil)
+            })?,
+        )?;
         Ok(Engine {
             lua,
             scripts: HashMap::new(),
@@ -1318,28 +1356,6 @@ fn run_script(
         eng.redis.raw_set("call", call)?;
         eng.redis.raw_set("pcall", pcall)?;
         eng.redis.raw_set("acl_check_cmd", acl_check)?;
-        let setresp = scope.create_function_mut(|_, args: MultiValue| {
-            if args.len() != 1 {
-                return Err(raise("redis.setresp() requires one argument."));
-            }
-            let v = match &args[0] {
-                Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n,
-                Value::String(s) => s
-                    .to_str()
-                    .ok()
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .map(|n| n as i64)
-                    .unwrap_or(0),
-                _ => 0,
-            };
-            if v != 2 && v != 3 {
-                return Err(raise("RESP version must be 2 or 3."));
-            }
-            ctx_resp3_set(v == 3);
-            Ok(Value::Nil)
-        })?;
-        eng.redis.raw_set("setresp", setresp)?;
         RESP3.with(|c| c.set(false));
         let res = if c.function {
             eng.frunner
@@ -1359,7 +1375,6 @@ fn run_script(
     let _ = eng.redis.raw_set("call", Value::Nil);
     let _ = eng.redis.raw_set("pcall", Value::Nil);
     let _ = eng.redis.raw_set("acl_check_cmd", Value::Nil);
-    let _ = eng.redis.raw_set("setresp", Value::Nil);
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
     GC_COUNT.with(|c| {
         let n = c.get() + 1;
