@@ -1535,10 +1535,23 @@ fn redis_call(
         text.push_str(e);
         return Ok((Value::Nil, Value::Table(err_table(lua, &text)?)));
     }
-    let mut buf = BytesMut::new();
-    reply.encode(&mut buf, resp3);
-    let mut pos = 0;
-    let v = resp_to_lua(lua, &buf, &mut pos)?;
+    // The common replies straight into Lua values (what their RESP would convert to, in
+    // either protocol); the rest through their RESP, as Redis converts a reply.
+    let v = match &reply {
+        Reply::Int(n) => Value::Number(*n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Simple(text) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(text)?)?;
+            Value::Table(t)
+        }
+        _ => {
+            let mut buf = BytesMut::new();
+            reply.encode(&mut buf, resp3);
+            let mut pos = 0;
+            resp_to_lua(lua, &buf, &mut pos)?
+        }
+    };
     Ok((v, Value::Nil))
 }
 
