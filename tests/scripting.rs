@@ -704,3 +704,202 @@ fn busy_scripts_back_to_back() {
     }
     assert_eq!(int(&mut c, &["GET", "n"]), 15);
 }
+
+fn conn_with_timeout(s: &TestServer) -> redis::Connection {
+    let c = s.conn();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    c
+}
+
+/// With io-threads 2 a script runs on its caller's runtime thread and, once it has run a
+/// few milliseconds, hands that thread's runtime worker to another thread. Many connections
+/// (so some share the script's worker, others are on the other one): every one hears BUSY
+/// past busy-reply-threshold, SCRIPT KILL from any of them stops the script, and then all
+/// are served again.
+#[test]
+fn busy_script_heard_by_clients_on_every_worker() {
+    let s = TestServer::start(&["--io-threads", "2", "--busy-reply-threshold", "50"]);
+    let mut conns: Vec<redis::Connection> = (0..16).map(|_| conn_with_timeout(&s)).collect();
+    for c in conns.iter_mut() {
+        assert_eq!(q::<String>(c, &["PING"]).unwrap(), "PONG");
+    }
+    for round in 0..2 {
+        let client = s.client();
+        let runner = std::thread::spawn(move || {
+            let mut r = client.get_connection().unwrap();
+            err_text(q::<String>(
+                &mut r,
+                &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+            ))
+        });
+        assert!(support::eventually(5.0, || {
+            q::<String>(&mut conns[0], &["PING"]).is_err_and(|e| e.code() == Some("BUSY"))
+        }));
+        for (i, c) in conns.iter_mut().enumerate() {
+            let e = err_text(q::<String>(c, &["GET", "x"]));
+            assert!(
+                e.starts_with("BUSY Redis is busy running a script."),
+                "{i}: {e}"
+            );
+        }
+        // Round 0 kills from the last connection, round 1 from the first.
+        let killer = if round == 0 { conns.len() - 1 } else { 0 };
+        let _: () = q(&mut conns[killer], &["SCRIPT", "KILL"]).unwrap();
+        let e = runner.join().unwrap();
+        assert!(
+            e.contains("Script killed by user with SCRIPT KILL..."),
+            "{e}"
+        );
+        for c in conns.iter_mut() {
+            assert_eq!(q::<String>(c, &["PING"]).unwrap(), "PONG");
+        }
+    }
+}
+
+/// With io-threads 2 (scripts inline): scripts queued in MULTI run under EXEC, a client
+/// blocked on a list is served after the script that pushed to it (with what the script left
+/// there), and a script's writes are atomic to the other clients.
+#[test]
+fn inline_scripts_multi_blocked_clients_and_atomicity() {
+    let s = Arc::new(TestServer::start(&["--io-threads", "2"]));
+    let mut c = conn_with_timeout(&s);
+    q::<()>(&mut c, &["MULTI"]).unwrap();
+    for _ in 0..2 {
+        q::<()>(
+            &mut c,
+            &["EVAL", "return redis.call('incr', KEYS[1])", "1", "m"],
+        )
+        .unwrap();
+    }
+    let v: Vec<i64> = q(&mut c, &["EXEC"]).unwrap();
+    assert_eq!(v, [1, 2]);
+
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let mut c = s.conn();
+            q::<Vec<String>>(&mut c, &["BLPOP", "queue", "5"]).unwrap()
+        })
+    };
+    assert!(support::eventually(3.0, || {
+        support::info_value(&mut c, "clients", "blocked_clients").as_deref() == Some("1")
+    }));
+    let n: i64 = eval(
+        &mut c,
+        "redis.call('rpush', KEYS[1], 'first', 'second') return redis.call('llen', KEYS[1])",
+        &["queue"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(waiter.join().unwrap(), ["queue", "first"]);
+
+    // Two keys on (most likely) different shards move together: a reader never sees one
+    // without the other, while scripts run from several connections at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut c = s.conn();
+                for _ in 0..300 {
+                    let _: i64 = eval(
+                        &mut c,
+                        "redis.call('incr', KEYS[1]) redis.call('incr', KEYS[2]) return 1",
+                        &["a{1}", "b{2}"],
+                        &[],
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let s = s.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = s.conn();
+            let mut reads = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let v: Vec<Option<i64>> = q(&mut c, &["MGET", "a{1}", "b{2}"]).unwrap();
+                assert_eq!(v[0], v[1], "a script's writes seen half done");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    assert_eq!(q::<i64>(&mut c, &["GET", "a{1}"]).unwrap(), 900);
+}
+
+/// min-replicas-to-write (no replicas here: writes are refused), CLUSTER (cluster support
+/// disabled, CLUSTER RESET not allowed from a script) and SORT BY a constant from a script
+/// (sorted, as Redis 7.0 does for scripts).
+#[test]
+fn min_replicas_cluster_and_sort_from_scripts() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+    q::<()>(&mut c, &["SET", "x", "v"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "1"]).unwrap();
+    assert_eq!(err_text(q::<()>(&mut c, &["SET", "x", "1"])), NOREPLICAS);
+    let v: String = eval(
+        &mut c,
+        "#!lua flags=no-writes\nreturn redis.call('get','x')",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(v, "v");
+    let e = err_text(eval::<String>(
+        &mut c,
+        "#!lua\nreturn redis.call('get','x')",
+        &[],
+        &[],
+    ));
+    assert_eq!(e, NOREPLICAS);
+    let e = err_text(eval::<String>(
+        &mut c,
+        "return redis.call('set','x','1')",
+        &[],
+        &[],
+    ));
+    assert!(e.starts_with(NOREPLICAS), "{e}");
+    q::<()>(&mut c, &["MULTI"]).unwrap();
+    assert_eq!(err_text(q::<()>(&mut c, &["SET", "x", "2"])), NOREPLICAS);
+    assert!(err_text(q::<()>(&mut c, &["EXEC"])).starts_with("EXECABORT"));
+    // A lag of 0 turns the check off (the old name of the setting, as Redis accepts it).
+    q::<()>(&mut c, &["CONFIG", "SET", "min-slaves-max-lag", "0"]).unwrap();
+    q::<()>(&mut c, &["SET", "x", "3"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-max-lag", "10"]).unwrap();
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "0"]).unwrap();
+    q::<()>(&mut c, &["SET", "x", "4"]).unwrap();
+
+    let e = err_text(q::<String>(&mut c, &["CLUSTER", "INFO"]));
+    assert_eq!(e, "ERR This instance has cluster support disabled");
+    let e = err_text(eval::<String>(
+        &mut c,
+        "return redis.call('cluster','reset','hard')",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.contains("This Redis command is not allowed from script"),
+        "{e}"
+    );
+
+    q::<()>(&mut c, &["SADD", "myset", "c", "a", "b", "d"]).unwrap();
+    let v: Vec<String> = eval(
+        &mut c,
+        "return redis.call('sort',KEYS[1],'by','_')",
+        &["myset"],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(v, ["a", "b", "c", "d"]);
+}

@@ -9,6 +9,7 @@ pub mod acl;
 pub mod args;
 pub mod bitmaps;
 pub mod blocking;
+pub mod cluster;
 pub mod command_info;
 pub mod connection;
 pub mod debug;
@@ -76,6 +77,7 @@ fn families() -> [&'static [CommandSpec]; 23] {
         journal::COMMANDS,
         debug::COMMANDS,
         stats::COMMANDS,
+        cluster::COMMANDS,
     ]
 }
 
@@ -335,6 +337,19 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return refuse(ctx, Some(spec), Reply::error(OOM));
     }
+    // min-replicas-to-write: with no replicas, writes are refused (Redis's processCommand).
+    if flags & flag::WRITE != 0 && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
+        const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+        if spec.name == "exec" && in_multi {
+            transactions::reset_state(ctx);
+            let e = Reply::error(format!(
+                "EXECABORT Transaction discarded because of: {NOREPLICAS}"
+            ));
+            stats::rejected(Some(spec), &e);
+            return e;
+        }
+        return refuse(ctx, Some(spec), Reply::error(NOREPLICAS));
+    }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {
         return refuse(
@@ -368,8 +383,12 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return reply;
     }
-    // A script holds the gate exclusively on the script thread; past the threshold, waiting
-    // for it ends in BUSY, and the ALLOW_BUSY commands run without it.
+    // On the multi-thread runtime a script runs here, holding the gate exclusively itself.
+    if scripting::runs_inline(spec) {
+        return scripting::run_inline(ctx, spec, args);
+    }
+    // A script holds the gate exclusively (on this thread or the script thread); past the
+    // threshold, waiting for it ends in BUSY, and the ALLOW_BUSY commands run without it.
     let _shared = match ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
         Some(g) => Some(g),
         None if spec.has(flag::ALLOW_BUSY) => None,

@@ -4,9 +4,9 @@
 //! **One Lua state per server**, behind a mutex ([`ENGINE`], created at first use, replaced by
 //! SCRIPT FLUSH), with the script cache (SHA1 hex of the body → compiled function and shebang
 //! flags) shared by every client, as Redis has one interpreter. A script runs with the exec
-//! gate held exclusively (the dispatcher takes it for [`runs_exclusive`] commands, EXEC for
-//! queued ones), so the state's mutex is never contended by two scripts; only SCRIPT LOAD /
-//! EXISTS / FLUSH from other clients may wait on it.
+//! gate held exclusively ([`run_inline`], the script thread, or EXEC for queued ones), so the
+//! state's mutex is never contended by two scripts; only SCRIPT LOAD / EXISTS / FLUSH from
+//! other clients may wait on it.
 //!
 //! **Atomicity**: with the gate exclusive no other client's command runs until the script ends,
 //! whatever keys (declared or not) and shards it touches. The commands a script calls go through
@@ -24,18 +24,22 @@
 //! refuses bytecode. `cjson`, `bit`, `cmsgpack` and `struct` (`lua_struct.rs`) are implemented
 //! here in Rust.
 //!
-//! **The script thread.** A script (EVAL, FCALL and their variants) sent by a client runs on
-//! one dedicated thread ([`detach`]): the client's connection waits for the reply as a blocked
-//! client does, and the script thread takes the exec gate exclusively, runs the script with a
-//! client state of its own (Redis's "lua client": the caller's database, RESP2 until
-//! `redis.setresp`, never blocking), and sends the reply back. So the I/O threads stay free
-//! while a script runs, which is what lets other clients hear `-BUSY` once it runs past
-//! `busy-reply-threshold` (`state::gate`), and SCRIPT KILL / FUNCTION KILL reach it: they run
-//! without the gate and set [`KILL`], which the instruction hook (every 100,000 instructions,
-//! as Redis's `luaMaskCountHook`) turns into "Script killed by user with SCRIPT KILL..." —
-//! unless the script wrote ([`RUN_DIRTY`]: UNKILLABLE). A script queued in MULTI runs inline
-//! under EXEC's exclusive gate. Functions (`functions.rs`) share all of this, with their own
-//! Lua state.
+//! **Where a script runs.** On the multi-thread runtime (`io-threads` above 1), on its
+//! caller's thread: the dispatcher hands the script commands to [`run_inline`], which takes
+//! the exec gate exclusively, runs the script with the caller's client state (its database,
+//! RESP2 until `redis.setresp`, never blocking: `in_exec`), then serves the clients blocked on
+//! keys the script filled. No hand-off, so a short script costs what a command costs. The
+//! instruction hook (every 100,000 instructions, as Redis's `luaMaskCountHook`) looks at the
+//! clock: once a script has run [`HAND_OFF_AFTER`], its thread gives its runtime worker (the
+//! connections queued there, its share of the I/O) to a fresh thread with `block_in_place`,
+//! so other clients are still read, hear `-BUSY` once it runs past `busy-reply-threshold`
+//! (`state::gate`), and may send SCRIPT KILL / FUNCTION KILL. On the current-thread runtime
+//! (one I/O thread) that thread must never run a script: scripts go to one dedicated thread
+//! ([`detach`]), the caller's connection waiting for the reply as a blocked client does. The
+//! kill commands run without the gate and set [`KILL`], which the hook turns into "Script
+//! killed by user with SCRIPT KILL..." — unless the script wrote ([`RUN_DIRTY`]:
+//! UNKILLABLE). A script queued in MULTI runs inline under EXEC's exclusive gate. Functions
+//! (`functions.rs`) share all of this, with their own Lua state.
 //!
 //! **Not implemented**: SCRIPT DEBUG.
 use crate::commands::args::{Args, CommandError};
@@ -184,6 +188,11 @@ fn kill(ctx: &mut Ctx<'_>, kind: u8) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// The stack a thread that runs scripts needs: replies nest as deep as the tables a script
+/// returns (1000 levels before Redis's "reached lua stack limit"), each level a few frames
+/// of conversion.
+pub const STACK_SIZE: usize = 64 << 20;
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The script thread's queue; the thread starts with the first script.
@@ -194,9 +203,7 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let spawned = std::thread::Builder::new()
             .name("scripts".into())
-            // Replies nest as deep as the tables a script returns (1000 levels before Redis's
-            // "reached lua stack limit"), each level a few frames of conversion.
-            .stack_size(64 << 20)
+            .stack_size(STACK_SIZE)
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
@@ -213,11 +220,130 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
     })
 }
 
-/// Runs a script command (`job`) on the script thread and makes the calling connection wait
-/// for its reply (see the module comment). Inside EXEC (already exclusive) it runs inline.
+/// Whether scripts run on their caller's thread (the multi-thread runtime, see the module
+/// comment) rather than on the script thread (the current-thread runtime, where the one
+/// runtime thread must stay free to hear other clients while a script runs). Decided at the
+/// first script from the runtime's flavour, which never changes.
+pub fn inline() -> bool {
+    static MODE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match MODE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let Ok(h) = tokio::runtime::Handle::try_current() else {
+                return false;
+            };
+            let multi = h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+            MODE.store(if multi { 1 } else { 2 }, Ordering::Relaxed);
+            multi
+        }
+    }
+}
+
+/// The scripts the dispatcher hands to [`run_inline`] instead of running them under the
+/// shared gate: EVAL, FCALL and their variants (the only commands flagged SKIP_MONITOR), on
+/// the multi-thread runtime.
+#[inline]
+pub fn runs_inline(spec: &CommandSpec) -> bool {
+    spec.has(SKIP_MONITOR) && inline()
+}
+
+/// Runs a script command on the caller's thread (the multi-thread runtime; see the module
+/// comment): the exec gate exclusively, the script's writes one journal record (the
+/// dispatcher's record context, made atomic), then the clients blocked on keys it filled
+/// served under the shared gate, as after EXEC. A script already past
+/// `busy-reply-threshold` makes this one BUSY instead of a wait that may never end.
+pub fn run_inline(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+    let server = ctx.server;
+    let Some(exclusive) = server.exec_gate.exclusive_unless_busy() else {
+        return refuse_busy(ctx, spec);
+    };
+    crate::store::journal::set_atomic();
+    let reply = crate::commands::execute(ctx, spec, args);
+    drop(exclusive);
+    if let Some(_shared) = server.exec_gate.shared_unless_busy(ctx.client.id()) {
+        server.blocking.serve_ready(server);
+    }
+    reply
+}
+
+/// How long an inline script runs before its thread hands its runtime worker (the other
+/// connections queued there, and the worker's share of the I/O) to a fresh thread.
+const HAND_OFF_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+thread_local! {
+    /// When the inline script running on this thread started, until it handed its worker
+    /// off: the instruction hook looks at it.
+    static INLINE_SINCE: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+    static HAND_OFF_TRIES: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `job` inline (under EXEC's gate, or [`run_inline`]'s), with the hand-off armed when
+/// this thread is a runtime worker of the multi-thread runtime.
+fn run_armed(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
+    let arm = inline();
+    if arm {
+        INLINE_SINCE.with(|s| s.set(Some(std::time::Instant::now())));
+        HAND_OFF_TRIES.with(|t| t.set(0));
+    }
+    let reply = job(ctx, argv);
+    if arm {
+        INLINE_SINCE.with(|s| s.set(None));
+    }
+    reply
+}
+
+/// Called by the instruction hook (every 100,000 instructions): an inline script that has
+/// run past [`HAND_OFF_AFTER`] hands its runtime worker to another thread, once.
+#[inline]
+fn maybe_hand_off() {
+    let due = INLINE_SINCE.with(|s| s.get().is_some_and(|t| t.elapsed() >= HAND_OFF_AFTER));
+    if !due {
+        return;
+    }
+    // At most three tries (each waits up to 10 ms): the marker also waits while the
+    // worker's new thread is itself held up, e.g. by a command waiting for the gate.
+    let tries = HAND_OFF_TRIES.with(|t| {
+        let n = t.get() + 1;
+        t.set(n);
+        n
+    });
+    if hand_off_worker() || tries >= 3 {
+        INLINE_SINCE.with(|s| s.set(None));
+    }
+}
+
+/// `block_in_place` moves this worker's core (its run queue, LIFO slot included) to a new
+/// thread, which then serves the worker's connections (and parks on the I/O driver like
+/// any worker) while this thread goes on with the script and, once the connection's task
+/// yields, leaves the runtime. tokio takes the core back when the closure returns if the
+/// new thread has not started yet, so the closure waits (at most 10 ms) until a marker task
+/// queued on this core has run: then someone serves the core's queue. True when it did
+/// (else the next hook tries again, up to three times).
+#[cold]
+fn hand_off_worker() -> bool {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return true;
+    };
+    let ran = Arc::new(AtomicBool::new(false));
+    let marker = ran.clone();
+    drop(rt.spawn(async move { marker.store(true, Ordering::Release) }));
+    tokio::task::block_in_place(|| {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(10);
+        while !ran.load(Ordering::Acquire) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    });
+    ran.load(Ordering::Acquire)
+}
+
+/// Runs a script command (`job`): inline inside EXEC (already exclusive) and on the
+/// multi-thread runtime (the dispatcher called [`run_inline`]); else on the script thread,
+/// the calling connection waiting for its reply as a blocked client (see the module comment).
 fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
-    if ctx.client.in_exec {
-        return job(ctx, argv);
+    if ctx.client.in_exec || inline() {
+        return run_armed(ctx, argv, job);
     }
     let server = ctx.server.clone();
     let mut client = crate::state::client::ClientState::new(ctx.client.handle.clone(), true);
@@ -713,6 +839,32 @@ impl Engine {
             .load(PRELUDE)
             .set_name("=prelude")
             .call((api.clone(), handler))?;
+        // redis.setresp needs nothing of the run but the thread's RESP3 flag: made once,
+        // not per run as the callbacks that reach the client are.
+        redis.raw_set(
+            "setresp",
+            lua.create_function(|_, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise("redis.setresp() requires one argument."));
+                }
+                let v = match &args[0] {
+                    Value::Number(n) => *n as i64,
+                    Value::Integer(n) => *n,
+                    Value::String(s) => s
+                        .to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse::<f64>().ok())
+                        .map(|n| n as i64)
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                if v != 2 && v != 3 {
+                    return Err(raise("RESP version must be 2 or 3."));
+                }
+                ctx_resp3_set(v == 3);
+                Ok(Value::Nil)
+            })?,
+        )?;
         Ok(Engine {
             lua,
             scripts: HashMap::new(),
@@ -908,10 +1060,12 @@ fn shebang(body: &[u8]) -> Result<(u32, usize), String> {
 
 pub fn sha1_hex(data: &[u8]) -> String {
     use sha1::{Digest, Sha1};
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha1::digest(data);
     let mut out = String::with_capacity(40);
     for b in digest.iter() {
-        out.push_str(&format!("{b:02x}"));
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
     }
     out
 }
@@ -1016,6 +1170,8 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }))
 }
 
+const NO_REPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 fn noscript() -> Reply {
     Reply::error("NOSCRIPT No matching script. Please use EVAL.")
 }
@@ -1101,6 +1257,10 @@ fn run_callable(
                 "ERR Can not execute a script with write flag using *_ro command.",
             );
         }
+        // A script that may write is a write command (Redis's scriptPrepareForRun).
+        if flags & sflag::NO_WRITES == 0 && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
+            return Reply::error(NO_REPLICAS);
+        }
         if oom && flags & (sflag::ALLOW_OOM | sflag::NO_WRITES) == 0 {
             return Reply::error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
         }
@@ -1125,7 +1285,9 @@ fn run_callable(
         SCRIPT_EVAL
     };
     ctx.server.exec_gate.script_started(kind);
+    IN_SCRIPT.with(|s| s.set(true));
     let result = run_script(eng, ctx, &mut run, &c, keys, args);
+    IN_SCRIPT.with(|s| s.set(false));
     ctx.server.exec_gate.script_ended();
     KILL.store(false, Ordering::Release);
     ctx.client.resp3 = saved_resp3;
@@ -1194,28 +1356,6 @@ fn run_script(
         eng.redis.raw_set("call", call)?;
         eng.redis.raw_set("pcall", pcall)?;
         eng.redis.raw_set("acl_check_cmd", acl_check)?;
-        let setresp = scope.create_function_mut(|_, args: MultiValue| {
-            if args.len() != 1 {
-                return Err(raise("redis.setresp() requires one argument."));
-            }
-            let v = match &args[0] {
-                Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n,
-                Value::String(s) => s
-                    .to_str()
-                    .ok()
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .map(|n| n as i64)
-                    .unwrap_or(0),
-                _ => 0,
-            };
-            if v != 2 && v != 3 {
-                return Err(raise("RESP version must be 2 or 3."));
-            }
-            ctx_resp3_set(v == 3);
-            Ok(Value::Nil)
-        })?;
-        eng.redis.raw_set("setresp", setresp)?;
         RESP3.with(|c| c.set(false));
         let res = if c.function {
             eng.frunner
@@ -1235,7 +1375,6 @@ fn run_script(
     let _ = eng.redis.raw_set("call", Value::Nil);
     let _ = eng.redis.raw_set("pcall", Value::Nil);
     let _ = eng.redis.raw_set("acl_check_cmd", Value::Nil);
-    let _ = eng.redis.raw_set("setresp", Value::Nil);
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
     GC_COUNT.with(|c| {
         let n = c.get() + 1;
@@ -1252,6 +1391,7 @@ fn run_script(
 /// The instruction hook: raises the kill SCRIPT KILL / FUNCTION KILL asked for, or stops a
 /// library body that loads for too long.
 fn interrupt() -> mlua::Result<mlua::VmState> {
+    maybe_hand_off();
     if KILL.load(Ordering::Relaxed) {
         tracing::warn!("Lua script killed by user with SCRIPT KILL.");
         return Err(raise("Script killed by user with SCRIPT KILL..."));
@@ -1262,7 +1402,15 @@ fn interrupt() -> mlua::Result<mlua::VmState> {
     Ok(mlua::VmState::Continue)
 }
 
+/// Whether the command running on this thread was called by a script (Redis's
+/// `CLIENT_SCRIPT`: SORT then sorts a set even `BY` a constant, so the result is the same on
+/// every run).
+pub fn in_script() -> bool {
+    IN_SCRIPT.with(|s| s.get())
+}
+
 thread_local! {
+    static IN_SCRIPT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -1330,11 +1478,17 @@ fn redis_call(
         Err(_) => return fail(lua, "Unknown Redis command called from script"),
     };
     let _ = table;
+    // A refusal of a known command counts as its rejected call (Redis's scriptCall), and
+    // the script's error repeating it is not counted twice.
+    let refuse = |lua: &Lua, msg: &str| {
+        crate::commands::stats::rejected_in_script(spec, &err_text(msg));
+        fail(lua, msg)
+    };
     if spec.has(NOSCRIPT) {
-        return fail(lua, "This Redis command is not allowed from script");
+        return refuse(lua, "This Redis command is not allowed from script");
     }
     if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, &argv) {
-        return fail(lua, &e);
+        return refuse(lua, &e);
     }
     // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
     if matches!(spec.name, "xread" | "xreadgroup")
@@ -1352,13 +1506,18 @@ fn redis_call(
         );
     }
     if run.read_only && spec.has(WRITE) {
-        return fail(
+        return refuse(
             lua,
             "Write commands are not allowed from read-only scripts.",
         );
     }
+    // min-replicas-to-write: a script without flags is refused its first write (Redis's
+    // scriptVerifyWriteCommandAllow; once it wrote, it runs to its end).
+    if spec.has(WRITE) && !run.dirty && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
+        return refuse(lua, &format!("-{NO_REPLICAS}"));
+    }
     if !run.allow_oom && !run.dirty && run.oom_at_start && spec.has(DENYOOM) {
-        return fail(
+        return refuse(
             lua,
             "-OOM command not allowed when used memory > 'maxmemory'.",
         );
@@ -1376,10 +1535,23 @@ fn redis_call(
         text.push_str(e);
         return Ok((Value::Nil, Value::Table(err_table(lua, &text)?)));
     }
-    let mut buf = BytesMut::new();
-    reply.encode(&mut buf, resp3);
-    let mut pos = 0;
-    let v = resp_to_lua(lua, &buf, &mut pos)?;
+    // The common replies straight into Lua values (what their RESP would convert to, in
+    // either protocol); the rest through their RESP, as Redis converts a reply.
+    let v = match &reply {
+        Reply::Int(n) => Value::Number(*n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Simple(text) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(text)?)?;
+            Value::Table(t)
+        }
+        _ => {
+            let mut buf = BytesMut::new();
+            reply.encode(&mut buf, resp3);
+            let mut pos = 0;
+            resp_to_lua(lua, &buf, &mut pos)?
+        }
+    };
     Ok((v, Value::Nil))
 }
 

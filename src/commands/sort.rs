@@ -154,9 +154,9 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
             _ => Err(CommandError::wrongtype()),
         }
     })?;
-    // A set has no order of its own: sorted by its bytes when the result is stored, so it
-    // is the same everywhere.
-    if dontsort && is_set && store.is_some() {
+    // A set has no order of its own: sorted by its bytes when the result is stored or goes
+    // to a script (Redis 7.0's sort.c), so it is the same everywhere.
+    if dontsort && is_set && (store.is_some() || crate::commands::scripting::in_script()) {
         dontsort = false;
         alpha = true;
         by = None;

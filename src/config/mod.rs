@@ -181,7 +181,11 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "stream-node-max-entries", default: "100", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Most entries a packed block of a stream holds, deleted ones included, before a new block starts (0: no limit)." },
     Setting { name: "busy-reply-threshold", default: "5000", live: true, kind: Kind::Int(0, i64::MAX),
-        doc: "Milliseconds after which a Lua script that has not written is stopped with an error (Redis answers other clients -BUSY then and lets them SCRIPT KILL it; here a script holds the whole server, so the server stops it itself). A script that wrote runs to its end. 0: no limit. Alias: lua-time-limit." },
+        doc: "Milliseconds a Lua script or function runs before other clients' commands are answered -BUSY, as Redis: then only SCRIPT KILL / FUNCTION KILL (which stop a script that has not written), SHUTDOWN NOSAVE and a few connection commands run. 0: never. Alias: lua-time-limit." },
+    Setting { name: "min-replicas-to-write", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Refuse writes (-NOREPLICAS) unless this many replicas are connected with a lag under min-replicas-max-lag, as Redis. tidecache has no replicas, so any value above 0 (with min-replicas-max-lag above 0) refuses every write. 0: off. Alias: min-slaves-to-write." },
+    Setting { name: "min-replicas-max-lag", default: "10", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Seconds of lag under which a replica counts for min-replicas-to-write. 0: the check is off. Alias: min-slaves-max-lag." },
     Setting { name: "latency-tracking", default: "yes", live: true, kind: Kind::Bool,
         doc: "Keep a latency histogram per command, shown by INFO latencystats and LATENCY HISTOGRAM, as Redis 7." },
     Setting { name: "latency-tracking-info-percentiles", default: "50 99 99.9", live: true, kind: Kind::Special(parse_percentiles),
@@ -207,6 +211,8 @@ const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("lua-time-limit", "busy-reply-threshold"),
+    ("min-slaves-to-write", "min-replicas-to-write"),
+    ("min-slaves-max-lag", "min-replicas-max-lag"),
 ];
 
 /// Redis settings that have no effect in tidecache, accepted from the config file and the

@@ -8,8 +8,9 @@
 //! more than one stripe). parking_lot's RwLock makes new readers wait behind a waiting writer,
 //! so EXEC cannot starve.
 //!
-//! **Busy scripts.** A script holds the gate exclusively for its whole run (on the script
-//! thread, `commands::scripting`), and records when it started here. A command that finds the
+//! **Busy scripts.** A script holds the gate exclusively for its whole run (on its caller's
+//! thread, or on the script thread with one I/O thread: `commands::scripting`), and records
+//! when it started here. A command that finds the
 //! gate taken waits for it in slices, and between slices looks whether the script has run past
 //! `busy-reply-threshold`: then it gives up and the dispatcher answers `-BUSY` (or runs it
 //! without the gate, for the few commands Redis allows then). A command that arrives while

@@ -155,6 +155,11 @@ impl Server {
             LIMITS.apply(name, config.get_i64(name));
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
+        NO_GOOD_REPLICAS.store(
+            config.get_u64("min-replicas-to-write") > 0
+                && config.get_u64("min-replicas-max-lag") > 0,
+            Ordering::Relaxed,
+        );
         cmdstats::set_latency_tracking(config.get_bool("latency-tracking"));
         // Before any command is timed (the command clock's unit is fixed from here on).
         crate::util::clock::calibrate();
@@ -261,6 +266,12 @@ impl Server {
             let v = self.config.read().get_u64(name);
             BUSY_REPLY_THRESHOLD_MS.store(v, Ordering::Relaxed);
         }
+        if matches!(name, "min-replicas-to-write" | "min-replicas-max-lag") {
+            let c = self.config.read();
+            let refuse =
+                c.get_u64("min-replicas-to-write") > 0 && c.get_u64("min-replicas-max-lag") > 0;
+            NO_GOOD_REPLICAS.store(refuse, Ordering::Relaxed);
+        }
         if name == "latency-tracking" {
             cmdstats::set_latency_tracking(self.config.read().get_bool(name));
         }
@@ -335,6 +346,11 @@ impl Server {
 /// `busy-reply-threshold` in milliseconds: a script that runs longer without writing is
 /// stopped (read on the scripting engine's instruction hook, without a lock).
 pub static BUSY_REPLY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
+
+/// Redis's `!checkGoodReplicasStatus()`: `min-replicas-to-write` and `min-replicas-max-lag`
+/// are both set, and with no replicas here there are never enough, so writes are refused
+/// with `-NOREPLICAS` (the dispatcher, and a script's write calls).
+pub static NO_GOOD_REPLICAS: AtomicBool = AtomicBool::new(false);
 
 /// The key space's choke points report here: writes touch WATCHers, expiry and eviction
 /// publish their keyspace notifications.
