@@ -356,7 +356,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let begun = stats::start();
         crate::store::journal::set_atomic();
         let reply = transactions::exec(ctx);
-        stats::finish(ctx.client, spec, begun, &reply);
+        stats::finish(ctx.client, spec, args, begun, &reply);
         if ctx.server.pubsub.monitoring() {
             feed_monitors(ctx, spec, args);
         }
@@ -399,7 +399,7 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
         tracking::executed(server, ctx.client, spec, args, begun.0 > 1);
     }
     drop(tracked);
-    stats::finish(ctx.client, spec, begun, &reply);
+    stats::finish(ctx.client, spec, args, begun, &reply);
     if journaled {
         journal::left(spec, args, &reply);
     }

@@ -116,15 +116,15 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.planned("slowlog|get", -2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|get", -2, super::stats::slowlog_get).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Returns the slow log's entries.")
         .complexity("O(N) where N is the number of entries returned").args("[count:integer]"),
-    SRV.planned("slowlog|len", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|len", 2, super::stats::slowlog_len).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Returns the number of entries in the slow log."),
-    SRV.planned("slowlog|reset", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|reset", 2, super::stats::slowlog_reset).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Clears all entries from the slow log.")
         .complexity("O(N) where N is the number of entries in the slowlog"),
-    SRV.planned("slowlog|help", 2).flags(LOADING | STALE)
+    SRV.cmd("slowlog|help", 2, super::stats::slowlog_help).flags(LOADING | STALE)
         .doc("6.2.0", "Show helpful text about the different subcommands"),
 ];
 

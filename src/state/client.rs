@@ -430,6 +430,9 @@ pub struct ClientState {
     /// The statistics row and run time of the command that blocked, counted when it is
     /// answered (`INFO latencystats` records a blocked command's latency then).
     pub blocked_stat: Option<(usize, u64)>,
+    /// The slow log's copy of the arguments of the command that blocked, logged when it is
+    /// answered if it ran long enough (only kept while the slow log is on).
+    pub blocked_slow: Option<Vec<Bytes>>,
     /// The journal's sequence number of this client's last write (WAITAOF waits for it).
     pub journal_seq: u64,
     /// Replies written after this must wait until this journal number is on disk
@@ -478,6 +481,7 @@ impl ClientState {
             last_cmd: "",
             blocked: None,
             blocked_stat: None,
+            blocked_slow: None,
             journal_seq: 0,
             journal_wait: 0,
             journal_written: 0,
