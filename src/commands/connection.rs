@@ -60,6 +60,9 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         .args("action:(ON|OFF|SKIP)"),
     CONN.cmd("client|no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("7.0.0", "Sets the client eviction mode of the connection.").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE)
+        .doc("7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.")
+        .complexity("O(1)").args("enabled:(ON|OFF)"),
     CONN.cmd("client|unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("5.0.0", "Unblock a client blocked in a blocking command from a different connection.")
         .complexity("O(log N) where N is the number of client connections")
@@ -210,7 +213,9 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         m.db = 0;
         m.resp = 2;
         m.no_evict = false;
+        m.no_touch = false;
     });
+    ctx.client.no_touch = false;
     // Back to the default user, authenticated only if it needs no password (Redis's
     // clearClientConnectionState).
     let default = ctx.server.acl.default_user();
@@ -462,6 +467,19 @@ fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         _ => return Err(CommandError::syntax()),
     };
     ctx.client.with_meta(|m| m.no_evict = on);
+    Ok(Reply::ok())
+}
+
+/// CLIENT NO-TOUCH ON|OFF (Redis 7.2): whether this client's commands, TOUCH excepted,
+/// update the LRU/LFU clocks of the keys they read.
+fn client_no_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let on = match args.next_token().as_deref() {
+        Some(b"ON") => true,
+        Some(b"OFF") => false,
+        _ => return Err(CommandError::syntax()),
+    };
+    ctx.client.no_touch = on;
+    ctx.client.with_meta(|m| m.no_touch = on);
     Ok(Reply::ok())
 }
 
