@@ -4,7 +4,7 @@ use crate::commands::args::{Args, CommandError, CommandResult, Token};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{help_reply, text, tracking, Ctx};
 use crate::protocol::Reply;
-use crate::state::client::ReplyMode;
+use crate::state::client::{ClientState, ReplyMode};
 use crate::state::{REDIS_COMPAT_VERSION, VERSION};
 use crate::util::num::parse_i64;
 use bytes::Bytes;
@@ -63,6 +63,11 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     CONN.cmd("client|no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE)
         .doc("7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.")
         .complexity("O(1)").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|pause", -3, client_pause).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("3.0.0", "Suspends commands processing.")
+        .complexity("O(1)").args("timeout:integer [mode:(WRITE|ALL)]"),
+    CONN.cmd("client|unpause", 2, client_unpause).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("6.2.0", "Resumes processing commands from paused clients.").complexity("O(N) Where N is the number of paused clients"),
     CONN.cmd("client|unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("5.0.0", "Unblock a client blocked in a blocking command from a different connection.")
         .complexity("O(log N) where N is the number of client connections")
@@ -483,6 +488,72 @@ fn client_no_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// CLIENT PAUSE timeout [WRITE|ALL] (Redis 7.0's clientCommand; the waiting is
+/// `state::pause`).
+fn client_pause(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let ms = crate::util::num::parse_i64(args.next_arg()?)
+        .ok_or_else(|| CommandError::msg("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CommandError::msg("ERR timeout is negative"));
+    }
+    let mode = match args.next_opt() {
+        None => crate::state::pause::ALL,
+        Some(m) if crate::commands::is(m, "WRITE") => crate::state::pause::WRITE,
+        Some(m) if crate::commands::is(m, "ALL") => crate::state::pause::ALL,
+        Some(_) if args.is_empty() => {
+            return Err(CommandError::msg(
+                "ERR CLIENT PAUSE mode must be WRITE or ALL",
+            ))
+        }
+        Some(_) => return Err(pause_syntax()),
+    };
+    if !args.is_empty() {
+        return Err(pause_syntax());
+    }
+    let end = std::time::Instant::now()
+        .checked_add(std::time::Duration::from_millis(ms.unsigned_abs()))
+        .ok_or_else(|| CommandError::msg("ERR timeout is out of range"))?;
+    crate::state::pause::pause(mode, end);
+    Ok(Reply::ok())
+}
+
+fn pause_syntax() -> CommandError {
+    CommandError::msg(
+        "ERR unknown subcommand or wrong number of arguments for 'pause'. Try CLIENT HELP.",
+    )
+}
+
+fn client_unpause(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    crate::state::pause::unpause();
+    Ok(Reply::ok())
+}
+
+/// Whether a pause in `mode` postpones this request (Redis 7.0's processCommand: under
+/// WRITE, commands that write or may replicate — EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH,
+/// SPUBLISH — and an EXEC whose queue holds one). Requests refused before that check
+/// (unknown command, arity) are not postponed.
+pub fn postponed_by_pause(client: &ClientState, args: &[Bytes], mode: u8) -> bool {
+    let Ok(spec) = crate::commands::resolve(args) else {
+        return false;
+    };
+    if mode == crate::state::pause::ALL {
+        return true;
+    }
+    const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish", "spublish"];
+    let writes = |flags: u32, name: &[u8]| {
+        flags & WRITE != 0 || MAY_REPLICATE.iter().any(|n| crate::commands::is(name, n))
+    };
+    if spec.name == "exec" {
+        if let Some(m) = &client.multi {
+            return m
+                .queued
+                .iter()
+                .any(|(f, a)| writes(*f, a.first().map_or(&b""[..], |x| &x[..])));
+        }
+    }
+    writes(spec.flags, spec.name.as_bytes())
+}
+
 /// CLIENT UNBLOCK: ends another client's blocking command as if it had timed out, or with
 /// the `UNBLOCKED` error.
 fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -528,6 +599,10 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Control server assisted client side caching.",
             "TRACKINGINFO",
             "    Report tracking status for the current connection.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",
@@ -536,6 +611,8 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Set client meta attr.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
         ],

@@ -668,7 +668,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "clients" => {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
-            kv("blocked_clients", &ctx.server.blocking.blocked_clients());
+            kv(
+                "blocked_clients",
+                &(ctx.server.blocking.blocked_clients() + crate::state::pause::postponed()),
+            );
             kv("tracking_clients", &s.tracking.info().0);
             kv(
                 "pubsub_clients",

@@ -11,6 +11,7 @@ pub mod cmdstats;
 pub mod gate;
 pub mod lazyfree;
 pub mod outbox;
+pub mod pause;
 pub mod pubsub;
 pub mod slowlog;
 pub mod tracking;
