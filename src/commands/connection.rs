@@ -505,10 +505,10 @@ fn client_pause(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 "ERR CLIENT PAUSE mode must be WRITE or ALL",
             ))
         }
-        Some(_) => return Err(pause_syntax()),
+        Some(_) => return Err(pause_syntax(args)),
     };
     if !args.is_empty() {
-        return Err(pause_syntax());
+        return Err(pause_syntax(args));
     }
     let end = std::time::Instant::now()
         .checked_add(std::time::Duration::from_millis(ms.unsigned_abs()))
@@ -517,10 +517,12 @@ fn client_pause(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
-fn pause_syntax() -> CommandError {
-    CommandError::msg(
-        "ERR unknown subcommand or wrong number of arguments for 'pause'. Try CLIENT HELP.",
-    )
+/// Redis names the subcommand as it was typed.
+fn pause_syntax(args: &Args<'_>) -> CommandError {
+    let sub = text(args.all().get(1).map_or(&b"pause"[..], |b| &b[..]));
+    CommandError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."
+    ))
 }
 
 fn client_unpause(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {

@@ -443,9 +443,11 @@ pub fn slowlog_get(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
     };
     if !args.is_empty() {
-        return Err(CommandError::msg(
-            "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP.",
-        ));
+        // Redis names the subcommand as it was typed.
+        let sub = text(args.all().get(1).map_or(&b"get"[..], |b| &b[..]));
+        return Err(CommandError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try SLOWLOG HELP."
+        )));
     }
     Ok(slowlog::with_entries(count, |entries| {
         Reply::Array(
