@@ -247,3 +247,50 @@ fn wait_role_lolwut() {
     );
     q::<()>(&mut c, &["MEMORY", "PURGE"]).unwrap();
 }
+
+#[test]
+fn acl_log_and_xinfo_72_fields() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    q::<()>(&mut c, &["ACL", "SETUSER", "u72", "on", "nopass", "+ping"]).unwrap();
+    q::<()>(&mut c, &["AUTH", "u72", "x"]).unwrap();
+    assert!(q::<()>(&mut c, &["GET", "k"]).is_err());
+    assert!(q::<()>(&mut c, &["GET", "k"]).is_err());
+    q::<()>(&mut c, &["AUTH", "default", "x"]).unwrap();
+    let log: Vec<std::collections::HashMap<String, Value>> = q(&mut c, &["ACL", "LOG"]).unwrap();
+    assert_eq!(log.len(), 1);
+    let e = &log[0];
+    assert_eq!(e["count"], Value::Int(2));
+    assert_eq!(e["entry-id"], Value::Int(0));
+    let (Value::Int(created), Value::Int(updated)) =
+        (&e["timestamp-created"], &e["timestamp-last-updated"])
+    else {
+        panic!("{e:?}")
+    };
+    assert!(*created > 1_600_000_000_000 && updated >= created);
+
+    // XINFO: seen-time is the last attempt, active-time the last delivery (Redis 7.2).
+    q::<String>(&mut c, &["XADD", "s", "1-1", "f", "v"]).unwrap();
+    q::<()>(&mut c, &["XGROUP", "CREATE", "s", "g", "0"]).unwrap();
+    q::<()>(&mut c, &["XGROUP", "CREATECONSUMER", "s", "g", "idle"]).unwrap();
+    q::<Value>(
+        &mut c,
+        &["XREADGROUP", "GROUP", "g", "reader", "STREAMS", "s", ">"],
+    )
+    .unwrap();
+    let cs: Vec<std::collections::HashMap<String, Value>> =
+        q(&mut c, &["XINFO", "CONSUMERS", "s", "g"]).unwrap();
+    let by = |n: &str| {
+        cs.iter()
+            .find(|m| m["name"] == Value::BulkString(n.into()))
+            .unwrap()
+    };
+    assert_eq!(by("idle")["inactive"], Value::Int(-1));
+    let Value::Int(inactive) = &by("reader")["inactive"] else {
+        panic!("{cs:?}")
+    };
+    assert!((0..5000).contains(inactive), "{cs:?}");
+    let full: Value = q(&mut c, &["XINFO", "STREAM", "s", "FULL"]).unwrap();
+    let dump = format!("{full:?}");
+    assert!(dump.contains("active-time"), "{dump}");
+}
