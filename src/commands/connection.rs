@@ -553,7 +553,24 @@ pub fn postponed_by_pause(client: &ClientState, args: &[Bytes], mode: u8) -> boo
                 .any(|(f, a)| writes(*f, a.first().map_or(&b""[..], |x| &x[..])));
         }
     }
+    // A script whose shebang declares `no-writes` neither writes nor replicates (Redis's
+    // evalGetCommandFlags); scripts loaded by SHA and functions are taken as writing.
+    if spec.name == "eval" && args.get(1).is_some_and(|b| no_writes_shebang(b)) {
+        return false;
+    }
     writes(spec.flags, spec.name.as_bytes())
+}
+
+/// Whether a script body starts with a `#!` line whose `flags=` list holds `no-writes`.
+fn no_writes_shebang(body: &[u8]) -> bool {
+    if !body.starts_with(b"#!") {
+        return false;
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(line)
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("flags="))
+        .any(|f| f.split(',').any(|x| x == "no-writes"))
 }
 
 /// CLIENT UNBLOCK: ends another client's blocking command as if it had timed out, or with
