@@ -381,6 +381,8 @@ fn log(ctx: &Ctx<'_>, reason: Reason, context: Context, object: Vec<u8>, usernam
         username,
         ctime_ms: crate::state::unix_millis(),
         client_info: info.trim_end().to_string(),
+        entry_id: 0,
+        created_ms: 0,
     });
 }
 
@@ -710,6 +712,16 @@ fn acl_log(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                         Reply::Double(now.saturating_sub(e.ctime_ms) as f64 / 1000.0),
                     ),
                     (Reply::bulk_str("client-info"), Reply::bulk(e.client_info)),
+                    // Redis 7.2's fields.
+                    (Reply::bulk_str("entry-id"), Reply::Int(e.entry_id as i64)),
+                    (
+                        Reply::bulk_str("timestamp-created"),
+                        Reply::Int(e.created_ms as i64),
+                    ),
+                    (
+                        Reply::bulk_str("timestamp-last-updated"),
+                        Reply::Int(e.ctime_ms as i64),
+                    ),
                 ])
             })
             .collect(),

@@ -4,7 +4,7 @@ use crate::commands::args::{Args, CommandError, CommandResult, Token};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{help_reply, text, tracking, Ctx};
 use crate::protocol::Reply;
-use crate::state::client::ReplyMode;
+use crate::state::client::{ClientState, ReplyMode};
 use crate::state::{REDIS_COMPAT_VERSION, VERSION};
 use crate::util::num::parse_i64;
 use bytes::Bytes;
@@ -60,6 +60,14 @@ static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         .args("action:(ON|OFF|SKIP)"),
     CONN.cmd("client|no-evict", 3, client_no_evict).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("7.0.0", "Sets the client eviction mode of the connection.").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|no-touch", 3, client_no_touch).flags(NOSCRIPT | LOADING | STALE)
+        .doc("7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.")
+        .complexity("O(1)").args("enabled:(ON|OFF)"),
+    CONN.cmd("client|pause", -3, client_pause).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("3.0.0", "Suspends commands processing.")
+        .complexity("O(1)").args("timeout:integer [mode:(WRITE|ALL)]"),
+    CONN.cmd("client|unpause", 2, client_unpause).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+        .doc("6.2.0", "Resumes processing commands from paused clients.").complexity("O(N) Where N is the number of paused clients"),
     CONN.cmd("client|unblock", -3, client_unblock).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("5.0.0", "Unblock a client blocked in a blocking command from a different connection.")
         .complexity("O(log N) where N is the number of client connections")
@@ -210,7 +218,9 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         m.db = 0;
         m.resp = 2;
         m.no_evict = false;
+        m.no_touch = false;
     });
+    ctx.client.no_touch = false;
     // Back to the default user, authenticated only if it needs no password (Redis's
     // clearClientConnectionState).
     let default = ctx.server.acl.default_user();
@@ -465,6 +475,104 @@ fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// CLIENT NO-TOUCH ON|OFF (Redis 7.2): whether this client's commands, TOUCH excepted,
+/// update the LRU/LFU clocks of the keys they read.
+fn client_no_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let on = match args.next_token().as_deref() {
+        Some(b"ON") => true,
+        Some(b"OFF") => false,
+        _ => return Err(CommandError::syntax()),
+    };
+    ctx.client.no_touch = on;
+    ctx.client.with_meta(|m| m.no_touch = on);
+    Ok(Reply::ok())
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (Redis 7.0's clientCommand; the waiting is
+/// `state::pause`).
+fn client_pause(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let ms = crate::util::num::parse_i64(args.next_arg()?)
+        .ok_or_else(|| CommandError::msg("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CommandError::msg("ERR timeout is negative"));
+    }
+    let mode = match args.next_opt() {
+        None => crate::state::pause::ALL,
+        Some(m) if crate::commands::is(m, "WRITE") => crate::state::pause::WRITE,
+        Some(m) if crate::commands::is(m, "ALL") => crate::state::pause::ALL,
+        Some(_) if args.is_empty() => {
+            return Err(CommandError::msg(
+                "ERR CLIENT PAUSE mode must be WRITE or ALL",
+            ))
+        }
+        Some(_) => return Err(pause_syntax(args)),
+    };
+    if !args.is_empty() {
+        return Err(pause_syntax(args));
+    }
+    let end = std::time::Instant::now()
+        .checked_add(std::time::Duration::from_millis(ms.unsigned_abs()))
+        .ok_or_else(|| CommandError::msg("ERR timeout is out of range"))?;
+    crate::state::pause::pause(mode, end);
+    Ok(Reply::ok())
+}
+
+/// Redis names the subcommand as it was typed.
+fn pause_syntax(args: &Args<'_>) -> CommandError {
+    let sub = text(args.all().get(1).map_or(&b"pause"[..], |b| &b[..]));
+    CommandError::msg(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."
+    ))
+}
+
+fn client_unpause(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    crate::state::pause::unpause();
+    Ok(Reply::ok())
+}
+
+/// Whether a pause in `mode` postpones this request (Redis 7.0's processCommand: under
+/// WRITE, commands that write or may replicate — EVAL, EVALSHA, FCALL, PFCOUNT, PUBLISH,
+/// SPUBLISH — and an EXEC whose queue holds one). Requests refused before that check
+/// (unknown command, arity) are not postponed.
+pub fn postponed_by_pause(client: &ClientState, args: &[Bytes], mode: u8) -> bool {
+    let Ok(spec) = crate::commands::resolve(args) else {
+        return false;
+    };
+    if mode == crate::state::pause::ALL {
+        return true;
+    }
+    const MAY_REPLICATE: &[&str] = &["eval", "evalsha", "fcall", "pfcount", "publish", "spublish"];
+    let writes = |flags: u32, name: &[u8]| {
+        flags & WRITE != 0 || MAY_REPLICATE.iter().any(|n| crate::commands::is(name, n))
+    };
+    if spec.name == "exec" {
+        if let Some(m) = &client.multi {
+            return m
+                .queued
+                .iter()
+                .any(|(f, a)| writes(*f, a.first().map_or(&b""[..], |x| &x[..])));
+        }
+    }
+    // A script whose shebang declares `no-writes` neither writes nor replicates (Redis's
+    // evalGetCommandFlags); scripts loaded by SHA and functions are taken as writing.
+    if spec.name == "eval" && args.get(1).is_some_and(|b| no_writes_shebang(b)) {
+        return false;
+    }
+    writes(spec.flags, spec.name.as_bytes())
+}
+
+/// Whether a script body starts with a `#!` line whose `flags=` list holds `no-writes`.
+fn no_writes_shebang(body: &[u8]) -> bool {
+    if !body.starts_with(b"#!") {
+        return false;
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(line)
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("flags="))
+        .any(|f| f.split(',').any(|x| x == "no-writes"))
+}
+
 /// CLIENT UNBLOCK: ends another client's blocking command as if it had timed out, or with
 /// the `UNBLOCKED` error.
 fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -510,6 +618,10 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Control server assisted client side caching.",
             "TRACKINGINFO",
             "    Report tracking status for the current connection.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",
@@ -518,6 +630,8 @@ fn client_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "    Set client meta attr.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
         ],

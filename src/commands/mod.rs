@@ -375,7 +375,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         let begun = stats::start();
         crate::store::journal::set_atomic();
         let reply = transactions::exec(ctx);
-        stats::finish(ctx.client, spec, begun, &reply);
+        stats::finish(ctx.client, spec, args, begun, &reply);
         if ctx.server.pubsub.monitoring() {
             feed_monitors(ctx, spec, args);
         }
@@ -414,15 +414,23 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
     let begun = stats::start();
     let server = ctx.server;
     let tracked = tracking::executing(server, ctx.client, spec, args);
+    // CLIENT NO-TOUCH: the command's reads leave access clocks, except TOUCH's (Redis 7.2).
+    let no_touch = ctx.client.no_touch && spec.name != "touch";
+    if no_touch {
+        crate::store::eviction::set_no_touch(true);
+    }
     let reply = match (spec.handler)(ctx, &mut args::Args::new(args, spec.first_arg)) {
         Ok(r) => r,
         Err(e) => e.into_reply(spec.name),
     };
+    if no_touch {
+        crate::store::eviction::set_no_touch(false);
+    }
     if tracked.is_some() {
         tracking::executed(server, ctx.client, spec, args, begun.0 > 1);
     }
     drop(tracked);
-    stats::finish(ctx.client, spec, begun, &reply);
+    stats::finish(ctx.client, spec, args, begun, &reply);
     if journaled {
         journal::left(spec, args, &reply);
     }

@@ -66,6 +66,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     SRV.cmd("waitaof", 4, super::journal::waitaof).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
         .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
         .args("numlocal:integer numreplicas:integer timeout:integer"),
+    SRV.cmd("wait", 3, wait).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
+        .doc("3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.")
+        .complexity("O(1)").args("numreplicas:integer timeout:integer"),
+    SRV.cmd("role", 1, role).flags(NOSCRIPT | LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc("2.8.12", "Returns the replication role.").complexity("O(1)"),
+    SRV.cmd("lolwut", -1, lolwut).flags(READONLY | FAST)
+        .doc("5.0.0", "Displays computer art and the Redis version").args("[VERSION=version:integer]"),
     SRV.cmd("monitor", 1, monitor).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("1.0.0", "Listens for all requests received by the server in real-time."),
 ];
@@ -116,15 +123,15 @@ static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
-    SRV.planned("slowlog|get", -2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|get", -2, super::stats::slowlog_get).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Returns the slow log's entries.")
         .complexity("O(N) where N is the number of entries returned").args("[count:integer]"),
-    SRV.planned("slowlog|len", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|len", 2, super::stats::slowlog_len).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Returns the number of entries in the slow log."),
-    SRV.planned("slowlog|reset", 2).flags(ADMIN | NOSCRIPT | LOADING | STALE)
+    SRV.cmd("slowlog|reset", 2, super::stats::slowlog_reset).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("2.2.12", "Clears all entries from the slow log.")
         .complexity("O(N) where N is the number of entries in the slowlog"),
-    SRV.planned("slowlog|help", 2).flags(LOADING | STALE)
+    SRV.cmd("slowlog|help", 2, super::stats::slowlog_help).flags(LOADING | STALE)
         .doc("6.2.0", "Show helpful text about the different subcommands"),
 ];
 
@@ -140,6 +147,8 @@ static MEMORY_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("4.0.0", "Returns details about memory usage."),
     SRV.cmd("memory|doctor", 2, crate::commands::memory::memory_doctor)
         .doc("4.0.0", "Outputs a memory problems report."),
+    SRV.cmd("memory|purge", 2, memory_purge)
+        .doc("4.0.0", "Asks the allocator to release memory."),
     SRV.cmd("memory|malloc-stats", 2, crate::commands::memory::memory_malloc_stats)
         .doc("4.0.0", "Returns the allocator statistics."),
 ];
@@ -695,7 +704,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "clients" => {
             kv("connected_clients", &s.clients.count());
             kv("maxclients", &cfg.get("maxclients"));
-            kv("blocked_clients", &ctx.server.blocking.blocked_clients());
+            kv(
+                "blocked_clients",
+                &(ctx.server.blocking.blocked_clients() + crate::state::pause::postponed()),
+            );
             kv("tracking_clients", &s.tracking.info().0);
             kv(
                 "pubsub_clients",
@@ -900,5 +912,82 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         return Ok(Reply::NoReply);
     }
     ctx.server.pubsub.start_monitor(&ctx.client.handle);
+    Ok(Reply::ok())
+}
+
+/// WAIT numreplicas timeout, as a Redis 7 master with no replicas: the count of replicas
+/// that acknowledged is 0, so it answers at once when that is enough (`numreplicas` ≤ 0)
+/// or when the client may not block (MULTI, EXEC), and otherwise blocks until the timeout
+/// (0: forever, until the client goes away) and then answers 0.
+fn wait(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let numreplicas = args.next_i64()?;
+    let timeout = args.next_arg()?;
+    let ms = crate::util::num::parse_i64(timeout)
+        .ok_or_else(|| CommandError::msg("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CommandError::msg("ERR timeout is negative"));
+    }
+    if numreplicas <= 0 || ctx.client.multi.is_some() || ctx.client.in_exec {
+        return Ok(Reply::Int(0));
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return Ok(Reply::Int(0));
+    };
+    let deadline = (ms > 0)
+        .then(|| std::time::Instant::now() + std::time::Duration::from_millis(ms.unsigned_abs()));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // A timer task holds the sender: it answers at the deadline, or ends when the client
+    // goes away (the receiver is dropped); the waiting connection costs nothing meanwhile.
+    rt.spawn(async move {
+        let mut tx = tx;
+        match deadline {
+            Some(d) => tokio::select! {
+                _ = tokio::time::sleep_until(d.into()) => {}
+                _ = tx.closed() => return,
+            },
+            None => {
+                tx.closed().await;
+                return;
+            }
+        }
+        let _ = tx.send(Reply::Int(0));
+    });
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Ok(Reply::NoReply)
+}
+
+/// ROLE: this server is always a master with no replicas.
+fn role(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Array(vec![
+        Reply::bulk_str("master"),
+        Reply::Int(0),
+        Reply::Array(vec![]),
+    ]))
+}
+
+/// LOLWUT [VERSION n]: Redis 7's output for its own version and for every version but 5
+/// and 6, which draw computer art (not drawn here: those answer the same version line).
+fn lolwut(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if args.len() >= 2
+        && args
+            .peek()
+            .is_some_and(|a| crate::commands::is(a, "VERSION"))
+    {
+        args.next_arg()?;
+        args.next_i64()?;
+    }
+    Ok(Reply::Verbatim(Bytes::from(format!(
+        "Redis ver. {REDIS_COMPAT_VERSION}\n"
+    ))))
+}
+
+/// MEMORY PURGE: gives free memory back to the OS (see `util::alloc::collect` for what
+/// mimalloc can reach from this thread).
+fn memory_purge(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    crate::util::alloc::collect();
     Ok(Reply::ok())
 }

@@ -8,7 +8,7 @@ use crate::commands::spec::{family, flag::*, CmdResult, CommandSpec};
 use crate::commands::{help_reply, table, text, Ctx};
 use crate::protocol::Reply;
 use crate::state::client::ClientState;
-use crate::state::cmdstats;
+use crate::state::{cmdstats, slowlog};
 use bytes::Bytes;
 use std::fmt::Write;
 
@@ -57,6 +57,7 @@ pub fn start() -> (u32, u64) {
 pub fn finish(
     client: &mut ClientState,
     spec: &'static CommandSpec,
+    args: &[Bytes],
     begun: (u32, u64),
     reply: &Reply,
 ) {
@@ -65,6 +66,13 @@ pub fn finish(
     let blocked = client.blocked.is_some();
     if blocked {
         client.blocked_stat = Some((idx, nanos));
+        // Logged when answered, with the time it ran (Redis's updateStatsOnUnblock): a
+        // script's run time is only known then, so the arguments are kept while the log is on.
+        if !spec.has(SKIP_SLOWLOG) && slowlog::enabled() {
+            client.blocked_slow = Some(slow_argv(spec, args));
+        }
+    } else if !spec.has(SKIP_SLOWLOG) && slowlog::wanted(nanos / 1000) {
+        log_slow(client, spec, args, nanos / 1000);
     }
     let error = match reply {
         Reply::Error(e) => Some(e.as_str()),
@@ -96,7 +104,77 @@ pub fn unblocked(client: &mut ClientState, reply: &Reply) {
             None => (nanos, false),
         };
         cmdstats::unblocked(idx, nanos, error, counted);
+        if let Some(argv) = client.blocked_slow.take() {
+            if slowlog::wanted(nanos / 1000) {
+                push_slow(client, argv, nanos / 1000);
+            }
+        }
     }
+}
+
+/// Adds a slow command to the slow log (Redis's slowlogPushCurrentCommand).
+#[cold]
+fn log_slow(client: &ClientState, spec: &CommandSpec, args: &[Bytes], micros: u64) {
+    push_slow(client, slow_argv(spec, args), micros);
+}
+
+#[cold]
+fn push_slow(client: &ClientState, argv: Vec<Bytes>, micros: u64) {
+    let name = client.handle.meta.lock().name.clone();
+    slowlog::push(argv, micros, client.handle.addr.to_string(), name);
+}
+
+/// The arguments as the slow log keeps them: secrets replaced by `(redacted)` as Redis's
+/// `redactClientCommandArgument` calls do (AUTH, HELLO's AUTH, ACL SETUSER, CONFIG SET of a
+/// password, MIGRATE's AUTH/AUTH2), then trimmed.
+fn slow_argv(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+    let hidden = Bytes::from_static(b"(redacted)");
+    let mut argv = slowlog::trimmed(args);
+    let mut hide = |from: usize, n: usize| {
+        for a in argv.iter_mut().skip(from).take(n) {
+            *a = hidden.clone();
+        }
+    };
+    match spec.name {
+        "auth" => hide(1, usize::MAX),
+        "acl|setuser" => hide(2, usize::MAX),
+        "hello" => {
+            if let Some(at) = args
+                .iter()
+                .skip(2)
+                .position(|a| crate::commands::is(a, "AUTH"))
+            {
+                hide(at + 3, 2);
+            }
+        }
+        "config|set" => {
+            const SENSITIVE: &[&str] = &[
+                "requirepass",
+                "masterauth",
+                "masteruser",
+                "tls-key-file-pass",
+                "tls-client-key-file-pass",
+            ];
+            let mut i = 2;
+            while i + 1 < args.len() {
+                if SENSITIVE.iter().any(|n| crate::commands::is(&args[i], n)) {
+                    hide(i + 1, 1);
+                }
+                i += 2;
+            }
+        }
+        "migrate" => {
+            for (i, a) in args.iter().enumerate().skip(6) {
+                if crate::commands::is(a, "AUTH") {
+                    hide(i + 1, 1);
+                } else if crate::commands::is(a, "AUTH2") {
+                    hide(i + 1, 2);
+                }
+            }
+        }
+        _ => {}
+    }
+    argv
 }
 
 /// A request refused before it ran (`spec`, when the command is known): counted as a
@@ -342,6 +420,75 @@ fn latency_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "HISTOGRAM [COMMAND ...]",
             "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
             "    If no commands are specified then all histograms are replied.",
+        ],
+    ))
+}
+
+// ---- SLOWLOG ----
+
+/// SLOWLOG GET [count]: the newest `count` entries (10 by default, -1 for all).
+pub fn slowlog_get(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    const RANGE: &str = "ERR count should be greater than or equal to -1";
+    let count = match args.next_opt() {
+        None => 10,
+        Some(a) => {
+            let n = crate::util::num::parse_i64(a)
+                .filter(|n| *n >= -1)
+                .ok_or_else(|| CommandError::msg(RANGE))?;
+            if n == -1 {
+                usize::MAX
+            } else {
+                n as usize
+            }
+        }
+    };
+    if !args.is_empty() {
+        // Redis names the subcommand as it was typed.
+        let sub = text(args.all().get(1).map_or(&b"get"[..], |b| &b[..]));
+        return Err(CommandError::msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try SLOWLOG HELP."
+        )));
+    }
+    Ok(slowlog::with_entries(count, |entries| {
+        Reply::Array(
+            entries
+                .map(|e| {
+                    Reply::Array(vec![
+                        Reply::Int(e.id as i64),
+                        Reply::Int(e.time),
+                        Reply::Int(e.micros as i64),
+                        Reply::Array(e.argv.iter().cloned().map(Reply::Bulk).collect()),
+                        Reply::bulk_str(&e.addr),
+                        Reply::bulk_str(&e.name),
+                    ])
+                })
+                .collect(),
+        )
+    }))
+}
+
+pub fn slowlog_len(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(Reply::Int(slowlog::len() as i64))
+}
+
+pub fn slowlog_reset(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    slowlog::reset();
+    Ok(Reply::ok())
+}
+
+pub fn slowlog_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(help_reply(
+        "slowlog",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
         ],
     ))
 }

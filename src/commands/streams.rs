@@ -1712,6 +1712,7 @@ fn xinfo_stream(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                         Reply::Map(vec![
                             (bulk("name"), Reply::Bulk(cn.clone())),
                             (bulk("seen-time"), Reply::Int(c.seen_time)),
+                            (bulk("active-time"), Reply::Int(c.active_time)),
                             (bulk("pel-count"), Reply::Int(c.pel.len() as i64)),
                             (bulk("pending"), Reply::Array(cp)),
                         ])
@@ -1771,6 +1772,15 @@ fn xinfo_consumers(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                         (bulk("name"), Reply::Bulk(n.clone())),
                         (bulk("pending"), Reply::Int(c.pel.len() as i64)),
                         (bulk("idle"), Reply::Int((now - c.seen_time).max(0))),
+                        // Redis 7.2: since the last successful interaction, -1 if none.
+                        (
+                            bulk("inactive"),
+                            Reply::Int(if c.active_time == -1 {
+                                -1
+                            } else {
+                                now - c.active_time
+                            }),
+                        ),
                     ])
                 })
                 .collect(),

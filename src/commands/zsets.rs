@@ -131,12 +131,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("6.2.0", "Get the score associated with the given members in a sorted set")
         .complexity("O(N) where N is the number of members being requested.")
         .args("key:key member..."),
-    FAMILY.cmd("zrank", 3, zrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
+    FAMILY.cmd("zrank", -3, zrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set")
-        .complexity("O(log(N))").args("key:key member"),
-    FAMILY.cmd("zrevrank", 3, zrevrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
+        .complexity("O(log(N))").args("key:key member [WITHSCORE]"),
+    FAMILY.cmd("zrevrank", -3, zrevrank).flags(READONLY | FAST).key().key_specs(KS_RO_ACCESS)
         .doc("2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low")
-        .complexity("O(log(N))").args("key:key member"),
+        .complexity("O(log(N))").args("key:key member [WITHSCORE]"),
     FAMILY.cmd("zrange", -4, zrange).flags(READONLY).key().key_specs(KS_RO_ACCESS)
         .doc("1.2.0", "Return a range of members in a sorted set")
         .complexity("O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements returned.")
@@ -672,10 +672,25 @@ fn zmscore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn rank_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, rev: bool) -> CmdResult {
     let (key, member) = (args.next_key()?, args.next_arg()?);
+    // Redis 7.2's WITHSCORE: [rank, score], or a null array for a missing member.
+    let withscore = match args.len() {
+        0 => false,
+        1 if crate::commands::is(args.next_arg()?, "WITHSCORE") => true,
+        1 => return Err(CommandError::syntax()),
+        _ => return Err(CommandError::WrongArity),
+    };
     read_zset(ctx, key, |z| {
         match z.and_then(|z| z.rank(member).map(|r| (r, z.len()))) {
+            None if withscore => Reply::NilArray,
             None => Reply::Nil,
-            Some(((r, _), len)) => Reply::Int(if rev { len - 1 - r } else { r } as i64),
+            Some(((r, score), len)) => {
+                let rank = Reply::Int(if rev { len - 1 - r } else { r } as i64);
+                if withscore {
+                    Reply::Array(vec![rank, Reply::Double(score)])
+                } else {
+                    rank
+                }
+            }
         }
     })
 }

@@ -170,6 +170,36 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                         close = true;
                         break;
                     }
+                    // CLIENT PAUSE: a covered request waits (replies so far go out first),
+                    // asleep until the pause ends or the client is killed.
+                    if crate::state::pause::active()
+                        && crate::commands::connection::postponed_by_pause(
+                            &client,
+                            args,
+                            crate::state::pause::current().0,
+                        )
+                    {
+                        if !out.is_empty()
+                            && write_out(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut out,
+                                (&mut client.journal_wait, &mut client.journal_written),
+                            )
+                            .await
+                            .is_err()
+                        {
+                            break 'conn;
+                        }
+                        let c = &client;
+                        tokio::select! {
+                            _ = crate::state::pause::wait_while(|mode| {
+                                crate::commands::connection::postponed_by_pause(c, args, mode)
+                            }) => {}
+                            _ = handle.ended(&server) => break 'conn,
+                        }
+                    }
                     let skip_this = client.reply_mode == ReplyMode::Skip;
                     let reply = {
                         let mut ctx = Ctx {

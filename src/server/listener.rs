@@ -191,6 +191,8 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
+    // CLIENT LIST's `fd`: the descriptor stays the connection's until it closes.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (maxclients, protected, auth) = {
         let cfg = server.config.read();
         (
@@ -221,6 +223,7 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
             return;
         }
         let handle = server.clients.register(peer, local);
+        handle.fd.store(fd, Ordering::Relaxed);
         conns.spawn(connection::serve(server.clone(), stream, handle));
         return;
     }
@@ -235,9 +238,11 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     // Registered before the handshake, as Redis creates the client before its TLS accept:
     // a client in its handshake counts against maxclients and shows in CLIENT LIST.
-    let handle = refusal
-        .is_none()
-        .then(|| server.clients.register(peer, local));
+    let handle = refusal.is_none().then(|| {
+        let h = server.clients.register(peer, local);
+        h.fd.store(fd, Ordering::Relaxed);
+        h
+    });
     let server = server.clone();
     conns.spawn(async move {
         let mut stop = server.shutdown_signal();

@@ -794,8 +794,13 @@ pub struct LogEntry {
     pub context: Context,
     pub object: Vec<u8>,
     pub username: Vec<u8>,
+    /// Last updated (Redis 7.2's `timestamp-last-updated`).
     pub ctime_ms: u64,
     pub client_info: String,
+    /// Redis 7.2's `entry-id` and `timestamp-created`: set by [`Acl::log`] when the entry is
+    /// new (a grouped event keeps them).
+    pub entry_id: u64,
+    pub created_ms: u64,
 }
 
 /// Entries within this many milliseconds of each other, with the same reason, context,
@@ -809,6 +814,8 @@ pub struct Acl {
     epoch: AtomicU64,
     next_id: AtomicU64,
     log: Mutex<VecDeque<LogEntry>>,
+    /// Entries ever created (Redis's `ACLLogEntryCount`: not reset by ACL LOG RESET).
+    log_created: AtomicU64,
     pub log_max: AtomicUsize,
     /// `acl-pubsub-default allchannels`.
     pub pubsub_all: AtomicBool,
@@ -829,6 +836,7 @@ impl Acl {
             epoch: AtomicU64::new(1),
             next_id: AtomicU64::new(2),
             log: Mutex::new(VecDeque::new()),
+            log_created: AtomicU64::new(0),
             log_max: AtomicUsize::new(128),
             pubsub_all: AtomicBool::new(false),
         }
@@ -1006,6 +1014,8 @@ impl Acl {
             }
             return;
         }
+        entry.entry_id = self.log_created.fetch_add(1, Ordering::Relaxed);
+        entry.created_ms = entry.ctime_ms;
         log.push_front(entry);
         let max = self.log_max.load(Ordering::Relaxed);
         log.truncate(max);

@@ -54,6 +54,9 @@ pub struct ClientHandle {
     /// The buffer figures CLIENT LIST shows, published by the connection task after each
     /// read and each write (never per command).
     pub bufs: ClientBufs,
+    /// The socket's file descriptor (CLIENT LIST `fd`), set by the listener once it is
+    /// registered; -1 for internal clients, which have none (as Redis's fake clients).
+    pub fd: std::sync::atomic::AtomicI32,
 }
 
 /// Redis's static reply buffer size: CLIENT LIST's `obl` counts the pending reply bytes up to
@@ -169,6 +172,8 @@ pub struct ClientMeta {
     /// Name of the last command run (a table entry's name, so no allocation per command).
     pub last_cmd: &'static str,
     pub no_evict: bool,
+    /// CLIENT NO-TOUCH: this client's commands (but TOUCH) leave the keys' access clocks.
+    pub no_touch: bool,
     /// The ACL user (CLIENT LIST `user`, CLIENT KILL USER); empty: `default`.
     pub user: String,
 }
@@ -310,14 +315,21 @@ impl ClientHandle {
         }
         let (tracking_flags, redir) = tracking;
         flags.push_str(tracking_flags);
+        if m.no_evict {
+            flags.push('e');
+        }
+        if m.no_touch {
+            flags.push('T');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
             h.addr,
             h.laddr,
+            h.fd.load(Ordering::Relaxed),
             m.name,
             h.created.elapsed().as_secs(),
             idle,
@@ -384,6 +396,7 @@ impl ClientRegistry {
             multi_len: AtomicI64::new(-1),
             script_run: Mutex::new(None),
             bufs: ClientBufs::default(),
+            fd: std::sync::atomic::AtomicI32::new(-1),
         });
         self.clients.lock().insert(id, handle.clone());
         handle
@@ -440,6 +453,11 @@ pub struct ClientState {
     /// The statistics row and run time of the command that blocked, counted when it is
     /// answered (`INFO latencystats` records a blocked command's latency then).
     pub blocked_stat: Option<(usize, u64)>,
+    /// The slow log's copy of the arguments of the command that blocked, logged when it is
+    /// answered if it ran long enough (only kept while the slow log is on).
+    pub blocked_slow: Option<Vec<Bytes>>,
+    /// CLIENT NO-TOUCH (the copy the dispatcher reads; `ClientMeta::no_touch` is CLIENT LIST's).
+    pub no_touch: bool,
     /// The journal's sequence number of this client's last write (WAITAOF waits for it).
     pub journal_seq: u64,
     /// Replies written after this must wait until this journal number is on disk
@@ -489,6 +507,8 @@ impl ClientState {
             last_cmd: "",
             blocked: None,
             blocked_stat: None,
+            blocked_slow: None,
+            no_touch: false,
             journal_seq: 0,
             journal_wait: 0,
             journal_written: 0,

@@ -11,7 +11,9 @@ pub mod cmdstats;
 pub mod gate;
 pub mod lazyfree;
 pub mod outbox;
+pub mod pause;
 pub mod pubsub;
+pub mod slowlog;
 pub mod tracking;
 pub mod ttl;
 pub mod watches;
@@ -164,6 +166,10 @@ impl Server {
         // Before any command is timed (the command clock's unit is fixed from here on).
         crate::util::clock::calibrate();
         cmdstats::set_monitor_threshold(config.get_u64("latency-monitor-threshold"));
+        slowlog::configure(
+            config.get_i64("slowlog-log-slower-than"),
+            config.get_u64("slowlog-max-len"),
+        );
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
         let (shutdown_tx, _) = watch::channel(false);
         let pubsub = Arc::new(PubSub::new());
@@ -274,6 +280,13 @@ impl Server {
         }
         if name == "latency-tracking" {
             cmdstats::set_latency_tracking(self.config.read().get_bool(name));
+        }
+        if name == "slowlog-log-slower-than" || name == "slowlog-max-len" {
+            let c = self.config.read();
+            slowlog::configure(
+                c.get_i64("slowlog-log-slower-than"),
+                c.get_u64("slowlog-max-len"),
+            );
         }
         if name == "latency-monitor-threshold" {
             cmdstats::set_monitor_threshold(self.config.read().get_u64(name));

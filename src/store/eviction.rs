@@ -104,9 +104,24 @@ pub fn fresh() -> u32 {
     }
 }
 
+thread_local! {
+    /// Set while a command of a CLIENT NO-TOUCH client runs on this thread (handlers never
+    /// await, so the thread is the command's): its reads leave the access clocks.
+    static NO_TOUCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the start (`true`) and end (`false`) of a command that must not touch keys.
+pub fn set_no_touch(on: bool) {
+    NO_TOUCH.with(|c| c.set(on));
+}
+
 /// The access word after a read: LRU stamps the clock; LFU decays the counter by the minutes
-/// elapsed and increments it logarithmically (Redis's `updateLFU`).
+/// elapsed and increments it logarithmically (Redis's `updateLFU`); unchanged while a
+/// NO-TOUCH client's command runs.
 pub fn touched(old: u32) -> u32 {
+    if NO_TOUCH.with(|c| c.get()) {
+        return old;
+    }
     if policy().is_lfu() {
         let mut c = lfu_counter(old);
         if c < 255 {

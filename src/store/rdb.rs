@@ -1600,12 +1600,16 @@ fn read_stream(rd: &mut Reader<'_>, t: u8) -> R<Value> {
         for _ in 0..consumers {
             let cname = Bytes::copy_from_slice(&rd.string()?);
             let seen_time = rd.u64_le()? as i64;
-            if t == TYPE_STREAM_LISTPACKS_3 {
-                // 7.2's active time: this server keeps only the seen time.
-                rd.u64_le()?;
-            }
+            // 7.2's active time; older files have none, and Redis 7.2 then takes the seen
+            // time as its best estimate.
+            let active_time = if t == TYPE_STREAM_LISTPACKS_3 {
+                rd.u64_le()? as i64
+            } else {
+                seen_time
+            };
             let mut c = Consumer {
                 seen_time,
+                active_time,
                 pel: Default::default(),
             };
             let owned = rd.len()?;

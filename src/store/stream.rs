@@ -343,8 +343,12 @@ pub struct Nack {
 
 #[derive(Debug, Clone, Default)]
 pub struct Consumer {
-    /// Last time it was seen (read, claimed) in Unix ms.
+    /// Last time it was seen, in Unix ms: its last attempted interaction (XREADGROUP,
+    /// XCLAIM, XAUTOCLAIM), successful or not (Redis 7.2's `seen-time`).
     pub seen_time: i64,
+    /// Last successful interaction: entries delivered to it or claimed by it; -1 never
+    /// (Redis 7.2's `active-time`).
+    pub active_time: i64,
     pub pel: BTreeSet<StreamId>,
 }
 
@@ -389,6 +393,7 @@ impl Group {
             .entry(Bytes::copy_from_slice(name))
             .or_insert_with(|| Consumer {
                 seen_time: now,
+                active_time: -1,
                 pel: BTreeSet::new(),
             });
         (c, created)
@@ -436,6 +441,8 @@ impl Group {
         }
         if let Some(c) = self.consumers.get_mut(consumer) {
             c.pel.insert(id);
+            // Delivered to it or claimed by it: a successful interaction.
+            c.active_time = time;
         }
     }
 }

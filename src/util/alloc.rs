@@ -160,6 +160,15 @@ pub fn activate() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
 }
 
+/// MEMORY PURGE: asks mimalloc to give free memory back to the OS now. `mi_collect(true)`
+/// collects only the calling thread's heap (its free pages, its delayed frees) and the
+/// arenas' abandoned and purgeable pages shared by all threads; other threads' heaps keep
+/// their free pages until they collect themselves (mimalloc does so as they allocate).
+pub fn collect() {
+    // SAFETY: mi_collect takes no pointers and may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+}
+
 /// See [`activate`].
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (the sys crate names only some of
