@@ -211,10 +211,13 @@ fn lazy_expiry_hides_and_deletes_fields() {
         q::<Option<String>>(&mut c, &["HGET", "h", "a"]).expect("hget"),
         None
     );
-    assert_eq!(int(&mut c, &["HLEN", "h"]), 1);
+    // A lookup deletes the field it looks up; HGETALL skips the others without deleting.
+    assert_eq!(int(&mut c, &["HLEN", "h"]), 2);
     assert_eq!(strs(&mut c, &["HGETALL", "h"]), vec!["c", "3"]);
-    assert_eq!(int(&mut c, &["HEXISTS", "h", "b"]), 0);
+    assert_eq!(int(&mut c, &["HLEN", "h"]), 2);
     assert_eq!(int(&mut c, &["HSTRLEN", "h", "b"]), 0);
+    assert_eq!(int(&mut c, &["HEXISTS", "h", "b"]), 0);
+    assert_eq!(int(&mut c, &["HLEN", "h"]), 1);
     // Each read command: an expired field is never returned.
     let _: i64 = q(&mut c, &["HSET", "h", "x", "1", "y", "2"]).expect("hset");
     let _: Vec<i64> = q(&mut c, &["HPEXPIRE", "h", "30", "FIELDS", "1", "x"]).expect("hpexpire");
@@ -269,6 +272,9 @@ fn lazy_expiry_hides_and_deletes_fields() {
     }
     assert_eq!(seen.len(), 150);
     assert!(seen.iter().all(|f| f[1..].parse::<u32>().unwrap() % 2 == 1));
+    assert_eq!(int(&mut c, &["HLEN", "big"]), 300);
+    // HRANDFIELD deletes every expired field first (7.4).
+    let _: Value = q(&mut c, &["HRANDFIELD", "big", "3"]).expect("hrandfield");
     assert_eq!(int(&mut c, &["HLEN", "big"]), 150);
 }
 

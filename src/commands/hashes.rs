@@ -124,31 +124,24 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(b))
 }
 
-/// Runs `f` on the hash at `key` for a read (`None` when there is no such key).
+/// Runs `f` on the hash at `key` for a read (`None` when there is no such key), after
+/// deleting those of `fields` that are past their deadline (Redis 7.4's lazy expiry of
+/// the fields a command looks up; other expired fields stay until the sweep or a lookup).
 fn read_hash(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
+    fields: &[&[u8]],
     f: impl FnOnce(Option<&HashValue>) -> Reply,
 ) -> CmdResult {
     let now = crate::util::clock::now_ms();
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        // One lookup when no field is due (the common case); else purge, then read.
-        let mut f = Some(f);
-        let first = ks.read_as::<HashValue, _>(h, key, |o| match o {
-            Some(hv) if hv.may_be_due(now) => None,
-            o => f.take().map(|f| f(o)),
-        })?;
-        if let Some(r) = first {
-            return Ok(r);
-        }
-        purge_due(ctx, ks, h, key, now);
-        Ok(ks
-            .read_as::<HashValue, _>(h, key, |o| f.take().map(|f| f(o)))?
-            .unwrap_or(Reply::Nil))
+        purge_fields(ctx, ks, h, key, fields, now);
+        Ok(ks.read_as::<HashValue, _>(h, key, f)?)
     })
 }
 
-/// A read that sees fields past their deadline not purged yet (HLEN, as Redis 7.4's).
+/// A read that deletes nothing: the reader skips or counts fields past their deadline
+/// itself (HLEN counts them, HGETALL skips them, as Redis 7.4's).
 fn read_hash_raw(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
@@ -166,12 +159,13 @@ fn write_hash(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
     event: &'static str,
+    lazy: &[&[u8]],
     f: impl FnOnce(&mut HashValue) -> CommandResult<(Reply, bool)>,
 ) -> CmdResult {
     let db = ctx.client.db;
     let now = crate::util::clock::now_ms();
     ctx.server.store.with_key(db, key, |ks, h| {
-        purge_due(ctx, ks, h, key, now);
+        purge_fields(ctx, ks, h, key, lazy, now);
         let r = ks.write_as::<HashValue, _>(h, key, true, |hv| {
             let r = f(hv);
             let changed = matches!(r, Ok((_, true)));
@@ -188,7 +182,7 @@ fn write_hash(
 fn hset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let pairs = args.pairs()?;
-    write_hash(ctx, key, "hset", |hv| {
+    write_hash(ctx, key, "hset", &[], |hv| {
         hv.try_conversion(pairs.clone().flatten().map(|a| &a[..]));
         let added = pairs.filter(|p| hv.insert(&p[0], &p[1])).count();
         Ok((Reply::Int(added as i64), true))
@@ -199,7 +193,7 @@ fn hset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hmset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let pairs = args.pairs()?;
-    write_hash(ctx, key, "hset", |hv| {
+    write_hash(ctx, key, "hset", &[], |hv| {
         hv.try_conversion(pairs.clone().flatten().map(|a| &a[..]));
         pairs.for_each(|p| {
             hv.insert(&p[0], &p[1]);
@@ -210,7 +204,7 @@ fn hmset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field, value) = (args.next_key()?, args.next_arg()?, args.next_arg()?);
-    write_hash(ctx, key, "hset", |hv| {
+    write_hash(ctx, key, "hset", &[field], |hv| {
         if hv.get(field).is_some() {
             Ok((Reply::Int(0), false))
         } else {
@@ -222,7 +216,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn hget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
-    read_hash(ctx, key, |hv| {
+    read_hash(ctx, key, &[field], |hv| {
         hv.and_then(|hv| hv.get(field)).map_or(Reply::Nil, bulk)
     })
 }
@@ -230,7 +224,8 @@ fn hget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn hmget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let fields = args.rest();
-    read_hash(ctx, key, |hv| {
+    let lazy: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
+    read_hash(ctx, key, &lazy, |hv| {
         Reply::Array(
             fields
                 .iter()
@@ -241,9 +236,10 @@ fn hmget(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn hgetall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    read_hash(ctx, args.next_key()?, |hv| {
+    let now = crate::util::clock::now_ms();
+    read_hash_raw(ctx, args.next_key()?, |hv| {
         Reply::Map(hv.map_or_else(Vec::new, |hv| {
-            hv.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()
+            hv.iter_live(now).map(|(f, v)| (bulk(f), bulk(v))).collect()
         }))
     })
 }
@@ -252,9 +248,8 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let fields = args.rest();
     let db = ctx.client.db;
-    let now = crate::util::clock::now_ms();
     ctx.server.store.with_key(db, key, |ks, h| {
-        purge_due(ctx, ks, h, key, now);
+        // Redis 7.4 deletes a field past its deadline like any other (HDEL replies 1).
         let mut emptied = false;
         let n = ks
             .write_as::<HashValue, _>(h, key, false, |hv| {
@@ -275,7 +270,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn hexists(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
-    read_hash(ctx, key, |hv| {
+    read_hash(ctx, key, &[field], |hv| {
         Reply::Int(hv.is_some_and(|hv| hv.get(field).is_some()) as i64)
     })
 }
@@ -287,21 +282,27 @@ fn hlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn hkeys(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    read_hash(ctx, args.next_key()?, |hv| {
-        Reply::Array(hv.map_or_else(Vec::new, |hv| hv.iter().map(|(f, _)| bulk(f)).collect()))
+    let now = crate::util::clock::now_ms();
+    read_hash_raw(ctx, args.next_key()?, |hv| {
+        Reply::Array(hv.map_or_else(Vec::new, |hv| {
+            hv.iter_live(now).map(|(f, _)| bulk(f)).collect()
+        }))
     })
 }
 
 fn hvals(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    read_hash(ctx, args.next_key()?, |hv| {
-        Reply::Array(hv.map_or_else(Vec::new, |hv| hv.iter().map(|(_, v)| bulk(v)).collect()))
+    let now = crate::util::clock::now_ms();
+    read_hash_raw(ctx, args.next_key()?, |hv| {
+        Reply::Array(hv.map_or_else(Vec::new, |hv| {
+            hv.iter_live(now).map(|(_, v)| bulk(v)).collect()
+        }))
     })
 }
 
 fn hincrby(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
     let by = args.next_i64()?;
-    write_hash(ctx, key, "hincrby", |hv| {
+    write_hash(ctx, key, "hincrby", &[field], |hv| {
         let cur = match hv.get(field) {
             None => 0,
             Some(v) => {
@@ -322,7 +323,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if !by.is_finite() {
         return Err(CommandError::msg("ERR value is NaN or Infinity"));
     }
-    write_hash(ctx, key, "hincrbyfloat", |hv| {
+    write_hash(ctx, key, "hincrbyfloat", &[field], |hv| {
         let cur = match hv.get(field) {
             None => 0.0,
             Some(v) => {
@@ -345,7 +346,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn hstrlen(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, field) = (args.next_key()?, args.next_arg()?);
-    read_hash(ctx, key, |hv| {
+    read_hash(ctx, key, &[field], |hv| {
         Reply::Int(hv.and_then(|hv| hv.get(field)).map_or(0, |v| v.len()) as i64)
     })
 }
@@ -375,7 +376,8 @@ fn hscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             _ => return Err(CommandError::syntax()),
         }
     }
-    read_hash(ctx, key, |hv| {
+    let now = crate::util::clock::now_ms();
+    read_hash_raw(ctx, key, |hv| {
         let mut out = Vec::new();
         let mut next = 0;
         let mut push = |f: &[u8], v: &[u8]| {
@@ -387,12 +389,12 @@ fn hscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
         };
         if let Some(hv) = hv {
-            match hv.scan_table(cursor, count) {
+            match hv.scan_table(cursor, count, now) {
                 Some((c, batch)) => {
                     next = c;
                     batch.into_iter().for_each(|(f, v)| push(f, v));
                 }
-                None => hv.iter().for_each(|(f, v)| push(f, v)),
+                None => hv.iter_live(now).for_each(|(f, v)| push(f, v)),
             }
         }
         Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)])
@@ -403,7 +405,12 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let resp3 = ctx.client.resp3;
     let key = args.next_key()?;
     let (count, withvalues) = random_count_args(args, "WITHVALUES")?;
-    read_hash(ctx, key, |hv| {
+    // Redis 7.4 deletes every expired field first, then picks among the rest.
+    let now = crate::util::clock::now_ms();
+    ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        purge_due(ctx, ks, h, key, now);
+    });
+    read_hash_raw(ctx, key, |hv| {
         let Some(count) = count else {
             return match hv {
                 None => Reply::Nil,
@@ -527,6 +534,56 @@ fn purge_locked(
         server.notify(db, class::GENERIC, "del", key);
     }
     removed.len()
+}
+
+/// Lazy expiry of the fields a command looks up: those past their deadline are deleted
+/// first (journaled as HDEL, one `hexpired` event, `del` if the hash goes).
+fn purge_fields(
+    ctx: &Ctx<'_>,
+    ks: &mut crate::store::keyspace::Keyspace,
+    h: u64,
+    key: &[u8],
+    fields: &[&[u8]],
+    now: i64,
+) {
+    if fields.is_empty() || crate::store::journal::loading() {
+        return;
+    }
+    let due = matches!(
+        ks.read_as::<HashValue, _>(h, key, |o| o
+            .is_some_and(|hv| hv.may_be_due(now) && fields.iter().any(|f| hv.is_due(f, now)))),
+        Ok(true)
+    );
+    if !due {
+        return;
+    }
+    let db = ctx.client.db;
+    let mut emptied = false;
+    let removed = ks
+        .write_as::<HashValue, _>(h, key, false, |hv| {
+            let mut removed: Vec<&[u8]> = Vec::new();
+            for f in fields {
+                if hv.is_due(f, now) && hv.remove(f) {
+                    removed.push(f);
+                }
+            }
+            emptied = hv.is_empty();
+            let changed = !removed.is_empty();
+            (removed, changed)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if removed.is_empty() {
+        return;
+    }
+    for f in &removed {
+        crate::store::journal::change_record(db, &[b"HDEL", key, f]);
+    }
+    ctx.server.notify(db, class::HASH, "hexpired", key);
+    if emptied {
+        ctx.server.notify(db, class::GENERIC, "del", key);
+    }
 }
 
 /// Lazy expiry before a command's access: purges the hash's due fields if it may have any
@@ -661,7 +718,7 @@ fn hexpire_generic(
     let loading = crate::store::journal::loading();
     let server = ctx.server;
     server.store.with_key(db, key, |ks, h| {
-        purge_due(ctx, ks, h, key, now);
+        // A field past its deadline not deleted yet is still there for HEXPIRE (7.4).
         let mut set: Vec<&[u8]> = Vec::new();
         let mut deleted: Vec<&[u8]> = Vec::new();
         let mut emptied = false;
@@ -759,7 +816,7 @@ fn httl_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, relative: bool, secs: bo
     let fields = fields_arg(args, "ERR Number of fields must be a positive integer")?;
     let now = crate::util::clock::now_ms();
     let base = if relative { now } else { 0 };
-    read_hash(ctx, key, |hv| {
+    read_hash_raw(ctx, key, |hv| {
         Reply::Array(
             fields
                 .iter()
@@ -802,7 +859,6 @@ fn hpersist(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let db = ctx.client.db;
     let server = ctx.server;
     server.store.with_key(db, key, |ks, h| {
-        purge_due(ctx, ks, h, key, now);
         let mut any = false;
         let codes = ks
             .write_as::<HashValue, _>(h, key, false, |hv| {

@@ -594,6 +594,21 @@ impl HashValue {
         }
     }
 
+    /// The pairs not past their deadline at `now` (what HGETALL, HKEYS, HVALS return: Redis
+    /// 7.4 skips expired fields there without deleting them).
+    pub fn iter_live(&self, now: i64) -> impl Iterator<Item = FieldValue<'_>> {
+        let ttl = self.ttls().unwrap_or(&[]);
+        self.iter()
+            .enumerate()
+            .filter(move |(i, _)| ttl.get(*i).is_none_or(|&d| d == 0 || d > now))
+            .map(|(_, p)| p)
+    }
+
+    /// Whether field `f` exists and is past its deadline at `now`.
+    pub fn is_due(&self, f: &[u8], now: i64) -> bool {
+        self.deadline(f).is_some_and(|d| d != 0 && d <= now)
+    }
+
     /// Every field with a deadline and that deadline, in the encoding's order (the journal
     /// rewrite and DUMP write them after the fields).
     pub fn deadlines(&self) -> Vec<(&[u8], i64)> {
@@ -637,7 +652,13 @@ impl HashValue {
     /// pair into the freed position, so a pair not returned yet only ever moves down, below
     /// the cursor, and an insertion appends: every field present for the whole scan is
     /// returned. `None` for a listpack (which Redis returns whole, with cursor 0).
-    pub fn scan_table(&self, cursor: u64, count: usize) -> Option<(u64, Vec<FieldValue<'_>>)> {
+    /// Fields past their deadline at `now` are skipped (not deleted), as Redis 7.4's.
+    pub fn scan_table(
+        &self,
+        cursor: u64,
+        count: usize,
+        now: i64,
+    ) -> Option<(u64, Vec<FieldValue<'_>>)> {
         let V::Table(t) = self.view() else {
             return None;
         };
@@ -648,7 +669,11 @@ impl HashValue {
             usize::try_from(cursor).unwrap_or(usize::MAX).min(len)
         };
         let start = end.saturating_sub(count.max(1));
-        let out = t.pairs[start..end].iter().rev().map(|p| split(p)).collect();
+        let out = (start..end)
+            .rev()
+            .filter(|&i| t.ttl.get(i).is_none_or(|&d| d == 0 || d > now))
+            .map(|i| split(&t.pairs[i]))
+            .collect();
         Some((start as u64, out))
     }
 }
@@ -821,7 +846,7 @@ mod tests {
         let mut cursor = 0;
         let mut removed = 0;
         loop {
-            let (next, batch) = w.scan_table(cursor, 10).unwrap();
+            let (next, batch) = w.scan_table(cursor, 10, 0).unwrap();
             seen.extend(batch.iter().map(|(f, _)| f.to_vec()));
             // Remove fields not returned yet (odd ones), and some already returned.
             for i in (removed..removed + 3).map(|x| x * 2 + 1) {
@@ -838,7 +863,7 @@ mod tests {
         for i in (0..300).step_by(2) {
             assert!(seen.contains(format!("k{i}").as_bytes()), "k{i} missed");
         }
-        assert!(h(&[("a", "1")]).scan_table(0, 10).is_none());
+        assert!(h(&[("a", "1")]).scan_table(0, 10, 0).is_none());
     }
 
     #[test]
