@@ -492,8 +492,69 @@ fn registry() -> &'static parking_lot::Mutex<hashbrown::HashSet<(usize, Bytes)>>
     R.get_or_init(Default::default)
 }
 
+/// Set once any field got a deadline: from then on the sweep also walks the key space for
+/// hashes with deadlines that are not registered (renamed, copied, moved, swapped).
+static EVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Where that walk stands: `(db * shards + shard) * SEGMENTS + segment`.
+static WALK: parking_lot::Mutex<u64> = parking_lot::Mutex::new(0);
+
+/// Keys the walk looks at per sweep: a full pass over a million keys takes about 50 s at
+/// `hz 10`, and a sweep never holds a shard lock for more than 256 segments.
+const WALK_KEYS: usize = 2000;
+
 fn register(db: usize, key: &Bytes) {
+    EVER.store(true, std::sync::atomic::Ordering::Relaxed);
     registry().lock().insert((db, key.clone()));
+}
+
+/// One step of the walk: registers the hashes with deadlines it meets.
+fn discover(server: &crate::state::Server, now: i64) {
+    use crate::store::keyspace::SEGMENTS;
+    let store = &server.store;
+    let shards = store.shard_count() as u64;
+    let segs = SEGMENTS as u64;
+    let total = store.databases() as u64 * shards * segs;
+    if total == 0 {
+        return;
+    }
+    let mut pos = WALK.lock();
+    let mut visited = 0usize;
+    let mut steps = 0u64;
+    let mut found: Vec<(usize, Bytes)> = Vec::new();
+    while visited < WALK_KEYS && steps < total {
+        if *pos >= total {
+            *pos = 0;
+        }
+        let part = *pos / segs;
+        let (db, shard) = ((part / shards) as usize, (part % shards) as usize);
+        let g = store.lock(shard);
+        let ks = &g.dbs[db].keys;
+        if ks.is_empty() {
+            let next = (part + 1) * segs;
+            steps += next - *pos;
+            *pos = next;
+            continue;
+        }
+        let mut n = 0;
+        while *pos / segs == part && n < 256 && visited < WALK_KEYS {
+            ks.scan_segment((*pos % segs) as usize, now, |e| {
+                visited += 1;
+                if let crate::store::Value::Hash(h) = &e.value {
+                    if h.has_deadlines() {
+                        found.push((db, Bytes::copy_from_slice(e.key())));
+                    }
+                }
+            });
+            *pos += 1;
+            n += 1;
+            steps += 1;
+        }
+    }
+    drop(pos);
+    if !found.is_empty() {
+        registry().lock().extend(found);
+    }
 }
 
 /// Removes the fields of the hash at `key` due at `now` (up to `max`) under the caller's
@@ -610,6 +671,9 @@ fn purge_due(
 pub fn sweep_fields(server: &crate::state::Server, now: i64, budget: usize) -> usize {
     if !crate::store::expiry::active() {
         return 0;
+    }
+    if EVER.load(std::sync::atomic::Ordering::Relaxed) {
+        discover(server, now);
     }
     let keys: Vec<(usize, Bytes)> = registry().lock().iter().cloned().collect();
     let mut total = 0;
