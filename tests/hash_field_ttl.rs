@@ -361,6 +361,19 @@ fn writes_and_deadlines() {
     );
     assert_eq!(int(&mut c, &["COPY", "h2", "h3"]), 1);
     assert_eq!(ints(&mut c, &["HTTL", "h3", "FIELDS", "1", "f"]), vec![100]);
+    // DUMP/RESTORE carry them (Redis 7.4's RDB_TYPE_HASH_METADATA).
+    let payload: Vec<u8> = q(&mut c, &["DUMP", "h3"]).expect("dump");
+    let mut cmd = redis::cmd("RESTORE");
+    cmd.arg("h4").arg(0).arg(payload);
+    let _: () = cmd.query(&mut c).expect("restore");
+    assert_eq!(
+        ints(&mut c, &["HEXPIRETIME", "h4", "FIELDS", "2", "f", "a"]),
+        ints(&mut c, &["HEXPIRETIME", "h3", "FIELDS", "2", "f", "a"])
+    );
+    assert_eq!(
+        sorted(strs(&mut c, &["HGETALL", "h4"])),
+        sorted(strs(&mut c, &["HGETALL", "h3"]))
+    );
     // Growing past the listpack limits keeps the deadlines in the hashtable.
     let long = "x".repeat(100);
     let _: i64 = q(&mut c, &["HSET", "h3", "long", &long]).expect("hset");

@@ -492,10 +492,6 @@ fn registry() -> &'static parking_lot::Mutex<hashbrown::HashSet<(usize, Bytes)>>
     R.get_or_init(Default::default)
 }
 
-/// Set once any field got a deadline: from then on the sweep also walks the key space for
-/// hashes with deadlines that are not registered (renamed, copied, moved, swapped).
-static EVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// Where that walk stands: `(db * shards + shard) * SEGMENTS + segment`.
 static WALK: parking_lot::Mutex<u64> = parking_lot::Mutex::new(0);
 
@@ -504,7 +500,6 @@ static WALK: parking_lot::Mutex<u64> = parking_lot::Mutex::new(0);
 const WALK_KEYS: usize = 2000;
 
 fn register(db: usize, key: &Bytes) {
-    EVER.store(true, std::sync::atomic::Ordering::Relaxed);
     registry().lock().insert((db, key.clone()));
 }
 
@@ -672,7 +667,9 @@ pub fn sweep_fields(server: &crate::state::Server, now: i64, budget: usize) -> u
     if !crate::store::expiry::active() {
         return 0;
     }
-    if EVER.load(std::sync::atomic::Ordering::Relaxed) {
+    // Once any field had a deadline, the walk finds the hashes not registered under their
+    // name (renamed, copied, moved, swapped, restored).
+    if crate::store::hash::ANY_DEADLINE.load(std::sync::atomic::Ordering::Relaxed) {
         discover(server, now);
     }
     let keys: Vec<(usize, Bytes)> = registry().lock().iter().cloned().collect();

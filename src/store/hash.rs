@@ -187,6 +187,10 @@ impl Table {
     }
 }
 
+/// Set once any field of any hash got a deadline (by a command, a RESTORE or a load): from
+/// then on the background sweep walks the key space for hashes with deadlines.
+pub static ANY_DEADLINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The `listpackex` encoding: a listpack hash with one deadline per pair.
 #[derive(Clone)]
 struct PackEx {
@@ -535,6 +539,9 @@ impl HashValue {
         if at != 0 && (*min == 0 || at < *min) {
             *min = at;
         }
+        if at != 0 {
+            ANY_DEADLINE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         true
     }
 
@@ -607,6 +614,11 @@ impl HashValue {
     /// Whether field `f` exists and is past its deadline at `now`.
     pub fn is_due(&self, f: &[u8], now: i64) -> bool {
         self.deadline(f).is_some_and(|d| d != 0 && d <= now)
+    }
+
+    /// The deadline of each pair by position (0 = none; empty if the hash keeps none).
+    pub fn deadlines_by_position(&self) -> Vec<i64> {
+        self.ttls().map(|t| t.to_vec()).unwrap_or_default()
     }
 
     /// Every field with a deadline and that deadline, in the encoding's order (the journal
