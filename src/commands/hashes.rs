@@ -85,39 +85,39 @@ pub static COMMANDS: &[CommandSpec] = &[
     HASH.cmd("hexpire", -6, hexpire).flags(WRITE | DENYOOM | FAST).key().key_specs(RW_UPDATE)
         .doc("7.4.0", "Set expiry for hash field using relative time to expire (seconds)")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key seconds:integer [condition:{NX|XX|GT|LT}] fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key seconds:integer [condition:(NX|XX|GT|LT)] FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hpexpire", -6, hpexpire).flags(WRITE | DENYOOM | FAST).key().key_specs(RW_UPDATE)
         .doc("7.4.0", "Set expiry for hash field using relative time to expire (milliseconds)")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key milliseconds:integer [condition:{NX|XX|GT|LT}] fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key milliseconds:integer [condition:(NX|XX|GT|LT)] FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hexpireat", -6, hexpireat).flags(WRITE | DENYOOM | FAST).key().key_specs(RW_UPDATE)
         .doc("7.4.0", "Set expiry for hash field using an absolute Unix timestamp (seconds)")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key unix-time-seconds:unix-time [condition:{NX|XX|GT|LT}] fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key unix-time-seconds:unix-time [condition:(NX|XX|GT|LT)] FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hpexpireat", -6, hpexpireat).flags(WRITE | DENYOOM | FAST).key().key_specs(RW_UPDATE)
         .doc("7.4.0", "Set expiry for hash field using an absolute Unix timestamp (milliseconds)")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key unix-time-milliseconds:unix-time [condition:{NX|XX|GT|LT}] fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key unix-time-milliseconds:unix-time [condition:(NX|XX|GT|LT)] FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("httl", -5, httl).flags(READONLY | FAST).key().key_specs(RO_ACCESS)
         .doc("7.4.0", "Returns the TTL in seconds of a hash field.")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hpttl", -5, hpttl).flags(READONLY | FAST).key().key_specs(RO_ACCESS)
         .doc("7.4.0", "Returns the TTL in milliseconds of a hash field.")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hexpiretime", -5, hexpiretime).flags(READONLY | FAST).key().key_specs(RO_ACCESS)
         .doc("7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in seconds.")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hpexpiretime", -5, hpexpiretime).flags(READONLY | FAST).key().key_specs(RO_ACCESS)
         .doc("7.4.0", "Returns the expiration time of a hash field as a Unix timestamp, in msec.")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key FIELDS=fields:{numfields:integer field...}"),
     HASH.cmd("hpersist", -5, hpersist).flags(WRITE | FAST).key().key_specs(RW_UPDATE)
         .doc("7.4.0", "Removes the expiration time for each specified field")
         .complexity("O(N) where N is the number of specified fields")
-        .args("key:key fields:{FIELDS=numfields:integer field:string...}"),
+        .args("key:key FIELDS=fields:{numfields:integer field...}"),
 ];
 
 fn bulk(b: &[u8]) -> Reply {
