@@ -679,15 +679,23 @@ pub fn sweep_fields(server: &crate::state::Server, now: i64, budget: usize) -> u
         if total >= budget {
             break;
         }
-        let (n, keep) = server.store.with_key(db, &key, |ks, h| {
-            let n = purge_locked(server, db, ks, h, &key, now, SWEEP_BATCH);
-            let keep = matches!(
-                ks.read_as::<HashValue, _>(h, &key, |o| o.is_some_and(|hv| hv.has_deadlines())),
-                Ok(true)
-            );
-            (n, keep)
-        });
-        total += n;
+        // One batch per lock, as many batches as the budget allows.
+        let keep = loop {
+            let (n, keep) = server.store.with_key(db, &key, |ks, h| {
+                let n = purge_locked(server, db, ks, h, &key, now, SWEEP_BATCH);
+                let keep = matches!(
+                    ks.read_as::<HashValue, _>(h, &key, |o| {
+                        o.is_some_and(|hv| hv.has_deadlines())
+                    }),
+                    Ok(true)
+                );
+                (n, keep)
+            });
+            total += n;
+            if n < SWEEP_BATCH || total >= budget {
+                break keep;
+            }
+        };
         if !keep {
             forget.push((db, key));
         }
@@ -831,9 +839,17 @@ fn hexpire_generic(
                     b"HPEXPIREAT".to_vec(),
                     key.to_vec(),
                     at.to_string().into_bytes(),
-                    b"FIELDS".to_vec(),
-                    set.len().to_string().into_bytes(),
                 ];
+                // The condition stays (as Redis propagates it): it holds again on replay.
+                match cond {
+                    Cond::Nx => cmd.push(b"NX".to_vec()),
+                    Cond::Xx => cmd.push(b"XX".to_vec()),
+                    Cond::Gt => cmd.push(b"GT".to_vec()),
+                    Cond::Lt => cmd.push(b"LT".to_vec()),
+                    Cond::None => {}
+                }
+                cmd.push(b"FIELDS".to_vec());
+                cmd.push(set.len().to_string().into_bytes());
                 cmd.extend(set.iter().map(|f| f.to_vec()));
                 cmds.push(cmd);
                 register(db, key);
