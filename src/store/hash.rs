@@ -879,6 +879,50 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_follow_their_fields() {
+        let mut v = h(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        assert!(v.set_deadline(b"a", 100));
+        assert!(!v.set_deadline(b"zz", 100));
+        assert_eq!(v.encoding(), "listpackex");
+        assert!(v.set_deadline(b"c", 300));
+        assert_eq!(v.deadline(b"a"), Some(100));
+        assert_eq!(v.deadline(b"b"), Some(0));
+        assert_eq!(v.deadline(b"x"), None);
+        // HSET clears, the keep-TTL write keeps.
+        v.insert(b"a", b"9");
+        assert_eq!(v.deadline(b"a"), Some(0));
+        v.set_deadline(b"a", 100);
+        v.insert_keep_ttl(b"a", b"10");
+        assert_eq!(v.deadline(b"a"), Some(100));
+        // Removal keeps the others' deadlines in place.
+        assert!(v.remove(b"b"));
+        assert_eq!(v.deadline(b"c"), Some(300));
+        assert_eq!(
+            v.iter_live(150).map(|(f, _)| f).collect::<Vec<_>>(),
+            vec![&b"c"[..]]
+        );
+        assert!(!v.may_be_due(99));
+        assert_eq!(v.purge(150, 10), vec![b"a".to_vec()]);
+        assert!(!v.may_be_due(299));
+        assert!(v.may_be_due(300));
+        // Conversion to a hashtable carries them.
+        for i in 0..200 {
+            v.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        assert_eq!(v.encoding(), "hashtable");
+        assert_eq!(v.deadline(b"c"), Some(300));
+        assert_eq!(v.deadline(b"f7"), Some(0));
+        for i in 0..200 {
+            v.set_deadline(format!("f{i}").as_bytes(), 200 + i);
+        }
+        assert_eq!(v.purge(250, 20).len(), 20);
+        assert_eq!(v.purge(250, usize::MAX).len(), 31);
+        assert_eq!(v.len(), 150);
+        assert!(v.iter_live(1000).next().is_none());
+        assert_eq!(v.deadlines().len(), 150);
+    }
+
+    #[test]
     fn heap_is_what_is_allocated() {
         // Two short fields: one exactly sized buffer once compacted.
         let v = h(&[("userID", "1234567"), ("accessTime", "1700000000000")]);
