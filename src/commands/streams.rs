@@ -908,6 +908,17 @@ fn xread_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, xreadgroup: bool) -> Cm
                 return Err(CommandError::msg("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."));
             }
             last.map_or(StreamId::MIN, |(l, _)| l)
+        } else if &idarg[..] == b"+" {
+            // Redis 7.4: the last entry, read as "after the ID before the last one".
+            if xreadgroup {
+                return Err(CommandError::msg("ERR The + ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The + ID would just return an empty result set."));
+            }
+            match last {
+                None => StreamId::MIN,
+                Some((l, _)) => l
+                    .decr()
+                    .ok_or_else(|| CommandError::msg("ERR the stream last element ID is 0-0"))?,
+            }
         } else if &idarg[..] == b">" {
             if !xreadgroup {
                 return Err(CommandError::msg("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."));

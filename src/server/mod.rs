@@ -24,6 +24,8 @@ pub fn start_background(server: &Arc<Server>) {
             let _ = tokio::task::spawn_blocking(move || {
                 let began = std::time::Instant::now();
                 crate::store::expiry::sweep(&s2.store, now);
+                // Hash fields past their deadline (Redis 7.4), bounded per cycle.
+                crate::commands::hashes::sweep_fields(&s2, now, 20 * 256);
                 // Redis's `expire-cycle` latency event (LATENCY LATEST/HISTORY).
                 let nanos = began.elapsed().as_nanos() as u64;
                 crate::state::cmdstats::latency_sample("expire-cycle", nanos);

@@ -16,6 +16,11 @@ pub fn set_active(on: bool) {
     ACTIVE.store(on, Ordering::Relaxed);
 }
 
+/// Whether the background sweep is on (hash fields' sweep reads it too).
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// One sweep over every shard and database: removes every key due at `now`, in batches.
 /// Returns how many keys were removed.
 pub fn sweep(store: &Store, now: i64) -> usize {

@@ -4,6 +4,13 @@
 //!   linear lookups) while there are at most `hash-max-listpack-entries` fields and no field
 //!   or value is longer than `hash-max-listpack-value` bytes;
 //! - `hashtable`: beyond those. A hash converts once and never goes back, as Redis's do.
+//! - `listpackex`: a small hash once one of its fields was given a deadline (Redis 7.4's
+//!   hash-field expiration): the listpack plus one deadline per pair, boxed so that the
+//!   common hash stays 16 bytes. A hashtable keeps its deadlines in a vector parallel to its
+//!   pairs, allocated only once a field has one. Deadlines are Unix milliseconds, 0 = none.
+//!   A field past its deadline is still stored until [`HashValue::purge`] removes it: the
+//!   command layer purges before every access (lazy expiry) and the background sweep purges
+//!   the hashes it knows have deadlines.
 //!
 //! The hashtable keeps each field and its value together in one allocation
 //! (`[varint field length][field][value]`, see [`Pair`]) in a `Vec`, indexed by a hashbrown
@@ -87,6 +94,10 @@ struct Table {
     index: HashTable<usize>,
     /// Sum of the pairs' allocations.
     bytes: usize,
+    /// Field deadlines parallel to `pairs` (0 = none), or empty when no field ever had one.
+    ttl: Vec<i64>,
+    /// A lower bound of the earliest deadline (0 = none): lets a lookup skip the scan.
+    min: i64,
 }
 
 impl Table {
@@ -95,6 +106,8 @@ impl Table {
             pairs: Vec::with_capacity(n),
             index: HashTable::with_capacity(n),
             bytes: 0,
+            ttl: Vec::new(),
+            min: 0,
         }
     }
 
@@ -116,6 +129,9 @@ impl Table {
         }
         let i = self.pairs.len();
         self.pairs.push(pack_pair(f, v));
+        if !self.ttl.is_empty() {
+            self.ttl.push(0);
+        }
         self.bytes += cost;
         let pairs = &self.pairs;
         self.index
@@ -140,6 +156,9 @@ impl Table {
             }
         }
         let p = self.pairs.swap_remove(i);
+        if i < self.ttl.len() {
+            self.ttl.swap_remove(i);
+        }
         self.bytes -= alloc_size(p.len());
         self.maybe_shrink();
         Some(p)
@@ -150,6 +169,9 @@ impl Table {
         let (len, cap) = (self.pairs.len(), self.pairs.capacity());
         if cap > 64 && len < cap / 4 {
             self.pairs.shrink_to(len * 2);
+            if !self.ttl.is_empty() {
+                self.ttl.shrink_to(len * 2);
+            }
             let pairs = &self.pairs;
             self.index
                 .shrink_to(len * 2, |&j| hash_of(field_of(&pairs[j])));
@@ -160,8 +182,23 @@ impl Table {
         alloc_size(std::mem::size_of::<Table>())
             + alloc_size(self.pairs.capacity() * std::mem::size_of::<Pair>())
             + alloc_size(self.index.allocation_size())
+            + alloc_size(self.ttl.capacity() * 8)
             + self.bytes
     }
+}
+
+/// Set once any field of any hash got a deadline (by a command, a RESTORE or a load): from
+/// then on the background sweep walks the key space for hashes with deadlines.
+pub static ANY_DEADLINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The `listpackex` encoding: a listpack hash with one deadline per pair.
+#[derive(Clone)]
+struct PackEx {
+    lp: Listpack,
+    /// Deadline of pair `i` (0 = none); as long as the listpack has pairs.
+    ttl: Vec<i64>,
+    /// A lower bound of the earliest deadline (0 = none).
+    min: i64,
 }
 
 #[derive(Clone)]
@@ -169,7 +206,28 @@ enum Repr {
     /// field, value, field, value...
     Pack(Listpack),
     /// Boxed so that a hash (the common, small case) is the 16 bytes of a listpack.
-    Table(Box<Table>),
+    Boxed(Box<Big>),
+}
+
+/// The encodings that do not fit in place.
+#[derive(Clone)]
+enum Big {
+    /// A listpack with field deadlines (Redis's `listpackex`).
+    PackEx(PackEx),
+    Table(Table),
+}
+
+/// A borrowed view of the encoding.
+enum V<'a> {
+    Pack(&'a Listpack),
+    PackEx(&'a PackEx),
+    Table(&'a Table),
+}
+
+enum VM<'a> {
+    Pack(&'a mut Listpack),
+    PackEx(&'a mut PackEx),
+    Table(&'a mut Table),
 }
 
 /// A hash value. Its `heap()` is what it allocates, as the allocator counts it.
@@ -241,10 +299,40 @@ fn pack_find(lp: &Listpack, f: &[u8]) -> Option<usize> {
 }
 
 impl HashValue {
-    pub fn len(&self) -> usize {
+    fn view(&self) -> V<'_> {
         match &self.repr {
-            Repr::Pack(lp) => lp.len() / 2,
-            Repr::Table(t) => t.pairs.len(),
+            Repr::Pack(lp) => V::Pack(lp),
+            Repr::Boxed(b) => match &**b {
+                Big::PackEx(p) => V::PackEx(p),
+                Big::Table(t) => V::Table(t),
+            },
+        }
+    }
+
+    fn view_mut(&mut self) -> VM<'_> {
+        match &mut self.repr {
+            Repr::Pack(lp) => VM::Pack(lp),
+            Repr::Boxed(b) => match &mut **b {
+                Big::PackEx(p) => VM::PackEx(p),
+                Big::Table(t) => VM::Table(t),
+            },
+        }
+    }
+    /// The packed buffer of a `listpack` or `listpackex` hash.
+    fn packed(&self) -> Option<&Listpack> {
+        match self.view() {
+            V::Pack(lp) => Some(lp),
+            V::PackEx(p) => Some(&p.lp),
+            V::Table(_) => None,
+        }
+    }
+
+    /// Number of fields, those past their deadline but not purged yet included (as Redis
+    /// 7.4's HLEN counts them).
+    pub fn len(&self) -> usize {
+        match self.view() {
+            V::Table(t) => t.pairs.len(),
+            _ => self.packed().map_or(0, |lp| lp.len() / 2),
         }
     }
 
@@ -254,25 +342,41 @@ impl HashValue {
 
     /// Redis's name of the encoding (OBJECT ENCODING).
     pub fn encoding(&self) -> &'static str {
-        match &self.repr {
-            Repr::Pack(_) => "listpack",
-            Repr::Table(_) => "hashtable",
+        match self.view() {
+            V::Pack(_) => "listpack",
+            V::PackEx(_) => "listpackex",
+            V::Table(_) => "hashtable",
         }
     }
 
-    /// Heap bytes owned besides the value's own box: the listpack's buffer, or the table
-    /// with its vector, its index and every pair.
+    /// Heap bytes owned besides the value's own box: the listpack's buffer (with the box
+    /// and deadline vector of a `listpackex`), or the table with its vector, its index,
+    /// its deadlines and every pair.
     pub fn heap(&self) -> usize {
-        match &self.repr {
-            Repr::Pack(lp) => lp.heap(),
-            Repr::Table(t) => t.heap(),
+        match self.view() {
+            V::Pack(lp) => lp.heap(),
+            V::PackEx(p) => {
+                alloc_size(std::mem::size_of::<PackEx>())
+                    + p.lp.heap()
+                    + alloc_size(p.ttl.capacity() * 8)
+            }
+            V::Table(t) => t.heap(),
+        }
+    }
+
+    /// Position of `f` (pair index) in the encoding.
+    fn position(&self, f: &[u8]) -> Option<usize> {
+        match self.view() {
+            V::Table(t) => t.find(f),
+            _ => self.packed().and_then(|lp| pack_find(lp, f)),
         }
     }
 
     pub fn get(&self, f: &[u8]) -> Option<&[u8]> {
-        match &self.repr {
-            Repr::Pack(lp) => {
-                let mut it = lp.iter();
+        match self.view() {
+            V::Table(t) => t.find(f).map(|i| split(&t.pairs[i]).1),
+            _ => {
+                let mut it = self.packed()?.iter();
                 while let Some(e) = it.next() {
                     let v = it.next();
                     if e == f {
@@ -281,7 +385,6 @@ impl HashValue {
                 }
                 None
             }
-            Repr::Table(t) => t.find(f).map(|i| split(&t.pairs[i]).1),
         }
     }
 
@@ -289,23 +392,31 @@ impl HashValue {
         self.get(f).is_some()
     }
 
-    /// Converts a listpack to a hashtable (sized for `extra` more fields); no-op otherwise.
+    /// Converts a listpack (with or without deadlines) to a hashtable (sized for `extra`
+    /// more fields), carrying the deadlines; no-op otherwise.
     fn convert(&mut self, extra: usize) {
-        let Repr::Pack(lp) = &self.repr else {
-            return;
+        let (lp, ttl, min) = match self.view() {
+            V::Pack(lp) => (lp, None, 0),
+            V::PackEx(p) => (&p.lp, Some(&p.ttl), p.min),
+            V::Table(_) => return,
         };
         let mut t = Table::with_capacity(lp.len() / 2 + extra);
         let mut it = lp.iter();
         while let Some(f) = it.next() {
             t.insert(f, it.next().unwrap_or_default());
         }
-        self.repr = Repr::Table(Box::new(t));
+        if let Some(ttl) = ttl {
+            t.ttl = ttl.clone();
+            t.ttl.resize(t.pairs.len(), 0);
+            t.min = min;
+        }
+        self.repr = Repr::Boxed(Box::new(Big::Table(t)));
     }
 
     /// Redis's `hashTypeTryConversion`: before a write of these arguments, a listpack that
     /// one of them would not fit becomes a hashtable (even if the write then sets nothing).
     pub fn try_conversion<'a>(&mut self, args: impl IntoIterator<Item = &'a [u8]>) {
-        if matches!(self.repr, Repr::Pack(_)) {
+        if self.packed().is_some() {
             let max = limit(&LIMITS.hash_value);
             if args.into_iter().any(|a| a.len() > max) {
                 self.convert(0);
@@ -313,27 +424,35 @@ impl HashValue {
         }
     }
 
-    /// Sets a field; true if it is new. Converts as Redis's `hashTypeSet` does: a field or
-    /// value over `hash-max-listpack-value` before the write, more fields than
+    /// Sets a field; true if it is new. An existing field loses its deadline (Redis 7.4's
+    /// HSET). Converts as Redis's `hashTypeSet` does: a field or value over
+    /// `hash-max-listpack-value` before the write, more fields than
     /// `hash-max-listpack-entries` after it.
     pub fn insert(&mut self, f: &[u8], v: &[u8]) -> bool {
+        self.set(f, v, false)
+    }
+
+    /// Sets a field keeping the deadline it has (HINCRBY, HINCRBYFLOAT as Redis 7.4).
+    pub fn insert_keep_ttl(&mut self, f: &[u8], v: &[u8]) -> bool {
+        self.set(f, v, true)
+    }
+
+    fn set(&mut self, f: &[u8], v: &[u8], keep_ttl: bool) -> bool {
         let max_value = limit(&LIMITS.hash_value);
         if f.len() > max_value || v.len() > max_value {
             self.convert(1);
         }
-        let new = match &mut self.repr {
-            Repr::Pack(lp) => match pack_find(lp, f) {
-                Some(i) => {
-                    lp.replace(2 * i + 1, v);
-                    false
+        let new = match self.view_mut() {
+            VM::Pack(lp) => pack_set(lp, None, f, v, keep_ttl),
+            VM::PackEx(p) => pack_set(&mut p.lp, Some(&mut p.ttl), f, v, keep_ttl),
+            VM::Table(t) => {
+                if !keep_ttl && !t.ttl.is_empty() {
+                    if let Some(i) = t.find(f) {
+                        t.ttl[i] = 0;
+                    }
                 }
-                None => {
-                    lp.push_back(f);
-                    lp.push_back(v);
-                    true
-                }
-            },
-            Repr::Table(t) => return t.insert(f, v),
+                return t.insert(f, v);
+            }
         };
         if self.len() > limit(&LIMITS.hash_entries) {
             self.convert(0);
@@ -343,50 +462,200 @@ impl HashValue {
 
     /// Removes a field; true if it was there.
     pub fn remove(&mut self, f: &[u8]) -> bool {
-        match &mut self.repr {
-            Repr::Pack(lp) => match pack_find(lp, f) {
-                Some(i) => {
-                    lp.remove_range(2 * i, 2 * i + 2);
-                    true
-                }
-                None => false,
-            },
-            Repr::Table(t) => match t.find(f) {
-                Some(i) => t.remove_at(i).is_some(),
-                None => false,
-            },
+        match self.position(f) {
+            Some(i) => self.remove_at(i),
+            None => false,
         }
     }
 
-    pub fn iter(&self) -> Iter<'_> {
-        match &self.repr {
-            Repr::Pack(lp) => Iter::Pack(lp.iter()),
-            Repr::Table(t) => Iter::Table(t.pairs.iter()),
+    fn remove_at(&mut self, i: usize) -> bool {
+        match self.view_mut() {
+            VM::Pack(lp) => {
+                lp.remove_range(2 * i, 2 * i + 2);
+                true
+            }
+            VM::PackEx(p) => {
+                p.lp.remove_range(2 * i, 2 * i + 2);
+                if i < p.ttl.len() {
+                    p.ttl.remove(i);
+                }
+                true
+            }
+            VM::Table(t) => t.remove_at(i).is_some(),
         }
+    }
+
+    /// The deadlines parallel to the pairs, if this hash keeps any.
+    fn ttls(&self) -> Option<&[i64]> {
+        match self.view() {
+            V::Pack(_) => None,
+            V::PackEx(p) => Some(&p.ttl),
+            V::Table(t) => (!t.ttl.is_empty()).then_some(&t.ttl[..]),
+        }
+    }
+
+    /// Whether any field has a deadline (what the background sweep looks for).
+    pub fn has_deadlines(&self) -> bool {
+        self.ttls().is_some_and(|t| t.iter().any(|&d| d != 0))
+    }
+
+    /// `None` if there is no field `f`; else its deadline in Unix ms, 0 if none.
+    pub fn deadline(&self, f: &[u8]) -> Option<i64> {
+        let i = self.position(f)?;
+        Some(self.ttls().and_then(|t| t.get(i).copied()).unwrap_or(0))
+    }
+
+    /// Sets (`at > 0`) or clears (`at == 0`) the deadline of an existing field; false if
+    /// there is no such field. A listpack becomes a `listpackex` with its first deadline.
+    pub fn set_deadline(&mut self, f: &[u8], at: i64) -> bool {
+        let Some(i) = self.position(f) else {
+            return false;
+        };
+        if at == 0 && self.ttls().is_none() {
+            return true;
+        }
+        if let Repr::Pack(lp) = &mut self.repr {
+            let lp = std::mem::take(lp);
+            let n = lp.len() / 2;
+            self.repr = Repr::Boxed(Box::new(Big::PackEx(PackEx {
+                lp,
+                ttl: vec![0; n],
+                min: 0,
+            })));
+        }
+        let (ttl, min) = match self.view_mut() {
+            VM::PackEx(p) => (&mut p.ttl, &mut p.min),
+            VM::Table(t) => {
+                if t.ttl.is_empty() {
+                    t.ttl = vec![0; t.pairs.len()];
+                }
+                (&mut t.ttl, &mut t.min)
+            }
+            VM::Pack(_) => return false,
+        };
+        if let Some(slot) = ttl.get_mut(i) {
+            *slot = at;
+        }
+        if at != 0 && (*min == 0 || at < *min) {
+            *min = at;
+        }
+        if at != 0 {
+            ANY_DEADLINE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Whether a field may be due at `now` (cheap: a lower bound of the earliest deadline).
+    pub fn may_be_due(&self, now: i64) -> bool {
+        let min = match self.view() {
+            V::Pack(_) => 0,
+            V::PackEx(p) => p.min,
+            V::Table(t) => t.min,
+        };
+        min != 0 && min <= now
+    }
+
+    /// Removes up to `max` fields whose deadline is at or before `now`; returns them.
+    /// The earliest deadline is recomputed when the walk saw every field.
+    pub fn purge(&mut self, now: i64, max: usize) -> Vec<Vec<u8>> {
+        let mut removed = Vec::new();
+        if !self.may_be_due(now) {
+            return removed;
+        }
+        let mut i = 0;
+        let mut min = 0i64;
+        let mut complete = true;
+        while let Some(&d) = self.ttls().and_then(|t| t.get(i)) {
+            if d != 0 && d <= now {
+                if removed.len() == max {
+                    complete = false;
+                    break;
+                }
+                if let Some((f, _)) = self.nth(i) {
+                    removed.push(f.to_vec());
+                }
+                // A table moves its last pair here: look at position `i` again.
+                self.remove_at(i);
+                continue;
+            }
+            if d != 0 && (min == 0 || d < min) {
+                min = d;
+            }
+            i += 1;
+        }
+        if complete {
+            match self.view_mut() {
+                VM::PackEx(p) => p.min = min,
+                VM::Table(t) => t.min = min,
+                VM::Pack(_) => {}
+            }
+        }
+        removed
+    }
+
+    pub fn iter(&self) -> Iter<'_> {
+        match self.view() {
+            V::Pack(lp) => Iter::Pack(lp.iter()),
+            V::PackEx(p) => Iter::Pack(p.lp.iter()),
+            V::Table(t) => Iter::Table(t.pairs.iter()),
+        }
+    }
+
+    /// The pairs not past their deadline at `now` (what HGETALL, HKEYS, HVALS return: Redis
+    /// 7.4 skips expired fields there without deleting them).
+    pub fn iter_live(&self, now: i64) -> impl Iterator<Item = FieldValue<'_>> {
+        let ttl = self.ttls().unwrap_or(&[]);
+        self.iter()
+            .enumerate()
+            .filter(move |(i, _)| ttl.get(*i).is_none_or(|&d| d == 0 || d > now))
+            .map(|(_, p)| p)
+    }
+
+    /// Whether field `f` exists and is past its deadline at `now`.
+    pub fn is_due(&self, f: &[u8], now: i64) -> bool {
+        self.deadline(f).is_some_and(|d| d != 0 && d <= now)
+    }
+
+    /// The deadline of each pair by position (0 = none; empty if the hash keeps none).
+    pub fn deadlines_by_position(&self) -> Vec<i64> {
+        self.ttls().map(|t| t.to_vec()).unwrap_or_default()
+    }
+
+    /// Every field with a deadline and that deadline, in the encoding's order (the journal
+    /// rewrite and DUMP write them after the fields).
+    pub fn deadlines(&self) -> Vec<(&[u8], i64)> {
+        let Some(ttl) = self.ttls() else {
+            return Vec::new();
+        };
+        self.iter()
+            .zip(ttl.iter())
+            .filter(|(_, &d)| d != 0)
+            .map(|((f, _), &d)| (f, d))
+            .collect()
     }
 
     /// The pair at position `n` of the encoding's order (O(1) for a hashtable).
     pub fn nth(&self, n: usize) -> Option<(&[u8], &[u8])> {
-        match &self.repr {
-            Repr::Pack(_) => self.iter().nth(n),
-            Repr::Table(t) => t.pairs.get(n).map(|p| split(p)),
+        match self.view() {
+            V::Table(t) => t.pairs.get(n).map(|p| split(p)),
+            _ => self.iter().nth(n),
         }
     }
 
     /// The pairs at `positions` (each below `len`), in that order; one walk of a listpack.
     pub fn pairs_at(&self, positions: &[usize]) -> Vec<(&[u8], &[u8])> {
-        match &self.repr {
-            Repr::Pack(_) => {
+        match self.view() {
+            V::Table(t) => positions
+                .iter()
+                .filter_map(|&i| t.pairs.get(i).map(|p| split(p)))
+                .collect(),
+            _ => {
                 let all: Vec<(&[u8], &[u8])> = self.iter().collect();
                 positions
                     .iter()
                     .filter_map(|&i| all.get(i).copied())
                     .collect()
             }
-            Repr::Table(t) => positions
-                .iter()
-                .filter_map(|&i| t.pairs.get(i).map(|p| split(p)))
-                .collect(),
         }
     }
 
@@ -395,8 +664,14 @@ impl HashValue {
     /// pair into the freed position, so a pair not returned yet only ever moves down, below
     /// the cursor, and an insertion appends: every field present for the whole scan is
     /// returned. `None` for a listpack (which Redis returns whole, with cursor 0).
-    pub fn scan_table(&self, cursor: u64, count: usize) -> Option<(u64, Vec<FieldValue<'_>>)> {
-        let Repr::Table(t) = &self.repr else {
+    /// Fields past their deadline at `now` are skipped (not deleted), as Redis 7.4's.
+    pub fn scan_table(
+        &self,
+        cursor: u64,
+        count: usize,
+        now: i64,
+    ) -> Option<(u64, Vec<FieldValue<'_>>)> {
+        let V::Table(t) = self.view() else {
             return None;
         };
         let len = t.pairs.len();
@@ -406,8 +681,41 @@ impl HashValue {
             usize::try_from(cursor).unwrap_or(usize::MAX).min(len)
         };
         let start = end.saturating_sub(count.max(1));
-        let out = t.pairs[start..end].iter().rev().map(|p| split(p)).collect();
+        let out = (start..end)
+            .rev()
+            .filter(|&i| t.ttl.get(i).is_none_or(|&d| d == 0 || d > now))
+            .map(|i| split(&t.pairs[i]))
+            .collect();
         Some((start as u64, out))
+    }
+}
+
+/// Sets `f` in a listpack hash (with its deadlines if it has them); true if new.
+fn pack_set(
+    lp: &mut Listpack,
+    ttl: Option<&mut Vec<i64>>,
+    f: &[u8],
+    v: &[u8],
+    keep_ttl: bool,
+) -> bool {
+    match pack_find(lp, f) {
+        Some(i) => {
+            lp.replace(2 * i + 1, v);
+            if let (Some(ttl), false) = (ttl, keep_ttl) {
+                if let Some(d) = ttl.get_mut(i) {
+                    *d = 0;
+                }
+            }
+            false
+        }
+        None => {
+            lp.push_back(f);
+            lp.push_back(v);
+            if let Some(ttl) = ttl {
+                ttl.push(0);
+            }
+            true
+        }
     }
 }
 
@@ -550,7 +858,7 @@ mod tests {
         let mut cursor = 0;
         let mut removed = 0;
         loop {
-            let (next, batch) = w.scan_table(cursor, 10).unwrap();
+            let (next, batch) = w.scan_table(cursor, 10, 0).unwrap();
             seen.extend(batch.iter().map(|(f, _)| f.to_vec()));
             // Remove fields not returned yet (odd ones), and some already returned.
             for i in (removed..removed + 3).map(|x| x * 2 + 1) {
@@ -567,7 +875,51 @@ mod tests {
         for i in (0..300).step_by(2) {
             assert!(seen.contains(format!("k{i}").as_bytes()), "k{i} missed");
         }
-        assert!(h(&[("a", "1")]).scan_table(0, 10).is_none());
+        assert!(h(&[("a", "1")]).scan_table(0, 10, 0).is_none());
+    }
+
+    #[test]
+    fn deadlines_follow_their_fields() {
+        let mut v = h(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        assert!(v.set_deadline(b"a", 100));
+        assert!(!v.set_deadline(b"zz", 100));
+        assert_eq!(v.encoding(), "listpackex");
+        assert!(v.set_deadline(b"c", 300));
+        assert_eq!(v.deadline(b"a"), Some(100));
+        assert_eq!(v.deadline(b"b"), Some(0));
+        assert_eq!(v.deadline(b"x"), None);
+        // HSET clears, the keep-TTL write keeps.
+        v.insert(b"a", b"9");
+        assert_eq!(v.deadline(b"a"), Some(0));
+        v.set_deadline(b"a", 100);
+        v.insert_keep_ttl(b"a", b"10");
+        assert_eq!(v.deadline(b"a"), Some(100));
+        // Removal keeps the others' deadlines in place.
+        assert!(v.remove(b"b"));
+        assert_eq!(v.deadline(b"c"), Some(300));
+        assert_eq!(
+            v.iter_live(150).map(|(f, _)| f).collect::<Vec<_>>(),
+            vec![&b"c"[..]]
+        );
+        assert!(!v.may_be_due(99));
+        assert_eq!(v.purge(150, 10), vec![b"a".to_vec()]);
+        assert!(!v.may_be_due(299));
+        assert!(v.may_be_due(300));
+        // Conversion to a hashtable carries them.
+        for i in 0..200 {
+            v.insert(format!("f{i}").as_bytes(), b"v");
+        }
+        assert_eq!(v.encoding(), "hashtable");
+        assert_eq!(v.deadline(b"c"), Some(300));
+        assert_eq!(v.deadline(b"f7"), Some(0));
+        for i in 0..200 {
+            v.set_deadline(format!("f{i}").as_bytes(), 200 + i);
+        }
+        assert_eq!(v.purge(250, 20).len(), 20);
+        assert_eq!(v.purge(250, usize::MAX).len(), 31);
+        assert_eq!(v.len(), 150);
+        assert!(v.iter_live(1000).next().is_none());
+        assert_eq!(v.deadlines().len(), 150);
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub const TYPE_HASH_LISTPACK: u8 = 16;
 pub const TYPE_ZSET_LISTPACK: u8 = 17;
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_SET_LISTPACK: u8 = 20;
+/// Redis 7.4's hash with field deadlines: the earliest deadline (ms, 8 bytes), the count,
+/// then per field its deadline as a length (0 none, else `deadline - min + 1`), field, value.
+pub const TYPE_HASH_METADATA: u8 = 24;
 pub const TYPE_STREAM_LISTPACKS: u8 = 15;
 pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
 pub const TYPE_STREAM_LISTPACKS_3: u8 = 21;
@@ -546,6 +549,22 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             put_len(out, s.len() as u64);
             for m in s.iter() {
                 put_string(out, &m);
+            }
+        }
+        Value::Hash(h) if h.has_deadlines() => {
+            // Redis 7.4 writes this layout for any hash with a deadline (its listpackex
+            // layout, type 25, is not written here; both load in 7.4).
+            let ds = h.deadlines();
+            let min = ds.iter().map(|&(_, d)| d).min().unwrap_or(0);
+            let ttl = h.deadlines_by_position();
+            out.push(TYPE_HASH_METADATA);
+            out.extend_from_slice(&(min as u64).to_le_bytes());
+            put_len(out, h.len() as u64);
+            for (i, (f, val)) in h.iter().enumerate() {
+                let d = ttl.get(i).copied().unwrap_or(0);
+                put_len(out, if d == 0 { 0 } else { (d - min + 1) as u64 });
+                put_string(out, f);
+                put_string(out, val);
             }
         }
         Value::Hash(h) => {
@@ -1354,6 +1373,35 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 return rd.empty_value();
             }
             zset_from(v)
+        }
+        TYPE_HASH_METADATA => {
+            let min = rd.u64_le()? as i64;
+            let n = rd.len()?;
+            let mut h = HashValue::default();
+            let mut deadlines = Vec::new();
+            for _ in 0..n {
+                let ttl = rd.len()?;
+                let f = rd.string()?.into_owned();
+                let val = rd.string()?.into_owned();
+                if !h.insert(&f, &val) {
+                    return Err(BadData);
+                }
+                if ttl != 0 {
+                    let at = i64::try_from(ttl)
+                        .ok()
+                        .and_then(|t| t.checked_add(min - 1))
+                        .filter(|&at| at > 0 && at <= 0x0000_FFFF_FFFF_FFFF)
+                        .ok_or(BadData)?;
+                    deadlines.push((f, at));
+                }
+            }
+            if h.is_empty() {
+                return rd.empty_value();
+            }
+            for (f, at) in deadlines {
+                h.set_deadline(&f, at);
+            }
+            Ok(Value::Hash(Box::new(h)))
         }
         TYPE_HASH => {
             let n = rd.len()?;

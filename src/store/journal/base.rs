@@ -46,7 +46,28 @@ pub fn item(out: &mut Vec<u8>, db: &mut usize, it: &Item) {
                     b"ABSTTL",
                 ],
             );
+            if let Value::Hash(h) = v {
+                field_deadlines(out, key, h);
+            }
         }
+    }
+}
+
+/// A hash's field deadlines (Redis 7.4) after the hash itself: one `HPEXPIREAT key ms
+/// FIELDS n field...` per distinct deadline. A deadline already past is written too: the
+/// replay keeps it (as Redis's loading does) and the field expires when next seen.
+fn field_deadlines(out: &mut Vec<u8>, key: &[u8], h: &crate::store::HashValue) {
+    let mut ds = h.deadlines();
+    if ds.is_empty() {
+        return;
+    }
+    ds.sort_by_key(|&(_, d)| d);
+    for group in ds.chunk_by(|a, b| a.1 == b.1) {
+        let at = group[0].1.to_string();
+        let n = group.len().to_string();
+        let mut argv: Vec<&[u8]> = vec![b"HPEXPIREAT", key, at.as_bytes(), b"FIELDS", n.as_bytes()];
+        argv.extend(group.iter().map(|&(f, _)| f));
+        encode(out, &argv);
     }
 }
 
