@@ -107,29 +107,83 @@ pub fn fields(data: &[u8]) -> Vec<&[u8]> {
 }
 
 /// A reply's bytes must be whole RESP frames, nothing more or less: a malformed reply
-/// desynchronizes the client for the rest of the connection.
+/// desynchronizes the client for the rest of the connection. RESP2 replies may use only
+/// RESP2's types.
 pub fn check_encoding(out: &[u8], resp3: bool) {
     let mut at = 0;
     while at < out.len() {
-        let rest = &out[at..];
-        let used = if resp3 {
-            match redis_protocol::resp3::decode::complete::decode(rest) {
-                Ok(Some((_, n))) => n,
-                other => panic!(
-                    "malformed RESP3 reply {:?}: {other:?}",
-                    String::from_utf8_lossy(rest)
-                ),
+        match frame(out, at, resp3, 0) {
+            Some(next) => at = next,
+            None => panic!(
+                "malformed {} reply at byte {at}: {:?}",
+                if resp3 { "RESP3" } else { "RESP2" },
+                String::from_utf8_lossy(out)
+            ),
+        }
+    }
+}
+
+/// The end of the frame starting at `at`, or `None` when it is not well formed.
+fn frame(b: &[u8], at: usize, resp3: bool, depth: usize) -> Option<usize> {
+    if depth > 10_000 {
+        return None;
+    }
+    let kind = *b.get(at)?;
+    let rest = b.get(at + 1..)?;
+    let nl = rest.windows(2).position(|w| w == b"\r\n")?;
+    let line = &rest[..nl];
+    let after = at + 1 + nl + 2;
+    let int = || -> Option<i64> { std::str::from_utf8(line).ok()?.parse().ok() };
+    let no_crlf = || !line.contains(&b'\r') && !line.contains(&b'\n');
+    match kind {
+        b'+' | b'-' if no_crlf() => Some(after),
+        b':' => int().map(|_| after),
+        b'$' => match int()? {
+            -1 => Some(after),
+            n if n >= 0 => {
+                let end = after + n as usize;
+                (b.get(end..end + 2)? == b"\r\n").then_some(end + 2)
             }
-        } else {
-            match redis_protocol::resp2::decode::decode(rest) {
-                Ok(Some((_, n))) => n,
-                other => panic!(
-                    "malformed RESP2 reply {:?}: {other:?}",
-                    String::from_utf8_lossy(rest)
-                ),
+            _ => None,
+        },
+        b'*' => match int()? {
+            -1 => Some(after),
+            n if n >= 0 => (0..n).try_fold(after, |p, _| frame(b, p, resp3, depth + 1)),
+            _ => None,
+        },
+        _ if !resp3 => None,
+        b'_' => line.is_empty().then_some(after),
+        b'#' => matches!(line, b"t" | b"f").then_some(after),
+        b',' => {
+            let t = std::str::from_utf8(line).ok()?;
+            (matches!(t, "inf" | "-inf" | "nan") || t.parse::<f64>().is_ok()).then_some(after)
+        }
+        b'(' => {
+            let t = line.strip_prefix(b"-").unwrap_or(line);
+            (!t.is_empty() && t.iter().all(u8::is_ascii_digit)).then_some(after)
+        }
+        b'=' | b'!' => {
+            let n = usize::try_from(int()?).ok()?;
+            let end = after + n;
+            if kind == b'=' && (n < 4 || b.get(after + 3) != Some(&b':')) {
+                return None;
             }
-        };
-        assert!(used > 0);
-        at += used;
+            (b.get(end..end + 2)? == b"\r\n").then_some(end + 2)
+        }
+        b'~' | b'>' => {
+            let n = usize::try_from(int()?).ok()?;
+            (0..n).try_fold(after, |p, _| frame(b, p, resp3, depth + 1))
+        }
+        b'%' | b'|' => {
+            let n = usize::try_from(int()?).ok()?;
+            let end = (0..2 * n).try_fold(after, |p, _| frame(b, p, resp3, depth + 1))?;
+            // An attribute is followed by the value it describes.
+            if kind == b'|' {
+                frame(b, end, resp3, depth + 1)
+            } else {
+                Some(end)
+            }
+        }
+        _ => None,
     }
 }

@@ -72,6 +72,9 @@ fuzz_target!(|data: &[u8]| {
     let filter = parse_json(part(0)).ok();
     let node = filter.as_ref().and_then(|f| query::parse(f).ok());
     let mut matched = None;
+    // The commands put the server's date in place of "$$NOW"; the engine here compares the
+    // string, so such filters are left out of the count checks.
+    let node = node.filter(|_| !part(0).windows(5).any(|w| w == b"$$NOW"));
     if let Some(node) = &node {
         matched = Some(st.docs.iter().filter(|d| node.matches(d)).count());
         let _ = node.field_paths();
