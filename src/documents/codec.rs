@@ -321,6 +321,31 @@ impl Fixed {
 mod tests {
     use super::*;
 
+    /// Found by fuzz/ (target `ejson`): without serde_json's `float_roundtrip` its float
+    /// reader is not correctly rounded, so a double read back changed on the next write
+    /// (`4.999999999999998e+49` came back as `4.999999999999997e+49`, and the integer
+    /// literal 50000000000000000000000000000001176462235850914018 was read as
+    /// `4.999999999999998e+49` instead of `5e+49`).
+    #[test]
+    fn doubles_read_correctly_rounded_and_round_trip() {
+        for (text, want) in [
+            (r#"{"n":4.999999999999998e+49}"#, 4.999999999999998e49),
+            (
+                r#"{"n":50000000000000000000000000000001176462235850914018}"#,
+                5e49,
+            ),
+            (
+                r#"{"n":2.2250738585072011e-308}"#,
+                2.225_073_858_507_201e-308,
+            ),
+        ] {
+            let d = parse_json(text.as_bytes()).expect("parses");
+            assert_eq!(d.get_f64("n").ok(), Some(want), "{text}");
+            let again = parse_json(doc_json(&d).as_bytes()).expect("parses again");
+            assert_eq!(again.get_f64("n").ok(), Some(want), "{text}");
+        }
+    }
+
     #[test]
     fn stored_documents_hold_exactly_their_bytes() {
         let mut d = Document::new();
