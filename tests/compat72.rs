@@ -238,9 +238,9 @@ fn wait_role_lolwut() {
         ])
     );
     let art: Value = q(&mut c, &["LOLWUT"]).unwrap();
-    assert_eq!(text(&art), "Redis ver. 7.2.0\n");
+    assert_eq!(text(&art), "Redis ver. 7.4.0\n");
     let art: Value = q(&mut c, &["LOLWUT", "VERSION", "7"]).unwrap();
-    assert_eq!(text(&art), "Redis ver. 7.2.0\n");
+    assert_eq!(text(&art), "Redis ver. 7.4.0\n");
     assert_eq!(
         strs(&mut c, &["CONFIG", "GET", "maxmemory-clients"]).len(),
         0

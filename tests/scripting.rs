@@ -903,3 +903,33 @@ fn min_replicas_cluster_and_sort_from_scripts() {
     .unwrap();
     assert_eq!(v, ["a", "b", "c", "d"]);
 }
+
+/// Many distinct scripts and library functions stay cached without exhausting the Lua
+/// state: each cached one once held a handle in mlua's bounded auxiliary stack, and the
+/// ~7,500th distinct EVAL panicked (and so did every script after it). Found by fuzzing.
+#[test]
+fn ten_thousand_distinct_scripts_and_functions() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..10_000 {
+        p.cmd("EVAL").arg(format!("return {i}")).arg(0);
+    }
+    let got: Vec<i64> = p.query(&mut c).unwrap();
+    assert_eq!(got.len(), 10_000);
+    assert_eq!(got[9_999], 9_999);
+    let n: i64 = eval(&mut c, "return 42", &[], &[]).unwrap();
+    assert_eq!(n, 42);
+    // Libraries: 100 of 100 functions each.
+    for lib in 0..100 {
+        let mut body = format!("#!lua name=lib{lib}\n");
+        for f in 0..100 {
+            body.push_str(&format!(
+                "redis.register_function('f{lib}_{f}', function() return {f} end)\n"
+            ));
+        }
+        let _: String = q(&mut c, &["FUNCTION", "LOAD", &body]).unwrap();
+    }
+    let v: i64 = q(&mut c, &["FCALL", "f99_99", "0"]).unwrap();
+    assert_eq!(v, 99);
+}

@@ -1,6 +1,6 @@
 //! CLUSTER: this server is never a cluster node, so every subcommand answers what Redis
 //! answers with `cluster-enabled no` ("ERR This instance has cluster support disabled").
-//! The rows are Redis 7.0's (arity, flags, categories, docs), so COMMAND INFO/DOCS, ACL
+//! The rows are Redis 7.0's, plus 7.2's MYSHARDID (arity, flags, categories, docs), so COMMAND INFO/DOCS, ACL
 //! categories and scripts see what they see there: a script calling a NOSCRIPT one (CLUSTER
 //! RESET) is refused before it runs.
 use crate::commands::args::{Args, CommandError};
@@ -52,6 +52,8 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         .doc("3.0.0", "Force a node cluster to handshake with another node").complexity("O(1)"),
     CLUSTER.cmd("cluster|myid", 2, disabled).flags(STALE)
         .doc("3.0.0", "Return the node id").complexity("O(1)"),
+    CLUSTER.cmd("cluster|myshardid", 2, disabled).flags(STALE)
+        .doc("7.2.0", "Returns the shard ID of a node.").complexity("O(1)"),
     CLUSTER.cmd("cluster|nodes", 2, disabled).flags(STALE)
         .doc("3.0.0", "Get Cluster config for the node").complexity("O(N) where N is the total number of Cluster nodes"),
     CLUSTER.cmd("cluster|replicas", 3, disabled).flags(ADMIN | STALE)

@@ -422,7 +422,10 @@ mod sflag {
 }
 
 struct Script {
-    func: Function,
+    /// In the Lua registry, not a `Function` handle: mlua keeps each live handle in a slot of
+    /// a fixed auxiliary stack (about 8,000 slots), so a cache of handles panicked at the
+    /// ~7,500th distinct script, and every script after it. The registry has no such bound.
+    func: mlua::RegistryKey,
     flags: u32,
 }
 
@@ -898,6 +901,10 @@ impl Engine {
                 };
                 Reply::error(format!("ERR Error compiling script (new function): {msg}"))
             })?;
+        let func = self
+            .lua
+            .create_registry_value(func)
+            .map_err(|e| Reply::error(format!("ERR Error compiling script (new function): {e}")))?;
         self.body_bytes += body.len() + 40;
         self.scripts.insert(sha.clone(), Script { func, flags });
         publish_stats(Some(self));
@@ -1211,8 +1218,12 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
     let Some(script) = eng.scripts.get(&sha) else {
         return noscript();
     };
+    let func = match eng.lua.registry_value::<Function>(&script.func) {
+        Ok(f) => f,
+        Err(e) => return Reply::error(format!("ERR {e}")),
+    };
     let callable = Callable {
-        func: script.func.clone(),
+        func,
         flags: script.flags,
         name: sha,
         function: false,

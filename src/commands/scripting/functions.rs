@@ -45,7 +45,9 @@ pub fn stats() -> (u64, u64, u64, u64) {
 
 pub(super) struct FunctionDef {
     pub name: String,
-    pub func: Function,
+    /// In the Lua registry, as a cached script (see `scripting::Script`): a `Function`
+    /// handle per loaded function would take a slot of mlua's bounded auxiliary stack.
+    pub func: mlua::RegistryKey,
     pub desc: Option<String>,
     pub flags: u32,
 }
@@ -211,13 +213,13 @@ pub(super) fn load_timed_out() -> bool {
 }
 
 /// `redis.register_function`, available only while a library loads.
-pub(super) fn register_function(_lua: &Lua, args: MultiValue) -> mlua::Result<()> {
+pub(super) fn register_function(lua: &Lua, args: MultiValue) -> mlua::Result<()> {
     if LOADING.with(|l| l.borrow().is_none()) {
         return Err(raise(
             "redis.register_function can only be called on FUNCTION LOAD command",
         ));
     }
-    let def = read_register_args(args).map_err(|e| raise(&e))?;
+    let def = read_register_args(lua, args).map_err(|e| raise(&e))?;
     if !valid_name(&def.name) {
         return Err(raise(NAME_ERR));
     }
@@ -245,7 +247,8 @@ fn lua_string(v: &Value) -> Option<String> {
     }
 }
 
-fn read_register_args(args: MultiValue) -> Result<FunctionDef, String> {
+fn read_register_args(lua: &Lua, args: MultiValue) -> Result<FunctionDef, String> {
+    let keep = |f: Function| lua.create_registry_value(f).map_err(|e| e.to_string());
     match args.len() {
         1 => {
             let Some(Value::Table(t)) = args.front() else {
@@ -291,7 +294,7 @@ fn read_register_args(args: MultiValue) -> Result<FunctionDef, String> {
             };
             Ok(FunctionDef {
                 name,
-                func,
+                func: keep(func)?,
                 desc,
                 flags,
             })
@@ -305,7 +308,7 @@ fn read_register_args(args: MultiValue) -> Result<FunctionDef, String> {
             };
             Ok(FunctionDef {
                 name,
-                func: func.clone(),
+                func: keep(func.clone())?,
                 desc: None,
                 flags: 0,
             })
@@ -466,8 +469,12 @@ fn fcall_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], ro: bool) -> Reply {
         return Reply::error("ERR Number of keys can't be negative");
     }
     let numkeys = numkeys as usize;
+    let func = match eng.lua.registry_value::<Function>(&def.func) {
+        Ok(f) => f,
+        Err(e) => return Reply::error(format!("ERR {e}")),
+    };
     let callable = Callable {
-        func: def.func.clone(),
+        func,
         flags: def.flags,
         name: def.name.clone(),
         function: true,
