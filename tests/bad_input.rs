@@ -346,10 +346,13 @@ fn table(c: &mut Conn) -> (Vec<Cmd>, Vec<(String, i64)>) {
         } else {
             "bi:nokey"
         };
+        // WAIT and WAITAOF wait for their timeout without Redis's `blocking` flag (with no
+        // replicas, WAIT 1 <t> waits all of t, as in Redis).
+        let blocking = flags.iter().any(|f| f == "blocking") || name == "wait" || name == "waitaof";
         cmds.push(Cmd {
             name,
             arity: int(1),
-            blocking: flags.iter().any(|f| f == "blocking"),
+            blocking,
             home_key,
             first: int(3),
             last: int(4),

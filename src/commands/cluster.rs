@@ -4,16 +4,24 @@
 //! categories and scripts see what they see there: a script calling a NOSCRIPT one (CLUSTER
 //! RESET) is refused before it runs.
 use crate::commands::args::{Args, CommandError};
-use crate::commands::spec::{family, flag::*, CmdResult, CommandSpec};
+use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec};
 use crate::commands::Ctx;
 
 const CLUSTER: CommandSpec = family("cluster", 0);
+/// READONLY, READWRITE and ASKING: cluster commands in Redis's "connection" ACL category.
+const CLUSTER_CONN: CommandSpec = family("cluster", acl::CONNECTION);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     CLUSTER.cmd("cluster", -2, container)
         .doc("3.0.0", "A container for cluster commands").complexity("Depends on subcommand.")
         .subs(SUBCOMMANDS),
+    CLUSTER_CONN.cmd("readonly", 1, disabled).flags(LOADING | STALE | FAST)
+        .doc("3.0.0", "Enables read queries for a connection to a cluster replica node").complexity("O(1)"),
+    CLUSTER_CONN.cmd("readwrite", 1, disabled).flags(LOADING | STALE | FAST)
+        .doc("3.0.0", "Disables read queries for a connection to a cluster replica node").complexity("O(1)"),
+    CLUSTER_CONN.cmd("asking", 1, disabled).flags(FAST)
+        .doc("3.0.0", "Sent by cluster clients after an -ASK redirect").complexity("O(1)"),
 ];
 
 #[rustfmt::skip]

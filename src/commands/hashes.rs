@@ -605,11 +605,12 @@ fn purge_fields(
     if fields.is_empty() || crate::store::journal::loading() {
         return;
     }
-    let due = matches!(
-        ks.read_as::<HashValue, _>(h, key, |o| o
-            .is_some_and(|hv| hv.may_be_due(now) && fields.iter().any(|f| hv.is_due(f, now)))),
-        Ok(true)
-    );
+    // A peek, not a read: the command's own lookup counts the hit or miss (and its keymiss
+    // event) and touches the access clock, once.
+    let due = ks
+        .peek(h, key)
+        .and_then(|e| <HashValue as crate::store::keyspace::Aggregate>::of(&e.value))
+        .is_some_and(|hv| hv.may_be_due(now) && fields.iter().any(|f| hv.is_due(f, now)));
     if !due {
         return;
     }

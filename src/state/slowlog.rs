@@ -70,7 +70,10 @@ pub fn trimmed(argv: &[Bytes]) -> Vec<Bytes> {
             s.extend_from_slice(format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes());
             out.push(Bytes::from(s));
         } else {
-            out.push(a.clone());
+            // A copy, not a clone: the argument is a slice of the connection's read buffer,
+            // and an entry holding it would keep the whole buffer (a 500 KB pipeline) alive
+            // as long as the entry lives.
+            out.push(Bytes::copy_from_slice(a));
         }
     }
     out
