@@ -36,17 +36,25 @@ fn main() {
     // the client for a core); see docs/BENCHMARKS.md.
     let threads = config.io_threads();
     config.set_normalized("io-threads", threads.to_string());
-    // The multi-thread scheduler, one thread included: a script runs on its caller's
-    // thread and, once it runs long, hands that thread's worker to another thread
-    // (`block_in_place`, commands::scripting), which the current-thread scheduler cannot do
-    // (it would need the script thread, two cross-thread hand-offs a script). Measured on 2
-    // cores, one worker against the current-thread scheduler: GET and SET cost the same CPU
-    // per request within the noise (7.0-7.8 us at pipeline 1, 0.75-0.9 us at 16).
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads);
-    // Scripts run on these threads: a reply nests as deep as the tables a script returns
-    // (1000 levels before "reached lua stack limit"), each level a few frames of conversion.
-    // Address space only: untouched pages cost nothing.
+    // One thread: the current-thread scheduler. It runs the connections that became ready
+    // in the order they did, as Redis's event loop does (the multi-thread scheduler's LIFO
+    // slot runs the last one woken first, so a command sent just after another client's
+    // could run before it: Redis's tests that block one client and then write from another
+    // failed), and it costs fewer instructions per request (P1 SET: 14.1k against 14.8k,
+    // callgrind). Scripts then run on the script thread (commands::scripting). More threads:
+    // the multi-thread scheduler, where a script runs on its caller's thread and, once it
+    // runs long, hands that thread's worker to another (`block_in_place`).
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    // Scripts run on these threads (multi-thread) or the script thread: a reply nests as
+    // deep as the tables a script returns (1000 levels before "reached lua stack limit"),
+    // each level a few frames of conversion. Address space only: untouched pages cost
+    // nothing.
     builder.thread_stack_size(tidecache::commands::scripting::STACK_SIZE);
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
