@@ -933,3 +933,24 @@ fn ten_thousand_distinct_scripts_and_functions() {
     let v: i64 = q(&mut c, &["FCALL", "f99_99", "0"]).unwrap();
     assert_eq!(v, 99);
 }
+
+/// MONITOR shows the commands a script runs as Redis does: from `lua`, after the script's
+/// own line.
+#[test]
+fn monitor_shows_script_commands_from_lua() {
+    let s = TestServer::start(&[]);
+    let mut m = s.raw();
+    m.send(&support::resp(&["MONITOR"]));
+    m.read_until(b"+OK\r\n");
+    let mut c = s.conn();
+    let _: () = eval(
+        &mut c,
+        "redis.call('set',KEYS[1],ARGV[1])",
+        &["foo"],
+        &["bar"],
+    )
+    .unwrap();
+    let got =
+        String::from_utf8_lossy(&m.read_until(b"[0 lua] \"set\" \"foo\" \"bar\"\r\n")).into_owned();
+    assert!(got.contains("\"EVAL\""), "{got}");
+}

@@ -442,7 +442,12 @@ pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) ->
 
 #[cold]
 fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
-    let from = ctx.client.handle.addr.to_string();
+    // A command a script runs is shown as Redis shows it: from `lua`, not the caller.
+    let from = if scripting::in_script() {
+        "lua".to_string()
+    } else {
+        ctx.client.handle.addr.to_string()
+    };
     // Passwords are not shown (Redis redacts them): for a REDACTED command, every argument
     // after an `AUTH` or `AUTH2` word (AUTH's own name included) until a `SETNAME` word (HELLO's).
     let redacted: Vec<Bytes>;
