@@ -888,27 +888,7 @@ fn start_journal(server: &Arc<Server>) -> Result<(), String> {
     let (snap, functions, _) = cut(server, |_| started = journal::start(file, 0, 0, policy))
         .ok_or("a snapshot is already being taken")?;
     started?;
-    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
-    let copying = std::time::Instant::now();
-    let r = write_base(server, &snap, &functions, &tmp);
-    if let Ok(keys) = &r {
-        log_snapshot("AOF base written", &snap, *keys, copying);
-    }
-    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
-    drop(snap);
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let base = aof::FileInfo {
-        name: aof::base_name(&prefix, base_seq),
-        seq: base_seq,
-        kind: 'b',
-    };
-    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
-    std::fs::File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| e.to_string())?;
+    let base = install_base(server, snap, &functions, &dir, &prefix, base_seq)?;
     let new = aof::Manifest {
         base: Some(base.clone()),
         incr: vec![incr],
@@ -1037,27 +1017,7 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
     let (snap, functions, _) =
         cut(server, |seq| j.switch_at(seq, file)).ok_or("a snapshot is already being taken")?;
     // 3. The base, in a temporary file.
-    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
-    let copying = std::time::Instant::now();
-    let r = write_base(server, &snap, &functions, &tmp);
-    if let Ok(keys) = &r {
-        log_snapshot("AOF base written", &snap, *keys, copying);
-    }
-    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
-    drop(snap);
-    if let Err(e) = r {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let base = aof::FileInfo {
-        name: aof::base_name(&prefix, base_seq),
-        seq: base_seq,
-        kind: 'b',
-    };
-    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
-    std::fs::File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| e.to_string())?;
+    let base = install_base(server, snap, &functions, &dir, &prefix, base_seq)?;
     // 4. The cut is written before the manifest drops the old files (it is, unless the
     // commands that took their numbers before it have not ended yet).
     let waited = std::time::Instant::now();
@@ -1084,6 +1044,41 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
     j.current_size.store(now, Relaxed);
     P.rewrite_base_size.store(now, Relaxed);
     Ok(())
+}
+
+/// Writes a new AOF base from `snap` (a temporary file renamed into place, the directory
+/// fsynced) and lets the snapshot go; the base's entry for the manifest. Shared by
+/// BGREWRITEAOF and `CONFIG SET appendonly yes`.
+fn install_base(
+    server: &Arc<Server>,
+    snap: Snapshot,
+    functions: &[Bytes],
+    dir: &std::path::Path,
+    prefix: &str,
+    base_seq: u64,
+) -> Result<aof::FileInfo, String> {
+    let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let copying = std::time::Instant::now();
+    let r = write_base(server, &snap, functions, &tmp);
+    if let Ok(keys) = &r {
+        log_snapshot("AOF base written", &snap, *keys, copying);
+    }
+    P.last_rewrite_cow.store(snap.cow_bytes() as u64, Relaxed);
+    drop(snap);
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let base = aof::FileInfo {
+        name: aof::base_name(prefix, base_seq),
+        seq: base_seq,
+        kind: 'b',
+    };
+    std::fs::rename(&tmp, dir.join(&base.name)).map_err(|e| e.to_string())?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| e.to_string())?;
+    Ok(base)
 }
 
 fn write_base(
