@@ -340,27 +340,20 @@ const SHUTDOWN_FLAGS: &[&str] = &["save", "nosave", "now", "force"];
 /// `shutdown-on-sigterm`/`-sigint`: Redis's multi-word enum (`default` is no flag), written
 /// back as Redis's CONFIG GET shows it (the flags in enum order, or `default`).
 fn parse_shutdown_flags(value: &str) -> Result<String, String> {
+    const ONE_OF: &str =
+        "argument(s) must be one of the following: default, save, nosave, now, force";
     let mut set = [false; 4];
     let words: Vec<&str> = value.split_whitespace().collect();
     if words.is_empty() {
-        return Err(
-            "argument(s) must be one of the following: default, save, nosave, now, force".into(),
-        );
+        return Err(ONE_OF.into());
     }
     for w in words {
         let w = w.to_ascii_lowercase();
         if w == "default" {
             continue;
         }
-        match SHUTDOWN_FLAGS.iter().position(|f| *f == w) {
-            Some(i) => set[i] = true,
-            None => {
-                return Err(
-                    "argument(s) must be one of the following: default, save, nosave, now, force"
-                        .into(),
-                )
-            }
-        }
+        let i = SHUTDOWN_FLAGS.iter().position(|f| *f == w).ok_or(ONE_OF)?;
+        set[i] = true;
     }
     if set[0] && set[1] {
         return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());

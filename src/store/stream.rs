@@ -590,11 +590,9 @@ impl StreamValue {
         ] {
             hl += varint_into(&mut h[hl..], v);
         }
-        let values: &mut dyn Iterator<Item = &Bytes> = if same {
-            &mut fv.iter().skip(1).step_by(2)
-        } else {
-            &mut fv.iter()
-        };
+        // With the block's field list, only the values; else fields and values.
+        let (skip, step) = if same { (1, 2) } else { (0, 1) };
+        let values = fv.iter().skip(skip).step_by(step);
         let mut on_stack: [&[u8]; 17] = [&[]; 17];
         let heap: Vec<&[u8]>;
         // One reallocation of the block for the whole entry.
