@@ -16,11 +16,10 @@
 
 mod support;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use support::TestServer;
+use std::time::Duration;
+use support::{run_bounded, TestServer};
 
 /// The scripts take a few seconds; this only catches one that hangs.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
@@ -42,68 +41,10 @@ fn available(what: &str, missing: Option<String>) -> bool {
     false
 }
 
-/// Runs `cmd` to its end (killed after [`SCRIPT_TIMEOUT`]); returns (success, combined
-/// output, seconds).
-fn run_bounded(mut cmd: Command) -> (bool, String, f64) {
-    let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the client script");
-    let readers: Vec<_> = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|mut pipe| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    })
-    .collect();
-    let status = loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            break Some(st);
-        }
-        if started.elapsed() > SCRIPT_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let output: String = readers
-        .into_iter()
-        .map(|r| r.join().unwrap_or_default())
-        .collect();
-    let secs = started.elapsed().as_secs_f64();
-    match status {
-        Some(st) => (st.success(), output, secs),
-        None => (
-            false,
-            format!("{output}\n(killed after {SCRIPT_TIMEOUT:?})"),
-            secs,
-        ),
-    }
-}
-
-/// Starts a server, runs `cmd` with its port appended, and fails with the script's output
-/// when the script does.
 fn run_against_server(name: &str, mut cmd: Command) {
     let server = TestServer::start(&[]);
     cmd.arg(server.port.to_string());
-    let (ok, output, secs) = run_bounded(cmd);
+    let (ok, output, secs) = run_bounded(cmd, SCRIPT_TIMEOUT);
     eprintln!("{name} ({secs:.1} s):\n{output}");
     assert!(ok, "{name} failed against tidecache:\n{output}");
 }
@@ -179,7 +120,7 @@ fn node_matrix_missing() -> Option<String> {
     let mut npm = Command::new("npm");
     npm.args(["ci", "--no-audit", "--no-fund"])
         .current_dir(&dir);
-    let (ok, output, _) = run_bounded(npm);
+    let (ok, output, _) = run_bounded(npm, SCRIPT_TIMEOUT);
     (!ok).then(|| format!("npm ci in tests/clients/node-matrix failed: {output}"))
 }
 

@@ -13,11 +13,10 @@
 
 mod support;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{ReferenceRedis, TestServer};
+use std::time::Duration;
+use support::{run_bounded, ReferenceRedis, TestServer};
 
 /// The scripts bound themselves well under a minute; this only catches one that hangs.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -88,75 +87,7 @@ fn run_script(client: &Client, port: u16) -> (bool, String, f64) {
         .args(client.args)
         // Keep the source tree free of __pycache__ (the workers import the scripts).
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    run_bounded(cmd)
-}
-
-/// Runs `cmd` to its end (killed after [`SCRIPT_TIMEOUT`]); returns (success, combined
-/// output, seconds).
-fn run_bounded(mut cmd: Command) -> (bool, String, f64) {
-    let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the client script");
-    let mut readers = Vec::new();
-    for pipe in [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        readers.push(std::thread::spawn(move || {
-            let mut pipe = pipe;
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        }));
-    }
-    let status = loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            break Some(st);
-        }
-        if started.elapsed() > SCRIPT_TIMEOUT {
-            // SIGTERM first: the script then stops the worker it started.
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let grace = Instant::now();
-            while grace.elapsed() < Duration::from_secs(15) {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output: String = readers
-        .into_iter()
-        .map(|r| r.join().unwrap_or_default())
-        .collect();
-    let secs = started.elapsed().as_secs_f64();
-    match status {
-        Some(st) => (st.success(), output, secs),
-        None => (
-            false,
-            format!("{output}\n(killed after {SCRIPT_TIMEOUT:?})"),
-            secs,
-        ),
-    }
+    run_bounded(cmd, SCRIPT_TIMEOUT)
 }
 
 fn run_client(client: &Client) {
@@ -305,7 +236,7 @@ fn bullmq_missing() -> Option<String> {
     let mut npm = Command::new("npm");
     npm.args(["ci", "--no-audit", "--no-fund"])
         .current_dir(&dir);
-    let (ok, output, _) = run_bounded(npm);
+    let (ok, output, _) = run_bounded(npm, SCRIPT_TIMEOUT);
     (!ok).then(|| format!("npm ci in tests/clients/bullmq failed: {output}"))
 }
 
@@ -333,7 +264,7 @@ fn bullmq_queue_worker_delayed_retry_events() {
     )
     .arg("bullmq_e2e.js")
     .arg(server.port.to_string());
-    let (ok, output, secs) = run_bounded(node);
+    let (ok, output, secs) = run_bounded(node, SCRIPT_TIMEOUT);
     eprintln!("bullmq_e2e.js against tidecache ({secs:.1} s):\n{output}");
     assert!(ok, "bullmq_e2e.js failed against tidecache:\n{output}");
 }

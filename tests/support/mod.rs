@@ -336,3 +336,68 @@ pub fn check_aof(dir: &std::path::Path) {
         }
     }
 }
+
+/// Runs a client script to its end (stopped after `timeout`: SIGTERM, so a script can stop
+/// the workers it started, then SIGKILL 15 s later); returns (success, combined
+/// output, seconds).
+pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (bool, String, f64) {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the client script");
+    let mut readers = Vec::new();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        readers.push(std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        }));
+    }
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        if started.elapsed() > timeout {
+            // SIGTERM first: the script then stops the worker it started.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(15) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output: String = readers
+        .into_iter()
+        .map(|r| r.join().unwrap_or_default())
+        .collect();
+    let secs = started.elapsed().as_secs_f64();
+    match status {
+        Some(st) => (st.success(), output, secs),
+        None => (false, format!("{output}\n(killed after {timeout:?})"), secs),
+    }
+}
