@@ -247,13 +247,31 @@ pub struct ScanOpts {
     pub type_name: Option<String>,
 }
 
-/// Reads a cursor as Redis's `parseScanCursorOrReply` (an unsigned 64-bit decimal).
+/// Reads a cursor (SCAN, SSCAN, HSCAN, ZSCAN) as Redis's `parseScanCursorOrReply`.
 pub fn scan_cursor(args: &mut Args<'_>) -> CommandResult<u64> {
-    std::str::from_utf8(args.next_arg()?)
-        .ok()
-        .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| CommandError::msg("ERR invalid cursor"))
+    parse_cursor(args.next_arg()?).ok_or_else(|| CommandError::msg("ERR invalid cursor"))
+}
+
+/// A cursor as Redis 7.0's `parseScanCursorOrReply` reads it, with C's `strtoul`: an
+/// optional sign (a negative value wraps around), decimal digits, nothing after them, no
+/// leading space, no overflow; an empty argument reads as 0.
+fn parse_cursor(b: &[u8]) -> Option<u64> {
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if b.is_empty() {
+        return Some(0);
+    }
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
 }
 
 /// Reads the SCAN family's options: `MATCH pattern`, `COUNT n` and (SCAN) `TYPE name`.
@@ -606,4 +624,22 @@ fn persist(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
             _ => Reply::Int(0),
         }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cursor;
+
+    #[test]
+    fn cursors_read_as_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"+7"), Some(7));
+        assert_eq!(parse_cursor(b"-"), None);
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"1x"), None);
+    }
 }

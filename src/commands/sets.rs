@@ -1,7 +1,7 @@
 //! The set family: SADD SREM SMEMBERS SPOP SINTER SUNIONSTORE SSCAN ...
 //! Table entries transcribed from Redis 7's COMMAND INFO / COMMAND DOCS; handlers below.
 use crate::commands::args::{Args, CommandError, CommandResult, MAX_RANDOM_REPLY};
-use crate::commands::keys::scan_opts;
+use crate::commands::keys::{scan_cursor, scan_opts};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
@@ -651,8 +651,7 @@ fn sdiffstore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 /// a hashtable is walked with a cursor that survives removals (see `SetValue::scan_table`).
 fn sscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
-    let cursor =
-        parse_cursor(args.next_arg()?).ok_or_else(|| CommandError::msg("ERR invalid cursor"))?;
+    let cursor = scan_cursor(args)?;
     let opts = scan_opts(args, false);
     read_set(ctx, key, |s| {
         let Some(s) = s else {
@@ -676,44 +675,4 @@ fn sscan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Reply::Array(out),
         ]))
     })?
-}
-
-/// A cursor as Redis 7.0's `parseScanCursorOrReply` reads it, with C's `strtoul`: an
-/// optional sign (a negative value wraps around), decimal digits, nothing after them, no
-/// leading space, no overflow; an empty argument reads as 0.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if b.is_empty() {
-        return Some(0);
-    }
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_cursor;
-
-    #[test]
-    fn cursors_read_as_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-"), None);
-        assert_eq!(parse_cursor(b" 1"), None);
-        assert_eq!(parse_cursor(b"1x"), None);
-    }
 }
