@@ -215,6 +215,55 @@ fn config_get_set_and_rewrite() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Redis 7's guards: `dir` and `dbfilename` change only where `enable-protected-configs`
+/// allows (default no), and a test knob (`key-load-delay`) answers CONFIG GET only when named.
+#[test]
+fn protected_and_hidden_settings() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let e = err_text(support::q::<()>(&mut c, &["CONFIG", "SET", "dir", "/tmp"]));
+    assert_eq!(
+        e,
+        "ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config"
+    );
+    // Nothing of the refused CONFIG SET changed.
+    let e = err_text(support::q::<()>(
+        &mut c,
+        &["CONFIG", "SET", "hz", "50", "dbfilename", "x.rdb"],
+    ));
+    assert!(
+        e.contains("'dbfilename') - can't set protected config"),
+        "{e}"
+    );
+    let hz: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hz")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(hz, ["hz", "10"]);
+    let all: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    assert!(!all.iter().any(|n| n == "key-load-delay"));
+    let named: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("key-load-delay")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(named, ["key-load-delay", "0"]);
+    let open = TestServer::start(&["--enable-protected-configs", "local"]);
+    let mut c = open.conn();
+    let dir = std::env::temp_dir();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("dir")
+        .arg(dir.to_str().unwrap())
+        .query(&mut c)
+        .unwrap();
+}
+
 #[test]
 fn command_table_introspection() {
     let s = TestServer::start(&[]);

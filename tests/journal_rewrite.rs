@@ -883,7 +883,14 @@ fn clients_are_answered_loading_during_a_long_replay() {
 fn the_save_schedule_saves() {
     let dir = temp_dir("schedule");
     let d = dir.to_str().expect("utf-8");
-    let s = TestServer::start(&["--dir", d, "--save", "3600 1  300 100"]);
+    let s = TestServer::start(&[
+        "--dir",
+        d,
+        "--save",
+        "3600 1  300 100",
+        "--enable-protected-configs",
+        "yes",
+    ]);
     let mut c = s.conn();
     let get = |c: &mut redis::Connection| strs(c, &["CONFIG", "GET", "save"]);
     assert_eq!(get(&mut c), ["save", "3600 1 300 100"]);

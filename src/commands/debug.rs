@@ -39,11 +39,7 @@ pub fn repl_id(run_id: &str) -> String {
 }
 
 fn allowed(ctx: &Ctx<'_>) -> bool {
-    match ctx.server.config.read().get("enable-debug-command") {
-        "yes" => true,
-        "local" => ctx.client.handle.addr.ip().is_loopback(),
-        _ => false,
-    }
+    crate::commands::server::allowed_by(ctx, "enable-debug-command")
 }
 
 const HELP: &[&str] = &[

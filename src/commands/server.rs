@@ -398,6 +398,9 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 s.name
             ))
         };
+        if config::PROTECTED.contains(&s.name) && !allowed_by(ctx, "enable-protected-configs") {
+            return Err(fail("can't set protected config"));
+        }
         if !s.live {
             // Settings Redis changes at run time and tidecache only at start: setting the
             // value in force changes nothing and is accepted (tools that write back what
@@ -451,6 +454,16 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ctx.server.config_changed(n);
     }
     Ok(Reply::ok())
+}
+
+/// Whether a `no | yes | local` guard setting (`enable-debug-command`,
+/// `enable-protected-configs`) lets this client through: `local` is loopback clients only.
+pub fn allowed_by(ctx: &Ctx<'_>, guard: &str) -> bool {
+    match ctx.server.config.read().get(guard) {
+        "yes" => true,
+        "local" => ctx.client.handle.addr.ip().is_loopback(),
+        _ => false,
+    }
 }
 
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {

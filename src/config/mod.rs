@@ -194,6 +194,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Record an event for LATENCY LATEST/HISTORY when a command or an expiry cycle takes at least this many milliseconds. 0: off." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
+    Setting { name: "enable-protected-configs", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
+        doc: "Whether CONFIG SET may change where the server writes its files (dir, dbfilename): no, yes, or local (loopback clients only), as Redis 7." },
 ];
 
 pub fn setting(name: &str) -> Option<&'static Setting> {
@@ -242,8 +244,7 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("propagation-error-behavior", &[]),
     // Hash tables here are Rust's, resized as they grow.
     ("activerehashing", &[]),
-    // Guards for commands tidecache does not have (MODULE) or configs it does not protect.
-    ("enable-protected-configs", &[]),
+    // The guard of a command tidecache does not have (MODULE).
     ("enable-module-command", &[]),
     // TLS for replication and the cluster bus (neither exists here), outgoing certificates,
     // DH parameters (rustls uses ECDHE only), and a session lifetime rustls does not expose.
@@ -268,6 +269,14 @@ pub const SAME_VALUE_OK: &[&str] = &[
     "admin-port",
     "admin-bind",
 ];
+
+/// Test knobs left out of `CONFIG GET` with a pattern (Redis's `HIDDEN_CONFIG`): named
+/// exactly, they answer.
+pub const HIDDEN: &[&str] = &["key-load-delay"];
+
+/// Settings that `CONFIG SET` changes only where `enable-protected-configs` allows (Redis's
+/// `PROTECTED_CONFIG`): where the server writes its files.
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 /// The `IGNORED` entry for `name`, if `name` is not a setting.
 pub fn ignored(name: &str) -> Option<(&'static str, &'static [&'static str])> {
@@ -305,6 +314,8 @@ const MULTI_ARG: &[&str] = &[
     "bind",
     "client-output-buffer-limit",
     "latency-tracking-info-percentiles",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
 ];
 
 /// Redis's check of a `save` schedule: pairs of seconds (at least 1) and changes (at least
@@ -737,9 +748,14 @@ impl Config {
         SETTINGS
             .iter()
             .filter(|s| {
-                patterns
-                    .iter()
-                    .any(|p| glob_match(p, s.name.as_bytes(), true))
+                // A hidden setting answers only a pattern that names it exactly.
+                patterns.iter().any(|p| {
+                    if HIDDEN.contains(&s.name) {
+                        p.eq_ignore_ascii_case(s.name.as_bytes())
+                    } else {
+                        glob_match(p, s.name.as_bytes(), true)
+                    }
+                })
             })
             .map(|s| (s.name, self.get(s.name).to_string()))
             .chain(
@@ -1073,6 +1089,11 @@ mod tests {
             assert!(e.contains(why), "{a:?}: {e}");
         };
         fails(&["--port"], "'port' wrong number of arguments");
+        // A setting of several words with none: its own check answers, as Redis's MULTI_ARG.
+        fails(
+            &["--shutdown-on-sigint"],
+            "'shutdown-on-sigint' argument(s) must be one of the following",
+        );
         fails(
             &["--port", "6379", "6380"],
             "'port \"6379\" \"6380\"' wrong number of arguments",
