@@ -74,6 +74,11 @@ const HELP: &[&str] = &[
     "RELOAD [option ...]",
     "    Write every value in its RDB form and load it back (no file is written).",
     "    Valid <option> values: MERGE, NOFLUSH (with MERGE). NOSAVE is not available.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Setting it to 1 allows the commands flagged noscript (no-script) to run",
+    "    from scripts, for tests.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -110,6 +115,17 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             if secs.is_finite() && secs > 0.0 {
                 std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
             }
+            Ok(Reply::ok())
+        }
+        (b"PAUSE-CRON", 1) => {
+            let on = text(args.next_arg()?).trim().parse::<i64>().unwrap_or(0) != 0;
+            crate::state::CRON_PAUSED.store(on, std::sync::atomic::Ordering::Relaxed);
+            Ok(Reply::ok())
+        }
+        (b"SET-DISABLE-DENY-SCRIPTS", 1) => {
+            let on = text(args.next_arg()?).trim().parse::<i64>().unwrap_or(0) != 0;
+            crate::commands::scripting::DENY_SCRIPTS_DISABLED
+                .store(on, std::sync::atomic::Ordering::Relaxed);
             Ok(Reply::ok())
         }
         (b"SET-ACTIVE-EXPIRE", 1) => {

@@ -195,6 +195,11 @@ pub const STACK_SIZE: usize = 64 << 20;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// `DEBUG SET-DISABLE-DENY-SCRIPTS 1` (Redis's `server.script_disable_deny_script`): scripts
+/// may call commands flagged NOSCRIPT, as Redis's tests need to watch a running script with
+/// CLIENT LIST.
+pub static DENY_SCRIPTS_DISABLED: AtomicBool = AtomicBool::new(false);
+
 /// The script thread's queue; the thread starts with the first script.
 fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
     static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
@@ -1495,7 +1500,7 @@ fn redis_call(
         crate::commands::stats::rejected_in_script(spec, &err_text(msg));
         fail(lua, msg)
     };
-    if spec.has(NOSCRIPT) {
+    if spec.has(NOSCRIPT) && !DENY_SCRIPTS_DISABLED.load(Ordering::Relaxed) {
         return refuse(lua, "This Redis command is not allowed from script");
     }
     if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, &argv) {

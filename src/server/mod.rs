@@ -19,6 +19,10 @@ pub fn start_background(server: &Arc<Server>) {
             let hz = s.config.read().get_u64("hz").max(1);
             crate::util::clock::tick();
             crate::util::alloc::sample_peak();
+            if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
+                tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
+                continue;
+            }
             let s2 = s.clone();
             let now = crate::util::clock::now_ms();
             let _ = tokio::task::spawn_blocking(move || {

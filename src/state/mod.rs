@@ -363,6 +363,11 @@ impl Server {
 /// stopped (read on the scripting engine's instruction hook, without a lock).
 pub static BUSY_REPLY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
 
+/// `DEBUG PAUSE-CRON 1` (Redis's `server.pause_cron`): the periodic work (active expiry of
+/// keys and hash fields) skips its turns until `DEBUG PAUSE-CRON 0`, so a test can watch a
+/// state the cron would otherwise change.
+pub static CRON_PAUSED: AtomicBool = AtomicBool::new(false);
+
 /// Redis's `!checkGoodReplicasStatus()`: `min-replicas-to-write` and `min-replicas-max-lag`
 /// are both set, and with no replicas here there are never enough, so writes are refused
 /// with `-NOREPLICAS` (the dispatcher, and a script's write calls).
