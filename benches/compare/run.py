@@ -502,12 +502,12 @@ def probe(server, cmd):
     return None
 
 
-def bench(server, cmd, n, pipeline, keyspace, timeout):
+def bench(server, cmd, n, pipeline, keyspace, timeout, prefix=()):
     """One redis-benchmark run: ({"rps", "p50_ms", "cpu_us"}, None) or (None, error text).
     `cpu_us` is the server's CPU (user + system, every thread) over the run divided by the
     requests: steadier than requests/s on a shared machine, where the load generator and the
     server fight for the same cores."""
-    argv = ["redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
+    argv = [*prefix, "redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
             str(pipeline), "-r", str(keyspace), "--csv", *cmd]
     cpu0 = server.cpu_seconds() if server.alive() else 0.0
     rc, out, err = run(argv, timeout)
@@ -1321,6 +1321,8 @@ def markdown(results):
                                  f"{r.get('peak_used_memory', 0) / 2**20:.1f} | "
                                  f"{r.get('rss', 0) / 2**20:.1f} |")
         lines.append("")
+    if "threads" in results:
+        lines.append(threads_markdown(results["threads"]))
     if "persistence" in results:
         lines.append(persistence_markdown(results["persistence"]))
     return "\n".join(lines)
@@ -1377,6 +1379,94 @@ def publish(md, results):
     if "throughput" in results:
         shutil.copyfile(os.path.join(OUT, "throughput.svg"), os.path.join(ROOT, "docs", "compare.svg"))
     log("wrote docs/BENCHMARKS.md and docs/compare.svg")
+
+# ---------------------------------------------------------------------------------------------
+# 4b. threads: how throughput scales with io-threads
+
+
+def threads(env, quick):
+    """GET and SET at -P 1 and -P 16 (redis-benchmark -c 50, 100k keys), each server started
+    fresh per configuration and preloaded with the keys:
+    - pinned: the server on CPU 1 and redis-benchmark on CPU 0 (`taskset`), so the server has
+      one core to itself: redis-server against tidecache with io-threads 1;
+    - shared: nothing pinned, both on every core: redis-server against tidecache with
+      io-threads 1 and with io-threads 2.
+    Rows alternate between servers per round; medians of the rounds."""
+    cores = os.cpu_count() or 1
+    pin = cores >= 2 and run(["taskset", "-c", "0", "true"], 10)[0] == 0
+    keys = 10_000 if quick else 100_000
+    rounds = 1 if quick else 3
+    cmds = [("GET", ["GET", "key:__rand_int__"]),
+            ("SET", ["SET", "key:__rand_int__", VALUE32])]
+    configs = []
+    if pin:
+        configs.append(("pinned (server on CPU 1, redis-benchmark on CPU 0)", ["taskset", "-c", "1"],
+                        ["taskset", "-c", "0"], [("tidecache io-threads 1", ["--io-threads", "1"])]))
+    configs.append(("shared (nothing pinned)", [], [],
+                    [("tidecache io-threads 1", ["--io-threads", "1"]),
+                     ("tidecache io-threads 2", ["--io-threads", "2"])]))
+    out = {"cores": cores, "pinned": pin, "rows": []}
+    for label, server_prefix, bench_prefix, tides in configs:
+        variants = [("redis-server", None)] + [(name, extra) for name, extra in tides]
+        servers = {}
+        try:
+            for name, extra in variants:
+                log(f"threads: {label}: starting {name}")
+                if extra is None:
+                    srv = env.redis("threads")
+                else:
+                    srv = env.tide("threads", *extra)
+                if server_prefix:
+                    run(["taskset", "-a", "-p", "-c", server_prefix[-1], str(srv.proc.pid)], 10)
+                c = srv.client()
+                load(c, [encode("SET", f"key:{i:012d}", VALUE32) for i in range(keys)])
+                c.close()
+                servers[name] = srv
+            for cname, cmd in cmds:
+                for pipeline in (1, 16):
+                    n = (20_000 if quick else 200_000) * (4 if pipeline > 1 else 1)
+                    samples = {name: [] for name in servers}
+                    for _ in range(rounds):
+                        for name, srv in servers.items():
+                            m, err = bench(srv, cmd, n, pipeline, keys, max(120, n / 200),
+                                           prefix=bench_prefix)
+                            if m:
+                                samples[name].append(m)
+                    row = {"setup": label, "command": cname, "pipeline": pipeline, "servers": {}}
+                    for name, vals in samples.items():
+                        if vals:
+                            row["servers"][name] = {
+                                "rps": statistics.median(v["rps"] for v in vals),
+                                "cpu_us": statistics.median(v["cpu_us"] for v in vals)}
+                    out["rows"].append(row)
+                    log(f"threads: {label}: {cname} -P {pipeline}: " + ", ".join(
+                        f"{k} {v['rps']:,.0f}/s {v['cpu_us']:.2f} µs" for k, v in row["servers"].items()))
+        finally:
+            for srv in servers.values():
+                srv.stop()
+    return out
+
+
+def threads_markdown(t):
+    lines = [f"### Throughput by io-threads ({t['cores']} cores; requests/s and server CPU µs per request)", ""]
+    names = []
+    for row in t["rows"]:
+        for name in row["servers"]:
+            if name not in names:
+                names.append(name)
+    lines += ["| setup | command | " + " | ".join(names) + " |",
+              "| --- | --- | " + " | ".join("---:" for _ in names) + " |"]
+    for row in t["rows"]:
+        cells = []
+        for name in names:
+            v = row["servers"].get(name)
+            cells.append("n/a" if v is None else f"{v['rps']:,.0f} ({v['cpu_us']:.2f} µs)")
+        lines.append(f"| {row['setup']} | {row['command']} -P {row['pipeline']} | " + " | ".join(cells) + " |")
+    if not t["pinned"]:
+        lines += ["", "No pinned rows: `taskset` is missing or the machine has one core."]
+    lines.append("")
+    return "\n".join(lines)
+
 
 # ---------------------------------------------------------------------------------------------
 # 5. persistence (`--only persistence`)
@@ -1699,7 +1789,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small n and datasets (CI smoke test)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
-    ap.add_argument("--only", default="throughput,memory,expiry,zipf",
+    ap.add_argument("--only", default="throughput,memory,expiry,zipf,threads",
                     help="comma-separated parts to run (default: all but persistence; "
                     "persistence runs alone with --only persistence)")
     ap.add_argument("--publish", action="store_true",
@@ -1708,7 +1798,7 @@ def main():
     ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
     args = ap.parse_args()
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "persistence"}
+    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "threads", "persistence"}
     if unknown:
         ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
 
@@ -1741,6 +1831,8 @@ def main():
             results["expiry"] = mass_expiry(env, args.quick)
         if "zipf" in parts:
             results["zipf"] = zipf(env, args.quick)
+        if "threads" in parts:
+            results["threads"] = threads(env, args.quick)
         if "persistence" in parts:
             results["persistence"] = persistence(env, args.quick)
 
