@@ -256,3 +256,84 @@ fn log_file_gets_the_start_lines() {
     assert_eq!(stdout, "", "the lines go to the log file only");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The redis.conf Debian's redis-server package installs (Redis 7's defaults) starts once its
+/// one setting tidecache cannot honour, `aof-use-rdb-preamble yes`, is turned off; the start
+/// says why until then. Only the lines any second server needs change (port, foreground,
+/// log to standard output, its own directory).
+#[test]
+fn debians_stock_redis_conf_starts_once_the_preamble_is_off() {
+    let stock = std::fs::read_to_string("/etc/redis/redis.conf")
+        .expect("/etc/redis/redis.conf (apt-get install redis-server)");
+    let dir = temp_dir("stock");
+    let mut lines: Vec<String> = stock
+        .lines()
+        .filter(|l| {
+            let name = l.split_whitespace().next().unwrap_or("");
+            !matches!(
+                name,
+                "port" | "daemonize" | "logfile" | "dir" | "pidfile" | "supervised"
+            )
+        })
+        .map(str::to_string)
+        .collect();
+    lines.push("port 0".into());
+    lines.push("logfile \"\"".into());
+    lines.push(format!("dir {}", dir.display()));
+    assert!(
+        lines.iter().any(|l| l == "aof-use-rdb-preamble yes"),
+        "the stock file has changed"
+    );
+    let conf = dir.join("stock.conf");
+    std::fs::write(&conf, lines.join("\n")).expect("write");
+    let out = Command::new(BIN).arg(&conf).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'aof-use-rdb-preamble yes' an RDB preamble is not available"),
+        "{err}"
+    );
+    for l in lines.iter_mut() {
+        if l == "aof-use-rdb-preamble yes" {
+            *l = "aof-use-rdb-preamble no".into();
+        }
+    }
+    std::fs::write(&conf, lines.join("\n")).expect("write");
+    let mut child = Command::new(BIN)
+        .arg(&conf)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = lines_of(child.stdout.take().unwrap());
+    let err = lines_of(child.stderr.take().unwrap());
+    let started = until(&out, "Ready to accept connections");
+    assert!(
+        started.iter().any(|l| l.contains("Ready to accept")),
+        "{started:#?}"
+    );
+    sigterm(&child);
+    assert_eq!(wait_exit(&mut child), Some(0));
+    let log: Vec<String> = err.try_iter().collect();
+    let warning = log
+        .iter()
+        .find(|l| l.contains("no effect"))
+        .unwrap_or_else(|| panic!("no warning in {log:#?}"));
+    for name in [
+        "set-proc-title",
+        "lazyfree-lazy-user-del",
+        "jemalloc-bg-thread",
+    ] {
+        assert!(warning.contains(name), "{name} not in {warning}");
+    }
+    // Settings that work here are not in it.
+    for name in [
+        "tcp-backlog",
+        "tcp-keepalive",
+        "dynamic-hz",
+        "stop-writes-on-bgsave-error",
+    ] {
+        assert!(!warning.contains(name), "{name} in {warning}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

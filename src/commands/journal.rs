@@ -1308,6 +1308,7 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
             P.last_bgsave_secs
                 .store(started.elapsed().as_secs() as i64, Relaxed);
             P.last_bgsave_ok.store(r.is_ok(), Relaxed);
+            s.bgsave_finished(r.is_ok());
             if let Err(e) = r {
                 tracing::warn!("Background saving error: {e}");
             } else {

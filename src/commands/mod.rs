@@ -339,6 +339,22 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return refuse(ctx, Some(spec), Reply::error(OOM));
     }
+    // A failed background save with stop-writes-on-bgsave-error: writes and PING are
+    // refused until a save succeeds (Redis's processCommand, which names PING too).
+    if (flags & flag::WRITE != 0 || spec.name == "ping")
+        && crate::state::MISCONF.load(Ordering::Relaxed)
+    {
+        const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+        if spec.name == "exec" && in_multi {
+            transactions::reset_state(ctx);
+            let e = Reply::error(format!(
+                "EXECABORT Transaction discarded because of: {MISCONF}"
+            ));
+            stats::rejected(Some(spec), &e);
+            return e;
+        }
+        return refuse(ctx, Some(spec), Reply::error(MISCONF));
+    }
     // min-replicas-to-write: with no replicas, writes are refused (Redis's processCommand).
     if flags & flag::WRITE != 0 && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
         const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";

@@ -698,7 +698,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("server_time_usec", &(unix_millis() * 1000));
             kv("uptime_in_seconds", &uptime);
             kv("uptime_in_days", &(uptime / 86400));
-            kv("hz", &cfg.get("hz"));
+            // The frequency in force (dynamic-hz may raise it) and the one configured.
+            let hz = crate::state::EFFECTIVE_HZ.load(Ordering::Relaxed);
+            kv("hz", &if hz == 0 { cfg.get_u64("hz") } else { hz });
+            kv("configured_hz", &cfg.get("hz"));
             kv("shards", &s.store.shard_count());
             kv(
                 "executable",

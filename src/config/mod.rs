@@ -92,6 +92,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Largest number of connected clients; one more is refused with '-ERR max number of clients reached'." },
     Setting { name: "timeout", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Close a client idle for this many seconds. 0: never." },
+    Setting { name: "tcp-backlog", default: "511", live: false, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "The listen() backlog of the listening sockets (the kernel caps it at net.core.somaxconn), as Redis." },
+    Setting { name: "tcp-keepalive", default: "300", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Seconds of silence before TCP keepalive probes are sent on a client's socket (SO_KEEPALIVE; probes then every third of it), so dead peers are noticed. 0: off. Applies to connections accepted after a change." },
     Setting { name: "databases", default: "16", live: false, kind: Kind::Int(1, 1_000_000),
         doc: "Number of databases (SELECT 0 .. databases-1). Each holds a key space and document collections." },
     Setting { name: "shards", default: "0", live: false, kind: Kind::Int(0, 1024),
@@ -100,6 +104,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Threads that run connections and commands (Redis's name; here every thread also executes commands, each locking only the shards it touches). 0: half the cores, at least one, leaving the rest to the kernel's network stack and to clients on the same machine." },
     Setting { name: "hz", default: "10", live: true, kind: Kind::Int(1, 500),
         doc: "How many times a second each shard sweeps expired keys from its timing wheel." },
+    Setting { name: "dynamic-hz", default: "yes", live: true, kind: Kind::Bool,
+        doc: "Raise the background work's frequency above hz while many clients are connected (doubling it, up to 500, while there are more than 200 clients per tick), as Redis." },
     Setting { name: "ttl-monitor-period", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),
         doc: "Seconds between two passes of each shard's TTL monitor over its TTL indexes (MongoDB's ttlMonitorSleepSecs). A change takes effect at once." },
     Setting { name: "ttl-strict-reads", default: "yes", live: true, kind: Kind::Bool,
@@ -194,6 +200,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Record an event for LATENCY LATEST/HISTORY when a command or an expiry cycle takes at least this many milliseconds. 0: off." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
+    Setting { name: "stop-writes-on-bgsave-error", default: "yes", live: true, kind: Kind::Bool,
+        doc: "With a save schedule set, refuse writes (and PING) with -MISCONF while the last background save failed, until one succeeds, as Redis." },
+    Setting { name: "aof-use-rdb-preamble", default: "no", live: true, kind: Kind::Special(parse_rdb_preamble),
+        doc: "The journal's base is written as commands (RESP), which can hold documents; an RDB preamble (Redis's default, yes) is not available, so only no is accepted." },
     Setting { name: "enable-protected-configs", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether CONFIG SET may change where the server writes its files (dir, dbfilename): no, yes, or local (loopback clients only), as Redis 7." },
 ];
@@ -242,8 +252,37 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("replica-serve-stale-data", &[]),
     ("repl-diskless-sync-delay", &[]),
     ("propagation-error-behavior", &[]),
+    ("replica-read-only", &[]),
+    ("repl-diskless-sync", &[]),
+    ("repl-diskless-sync-max-replicas", &[]),
+    ("repl-diskless-load", &[]),
+    ("repl-disable-tcp-nodelay", &[]),
+    ("replica-priority", &[]),
+    ("replica-lazy-flush", &["no"]),
+    ("rdb-del-sync-files", &["no"]),
     // Hash tables here are Rust's, resized as they grow.
     ("activerehashing", &[]),
+    // The process title is left as it is.
+    ("set-proc-title", &[]),
+    ("proc-title-template", &[]),
+    // Values are freed where they are deleted (UNLINK and FLUSH ... ASYNC free in the
+    // background); the lazy variants of the other paths are not available.
+    ("lazyfree-lazy-eviction", &["no"]),
+    ("lazyfree-lazy-expire", &["no"]),
+    ("lazyfree-lazy-server-del", &["no"]),
+    ("lazyfree-lazy-user-del", &["no"]),
+    ("lazyfree-lazy-user-flush", &["no"]),
+    // The kernel's OOM score is left as it is.
+    ("oom-score-adj", &["no"]),
+    ("oom-score-adj-values", &[]),
+    // The journal writes no timestamp annotations.
+    ("aof-timestamp-enabled", &["no"]),
+    // A rewrite's base and a snapshot are fsynced once, when complete.
+    ("aof-rewrite-incremental-fsync", &[]),
+    ("rdb-save-incremental-fsync", &[]),
+    // The allocator is mimalloc, not jemalloc.
+    ("jemalloc-bg-thread", &[]),
+    ("disable-thp", &[]),
     // The guard of a command tidecache does not have (MODULE).
     ("enable-module-command", &[]),
     // TLS for replication and the cluster bus (neither exists here), outgoing certificates,
@@ -294,6 +333,15 @@ fn alias_of(name: &str) -> Option<&'static Setting> {
         .iter()
         .find(|(alias, _)| alias.eq_ignore_ascii_case(name))?;
     SETTINGS.iter().find(|s| s.name == *target)
+}
+
+/// `aof-use-rdb-preamble`: only `no`, what the journal writes.
+fn parse_rdb_preamble(value: &str) -> Result<String, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "no" => Ok("no".into()),
+        "yes" => Err("an RDB preamble is not available in tidecache: the journal's base is written as commands, so only 'aof-use-rdb-preamble no' is accepted".into()),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
 }
 
 /// `dbfilename`: a file name, as Redis (which refuses a path).

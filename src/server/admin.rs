@@ -67,7 +67,7 @@ pub async fn bind(server: &Server) -> std::io::Result<Option<AdminListeners>> {
     if port == 0 {
         return Ok(None);
     }
-    let (sockets, port) = bind_addresses(&bind, port).await?;
+    let (sockets, port) = bind_addresses(&bind, port, 511).await?;
     // The figures are readable by anyone who reaches the port (no AUTH, unlike RESP).
     for addr in sockets.iter().filter_map(|s| s.local_addr().ok()) {
         if !addr.ip().is_loopback() {

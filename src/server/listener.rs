@@ -65,8 +65,12 @@ async fn bind_port(
     tls: bool,
     listeners: &mut Vec<Listener>,
 ) -> std::io::Result<u16> {
-    let bind = server.config.read().get("bind").to_string();
-    let (sockets, port) = bind_addresses(&bind, port).await?;
+    let (bind, backlog) = {
+        let cfg = server.config.read();
+        (cfg.get("bind").to_string(), cfg.get_u64("tcp-backlog"))
+    };
+    let backlog = u32::try_from(backlog).unwrap_or(u32::MAX);
+    let (sockets, port) = bind_addresses(&bind, port, backlog).await?;
     listeners.extend(sockets.into_iter().map(|socket| Listener { socket, tls }));
     Ok(port)
 }
@@ -78,6 +82,7 @@ async fn bind_port(
 pub(crate) async fn bind_addresses(
     bind: &str,
     mut port: u16,
+    backlog: u32,
 ) -> std::io::Result<(Vec<TcpListener>, u16)> {
     let mut listeners = Vec::new();
     for word in bind.split_whitespace() {
@@ -95,7 +100,7 @@ pub(crate) async fn bind_addresses(
                 ))
             }
         };
-        match TcpListener::bind(SocketAddr::new(ip, port)).await {
+        match listen(SocketAddr::new(ip, port), backlog) {
             Ok(l) => {
                 if port == 0 {
                     port = l.local_addr()?.port();
@@ -120,6 +125,19 @@ pub(crate) async fn bind_addresses(
         ));
     }
     Ok((listeners, port))
+}
+
+/// One listening socket with `backlog` (`tcp-backlog`), SO_REUSEADDR as tokio's own
+/// `TcpListener::bind` sets it.
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 /// An accepted socket on its way to admission.
@@ -191,6 +209,7 @@ async fn admit(server: &Arc<Server>, a: Accepted, conns: &mut JoinSet<()>) {
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
+    set_keepalive(&stream, server.config.read().get_u64("tcp-keepalive"));
     // CLIENT LIST's `fd`: the descriptor stays the connection's until it closes.
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (maxclients, protected, auth) = {
@@ -296,4 +315,20 @@ fn unregister(server: &Server, handle: Option<Arc<ClientHandle>>) {
 async fn refuse<S: ClientStream>(mut stream: S, msg: &[u8]) {
     let _ = stream.write_reply(msg).await;
     let _ = stream.shutdown().await;
+}
+
+/// `tcp-keepalive`: probes after `secs` of silence, then every third of it, as Redis's
+/// `anetKeepAlive` (which gives up after 3 unanswered probes).
+fn set_keepalive(stream: &tokio::net::TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let idle = std::time::Duration::from_secs(secs);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval((idle / 3).max(std::time::Duration::from_secs(1)))
+        .with_retries(3);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!("tcp-keepalive: {e}");
+    }
 }

@@ -10,13 +10,32 @@ pub mod ttl;
 use crate::state::Server;
 use std::sync::Arc;
 
+/// `hz`, doubled (up to 500) while there are more than 200 clients per tick when
+/// `dynamic-hz` is on, as Redis's serverCron (`MAX_CLIENTS_PER_CLOCK_TICK`).
+fn effective_hz(hz: u64, dynamic: bool, clients: usize) -> u64 {
+    let mut hz = hz.clamp(1, 500);
+    if dynamic {
+        while (clients as u64) / hz > 200 {
+            hz *= 2;
+            if hz >= 500 {
+                return 500;
+            }
+        }
+    }
+    hz
+}
+
 /// Starts the key space's background work: active expiry `hz` times a second (one shard
 /// locked at a time, in bounded batches) and the LRU clock.
 pub fn start_background(server: &Arc<Server>) {
     let s = server.clone();
     tokio::spawn(async move {
         while !s.is_shutting_down() {
-            let hz = s.config.read().get_u64("hz").max(1);
+            let hz = {
+                let c = s.config.read();
+                effective_hz(c.get_u64("hz"), c.get_bool("dynamic-hz"), s.clients.count())
+            };
+            crate::state::EFFECTIVE_HZ.store(hz, std::sync::atomic::Ordering::Relaxed);
             crate::util::clock::tick();
             crate::util::alloc::sample_peak();
             if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
@@ -39,4 +58,18 @@ pub fn start_background(server: &Arc<Server>) {
         }
     });
     ttl::spawn_monitors(server);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::effective_hz;
+
+    #[test]
+    fn dynamic_hz_follows_the_clients() {
+        assert_eq!(effective_hz(10, true, 100), 10);
+        assert_eq!(effective_hz(10, true, 2001), 20);
+        assert_eq!(effective_hz(10, true, 10_000), 80);
+        assert_eq!(effective_hz(10, false, 10_000), 10);
+        assert_eq!(effective_hz(10, true, 1_000_000), 500);
+    }
 }

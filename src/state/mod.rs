@@ -270,7 +270,24 @@ impl Server {
     }
 
     /// Called after a live config change so cached copies follow.
+    /// A background save ended (`ok` or not): MISCONF follows it.
+    pub fn bgsave_finished(&self, ok: bool) {
+        LAST_BGSAVE_FAILED.store(!ok, Ordering::Relaxed);
+        self.update_misconf();
+    }
+
+    fn update_misconf(&self) {
+        let c = self.config.read();
+        let deny = LAST_BGSAVE_FAILED.load(Ordering::Relaxed)
+            && c.get_bool("stop-writes-on-bgsave-error")
+            && !c.get("save").trim().is_empty();
+        MISCONF.store(deny, Ordering::Relaxed);
+    }
+
     pub fn config_changed(&self, name: &str) {
+        if matches!(name, "save" | "stop-writes-on-bgsave-error") {
+            self.update_misconf();
+        }
         if name == "busy-reply-threshold" {
             let v = self.config.read().get_u64(name);
             BUSY_REPLY_THRESHOLD_MS.store(v, Ordering::Relaxed);
@@ -362,6 +379,15 @@ impl Server {
 /// `busy-reply-threshold` in milliseconds: a script that runs longer without writing is
 /// stopped (read on the scripting engine's instruction hook, without a lock).
 pub static BUSY_REPLY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
+
+/// Redis's `writeCommandsDeniedByDiskError` for snapshots: the last background save failed,
+/// a save schedule is set and `stop-writes-on-bgsave-error` is on, so the dispatcher refuses
+/// writes and PING with `-MISCONF` until a save succeeds.
+pub static MISCONF: AtomicBool = AtomicBool::new(false);
+static LAST_BGSAVE_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// The background work's frequency in force (`hz`, raised by `dynamic-hz`), for INFO.
+pub static EFFECTIVE_HZ: AtomicU64 = AtomicU64::new(0);
 
 /// `DEBUG PAUSE-CRON 1` (Redis's `server.pause_cron`): the periodic work (active expiry of
 /// keys and hash fields) skips its turns until `DEBUG PAUSE-CRON 0`, so a test can watch a

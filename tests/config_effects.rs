@@ -1,0 +1,119 @@
+//! Settings of a stock redis.conf that act here as in Redis: tcp-backlog (the listening
+//! socket's backlog), tcp-keepalive (keepalive timers on clients' sockets) and
+//! stop-writes-on-bgsave-error (MISCONF after a failed background save).
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{err_text, q, TestServer};
+
+fn ss(args: &[&str]) -> String {
+    let out = Command::new("ss")
+        .args(args)
+        .output()
+        .expect("ss (iproute2)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tcp_backlog_and_keepalive_reach_the_sockets() {
+    let s = TestServer::start(&["--tcp-backlog", "77", "--tcp-keepalive", "120"]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]).expect("set");
+    let port = s.port.to_string();
+    // A listening socket's Send-Q is its backlog.
+    let listening = ss(&["-ltnH", "sport", "=", &format!(":{port}")]);
+    assert!(
+        listening.split_whitespace().nth(2) == Some("77"),
+        "backlog not 77: {listening}"
+    );
+    // The server's side of the connection carries a keepalive timer (ss shows the one
+    // running: once the reply is acknowledged, the keepalive one).
+    let established = |port: u16| {
+        ss(&[
+            "-tnoH",
+            "state",
+            "established",
+            "sport",
+            "=",
+            &format!(":{port}"),
+        ])
+    };
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut conns = established(s.port);
+    while !conns.contains("keepalive") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        conns = established(s.port);
+    }
+    assert!(conns.contains("keepalive"), "no keepalive timer: {conns}");
+    let off = TestServer::start(&["--tcp-keepalive", "0"]);
+    let mut c = off.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]).expect("set");
+    std::thread::sleep(Duration::from_millis(500));
+    let conns = established(off.port);
+    assert!(
+        conns.contains(&format!(":{}", off.port)),
+        "no connection: {conns}"
+    );
+    assert!(!conns.contains("keepalive"), "keepalive with 0: {conns}");
+}
+
+#[test]
+fn a_failed_background_save_stops_writes_until_one_succeeds() {
+    let dir = std::env::temp_dir().join(format!("tidecache-misconf-{}", std::process::id()));
+    let sub = dir.join("gone");
+    std::fs::create_dir_all(&sub).expect("dir");
+    let d = sub.to_str().expect("utf-8");
+    let s = TestServer::start(&[
+        "--dir",
+        d,
+        "--save",
+        "3600 1",
+        "--enable-protected-configs",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]).expect("set");
+    std::fs::remove_dir_all(&sub).expect("rm");
+    let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    let until = Instant::now() + Duration::from_secs(10);
+    let misconf = |c: &mut redis::Connection| {
+        q::<()>(c, &["SET", "k", "w"])
+            .err()
+            .is_some_and(|e| e.code() == Some("MISCONF"))
+    };
+    while !misconf(&mut c) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = err_text(q::<()>(&mut c, &["SET", "k", "w"]));
+    assert!(
+        e.starts_with("MISCONF Redis is configured to save RDB snapshots"),
+        "{e}"
+    );
+    assert!(err_text(q::<String>(&mut c, &["PING"])).starts_with("MISCONF"));
+    // Reads go on, and the refused write changed nothing.
+    let v: String = q(&mut c, &["GET", "k"]).expect("get");
+    assert_eq!(v, "v");
+    // Turning the option off lets writes through again.
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "no"],
+    )
+    .expect("cfg");
+    let _: () = q(&mut c, &["SET", "k", "w"]).expect("set after no");
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"],
+    )
+    .expect("cfg");
+    assert!(misconf(&mut c));
+    // A save that succeeds clears it.
+    std::fs::create_dir_all(&sub).expect("dir again");
+    let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    let until = Instant::now() + Duration::from_secs(10);
+    while misconf(&mut c) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = q(&mut c, &["SET", "k", "x"]).expect("set after a good save");
+    let _ = std::fs::remove_dir_all(&dir);
+}
