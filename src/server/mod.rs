@@ -67,7 +67,8 @@ mod tests {
     #[test]
     fn dynamic_hz_follows_the_clients() {
         assert_eq!(effective_hz(10, true, 100), 10);
-        assert_eq!(effective_hz(10, true, 2001), 20);
+        assert_eq!(effective_hz(10, true, 2000), 10);
+        assert_eq!(effective_hz(10, true, 2010), 20);
         assert_eq!(effective_hz(10, true, 10_000), 80);
         assert_eq!(effective_hz(10, false, 10_000), 10);
         assert_eq!(effective_hz(10, true, 1_000_000), 500);
