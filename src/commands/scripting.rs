@@ -11,8 +11,12 @@
 //! **Atomicity**: with the gate exclusive no other client's command runs until the script ends,
 //! whatever keys (declared or not) and shards it touches. The commands a script calls go through
 //! the command table (`resolve` + `execute`), with `in_exec` set so blocking commands answer at
-//! once as on timeout. The calls reach the client's state through closures made for each run in
-//! an `mlua` scope (no raw pointers).
+//! once as on timeout. `redis.call`, `redis.pcall` and `redis.acl_check_cmd` are made once per
+//! engine ([`run_callbacks`]); for a run the caller's client state is moved into a thread-local
+//! slot they reach ([`CURRENT`], a spare state standing in the caller's `Ctx` meanwhile) and
+//! moved back after it (no raw pointers). Before, an `mlua` scope made the three closures each
+//! run and set them into the `redis` table and back to nil, which made Lua rehash that table
+//! on most runs: scope, closures and rehash were a third of a short script's instructions.
 //!
 //! **Sandbox**: vanilla Lua 5.1 has no read-only tables (Redis patches its Lua for them), so a
 //! script runs in an environment table that is an empty proxy: reads fall through to the real
