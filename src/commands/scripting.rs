@@ -11,8 +11,12 @@
 //! **Atomicity**: with the gate exclusive no other client's command runs until the script ends,
 //! whatever keys (declared or not) and shards it touches. The commands a script calls go through
 //! the command table (`resolve` + `execute`), with `in_exec` set so blocking commands answer at
-//! once as on timeout. The calls reach the client's state through closures made for each run in
-//! an `mlua` scope (no raw pointers).
+//! once as on timeout. `redis.call`, `redis.pcall` and `redis.acl_check_cmd` are made once per
+//! engine ([`run_callbacks`]); for a run the caller's client state is moved into a thread-local
+//! slot they reach ([`CURRENT`], a spare state standing in the caller's `Ctx` meanwhile) and
+//! moved back after it (no raw pointers). Before, an `mlua` scope made the three closures each
+//! run and set them into the `redis` table and back to nil, which made Lua rehash that table
+//! on most runs: scope, closures and rehash were a third of a short script's instructions.
 //!
 //! **Sandbox**: vanilla Lua 5.1 has no read-only tables (Redis patches its Lua for them), so a
 //! script runs in an environment table that is an empty proxy: reads fall through to the real
@@ -400,12 +404,25 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
     if script_thread().send(task).is_err() {
         return Reply::error("ERR the script thread is not running");
     }
+    DETACHED.with(|d| d.set(true));
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: ctx.client.id(),
         reply: rx,
         deadline: None,
     });
     Reply::NoReply
+}
+
+thread_local! {
+    /// The command just dispatched on this thread handed its script to the script thread.
+    static DETACHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the command just dispatched on this thread (whose client is now blocked) is a
+/// script waiting on the script thread rather than a command blocked on keys; clears it.
+/// The connection then keeps the replies before it for the batch's one write.
+pub fn take_detached() -> bool {
+    DETACHED.with(|d| d.replace(false))
 }
 
 fn container(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
@@ -441,8 +458,6 @@ struct Engine {
     env: Table,
     /// `function(f) return xpcall(f, handler) end`.
     runner: Function,
-    /// The real `redis` table (scripts see a read-only proxy): `call`/`pcall` are set per run.
-    redis: Table,
     /// Bytes of script bodies held (INFO's used_memory_scripts).
     body_bytes: usize,
     /// `function(f, keys, args)`: a function's call, as `runner`.
@@ -873,12 +888,12 @@ impl Engine {
                 Ok(Value::Nil)
             })?,
         )?;
+        run_callbacks(&lua, &redis)?;
         Ok(Engine {
             lua,
             scripts: HashMap::new(),
             env,
             runner,
-            redis,
             body_bytes: 0,
             frunner,
             set_loading,
@@ -1154,6 +1169,7 @@ fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Tabl
 // Running a script.
 
 /// What one run knows: its flags and whether it wrote yet.
+#[derive(Clone, Copy)]
 struct Run {
     read_only: bool,
     allow_oom: bool,
@@ -1318,6 +1334,93 @@ fn run_callable(
     }
 }
 
+/// What a run's `redis.call` / `redis.pcall` / `redis.acl_check_cmd` reach: the script's
+/// client, moved here for the run (see [`run_script`]), and the run's flags.
+struct RunState {
+    server: Arc<crate::state::Server>,
+    client: crate::state::client::ClientState,
+    run: Run,
+}
+
+thread_local! {
+    /// The run in progress on this thread (None between runs: the callbacks then raise).
+    static CURRENT: std::cell::RefCell<Option<RunState>> = const { std::cell::RefCell::new(None) };
+    /// A client state kept to stand in the caller's `Ctx` while its own is moved into
+    /// [`CURRENT`] (nothing reads it meanwhile), so a run allocates none.
+    static SPARE: std::cell::RefCell<Option<crate::state::client::ClientState>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Moves the run's client state and flags back from [`CURRENT`] when dropped.
+struct Restore<'c> {
+    client: &'c mut crate::state::client::ClientState,
+    run: &'c mut Run,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if let Some(st) = CURRENT.with(|cur| cur.borrow_mut().take()) {
+            *self.run = st.run;
+            let spare = std::mem::replace(self.client, st.client);
+            SPARE.with(|s| *s.borrow_mut() = Some(spare));
+        }
+    }
+}
+
+/// Runs `f` on the run in progress; outside a run (a callback kept past its run), an error.
+fn with_run<R>(f: impl FnOnce(&mut Ctx<'_>, &mut Run) -> mlua::Result<R>) -> mlua::Result<R> {
+    CURRENT.with(|cur| {
+        let mut cur = cur
+            .try_borrow_mut()
+            .map_err(|_| raise("redis.call reentered"))?;
+        let Some(st) = cur.as_mut() else {
+            return Err(raise("redis.call is only available while a script runs"));
+        };
+        let mut ctx = Ctx {
+            server: &st.server,
+            client: &mut st.client,
+        };
+        f(&mut ctx, &mut st.run)
+    })
+}
+
+/// `redis.call`, `redis.pcall` and `redis.acl_check_cmd`, made once per engine: the closures
+/// find the run through [`CURRENT`], so a run creates (and the collector frees) none of them.
+fn run_callbacks(lua: &Lua, redis: &Table) -> mlua::Result<()> {
+    let call = lua.create_function(|lua, args: MultiValue| {
+        match with_run(|ctx, run| redis_call(lua, ctx, run, args))? {
+            (_, Value::Table(e)) => {
+                let text: String = e.raw_get("err")?;
+                Err(mlua::Error::external(Raised(text)))
+            }
+            (v, _) => Ok(v),
+        }
+    })?;
+    let pcall = lua.create_function(|lua, args: MultiValue| {
+        match with_run(|ctx, run| redis_call(lua, ctx, run, args))? {
+            (_, Value::Table(e)) => Ok(Value::Table(e)),
+            (v, _) => Ok(v),
+        }
+    })?;
+    // redis.acl_check_cmd: whether the script's user may run a command (ACL).
+    let acl_check = lua.create_function(|lua, args: MultiValue| {
+        let argv = match lua_args(lua, args)? {
+            Ok(a) => a,
+            Err(e) => return Err(raise_table(&e)),
+        };
+        with_run(
+            |ctx, _| match crate::commands::acl::script_may_run(ctx, &argv) {
+                Some(ok) => Ok(Value::Boolean(ok)),
+                None => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
+            },
+        )
+    })?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
+    redis.raw_set("acl_check_cmd", acl_check)?;
+    Ok(())
+}
+
 fn run_script(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
@@ -1332,65 +1435,57 @@ fn run_script(
     if !c.function {
         // On EVAL, keys and arguments are globals; a function gets them as its arguments.
         let globals = lua.globals();
-        globals.raw_set("KEYS", keys.clone())?;
-        globals.raw_set("ARGV", argv.clone())?;
+        globals.raw_set("KEYS", &keys)?;
+        globals.raw_set("ARGV", &argv)?;
     }
-    let shared = std::cell::RefCell::new((ctx, run));
-    let out = lua.scope(|scope| {
-        let call = scope.create_function(|lua, args: MultiValue| {
-            let mut g = shared.borrow_mut();
-            let (ctx, run) = &mut *g;
-            match redis_call(lua, ctx, run, args)? {
-                (_, Value::Table(e)) => {
-                    let text: String = e.raw_get("err")?;
-                    Err(mlua::Error::external(Raised(text)))
-                }
-                (v, _) => Ok(v),
-            }
-        })?;
-        let pcall = scope.create_function(|lua, args: MultiValue| {
-            let mut g = shared.borrow_mut();
-            let (ctx, run) = &mut *g;
-            match redis_call(lua, ctx, run, args)? {
-                (_, Value::Table(e)) => Ok(Value::Table(e)),
-                (v, _) => Ok(v),
-            }
-        })?;
-        // redis.acl_check_cmd: whether the script's user may run a command (ACL).
-        let acl_check = scope.create_function(|lua, args: MultiValue| {
-            let g = shared.borrow();
-            let (ctx, _) = &*g;
-            let argv = match lua_args(lua, args)? {
-                Ok(a) => a,
-                Err(e) => return Err(raise_table(&e)),
-            };
-            match crate::commands::acl::script_may_run(ctx, &argv) {
-                Some(ok) => Ok(Value::Boolean(ok)),
-                None => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
-            }
-        })?;
-        eng.redis.raw_set("call", call)?;
-        eng.redis.raw_set("pcall", pcall)?;
-        eng.redis.raw_set("acl_check_cmd", acl_check)?;
-        RESP3.with(|c| c.set(false));
-        let res = if c.function {
-            eng.frunner
-                .call::<MultiValue>((c.func.clone(), keys.clone(), argv.clone()))?
-        } else {
-            eng.runner.call::<MultiValue>(c.func.clone())?
-        };
+    // The caller's client state moves into CURRENT for the run (a spare stands in its
+    // place) and back after it: the callbacks made once per engine reach it there, with no
+    // borrow to tie them to this frame.
+    let spare = SPARE.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
+        crate::state::client::ClientState::new(ctx.client.handle.clone(), false)
+    });
+    let client = std::mem::replace(ctx.client, spare);
+    let placed = CURRENT.with(|cur| match cur.try_borrow_mut() {
+        Ok(mut cur) if cur.is_none() => {
+            *cur = Some(RunState {
+                server: ctx.server.clone(),
+                client,
+                run: *run,
+            });
+            None
+        }
+        _ => Some(client),
+    });
+    if let Some(client) = placed {
+        // A run inside a run cannot happen (scripts are NOSCRIPT); refuse rather than mix.
+        let spare = std::mem::replace(ctx.client, client);
+        SPARE.with(|s| *s.borrow_mut() = Some(spare));
+        return Err(raise("a script is already running on this thread"));
+    }
+    // Put back by a guard, so a panic out of a callback (caught on the script thread)
+    // cannot leave the next run finding a run in progress.
+    let guard = Restore {
+        client: &mut *ctx.client,
+        run,
+    };
+    RESP3.with(|c| c.set(false));
+    let res = if c.function {
+        eng.frunner.call::<MultiValue>((c.func.clone(), keys, argv))
+    } else {
+        eng.runner.call::<MultiValue>(c.func.clone())
+    };
+    drop(guard);
+    let out = res.map(|res| {
         let resp3 = RESP3.with(|c| c.get());
         let mut it = res.into_iter();
         let ok = matches!(it.next(), Some(Value::Boolean(true)));
         let val = it.next().unwrap_or(Value::Nil);
         if ok {
-            return Ok(lua_to_reply(&val, resp3, 0));
+            lua_to_reply(&val, resp3, 0)
+        } else {
+            script_error(&val, &c.name)
         }
-        Ok(script_error(&val, &c.name))
     });
-    let _ = eng.redis.raw_set("call", Value::Nil);
-    let _ = eng.redis.raw_set("pcall", Value::Nil);
-    let _ = eng.redis.raw_set("acl_check_cmd", Value::Nil);
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
     GC_COUNT.with(|c| {
         let n = c.get() + 1;

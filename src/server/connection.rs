@@ -219,8 +219,11 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                     if let Some(blocked) = client.blocked.take() {
                         // Blocked on keys: what is pending goes out now, the request's reply
                         // when it is served, times out or is unblocked; the requests behind it
-                        // wait, as in Redis.
-                        if !out.is_empty()
+                        // wait, as in Redis. A script handed to the script thread instead
+                        // keeps the batch's replies for the batch's one write (Redis writes
+                        // nothing to a script's caller while it runs).
+                        if !crate::commands::scripting::take_detached()
+                            && !out.is_empty()
                             && write_out(
                                 &server,
                                 &handle,
