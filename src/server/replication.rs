@@ -65,6 +65,41 @@ pub fn start(server: &Arc<Server>) {
     });
 }
 
+/// A line of the replication log, written where Redis writes its log (standard output, or
+/// `logfile`) in its format, since tools that watch a replica (Redis's tests among them)
+/// read it there; also to `tracing`. `warn`: Redis's `#` level, else `*` (notice).
+fn rlog(server: &Server, warn: bool, msg: &str) {
+    use std::io::Write;
+    if warn {
+        tracing::warn!("{msg}");
+    } else {
+        tracing::info!("{msg}");
+    }
+    let (level, file) = {
+        let c = server.config.read();
+        (c.get("loglevel").to_string(), c.get("logfile").to_string())
+    };
+    if level == "nothing" || (level == "warning" && !warn) {
+        return;
+    }
+    let role = if replication::is_replica() { 'S' } else { 'M' };
+    let mark = if warn { '#' } else { '*' };
+    let text = format!(
+        "{}:{role} {} {mark} {msg}\n",
+        std::process::id(),
+        crate::util::clock::redis_time()
+    );
+    let _ = if file.is_empty() {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+    };
+}
+
 fn now_ms() -> u64 {
     crate::util::clock::now_ms() as u64
 }
@@ -95,7 +130,11 @@ pub async fn serve_replica<S: ClientStream>(
         ack_ms: now_ms(),
     });
     if let Err(e) = replica_session(server, stream, handle, inbuf, req, &name).await {
-        tracing::warn!("Connection with replica {name} lost: {e}");
+        rlog(
+            server,
+            true,
+            &format!("Connection with replica {name} lost: {e}"),
+        );
     }
     replication::remove_replica(id);
 }
@@ -119,18 +158,26 @@ async fn replica_session<S: ClientStream>(
                 .map_err(io)?;
             repl().sync_partial_ok.fetch_add(1, Ordering::Relaxed);
             let end = crate::store::journal::feed().map_or(0, |f| f.offset());
-            tracing::info!(
+            rlog(server, false, &format!(
                 "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {from}.",
                 (end + 1).saturating_sub(from)
-            );
+            ));
             from
         }
         None => {
             if req.replid.as_deref().is_some_and(|r| r != "?") {
                 repl().sync_partial_err.fetch_add(1, Ordering::Relaxed);
             }
-            tracing::info!("Replica {name} asks for synchronization");
-            tracing::info!("Full resync requested by replica {name}");
+            rlog(
+                server,
+                false,
+                &format!("Replica {name} asks for synchronization"),
+            );
+            rlog(
+                server,
+                false,
+                &format!("Full resync requested by replica {name}"),
+            );
             let offset = full_sync(server, stream, handle, &req, name).await?;
             repl().sync_full.fetch_add(1, Ordering::Relaxed);
             offset + 1
@@ -140,7 +187,11 @@ async fn replica_session<S: ClientStream>(
         r.state = "online";
         r.ack_ms = now_ms();
     });
-    tracing::info!("Synchronization with replica {name} succeeded");
+    rlog(
+        server,
+        false,
+        &format!("Synchronization with replica {name} succeeded"),
+    );
     let Some(feed) = crate::store::journal::feed() else {
         return Err("no replication stream".into());
     };
@@ -360,7 +411,7 @@ async fn link(server: Arc<Server>, gen: u64) {
         };
         if let Err(e) = session(&server, gen, &host, port).await {
             if !e.is_empty() {
-                tracing::warn!("{e}");
+                rlog(&server, true, &e);
             }
         }
         repl().link_up.store(false, Ordering::Release);
@@ -437,7 +488,11 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             c.get("port").to_string(),
         )
     };
-    tracing::info!("Connecting to MASTER {host}:{port}");
+    rlog(
+        server,
+        false,
+        &format!("Connecting to MASTER {host}:{port}"),
+    );
     let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
         .await
         .map_err(|_| "Timeout connecting to the MASTER...".to_string())?
@@ -453,7 +508,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         stream,
         buf: BytesMut::new(),
     };
-    tracing::info!("MASTER <-> REPLICA sync started");
+    rlog(server, false, "MASTER <-> REPLICA sync started");
     let pong = conn.command(&[b"PING"], timeout).await?;
     if pong.starts_with('-')
         && !pong.starts_with("-NOAUTH")
@@ -462,7 +517,11 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     {
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
-    tracing::info!("Master replied to PING, replication can continue...");
+    rlog(
+        server,
+        false,
+        "Master replied to PING, replication can continue...",
+    );
     if !auth.is_empty() {
         let r = if user.is_empty() {
             conn.command(&[b"AUTH", auth.as_bytes()], timeout).await?
@@ -513,7 +572,11 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             return Err(format!("Bad PSYNC reply from master: {r}"));
         };
         let off: u64 = off.parse().unwrap_or(0);
-        tracing::info!("Full resync from master: {replid}:{off}");
+        rlog(
+            server,
+            false,
+            &format!("Full resync from master: {replid}:{off}"),
+        );
         let replid = replid.to_string();
         let loaded = load_snapshot(server, &mut conn, &mut client, timeout).await;
         match loaded {
@@ -533,7 +596,11 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             }
         }
         client.db = LINK_DB.load(Ordering::Acquire);
-        tracing::info!("Successful partial resynchronization with master.");
+        rlog(
+            server,
+            false,
+            "Successful partial resynchronization with master.",
+        );
         tracing::info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
         Ok(())
     } else {
@@ -629,7 +696,11 @@ async fn receive_and_load(
     }
     client.db = 0;
     tracing::info!("Done loading RDB, keys loaded: {keys}");
-    tracing::info!("MASTER <-> REPLICA sync: Finished with success");
+    rlog(
+        server,
+        false,
+        "MASTER <-> REPLICA sync: Finished with success",
+    );
     Ok(())
 }
 
