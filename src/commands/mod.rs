@@ -355,7 +355,10 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         return refuse(ctx, Some(spec), Reply::error(NOREPLICAS));
     }
     // A read-only replica takes writes only from its master (Redis's processCommand).
-    if flags & flag::WRITE != 0 && crate::state::replication::refuses_writes() {
+    if flags & flag::WRITE != 0
+        && crate::state::replication::refuses_writes()
+        && writes_on_replica(spec, args)
+    {
         const READONLY: &str = "READONLY You can't write against a read only replica.";
         if spec.name == "exec" && in_multi {
             transactions::reset_state(ctx);
@@ -414,6 +417,16 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let reply = execute(ctx, spec, args);
     ctx.server.blocking.serve_ready(ctx.server);
     reply
+}
+
+/// Whether a WRITE command changes data here: `DOC.FIND`/`DOC.FINDONE` (flagged write for
+/// their TOUCH, in the `read` category) read unless they TOUCH, so a read-only replica
+/// serves them.
+fn writes_on_replica(spec: &CommandSpec, args: &[Bytes]) -> bool {
+    if spec.group == "document" && spec.acl & spec::acl::READ != 0 {
+        return args.iter().skip(2).any(|a| is(a, "TOUCH"));
+    }
+    true
 }
 
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.

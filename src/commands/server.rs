@@ -774,6 +774,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("total_net_input_bytes", &g(&st.net_input_bytes));
             kv("total_net_output_bytes", &g(&st.net_output_bytes));
             kv("rejected_connections", &g(&st.rejected_connections));
+            let r = crate::state::replication::repl();
+            kv("sync_full", &g(&r.sync_full));
+            kv("sync_partial_ok", &g(&r.sync_partial_ok));
+            kv("sync_partial_err", &g(&r.sync_partial_err));
             kv(
                 "total_error_replies",
                 &crate::state::cmdstats::total_error_replies(),
