@@ -232,7 +232,20 @@ async fn replica_session<S: ClientStream>(
                 Ok(_) => read_acks(handle.id, inbuf, &mut parse),
             },
             _ = handle.attention(server) => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                // A replica that stopped acknowledging for `repl-timeout` is dropped (it
+                // reconnects and resumes if it is still there), as Redis's master does.
+                let timeout = server.config.read().get_u64("repl-timeout").max(1) * 1000;
+                let last = repl()
+                    .replicas
+                    .lock()
+                    .iter()
+                    .find(|r| r.id == handle.id)
+                    .map_or(0, |r| r.ack_ms);
+                if now_ms().saturating_sub(last) > timeout {
+                    return Err("Disconnecting timedout replica (streaming sync)".into());
+                }
+            }
         }
     }
 }
