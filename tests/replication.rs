@@ -136,6 +136,7 @@ fn writes_reach_the_replica_which_refuses_its_own() {
     );
     let line = info_value(&mut m, "replication", "slave0").unwrap();
     assert!(line.contains("state=online"), "{line}");
+    assert!(line.contains(&format!("port={},", replica.port)), "{line}");
     let role: Vec<redis::Value> = q(&mut r, &["ROLE"]).unwrap();
     assert_eq!(role.len(), 5);
 

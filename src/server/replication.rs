@@ -498,7 +498,8 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             Duration::from_secs(c.get_u64("repl-timeout").max(1)),
             c.get("masterauth").to_string(),
             c.get("masteruser").to_string(),
-            c.get("port").to_string(),
+            // The port bound (`port 0` picks one).
+            server.port.load(Ordering::Relaxed).to_string(),
         )
     };
     rlog(
