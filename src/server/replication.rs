@@ -557,7 +557,9 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         tracing::info!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
     }
     let r = conn
-        .command(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], timeout)
+        // Not `capa eof`: the payload is always read by its `$<len>` (a Redis master then
+        // sends its RDB from disk rather than streamed with an end marker).
+        .command(&[b"REPLCONF", b"capa", b"psync2"], timeout)
         .await?;
     if r.starts_with('-') {
         tracing::info!("(Non critical) Master does not understand REPLCONF capa: {r}");
