@@ -197,6 +197,19 @@ fn a_dropped_link_resumes_with_a_partial_resync() {
         == Some("up")));
     assert!(caught_up(&mut m, &mut r2));
     assert_eq!(strs(&mut r2, &["MGET", "a", "b"]), ["1", "2"]);
+
+    // min-replicas-to-write counts the replicas that acknowledge: two now, then one.
+    let _: () = q(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "2"]).unwrap();
+    assert!(eventually(5.0, || q::<()>(&mut m, &["SET", "c", "3"]).is_ok()));
+    let _: () = q(&mut r2, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert!(eventually(5.0, || {
+        match q::<()>(&mut m, &["SET", "c", "4"]) {
+            Ok(()) => false,
+            Err(e) => e.to_string().contains("Not enough good replicas"),
+        }
+    }));
+    let _: () = q(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "1"]).unwrap();
+    assert!(eventually(5.0, || q::<()>(&mut m, &["SET", "c", "5"]).is_ok()));
 }
 
 #[test]
