@@ -16,7 +16,6 @@
 //! GETACK` and acknowledging once a second. Any failure drops the link and retries a
 //! second later, with a partial resynchronisation when the master still has the bytes.
 
-use crate::server::connection::ClientStream;
 use crate::state::client::{ClientHandle, ClientState};
 use crate::state::replication::{self, repl, Psync, Replica};
 use crate::state::Server;
@@ -24,7 +23,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Starts replication's background work: the link of a `replicaof` from the config file,
@@ -100,6 +99,12 @@ fn rlog(server: &Server, warn: bool, msg: &str) {
     };
 }
 
+/// Writes all of `out` to a replica (through a TLS session's buffer too).
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, out: &[u8]) -> std::io::Result<()> {
+    stream.write_all(out).await?;
+    stream.flush().await
+}
+
 fn now_ms() -> u64 {
     crate::util::clock::now_ms() as u64
 }
@@ -109,7 +114,7 @@ fn now_ms() -> u64 {
 
 /// Serves a replica on the connection that sent PSYNC/SYNC, until it goes away, is killed,
 /// falls out of the backlog or this server becomes a replica.
-pub async fn serve_replica<S: ClientStream>(
+pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin>(
     server: &Arc<Server>,
     stream: &mut S,
     handle: &Arc<ClientHandle>,
@@ -139,7 +144,7 @@ pub async fn serve_replica<S: ClientStream>(
     replication::remove_replica(id);
 }
 
-async fn replica_session<S: ClientStream>(
+async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
     server: &Arc<Server>,
     stream: &mut S,
     handle: &Arc<ClientHandle>,
@@ -152,8 +157,7 @@ async fn replica_session<S: ClientStream>(
     let mut pos = match partial_from(&req) {
         Some(from) => {
             let replid = repl().replid.lock().clone();
-            stream
-                .write_reply(format!("+CONTINUE {replid}\r\n").as_bytes())
+            send(stream, format!("+CONTINUE {replid}\r\n").as_bytes())
                 .await
                 .map_err(io)?;
             repl().sync_partial_ok.fetch_add(1, Ordering::Relaxed);
@@ -209,7 +213,7 @@ async fn replica_session<S: ClientStream>(
             }
             tokio::select! {
                 biased;
-                r = stream.write_reply(&out) => r.map_err(io)?,
+                r = send(stream, &out) => r.map_err(io)?,
                 _ = handle.killed_signal() => return Ok(()),
             }
             server
@@ -224,9 +228,12 @@ async fn replica_session<S: ClientStream>(
         {
             return Ok(());
         }
+        if inbuf.capacity() - inbuf.len() < 4096 {
+            inbuf.reserve(16 * 1024);
+        }
         tokio::select! {
             _ = appended.changed() => {}
-            r = stream.read_into(inbuf) => match r {
+            r = stream.read_buf(inbuf) => match r {
                 Ok(0) => return Err("the replica closed the connection".into()),
                 Err(e) => return Err(e.to_string()),
                 Ok(_) => read_acks(handle.id, inbuf, &mut parse),
@@ -283,7 +290,7 @@ fn partial_from(req: &Psync) -> Option<u64> {
 
 /// The full resynchronisation: snapshot at a cut (which starts the stream if it was not
 /// running), `+FULLRESYNC`, the payload. Returns the stream offset of the cut.
-async fn full_sync<S: ClientStream>(
+async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     server: &Arc<Server>,
     stream: &mut S,
     handle: &Arc<ClientHandle>,
@@ -302,7 +309,7 @@ async fn full_sync<S: ClientStream>(
     r
 }
 
-async fn full_sync_from<S: ClientStream>(
+async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
     server: &Arc<Server>,
     stream: &mut S,
     handle: &Arc<ClientHandle>,
@@ -335,7 +342,7 @@ async fn full_sync_from<S: ClientStream>(
                     return Err("gone".into());
                 }
                 // Keeps the replica's read timeout away while it waits.
-                stream.write_reply(b"\n").await.map_err(io)?;
+                send(stream, b"\n").await.map_err(io)?;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => return Err(e),
@@ -345,16 +352,17 @@ async fn full_sync_from<S: ClientStream>(
     tracing::info!("Starting BGSAVE for SYNC with target: replica {name} (no fork: a snapshot)");
     if req.replid.is_some() {
         let replid = repl().replid.lock().clone();
-        stream
-            .write_reply(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes())
-            .await
-            .map_err(io)?;
+        send(
+            stream,
+            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
+        )
+        .await
+        .map_err(io)?;
     }
     replication::update_replica(handle.id, |r| r.state = "send_bulk");
     let mut f = std::fs::File::open(target).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
-    stream
-        .write_reply(format!("${len}\r\n").as_bytes())
+    send(stream, format!("${len}\r\n").as_bytes())
         .await
         .map_err(io)?;
     let mut chunk = vec![0u8; 1 << 20];
@@ -365,7 +373,7 @@ async fn full_sync_from<S: ClientStream>(
         }
         tokio::select! {
             biased;
-            r = stream.write_reply(&chunk[..n]) => r.map_err(io)?,
+            r = send(stream, &chunk[..n]) => r.map_err(io)?,
             _ = handle.killed_signal() => return Err("killed".into()),
         }
     }
