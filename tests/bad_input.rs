@@ -24,8 +24,9 @@
 //! - `config|set`, `config|resetstat`: change server-wide settings (limits, persistence) the
 //!   rest of the run depends on;
 //! - `acl|setuser`, `acl|deluser`, `acl|load`: could disable the default user;
-//! - `failover`, `replicaof`, `slaveof` (not in the table today): turn the server into a
-//!   replica;
+//! - `failover` (not in the table today), `replicaof`, `slaveof`: turn the server into a
+//!   replica; `psync`, `sync`: turn the connection into a replica's stream (a snapshot, then
+//!   every write);
 //! - blocking commands are not skipped, but every number given to them is tiny (0.01):
 //!   a timeout of 0 or 1 s would block the run, not test anything.
 
@@ -64,6 +65,8 @@ const SKIP: &[&str] = &[
     "failover",
     "replicaof",
     "slaveof",
+    "psync",
+    "sync",
 ];
 
 /// Keys of each type (recreated before each command) and the collection.

@@ -434,7 +434,7 @@ fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if size > crate::util::packed::MAX_LEN {
         return Err(CommandError::msg("ERR value is out of range"));
     }
-    let journal = crate::store::journal::enabled();
+    let journal = crate::store::journal::taking();
     let mut records = Vec::new();
     let db = ctx.client.db;
     for j in 0..count {

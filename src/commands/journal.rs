@@ -37,7 +37,8 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 fn replay_only() -> Result<(), CommandError> {
-    if journal::loading() {
+    // Also from a master's replication stream, which carries document changes this way.
+    if journal::loading() || crate::state::replication::applying() {
         Ok(())
     } else {
         Err(CommandError::msg(
@@ -1611,4 +1612,128 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
     }
     v.extend(loading_info());
     v
+}
+
+// ---------------------------------------------------------------------------------------
+// Replication: the snapshot a full resynchronisation sends
+
+/// The magic of the trailer after the RDB of a full resynchronisation when there are
+/// documents: the documents' RESP records, then this and their length (u64, little endian).
+/// RDB has no place for documents; a replica of this server finds them here.
+pub const DOCS_TRAILER: &[u8; 8] = b"TIDEDOCS";
+
+/// Writes the payload of a full resynchronisation to `target`: the key space at a cut as
+/// RDB version 10, then the collections as `DOC.CREATE`/`DOC.JOURNALPUT` records (copied
+/// after the cut, as a rewrite's base copies them: their records are idempotent, and the
+/// stream from the cut brings every later change). `at_cut` runs at the cut with the
+/// number of the first change after it. The key count, or why not.
+pub fn replication_snapshot(
+    server: &Arc<Server>,
+    target: &std::path::Path,
+    at_cut: impl FnOnce(u64),
+) -> Result<u64, String> {
+    use std::io::{Seek, Write};
+    let io = |e: std::io::Error| format!("can't write the RDB for the replica: {e}");
+    let dir = target
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| std::path::PathBuf::from("."));
+    let mut w = crate::store::journal::rdb_save::RdbWriter::create(
+        &dir,
+        crate::state::REDIS_COMPAT_VERSION,
+        server.store.used_bytes(),
+    )
+    .map_err(io)?;
+    let Some((snap, functions, _)) = cut(server, at_cut) else {
+        w.abort();
+        return Err("a snapshot is already being taken".into());
+    };
+    let r = w
+        .functions(&functions)
+        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+    if let Err(e) = r {
+        w.abort();
+        return Err(io(e));
+    }
+    let keys = w.keys;
+    w.finish(target).map_err(io)?;
+    if server.store.document_totals().collections == 0 {
+        return Ok(keys);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(target)
+        .map_err(io)?;
+    let start = f.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+    for _attempt in 0..5 {
+        f.set_len(start).map_err(io)?;
+        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        let mut db = usize::MAX;
+        if write_documents(server, &snap, &mut f, &mut db).map_err(io)? {
+            let end = f.stream_position().map_err(io)?;
+            f.write_all(DOCS_TRAILER).map_err(io)?;
+            f.write_all(&(end - start).to_le_bytes()).map_err(io)?;
+            return Ok(keys);
+        }
+    }
+    Err("the collection catalog kept changing while the documents were copied".into())
+}
+
+/// Loads a full resynchronisation's payload (`path`, written by
+/// [`replication_snapshot`] or by Redis) into the store, already flushed: the RDB's keys and
+/// functions. Returns the documents' RESP records that followed it, for the caller to run.
+pub fn load_replication_payload(
+    server: &Arc<Server>,
+    path: &std::path::Path,
+) -> Result<(u64, Vec<u8>), String> {
+    use std::io::{Read, Seek};
+    let io = |e: std::io::Error| format!("can't read the RDB from the master: {e}");
+    let mut docs = Vec::new();
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        if len >= 16 {
+            let mut tail = [0u8; 16];
+            f.seek(std::io::SeekFrom::Start(len - 16)).map_err(io)?;
+            f.read_exact(&mut tail).map_err(io)?;
+            if &tail[..8] == DOCS_TRAILER {
+                let n = u64::from_le_bytes(tail[8..].try_into().unwrap_or_default());
+                if n <= len - 16 {
+                    let at = len - 16 - n;
+                    f.seek(std::io::SeekFrom::Start(at)).map_err(io)?;
+                    (&mut f).take(n).read_to_end(&mut docs).map_err(io)?;
+                    f.set_len(at).map_err(io)?;
+                }
+            }
+        }
+    }
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    begin_loading_rdb(server, total);
+    let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
+        crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
+        crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),
+    };
+    let r = crate::store::rdb_file::load_path_with_progress(
+        &server.store,
+        path,
+        &mut log,
+        &mut loading_progress,
+    );
+    end_loading();
+    let loaded = match r {
+        Ok(Some(l)) => l,
+        Ok(None) => return Err("the RDB from the master is missing".into()),
+        Err(e) => {
+            return Err(format!(
+                "Failed trying to load the MASTER synchronization DB from disk: {e}"
+            ))
+        }
+    };
+    load_functions(server, &loaded.functions)?;
+    Ok((loaded.keys, docs))
 }

@@ -25,6 +25,7 @@ pub mod lists;
 pub mod memory;
 pub mod migrate;
 pub mod pubsub;
+pub mod replication;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -77,6 +78,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     debug::COMMANDS,
     stats::COMMANDS,
     cluster::COMMANDS,
+    replication::COMMANDS,
 ];
 
 fn families() -> &'static [&'static [CommandSpec]] {
@@ -259,7 +261,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // tracks).
     let server = ctx.server;
     let tracked = server.tracking.command(ctx.client.id());
-    let reply = if !crate::store::journal::enabled() {
+    let reply = if !crate::store::journal::taking() {
         dispatch_command(ctx, args)
     } else {
         // The journal's context of this command (store/journal: how a write reaches it).
@@ -368,6 +370,22 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         return refuse(ctx, Some(spec), Reply::error(NOREPLICAS));
     }
+    // A read-only replica takes writes only from its master (Redis's processCommand).
+    if flags & flag::WRITE != 0
+        && crate::state::replication::refuses_writes()
+        && writes_on_replica(spec, args)
+    {
+        const READONLY: &str = "READONLY You can't write against a read only replica.";
+        if spec.name == "exec" && in_multi {
+            transactions::reset_state(ctx);
+            let e = Reply::error(format!(
+                "EXECABORT Transaction discarded because of: {READONLY}"
+            ));
+            stats::rejected(Some(spec), &e);
+            return e;
+        }
+        return refuse(ctx, Some(spec), Reply::error(READONLY));
+    }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {
         return refuse(
@@ -417,10 +435,20 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     reply
 }
 
+/// Whether a WRITE command changes data here: `DOC.FIND`/`DOC.FINDONE` (flagged write for
+/// their TOUCH, in the `read` category) read unless they TOUCH, so a read-only replica
+/// serves them.
+fn writes_on_replica(spec: &CommandSpec, args: &[Bytes]) -> bool {
+    if spec.group == "document" && spec.acl & spec::acl::READ != 0 {
+        return args.iter().skip(2).any(|a| is(a, "TOUCH"));
+    }
+    true
+}
+
 /// Runs a resolved command (no checks, no gate) and feeds it to MONITOR clients.
 #[inline]
 pub fn execute(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
-    let journaled = crate::store::journal::enabled();
+    let journaled = crate::store::journal::taking();
     if journaled {
         if let Some(refusal) = journal::refused(spec, args) {
             return refusal;

@@ -790,6 +790,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("total_net_input_bytes", &g(&st.net_input_bytes));
             kv("total_net_output_bytes", &g(&st.net_output_bytes));
             kv("rejected_connections", &g(&st.rejected_connections));
+            let r = crate::state::replication::repl();
+            kv("sync_full", &g(&r.sync_full));
+            kv("sync_partial_ok", &g(&r.sync_partial_ok));
+            kv("sync_partial_err", &g(&r.sync_partial_err));
             kv(
                 "total_error_replies",
                 &crate::state::cmdstats::total_error_replies(),
@@ -814,20 +818,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             );
         }
         "replication" => {
-            kv("role", &"master");
-            kv("connected_slaves", &0);
-            kv("master_failover_state", &"no-failover");
-            kv("master_replid", &super::debug::repl_id(&s.run_id));
-            kv(
-                "master_replid2",
-                &"0000000000000000000000000000000000000000",
-            );
-            kv("master_repl_offset", &0);
-            kv("second_repl_offset", &-1);
-            kv("repl_backlog_active", &0);
-            kv("repl_backlog_size", &1048576);
-            kv("repl_backlog_first_byte_offset", &0);
-            kv("repl_backlog_histlen", &0);
+            let backlog = cfg.get_u64("repl-backlog-size");
+            for (k, v) in crate::state::replication::info(backlog) {
+                kv(&k, &v);
+            }
         }
         "commandstats" => crate::commands::stats::info_commandstats(out),
         "errorstats" => crate::commands::stats::info_errorstats(out),
@@ -931,11 +925,12 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
-/// WAIT numreplicas timeout, as a Redis 7 master with no replicas: the count of replicas
-/// that acknowledged is 0, so it answers at once when that is enough (`numreplicas` ≤ 0)
-/// or when the client may not block (MULTI, EXEC), and otherwise blocks until the timeout
-/// (0: forever, until the client goes away) and then answers 0.
+/// WAIT numreplicas timeout: the number of replicas that acknowledged the replication
+/// stream up to its offset now (which covers this client's writes, already in the stream
+/// when it got their replies), once that is `numreplicas`, or at the timeout (0: none).
+/// Inside MULTI or a script it answers at once (Redis's `CLIENT_DENY_BLOCKING`).
 fn wait(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    use crate::state::replication;
     let numreplicas = args.next_i64()?;
     let timeout = args.next_arg()?;
     let ms = crate::util::num::parse_i64(timeout)
@@ -943,30 +938,39 @@ fn wait(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if ms < 0 {
         return Err(CommandError::msg("ERR timeout is negative"));
     }
-    if numreplicas <= 0 || ctx.client.multi.is_some() || ctx.client.in_exec {
-        return Ok(Reply::Int(0));
+    if replication::is_replica() {
+        return Err(CommandError::msg(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        ));
+    }
+    let target = replication::offset();
+    let now = replication::acked(target) as i64;
+    if numreplicas <= 0 || now >= numreplicas || ctx.client.multi.is_some() || ctx.client.in_exec {
+        return Ok(Reply::Int(now));
     }
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return Ok(Reply::Int(0));
+        return Ok(Reply::Int(now));
     };
+    // Replicas acknowledge once a second; asking now makes them answer at once.
+    crate::store::journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
     let deadline = (ms > 0)
         .then(|| std::time::Instant::now() + std::time::Duration::from_millis(ms.unsigned_abs()));
     let (tx, rx) = tokio::sync::oneshot::channel();
-    // A timer task holds the sender: it answers at the deadline, or ends when the client
-    // goes away (the receiver is dropped); the waiting connection costs nothing meanwhile.
+    // A task holds the sender: it looks at the acknowledgements every 10 ms until enough
+    // arrived or the deadline, or ends when the client goes away (the receiver is dropped).
     rt.spawn(async move {
         let mut tx = tx;
-        match deadline {
-            Some(d) => tokio::select! {
-                _ = tokio::time::sleep_until(d.into()) => {}
-                _ = tx.closed() => return,
-            },
-            None => {
-                tx.closed().await;
+        loop {
+            let n = replication::acked(target) as i64;
+            if n >= numreplicas || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                let _ = tx.send(Reply::Int(n));
                 return;
             }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+                _ = tx.closed() => return,
+            }
         }
-        let _ = tx.send(Reply::Int(0));
     });
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: ctx.client.id(),
@@ -976,12 +980,48 @@ fn wait(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::NoReply)
 }
 
-/// ROLE: this server is always a master with no replicas.
+/// ROLE: `master`, its offset and its replicas; or `slave`, its master, the link's state and
+/// the offset applied.
 fn role(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    use crate::state::replication::{self, repl};
+    use std::sync::atomic::Ordering::Acquire;
+    if let Some((host, port)) = repl().master.lock().clone() {
+        let state = if repl().link_up.load(Acquire) {
+            "connected"
+        } else if repl().sync_in_progress.load(Acquire) {
+            "sync"
+        } else {
+            "connect"
+        };
+        let applied = repl().applied.load(Acquire);
+        return Ok(Reply::Array(vec![
+            Reply::bulk_str("slave"),
+            Reply::bulk(host.into_bytes()),
+            Reply::Int(port as i64),
+            Reply::bulk_str(state),
+            Reply::Int(if state == "connected" {
+                applied as i64
+            } else {
+                -1
+            }),
+        ]));
+    }
+    let replicas = repl()
+        .replicas
+        .lock()
+        .iter()
+        .map(|r| {
+            Reply::Array(vec![
+                Reply::bulk(r.ip.clone().into_bytes()),
+                Reply::bulk(r.port.to_string().into_bytes()),
+                Reply::bulk(r.ack.to_string().into_bytes()),
+            ])
+        })
+        .collect();
     Ok(Reply::Array(vec![
         Reply::bulk_str("master"),
-        Reply::Int(0),
-        Reply::Array(vec![]),
+        Reply::Int(replication::offset() as i64),
+        Reply::Array(replicas),
     ]))
 }
 

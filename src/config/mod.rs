@@ -189,9 +189,25 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "busy-reply-threshold", default: "5000", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Milliseconds a Lua script or function runs before other clients' commands are answered -BUSY, as Redis: then only SCRIPT KILL / FUNCTION KILL (which stop a script that has not written), SHUTDOWN NOSAVE and a few connection commands run. 0: never. Alias: lua-time-limit." },
     Setting { name: "min-replicas-to-write", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
-        doc: "Refuse writes (-NOREPLICAS) unless this many replicas are connected with a lag under min-replicas-max-lag, as Redis. tidecache has no replicas, so any value above 0 (with min-replicas-max-lag above 0) refuses every write. 0: off. Alias: min-slaves-to-write." },
+        doc: "Refuse writes (-NOREPLICAS) unless this many replicas are connected with a lag under min-replicas-max-lag, as Redis. 0: off. Alias: min-slaves-to-write." },
     Setting { name: "min-replicas-max-lag", default: "10", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Seconds of lag under which a replica counts for min-replicas-to-write. 0: the check is off. Alias: min-slaves-max-lag." },
+    Setting { name: "replicaof", default: "", live: false, kind: Kind::Special(parse_replicaof),
+        doc: "Start as a replica of this master: <host> <port> (REPLICAOF at run time). Empty: a master. Alias: slaveof." },
+    Setting { name: "masterauth", default: "", live: true, kind: Kind::Str,
+        doc: "Password a replica sends its master (AUTH) before syncing. Empty: none." },
+    Setting { name: "masteruser", default: "", live: true, kind: Kind::Str,
+        doc: "ACL user a replica authenticates as with masterauth. Empty: the default user." },
+    Setting { name: "replica-read-only", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: a replica refuses writes from its clients (-READONLY); only its master's stream writes. Alias: slave-read-only." },
+    Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
+        doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
+    Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
+        doc: "Seconds between two PINGs a master sends its replicas on the stream. Alias: repl-ping-slave-period." },
+    Setting { name: "repl-timeout", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),
+        doc: "Seconds without data after which a replica drops its link to the master (and reconnects)." },
+    Setting { name: "replica-priority", default: "100", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Shown in INFO replication (slave_priority); there is no failover here. Alias: slave-priority." },
     Setting { name: "latency-tracking", default: "yes", live: true, kind: Kind::Bool,
         doc: "Keep a latency histogram per command, shown by INFO latencystats and LATENCY HISTOGRAM, as Redis 7." },
     Setting { name: "latency-tracking-info-percentiles", default: "50 99 99.9", live: true, kind: Kind::Special(parse_percentiles),
@@ -225,6 +241,10 @@ const ALIASES: &[(&str, &str)] = &[
     ("lua-time-limit", "busy-reply-threshold"),
     ("min-slaves-to-write", "min-replicas-to-write"),
     ("min-slaves-max-lag", "min-replicas-max-lag"),
+    ("slaveof", "replicaof"),
+    ("slave-read-only", "replica-read-only"),
+    ("repl-ping-slave-period", "repl-ping-replica-period"),
+    ("slave-priority", "replica-priority"),
 ];
 
 /// Redis settings that have no effect in tidecache, accepted from the config file and the
@@ -247,17 +267,16 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
-    // Replication settings: tidecache has no replicas.
+    // Replication settings for what this replication does not do (stale reads during a
+    // sync are served; diskless sync options; propagation errors are logged).
     ("slave-serve-stale-data", &[]),
     ("replica-serve-stale-data", &[]),
     ("repl-diskless-sync-delay", &[]),
     ("propagation-error-behavior", &[]),
-    ("replica-read-only", &[]),
     ("repl-diskless-sync", &[]),
     ("repl-diskless-sync-max-replicas", &[]),
     ("repl-diskless-load", &[]),
     ("repl-disable-tcp-nodelay", &[]),
-    ("replica-priority", &[]),
     ("replica-lazy-flush", &["no"]),
     ("rdb-del-sync-files", &["no"]),
     // Hash tables here are Rust's, resized as they grow.
@@ -341,6 +360,22 @@ fn parse_rdb_preamble(value: &str) -> Result<String, String> {
         "no" => Ok("no".into()),
         "yes" => Err("an RDB preamble is not available in tidecache: the journal's base is written as commands, so only 'aof-use-rdb-preamble no' is accepted".into()),
         _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// `replicaof`: `<host> <port>`, or empty.
+fn parse_replicaof(value: &str) -> Result<String, String> {
+    let parts: Vec<&str> = value.split_whitespace().collect();
+    match parts.as_slice() {
+        [] => Ok(String::new()),
+        [h, p] if h.eq_ignore_ascii_case("no") && p.eq_ignore_ascii_case("one") => {
+            Ok(String::new())
+        }
+        [h, p] => match p.parse::<u16>() {
+            Ok(port) => Ok(format!("{h} {port}")),
+            Err(_) => Err("Invalid master port".into()),
+        },
+        _ => Err("wrong number of arguments".into()),
     }
 }
 

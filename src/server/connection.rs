@@ -216,6 +216,31 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                     } else if client.reply_mode != ReplyMode::Off || reply.is_push() {
                         reply.encode(&mut out, client.resp3);
                     }
+                    // PSYNC/SYNC: once what precedes is out, the socket carries the
+                    // replication stream until the replica goes.
+                    if let Some(req) = crate::state::replication::take_hand_off() {
+                        if out.is_empty()
+                            || write_out(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut out,
+                                (&mut client.journal_wait, &mut client.journal_written),
+                            )
+                            .await
+                            .is_ok()
+                        {
+                            crate::server::replication::serve_replica(
+                                &server,
+                                &mut stream,
+                                &handle,
+                                &mut inbuf,
+                                req,
+                            )
+                            .await;
+                        }
+                        break 'conn;
+                    }
                     if let Some(blocked) = client.blocked.take() {
                         // Blocked on keys: what is pending goes out now, the request's reply
                         // when it is served, times out or is unblocked; the requests behind it

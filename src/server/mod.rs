@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod connection;
 pub mod listener;
+pub mod replication;
 pub mod ttl;
 
 use crate::state::Server;
@@ -58,6 +59,7 @@ pub fn start_background(server: &Arc<Server>) {
         }
     });
     ttl::spawn_monitors(server);
+    replication::start(server);
 }
 
 #[cfg(test)]

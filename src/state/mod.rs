@@ -13,6 +13,7 @@ pub mod lazyfree;
 pub mod outbox;
 pub mod pause;
 pub mod pubsub;
+pub mod replication;
 pub mod slowlog;
 pub mod tracking;
 pub mod ttl;
@@ -160,11 +161,11 @@ impl Server {
             LIMITS.apply(name, config.get_i64(name));
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
-        NO_GOOD_REPLICAS.store(
-            config.get_u64("min-replicas-to-write") > 0
-                && config.get_u64("min-replicas-max-lag") > 0,
-            Ordering::Relaxed,
+        replication::refresh_good_replicas(
+            config.get_u64("min-replicas-to-write"),
+            config.get_u64("min-replicas-max-lag"),
         );
+        replication::READ_ONLY.store(config.get_bool("replica-read-only"), Ordering::Relaxed);
         cmdstats::set_latency_tracking(config.get_bool("latency-tracking"));
         // Before any command is timed (the command clock's unit is fixed from here on).
         crate::util::clock::calibrate();
@@ -294,9 +295,19 @@ impl Server {
         }
         if matches!(name, "min-replicas-to-write" | "min-replicas-max-lag") {
             let c = self.config.read();
-            let refuse =
-                c.get_u64("min-replicas-to-write") > 0 && c.get_u64("min-replicas-max-lag") > 0;
-            NO_GOOD_REPLICAS.store(refuse, Ordering::Relaxed);
+            replication::refresh_good_replicas(
+                c.get_u64("min-replicas-to-write"),
+                c.get_u64("min-replicas-max-lag"),
+            );
+        }
+        if name == "replica-read-only" {
+            let v = self.config.read().get_bool(name);
+            replication::READ_ONLY.store(v, Ordering::Relaxed);
+        }
+        if name == "repl-backlog-size" {
+            if let Some(f) = crate::store::journal::feed() {
+                f.set_capacity(self.config.read().get_u64(name) as usize);
+            }
         }
         if name == "latency-tracking" {
             cmdstats::set_latency_tracking(self.config.read().get_bool(name));
@@ -395,8 +406,9 @@ pub static EFFECTIVE_HZ: AtomicU64 = AtomicU64::new(0);
 pub static CRON_PAUSED: AtomicBool = AtomicBool::new(false);
 
 /// Redis's `!checkGoodReplicasStatus()`: `min-replicas-to-write` and `min-replicas-max-lag`
-/// are both set, and with no replicas here there are never enough, so writes are refused
-/// with `-NOREPLICAS` (the dispatcher, and a script's write calls).
+/// are both set and fewer replicas acknowledged within the lag, so writes are refused with
+/// `-NOREPLICAS` (the dispatcher, and a script's write calls). Kept by
+/// `replication::refresh_good_replicas` (config changes, and once a second).
 pub static NO_GOOD_REPLICAS: AtomicBool = AtomicBool::new(false);
 
 /// The key space's choke points report here: writes touch WATCHers, expiry and eviction

@@ -113,6 +113,36 @@ pub fn calibrate() {
     }
 }
 
+/// The current time as Redis's log shows it, in UTC: `24 Nov 2026 12:55:57.123`.
+pub fn redis_time() -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{day:02} {} {year} {:02}:{:02}:{:02}.{:03}",
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

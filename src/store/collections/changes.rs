@@ -142,7 +142,7 @@ impl Store {
 /// The journal's record of an appended entry: the XADD with the ID it got, so a replay
 /// rebuilds the stream with the IDs readers resume from. Under the stream's shard lock.
 fn journal_xadd(db: usize, key: &[u8], id: StreamId, fields: &[Bytes]) {
-    if !crate::store::journal::enabled() {
+    if !crate::store::journal::taking() {
         return;
     }
     let id = id.to_bytes();
@@ -154,7 +154,7 @@ fn journal_xadd(db: usize, key: &[u8], id: StreamId, fields: &[Bytes]) {
 /// The journal's record of a trim after an append: exact, to the first entry left (an
 /// approximate trim depends on how the entries lie in blocks).
 fn journal_trim(db: usize, key: &[u8], first_left: Option<StreamId>) {
-    if !crate::store::journal::enabled() {
+    if !crate::store::journal::taking() {
         return;
     }
     match first_left {

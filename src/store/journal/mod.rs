@@ -25,6 +25,7 @@
 
 pub mod aof;
 pub mod base;
+pub mod feed;
 pub mod rdb_save;
 pub mod snapshot;
 pub mod writer;
@@ -35,6 +36,9 @@ use std::sync::Arc;
 use writer::{Journal, Sub};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The replication stream takes records (see `feed.rs`): on from the first replica's sync.
+static FEED_ON: AtomicBool = AtomicBool::new(false);
+static FEED: std::sync::OnceLock<feed::Feed> = std::sync::OnceLock::new();
 static LOADING: AtomicBool = AtomicBool::new(false);
 /// The next sequence number.
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -54,10 +58,64 @@ impl Slot {
     }
 }
 
-/// Whether writes are journaled now.
+/// Whether writes are journaled now (to the file).
 #[inline]
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// Whether changes are recorded at all: for the journal's file or the replication stream.
+#[inline]
+pub fn taking() -> bool {
+    ENABLED.load(Ordering::Relaxed) || FEED_ON.load(Ordering::Relaxed)
+}
+
+/// The replication stream, once started.
+pub fn feed() -> Option<&'static feed::Feed> {
+    FEED.get().filter(|_| FEED_ON.load(Ordering::Acquire))
+}
+
+/// Starts the replication stream (once; later calls return it): called at a snapshot's cut
+/// (the exec gate held exclusively and every shard locked), so it starts with the first
+/// change after the cut.
+pub fn start_feed(cap: usize) -> &'static feed::Feed {
+    let f = FEED.get_or_init(|| feed::Feed::new(NEXT.load(Ordering::Acquire), cap, 0));
+    FEED_ON.store(true, Ordering::Release);
+    f
+}
+
+/// A record for the replication stream only (PUBLISH, the PING to replicas: Redis sends
+/// them to replicas and not to its AOF), numbered now; the journal gets a filler.
+pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
+    let Some(f) = feed() else { return };
+    let s = NEXT.fetch_add(1, Ordering::AcqRel);
+    if enabled() {
+        if let Some(j) = JOURNAL_SLOT.get() {
+            j.submit(&[s], Vec::new());
+        }
+    }
+    f.submit(&[s], vec![command(db, argv)]);
+}
+
+/// Hands a record to the journal's file and to the replication stream (whichever run).
+fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
+    let file = if enabled() { JOURNAL_SLOT.get() } else { None };
+    match (file, feed()) {
+        (Some(j), Some(f)) => {
+            let copy = subs
+                .iter()
+                .map(|s| Sub {
+                    db: s.db,
+                    bytes: s.bytes.clone(),
+                })
+                .collect();
+            j.submit(seqs, copy);
+            f.submit(seqs, subs);
+        }
+        (Some(j), None) => j.submit(seqs, subs),
+        (None, Some(f)) => f.submit(seqs, subs),
+        (None, None) => {}
+    }
 }
 
 /// Whether the journal is being replayed: keys are not expired lazily meanwhile (as Redis,
@@ -178,7 +236,7 @@ pub struct Command {
 
 impl Command {
     pub fn begin() -> Command {
-        if !enabled() {
+        if !taking() {
             return Command { open: false };
         }
         CTX.with(|c| open(&mut c.borrow_mut()));
@@ -226,12 +284,11 @@ fn close_ctx(c: &mut Ctx) -> Ended {
             }
             let seq = c.seqs.iter().copied().max().unwrap_or(0);
             if seq > 0 {
-                if let Some(j) = JOURNAL_SLOT.get() {
-                    j.submit(&c.seqs, subs);
-                }
+                submit_to(&c.seqs, subs);
             }
             c.seqs.clear();
-            let seq = seq.max(c.wait);
+            // Replies wait for the file only: without it, nothing to wait for.
+            let seq = if enabled() { seq.max(c.wait) } else { 0 };
             let wait = seq > 0
                 && (c.j
                     || JOURNAL_SLOT
@@ -273,7 +330,7 @@ pub fn want_journaled() {
 /// the last one again if no one has taken one since.
 #[inline]
 pub fn stamp() {
-    if !enabled() {
+    if !taking() {
         return;
     }
     CTX.with(|c| {
@@ -298,7 +355,7 @@ fn take(c: &mut Ctx) {
 /// and its record is placed after this point.
 #[inline]
 pub fn mark() {
-    if !enabled() {
+    if !taking() {
         return;
     }
     CTX.with(|c| {
@@ -317,7 +374,7 @@ pub fn mark() {
 pub fn enter(db: usize) {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
-        if !c.active && enabled() {
+        if !c.active && taking() {
             open(&mut c);
             c.late = true;
         }
@@ -376,7 +433,7 @@ fn leave_frame(c: &mut Ctx, f: Frame, own: &[bytes::Bytes], write: bool, always:
 /// (resolved, deterministic forms: absolute deadlines, what a random pop removed...). An
 /// empty list journals nothing.
 pub fn rewrite(cmds: Vec<Vec<Vec<u8>>>) {
-    if !enabled() {
+    if !taking() {
         return;
     }
     CTX.with(|c| {
@@ -389,7 +446,7 @@ pub fn rewrite(cmds: Vec<Vec<Vec<u8>>>) {
 /// Whether the current handler's arguments will be journaled (so it should rewrite them).
 #[inline]
 pub fn recording() -> bool {
-    enabled() && CTX.with(|c| !c.borrow().frames.is_empty())
+    taking() && CTX.with(|c| !c.borrow().frames.is_empty())
 }
 
 /// A key left by expiry or eviction: a `DEL` record of its own, numbered now under the
@@ -406,7 +463,7 @@ pub fn key_removed(db: usize, key: &[u8]) {
 /// a script it joins the record; otherwise it is a record of its own, numbered now (under
 /// its shard's lock).
 pub fn change_record(db: usize, argv: &[&[u8]]) {
-    if !enabled() {
+    if !taking() {
         return;
     }
     let sub = command(Some(db), argv);
@@ -433,9 +490,7 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
 
 fn submit_alone(subs: Vec<Sub>) -> u64 {
     let s = NEXT.fetch_add(1, Ordering::AcqRel);
-    if let Some(j) = JOURNAL_SLOT.get() {
-        j.submit(&[s], subs);
-    }
+    submit_to(&[s], subs);
     s
 }
 
@@ -447,6 +502,9 @@ pub fn placed() -> u64 {
 
 /// Resolves once `seq` is written to the file (at once when there is no journal).
 pub async fn wait_written(seq: u64) {
+    if !enabled() {
+        return;
+    }
     if let Some(j) = JOURNAL_SLOT.get() {
         j.wait_written(seq).await;
     }
@@ -454,6 +512,9 @@ pub async fn wait_written(seq: u64) {
 
 /// Resolves once `seq` is on disk (at once when there is no journal).
 pub async fn wait_durable(seq: u64) {
+    if !enabled() {
+        return;
+    }
     if let Some(j) = JOURNAL_SLOT.get() {
         j.wait_durable(seq).await;
     }
@@ -462,7 +523,7 @@ pub async fn wait_durable(seq: u64) {
 /// The record of a document change, for the document hooks (under the change's shard lock).
 pub fn doc_change(db: usize, coll: &str, change: crate::store::collections::Change<'_>) {
     use crate::store::collections::Change;
-    if !enabled() {
+    if !taking() {
         return;
     }
     match change {

@@ -1,0 +1,812 @@
+//! Replication's network side, with Redis 7's wire protocol (`replication.c`).
+//!
+//! **Master side.** A replica's connection runs commands as any client's (AUTH, REPLCONF)
+//! until PSYNC or SYNC; then the connection hands its socket here ([`serve_replica`]). A
+//! partial resynchronisation (`+CONTINUE`) is granted when the replica names this server's
+//! replication ID (or the previous one, up to where it ended) and an offset still in the
+//! backlog; otherwise a full one: `+FULLRESYNC <replid> <offset>`, the snapshot as
+//! `$<len>\r\n<RDB>` (documents after the RDB, see `commands::journal::replication_snapshot`),
+//! then the stream from the snapshot's cut. The stream is the journal's record stream
+//! (`store/journal/feed.rs`), kept for every replica in one backlog; each replica's task
+//! sends from its own offset and reads its `REPLCONF ACK`s.
+//!
+//! **Replica side.** [`link`] runs in the background for each REPLICAOF: connect, PING,
+//! AUTH with `masterauth`, REPLCONF, PSYNC, load the snapshot (after a FLUSHALL), then apply
+//! the stream through the command table as the master's client, answering `REPLCONF
+//! GETACK` and acknowledging once a second. Any failure drops the link and retries a
+//! second later, with a partial resynchronisation when the master still has the bytes.
+
+use crate::state::client::{ClientHandle, ClientState};
+use crate::state::replication::{self, repl, Psync, Replica};
+use crate::state::Server;
+use bytes::{Bytes, BytesMut};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Starts replication's background work: the link of a `replicaof` from the config file,
+/// and once a second the PING to replicas (every `repl-ping-replica-period`) and the count
+/// of good replicas for `min-replicas-to-write`.
+pub fn start(server: &Arc<Server>) {
+    replication::set_link_starter(start_link);
+    let conf = server.config.read().get("replicaof").to_string();
+    let mut parts = conf.split_whitespace();
+    if let (Some(h), Some(p)) = (parts.next(), parts.next()) {
+        if let Ok(port) = p.parse::<u16>() {
+            replication::follow(server, h.to_string(), port);
+        }
+    }
+    let s = server.clone();
+    tokio::spawn(async move {
+        let mut since_ping = 0u64;
+        while !s.is_shutting_down() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let (to, lag, period) = {
+                let c = s.config.read();
+                (
+                    c.get_u64("min-replicas-to-write"),
+                    c.get_u64("min-replicas-max-lag"),
+                    c.get_u64("repl-ping-replica-period").max(1),
+                )
+            };
+            replication::refresh_good_replicas(to, lag);
+            since_ping += 1;
+            if since_ping >= period {
+                since_ping = 0;
+                let any = !repl().replicas.lock().is_empty();
+                if any && !replication::is_replica() {
+                    crate::store::journal::replicate_only(None, &[b"PING"]);
+                }
+            }
+        }
+    });
+}
+
+/// A line of the replication log, written where Redis writes its log (standard output, or
+/// `logfile`) in its format, since tools that watch a replica (Redis's tests among them)
+/// read it there; also to `tracing`. `warn`: Redis's `#` level, else `*` (notice).
+fn rlog(server: &Server, warn: bool, msg: &str) {
+    use std::io::Write;
+    if warn {
+        tracing::warn!("{msg}");
+    } else {
+        tracing::info!("{msg}");
+    }
+    let (level, file) = {
+        let c = server.config.read();
+        (c.get("loglevel").to_string(), c.get("logfile").to_string())
+    };
+    if level == "nothing" || (level == "warning" && !warn) {
+        return;
+    }
+    let role = if replication::is_replica() { 'S' } else { 'M' };
+    let mark = if warn { '#' } else { '*' };
+    let text = format!(
+        "{}:{role} {} {mark} {msg}\n",
+        std::process::id(),
+        crate::util::clock::redis_time()
+    );
+    let _ = if file.is_empty() {
+        std::io::stdout().lock().write_all(text.as_bytes())
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+    };
+}
+
+/// Writes all of `out` to a replica (through a TLS session's buffer too).
+async fn send<S: AsyncWrite + Unpin>(stream: &mut S, out: &[u8]) -> std::io::Result<()> {
+    stream.write_all(out).await?;
+    stream.flush().await
+}
+
+fn now_ms() -> u64 {
+    crate::util::clock::now_ms() as u64
+}
+
+// ---------------------------------------------------------------------------------------
+// Master side
+
+/// Serves a replica on the connection that sent PSYNC/SYNC, until it goes away, is killed,
+/// falls out of the backlog or this server becomes a replica.
+pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &Arc<Server>,
+    stream: &mut S,
+    handle: &Arc<ClientHandle>,
+    inbuf: &mut BytesMut,
+    req: Psync,
+) {
+    let id = handle.id;
+    let conf = repl().confs.lock().get(&id).cloned().unwrap_or_default();
+    let ip = conf.ip.unwrap_or_else(|| handle.addr.ip().to_string());
+    let port = conf.port.unwrap_or(0);
+    let name = format!("{ip}:{port}");
+    replication::add_replica(Replica {
+        id,
+        ip,
+        port,
+        state: "wait_bgsave",
+        ack: 0,
+        ack_ms: now_ms(),
+    });
+    if let Err(e) = replica_session(server, stream, handle, inbuf, req, &name).await {
+        rlog(
+            server,
+            true,
+            &format!("Connection with replica {name} lost: {e}"),
+        );
+    }
+    replication::remove_replica(id);
+}
+
+async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &Arc<Server>,
+    stream: &mut S,
+    handle: &Arc<ClientHandle>,
+    inbuf: &mut BytesMut,
+    req: Psync,
+    name: &str,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    let epoch = replication::REPLICAS_EPOCH.load(Ordering::Acquire);
+    let mut pos = match partial_from(&req) {
+        Some(from) => {
+            let replid = repl().replid.lock().clone();
+            send(stream, format!("+CONTINUE {replid}\r\n").as_bytes())
+                .await
+                .map_err(io)?;
+            repl().sync_partial_ok.fetch_add(1, Ordering::Relaxed);
+            let end = crate::store::journal::feed().map_or(0, |f| f.offset());
+            rlog(server, false, &format!(
+                "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {from}.",
+                (end + 1).saturating_sub(from)
+            ));
+            from
+        }
+        None => {
+            if req.replid.as_deref().is_some_and(|r| r != "?") {
+                repl().sync_partial_err.fetch_add(1, Ordering::Relaxed);
+            }
+            rlog(
+                server,
+                false,
+                &format!("Replica {name} asks for synchronization"),
+            );
+            rlog(
+                server,
+                false,
+                &format!("Full resync requested by replica {name}"),
+            );
+            let offset = full_sync(server, stream, handle, &req, name).await?;
+            repl().sync_full.fetch_add(1, Ordering::Relaxed);
+            offset + 1
+        }
+    };
+    replication::update_replica(handle.id, |r| {
+        r.state = "online";
+        r.ack_ms = now_ms();
+    });
+    rlog(
+        server,
+        false,
+        &format!("Synchronization with replica {name} succeeded"),
+    );
+    let Some(feed) = crate::store::journal::feed() else {
+        return Err("no replication stream".into());
+    };
+    let mut appended = feed.appended.subscribe();
+    let mut parse = crate::protocol::ParseState::default();
+    let mut out = Vec::new();
+    loop {
+        loop {
+            out.clear();
+            if feed.read_from(pos, &mut out, 1 << 20).is_none() {
+                return Err("the replica fell out of the replication backlog".into());
+            }
+            if out.is_empty() {
+                break;
+            }
+            tokio::select! {
+                biased;
+                r = send(stream, &out) => r.map_err(io)?,
+                _ = handle.killed_signal() => return Ok(()),
+            }
+            server
+                .stats
+                .net_output_bytes
+                .fetch_add(out.len() as u64, Ordering::Relaxed);
+            pos += out.len() as u64;
+        }
+        if handle.is_killed()
+            || server.is_shutting_down()
+            || replication::REPLICAS_EPOCH.load(Ordering::Acquire) != epoch
+        {
+            return Ok(());
+        }
+        if inbuf.capacity() - inbuf.len() < 4096 {
+            inbuf.reserve(16 * 1024);
+        }
+        tokio::select! {
+            _ = appended.changed() => {}
+            r = stream.read_buf(inbuf) => match r {
+                Ok(0) => return Err("the replica closed the connection".into()),
+                Err(e) => return Err(e.to_string()),
+                Ok(_) => read_acks(handle.id, inbuf, &mut parse),
+            },
+            _ = handle.attention(server) => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                // A replica that stopped acknowledging for `repl-timeout` is dropped (it
+                // reconnects and resumes if it is still there), as Redis's master does.
+                let timeout = server.config.read().get_u64("repl-timeout").max(1) * 1000;
+                let last = repl()
+                    .replicas
+                    .lock()
+                    .iter()
+                    .find(|r| r.id == handle.id)
+                    .map_or(0, |r| r.ack_ms);
+                if now_ms().saturating_sub(last) > timeout {
+                    return Err("Disconnecting timedout replica (streaming sync)".into());
+                }
+            }
+        }
+    }
+}
+
+/// The offset a PSYNC may continue from, if a partial resynchronisation is possible.
+fn partial_from(req: &Psync) -> Option<u64> {
+    let replid = req.replid.as_deref()?;
+    let feed = crate::store::journal::feed()?;
+    let from = u64::try_from(req.offset).ok()?;
+    let ours = *repl().replid.lock() == replid;
+    let previous = *repl().replid2.lock() == replid
+        && req.offset <= repl().second_offset.load(Ordering::Acquire);
+    if !ours && !previous {
+        if replid != "?" {
+            tracing::info!(
+                "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{replid}', my replication IDs are '{}' and '{}')",
+                repl().replid.lock(),
+                repl().replid2.lock()
+            );
+        }
+        return None;
+    }
+    let (first, held) = feed.window();
+    if held == 0 && from == feed.offset() + 1 {
+        return Some(from);
+    }
+    if from < first || from > feed.offset() + 1 {
+        tracing::info!(
+            "Unable to partial resync with replica: lack of backlog (Replica request was: {from})."
+        );
+        return None;
+    }
+    Some(from)
+}
+
+/// The full resynchronisation: snapshot at a cut (which starts the stream if it was not
+/// running), `+FULLRESYNC`, the payload. Returns the stream offset of the cut.
+async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &Arc<Server>,
+    stream: &mut S,
+    handle: &Arc<ClientHandle>,
+    req: &Psync,
+    name: &str,
+) -> Result<u64, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "tidecache-repl-{}-{}",
+        std::process::id(),
+        handle.id
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let target = dir.join("sync.rdb");
+    let r = full_sync_from(server, stream, handle, req, name, &target).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &Arc<Server>,
+    stream: &mut S,
+    handle: &Arc<ClientHandle>,
+    req: &Psync,
+    name: &str,
+    target: &std::path::Path,
+) -> Result<u64, String> {
+    let io = |e: std::io::Error| e.to_string();
+    let cap = server.config.read().get_u64("repl-backlog-size") as usize;
+    let mut tries = 0;
+    let mark = loop {
+        let s = server.clone();
+        let path = target.to_path_buf();
+        let r = tokio::task::spawn_blocking(move || {
+            let mut mark = None;
+            let r = crate::commands::journal::replication_snapshot(&s, &path, |seq| {
+                mark = Some(crate::store::journal::start_feed(cap).mark(seq));
+            });
+            r.map(|keys| (keys, mark))
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        match r {
+            Ok((_, Some(mark))) => break mark,
+            Ok((_, None)) => return Err("no cut".into()),
+            // Another snapshot (BGSAVE, a rewrite, another replica's) is being taken.
+            Err(e) if e.contains("already being taken") && tries < 600 => {
+                tries += 1;
+                if handle.is_killed() || server.is_shutting_down() {
+                    return Err("gone".into());
+                }
+                // Keeps the replica's read timeout away while it waits.
+                send(stream, b"\n").await.map_err(io)?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let offset = mark.await.map_err(|e| e.to_string())?;
+    tracing::info!("Starting BGSAVE for SYNC with target: replica {name} (no fork: a snapshot)");
+    if req.replid.is_some() {
+        let replid = repl().replid.lock().clone();
+        send(
+            stream,
+            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
+        )
+        .await
+        .map_err(io)?;
+    }
+    replication::update_replica(handle.id, |r| r.state = "send_bulk");
+    let mut f = std::fs::File::open(target).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    send(stream, format!("${len}\r\n").as_bytes())
+        .await
+        .map_err(io)?;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut chunk).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        tokio::select! {
+            biased;
+            r = send(stream, &chunk[..n]) => r.map_err(io)?,
+            _ = handle.killed_signal() => return Err("killed".into()),
+        }
+    }
+    Ok(offset)
+}
+
+/// The replica's `REPLCONF ACK <offset>` lines.
+fn read_acks(id: u64, inbuf: &mut BytesMut, parse: &mut crate::protocol::ParseState) {
+    let limits = crate::protocol::ParseLimits {
+        max_bulk_len: 1 << 20,
+        unauthenticated: false,
+    };
+    while let Ok(Some(args)) = crate::protocol::next_request(inbuf, parse, limits) {
+        if args.len() >= 3
+            && crate::commands::is(&args[0], "replconf")
+            && crate::commands::is(&args[1], "ack")
+        {
+            if let Some(off) = crate::util::num::parse_i64(&args[2]) {
+                replication::update_replica(id, |r| {
+                    r.ack = r.ack.max(off.max(0) as u64);
+                    r.ack_ms = now_ms();
+                });
+            }
+        }
+    }
+    if inbuf.is_empty() {
+        let _ = inbuf.try_reclaim(inbuf.capacity() + 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Replica side
+
+fn start_link(server: &Arc<Server>, gen: u64) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("cannot start the replication link: no runtime");
+        return;
+    };
+    rt.spawn(link(server.clone(), gen));
+}
+
+fn current(server: &Server, gen: u64) -> bool {
+    repl().link_gen.load(Ordering::Acquire) == gen && !server.is_shutting_down()
+}
+
+/// The database the master's stream has selected: kept across reconnections, since a
+/// partial resynchronisation continues the stream where it was.
+static LINK_DB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The replica's link: one session after another (a second apart) while this REPLICAOF is
+/// current.
+async fn link(server: Arc<Server>, gen: u64) {
+    while current(&server, gen) {
+        let Some((host, port)) = repl().master.lock().clone() else {
+            return;
+        };
+        if let Err(e) = session(&server, gen, &host, port).await {
+            if !e.is_empty() {
+                rlog(&server, true, &e);
+            }
+        }
+        repl().link_up.store(false, Ordering::Release);
+        repl().sync_in_progress.store(false, Ordering::Release);
+        if !current(&server, gen) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A connection to the master, buffered.
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl Conn {
+    async fn fill(&mut self, timeout: Duration) -> Result<(), String> {
+        if self.buf.capacity() - self.buf.len() < 16 * 1024 {
+            self.buf.reserve(64 * 1024);
+        }
+        match tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await {
+            Err(_) => Err("Timeout connecting to the MASTER...".into()),
+            Ok(Ok(0)) => Err("Master closed the connection".into()),
+            Ok(Err(e)) => Err(format!("Error condition on socket for SYNC: {e}")),
+            Ok(Ok(_)) => {
+                repl().last_io_ms.store(now_ms(), Ordering::Release);
+                Ok(())
+            }
+        }
+    }
+
+    /// One reply line (without `\r\n`), skipping the bare newlines a master sends while it
+    /// prepares the snapshot.
+    async fn line(&mut self, timeout: Duration) -> Result<String, String> {
+        loop {
+            while self.buf.first() == Some(&b'\n') {
+                let _ = self.buf.split_to(1);
+            }
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let l = self.buf.split_to(i + 1);
+                let l = String::from_utf8_lossy(&l[..i])
+                    .trim_end_matches('\r')
+                    .to_string();
+                return Ok(l);
+            }
+            self.fill(timeout).await?;
+        }
+    }
+
+    async fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        let mut out = Vec::new();
+        crate::store::journal::aof::encode(&mut out, argv);
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| format!("Error condition on socket for SYNC: {e}"))
+    }
+
+    async fn command(&mut self, argv: &[&[u8]], timeout: Duration) -> Result<String, String> {
+        self.send(argv).await?;
+        self.line(timeout).await
+    }
+}
+
+async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
+    let (timeout, auth, user, my_port) = {
+        let c = server.config.read();
+        (
+            Duration::from_secs(c.get_u64("repl-timeout").max(1)),
+            c.get("masterauth").to_string(),
+            c.get("masteruser").to_string(),
+            // The port bound (`port 0` picks one).
+            server.port.load(Ordering::Relaxed).to_string(),
+        )
+    };
+    rlog(
+        server,
+        false,
+        &format!("Connecting to MASTER {host}:{port}"),
+    );
+    let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| "Timeout connecting to the MASTER...".to_string())?
+        .map_err(|e| format!("Unable to connect to MASTER: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let peer = stream
+        .peer_addr()
+        .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+    let local = stream
+        .local_addr()
+        .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+    let mut conn = Conn {
+        stream,
+        buf: BytesMut::new(),
+    };
+    rlog(server, false, "MASTER <-> REPLICA sync started");
+    let pong = conn.command(&[b"PING"], timeout).await?;
+    if pong.starts_with('-')
+        && !pong.starts_with("-NOAUTH")
+        && !pong.starts_with("-NOPERM")
+        && !pong.starts_with("-ERR operation not permitted")
+    {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    rlog(
+        server,
+        false,
+        "Master replied to PING, replication can continue...",
+    );
+    if !auth.is_empty() {
+        let r = if user.is_empty() {
+            conn.command(&[b"AUTH", auth.as_bytes()], timeout).await?
+        } else {
+            conn.command(&[b"AUTH", user.as_bytes(), auth.as_bytes()], timeout)
+                .await?
+        };
+        if r.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {r}"));
+        }
+    }
+    let r = conn
+        .command(
+            &[b"REPLCONF", b"listening-port", my_port.as_bytes()],
+            timeout,
+        )
+        .await?;
+    if r.starts_with('-') {
+        tracing::info!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
+    }
+    let r = conn
+        // Not `capa eof`: the payload is always read by its `$<len>` (a Redis master then
+        // sends its RDB from disk rather than streamed with an end marker).
+        .command(&[b"REPLCONF", b"capa", b"psync2"], timeout)
+        .await?;
+    if r.starts_with('-') {
+        tracing::info!("(Non critical) Master does not understand REPLCONF capa: {r}");
+    }
+    if !current(server, gen) {
+        return Ok(());
+    }
+    let cached = repl().master_replid.lock().clone();
+    let applied = repl().applied.load(Ordering::Acquire);
+    let r = if cached.is_empty() {
+        tracing::info!("Partial resynchronization not possible (no cached master)");
+        conn.command(&[b"PSYNC", b"?", b"-1"], timeout).await?
+    } else {
+        let off = (applied + 1).to_string();
+        tracing::info!("Trying a partial resynchronization (request {cached}:{off}).");
+        conn.command(&[b"PSYNC", cached.as_bytes(), off.as_bytes()], timeout)
+            .await?
+    };
+    let any: std::net::SocketAddr = peer;
+    let handle = server.clients.register(any, local);
+    let mut client = ClientState::new(handle.clone(), true);
+    let r = if let Some(rest) = r.strip_prefix("+FULLRESYNC") {
+        let mut parts = rest.split_whitespace();
+        let (Some(replid), Some(off)) = (parts.next(), parts.next()) else {
+            server.clients.unregister(handle.id);
+            return Err(format!("Bad PSYNC reply from master: {r}"));
+        };
+        let off: u64 = off.parse().unwrap_or(0);
+        rlog(
+            server,
+            false,
+            &format!("Full resync from master: {replid}:{off}"),
+        );
+        let replid = replid.to_string();
+        let loaded = load_snapshot(server, &mut conn, &mut client, timeout).await;
+        match loaded {
+            Ok(()) => {
+                *repl().master_replid.lock() = replid;
+                repl().applied.store(off, Ordering::Release);
+                repl().read.store(off, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    } else if let Some(rest) = r.strip_prefix("+CONTINUE") {
+        if let Some(new) = rest.split_whitespace().next() {
+            if *new != cached {
+                tracing::info!("Master replication ID changed to {new}");
+                *repl().master_replid.lock() = new.to_string();
+            }
+        }
+        client.db = LINK_DB.load(Ordering::Acquire);
+        rlog(
+            server,
+            false,
+            "Successful partial resynchronization with master.",
+        );
+        tracing::info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+        Ok(())
+    } else {
+        Err(format!("Unexpected reply to PSYNC from master: {r}"))
+    };
+    let r = match r {
+        Ok(()) if current(server, gen) => {
+            repl().link_up.store(true, Ordering::Release);
+            stream_loop(server, gen, &mut conn, &mut client, timeout).await
+        }
+        other => other,
+    };
+    LINK_DB.store(client.db, Ordering::Release);
+    crate::commands::transactions::reset_state(&mut crate::commands::Ctx {
+        server,
+        client: &mut client,
+    });
+    server.clients.unregister(handle.id);
+    r
+}
+
+/// Receives the snapshot (`$<len>` and the payload) into a file, empties the data set and
+/// loads it, then runs the documents' records that followed the RDB.
+async fn load_snapshot(
+    server: &Arc<Server>,
+    conn: &mut Conn,
+    client: &mut ClientState,
+    timeout: Duration,
+) -> Result<(), String> {
+    repl().sync_in_progress.store(true, Ordering::Release);
+    let head = conn.line(timeout).await?;
+    if head.starts_with('-') {
+        return Err(format!("MASTER aborted replication with an error: {head}"));
+    }
+    let len: u64 = head
+        .strip_prefix('$')
+        .and_then(|l| l.parse().ok())
+        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}'), are you sure the host and port are right?"))?;
+    tracing::info!("MASTER <-> REPLICA sync: receiving {len} bytes from master to disk");
+    let path = std::env::temp_dir().join(format!(
+        "tidecache-replica-{}-{}.rdb",
+        std::process::id(),
+        crate::util::clock::now_us()
+    ));
+    let r = receive_and_load(server, conn, client, timeout, len, &path).await;
+    let _ = std::fs::remove_file(&path);
+    repl().sync_in_progress.store(false, Ordering::Release);
+    r
+}
+
+async fn receive_and_load(
+    server: &Arc<Server>,
+    conn: &mut Conn,
+    client: &mut ClientState,
+    timeout: Duration,
+    len: u64,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    use std::io::Write;
+    let io = |e: std::io::Error| format!("Failed trying to write the temp DB to disk: {e}");
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut left = len;
+    while left > 0 {
+        if conn.buf.is_empty() {
+            conn.fill(timeout).await?;
+        }
+        let n = (conn.buf.len() as u64).min(left) as usize;
+        let part = conn.buf.split_to(n);
+        f.write_all(&part).map_err(io)?;
+        left -= n as u64;
+    }
+    f.sync_all().map_err(io)?;
+    drop(f);
+    tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+    client.db = 0;
+    apply(server, client, &[Bytes::from_static(b"FLUSHALL")]).await;
+    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let s = server.clone();
+    let p = path.to_path_buf();
+    let (keys, docs) = tokio::task::spawn_blocking(move || {
+        crate::commands::journal::load_replication_payload(&s, &p)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let mut docs = BytesMut::from(&docs[..]);
+    let mut parse = crate::protocol::ParseState::default();
+    let limits = crate::protocol::ParseLimits {
+        max_bulk_len: u64::MAX,
+        unauthenticated: false,
+    };
+    while let Ok(Some(args)) = crate::protocol::parse_request(&mut docs, &mut parse, limits) {
+        apply(server, client, &args).await;
+    }
+    client.db = 0;
+    tracing::info!("Done loading RDB, keys loaded: {keys}");
+    rlog(
+        server,
+        false,
+        "MASTER <-> REPLICA sync: Finished with success",
+    );
+    Ok(())
+}
+
+/// Runs one command of the master's stream as the master's client (it may write on a
+/// read-only replica); the reply is dropped, as Redis drops its master client's replies.
+async fn apply(server: &Arc<Server>, client: &mut ClientState, args: &[Bytes]) {
+    replication::set_applying(true);
+    let reply = {
+        let mut ctx = crate::commands::Ctx { server, client };
+        crate::commands::dispatch(&mut ctx, args)
+    };
+    replication::set_applying(false);
+    if let crate::protocol::Reply::Error(e) = &reply {
+        tracing::warn!(
+            "== CRITICAL == This replica is sending an error to its master: '{e}' after processing the command '{}'",
+            String::from_utf8_lossy(&args[0])
+        );
+    }
+    // A command that blocked (a script on the script thread) is waited for.
+    if let Some(b) = client.blocked.take() {
+        let _ = b.reply.await;
+    }
+}
+
+/// Applies the stream, acknowledging once a second and when asked (`REPLCONF GETACK`).
+async fn stream_loop(
+    server: &Arc<Server>,
+    gen: u64,
+    conn: &mut Conn,
+    client: &mut ClientState,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut parse = crate::protocol::ParseState::default();
+    let limits = crate::protocol::ParseLimits {
+        max_bulk_len: u64::MAX,
+        unauthenticated: false,
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // Bytes already buffered (after the snapshot, or from the last read) first.
+        loop {
+            let before = conn.buf.len();
+            let args = match crate::protocol::parse_request(&mut conn.buf, &mut parse, limits) {
+                Ok(Some(a)) => a,
+                Ok(None) => break,
+                Err(e) => return Err(format!("Protocol error from master: {}", e.0)),
+            };
+            let used = (before - conn.buf.len()) as u64;
+            if args.len() >= 2
+                && crate::commands::is(&args[0], "replconf")
+                && crate::commands::is(&args[1], "getack")
+            {
+                let off = repl().applied.load(Ordering::Acquire).to_string();
+                conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await?;
+            } else {
+                apply(server, client, &args).await;
+            }
+            repl().applied.fetch_add(used, Ordering::AcqRel);
+        }
+        if conn.buf.capacity() - conn.buf.len() < 16 * 1024 {
+            conn.buf.reserve(64 * 1024);
+        }
+        tokio::select! {
+            r = conn.stream.read_buf(&mut conn.buf) => match r {
+                Ok(0) | Err(_) => return Err("Connection with master lost.".into()),
+                Ok(n) => {
+                    repl().read.fetch_add(n as u64, Ordering::AcqRel);
+                    repl().last_io_ms.store(now_ms(), Ordering::Release);
+                }
+            },
+            _ = tick.tick() => {
+                if !current(server, gen) {
+                    return Ok(());
+                }
+                let idle = now_ms().saturating_sub(repl().last_io_ms.load(Ordering::Acquire));
+                if idle > timeout.as_millis() as u64 {
+                    return Err("MASTER timeout: no data nor PING received...".into());
+                }
+                let off = repl().applied.load(Ordering::Acquire).to_string();
+                conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await?;
+            }
+        }
+    }
+}

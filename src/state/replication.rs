@@ -1,0 +1,351 @@
+//! Replication's shared state: this server's role, its replication IDs and offsets, the
+//! replicas connected to it (master side) and its link to a master (replica side). The
+//! network side is `server/replication.rs`; the stream itself is the journal's record
+//! stream (`store/journal/feed.rs`).
+
+use parking_lot::Mutex;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+
+/// One replica connected to this master, as INFO's `slaveN` line shows it.
+#[derive(Clone, Debug)]
+pub struct Replica {
+    pub id: u64,
+    pub ip: String,
+    pub port: u16,
+    /// `wait_bgsave`, `send_bulk` or `online`.
+    pub state: &'static str,
+    /// The offset it acknowledged (REPLCONF ACK).
+    pub ack: u64,
+    /// When it last acknowledged (Unix ms).
+    pub ack_ms: u64,
+}
+
+/// What a replica said with REPLCONF before its PSYNC.
+#[derive(Clone, Debug, Default)]
+pub struct ReplConf {
+    pub port: Option<u16>,
+    pub ip: Option<String>,
+}
+
+/// A PSYNC (or SYNC) the connection hands to the replication side once its reply batch is
+/// out: the socket then carries the stream.
+#[derive(Clone, Debug)]
+pub struct Psync {
+    /// `None`: SYNC (no partial resync, no `+FULLRESYNC` line).
+    pub replid: Option<String>,
+    pub offset: i64,
+}
+
+pub struct Repl {
+    pub replid: Mutex<String>,
+    pub replid2: Mutex<String>,
+    pub second_offset: AtomicI64,
+    pub replicas: Mutex<Vec<Replica>>,
+    pub confs: Mutex<HashMap<u64, ReplConf>>,
+    /// Replica side: the master (`None`: this server is a master).
+    pub master: Mutex<Option<(String, u16)>>,
+    /// Bumped by each REPLICAOF: a link whose generation is not current ends.
+    pub link_gen: AtomicU64,
+    pub link_up: AtomicBool,
+    pub sync_in_progress: AtomicBool,
+    /// Unix ms of the last byte from the master.
+    pub last_io_ms: AtomicU64,
+    /// The stream offset this replica has applied (and read).
+    pub applied: AtomicU64,
+    pub read: AtomicU64,
+    /// The master's replication ID this replica's data follows (for a partial resync on
+    /// reconnect); empty: none.
+    pub master_replid: Mutex<String>,
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
+}
+
+static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
+    replid: Mutex::new(random_id()),
+    replid2: Mutex::new("0".repeat(40)),
+    second_offset: AtomicI64::new(-1),
+    replicas: Mutex::new(Vec::new()),
+    confs: Mutex::new(HashMap::new()),
+    master: Mutex::new(None),
+    link_gen: AtomicU64::new(0),
+    link_up: AtomicBool::new(false),
+    sync_in_progress: AtomicBool::new(false),
+    last_io_ms: AtomicU64::new(0),
+    applied: AtomicU64::new(0),
+    read: AtomicU64::new(0),
+    master_replid: Mutex::new(String::new()),
+    sync_full: AtomicU64::new(0),
+    sync_partial_ok: AtomicU64::new(0),
+    sync_partial_err: AtomicU64::new(0),
+});
+
+pub fn repl() -> &'static Repl {
+    &REPL
+}
+
+/// 40 hex digits, as Redis's replication IDs.
+pub fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut s = String::with_capacity(40);
+    let mut i = 0u64;
+    while s.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i ^ crate::util::clock::now_us() as u64);
+        h.write_u32(std::process::id());
+        s.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    s.truncate(40);
+    s
+}
+
+thread_local! {
+    static APPLYING: Cell<bool> = const { Cell::new(false) };
+    static HANDOFF: std::cell::RefCell<Option<Psync>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the running command comes from this replica's master (it may write on a
+/// read-only replica, and run the journal's internal document records).
+#[inline]
+pub fn applying() -> bool {
+    APPLYING.with(|a| a.get())
+}
+
+pub fn set_applying(on: bool) {
+    APPLYING.with(|a| a.set(on));
+}
+
+/// PSYNC/SYNC asks its connection to become a replica's stream.
+pub fn hand_off(p: Psync) {
+    HANDOFF.with(|h| *h.borrow_mut() = Some(p));
+}
+
+/// The connection's check after a command (one thread-local read).
+#[inline]
+pub fn take_hand_off() -> Option<Psync> {
+    HANDOFF.with(|h| h.borrow_mut().take())
+}
+
+/// Whether this server is a replica now.
+pub fn is_replica() -> bool {
+    IS_REPLICA.load(Ordering::Relaxed)
+}
+
+static IS_REPLICA: AtomicBool = AtomicBool::new(false);
+
+/// `replica-read-only` (default yes), cached for the dispatcher.
+pub static READ_ONLY: AtomicBool = AtomicBool::new(true);
+
+/// Whether a client's write must be refused with `-READONLY`.
+#[inline]
+pub fn refuses_writes() -> bool {
+    IS_REPLICA.load(Ordering::Relaxed) && READ_ONLY.load(Ordering::Relaxed) && !applying()
+}
+
+/// Who starts the replica's link (the network side registers itself at start: `state`
+/// cannot see `server`).
+pub type LinkStarter = fn(&Arc<crate::state::Server>, u64);
+static LINK_STARTER: OnceLock<LinkStarter> = OnceLock::new();
+
+pub fn set_link_starter(f: LinkStarter) {
+    let _ = LINK_STARTER.set(f);
+}
+
+/// REPLICAOF host port: this server follows `host:port` from now on (a link of the next
+/// generation; the previous one ends).
+pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
+    let same = repl()
+        .master
+        .lock()
+        .as_ref()
+        .is_some_and(|(h, p)| *h == host && *p == port);
+    if same {
+        return;
+    }
+    let was_master = !IS_REPLICA.swap(true, Ordering::AcqRel);
+    *repl().master.lock() = Some((host, port));
+    repl().link_up.store(false, Ordering::Release);
+    if was_master {
+        // The data this master had is the starting point a partial resync can use.
+        *repl().master_replid.lock() = repl().replid.lock().clone();
+        let off = crate::store::journal::feed().map_or(0, |f| f.offset());
+        repl().applied.store(off, Ordering::Release);
+        repl().read.store(off, Ordering::Release);
+        // Replicas of this server are dropped: no chaining here.
+        disconnect_replicas();
+    }
+    let gen = repl().link_gen.fetch_add(1, Ordering::AcqRel) + 1;
+    if let Some(start) = LINK_STARTER.get() {
+        start(server, gen);
+    }
+}
+
+/// REPLICAOF NO ONE: this server is a master again, keeping its data; its replication ID
+/// moves on, the previous one stays valid up to the offset reached (Redis's
+/// `shiftReplicationId`).
+pub fn unfollow() {
+    if !IS_REPLICA.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    repl().link_gen.fetch_add(1, Ordering::AcqRel);
+    *repl().master.lock() = None;
+    repl().link_up.store(false, Ordering::Release);
+    repl().sync_in_progress.store(false, Ordering::Release);
+    let applied = repl().applied.load(Ordering::Acquire);
+    let followed = std::mem::take(&mut *repl().master_replid.lock());
+    if !followed.is_empty() {
+        *repl().replid2.lock() = followed;
+        repl()
+            .second_offset
+            .store(applied as i64 + 1, Ordering::Release);
+    }
+    *repl().replid.lock() = random_id();
+}
+
+/// Replica clients to drop (their connections watch this): every replica.
+pub static REPLICAS_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+pub fn disconnect_replicas() {
+    REPLICAS_EPOCH.fetch_add(1, Ordering::AcqRel);
+}
+
+pub fn add_replica(r: Replica) {
+    repl().replicas.lock().push(r);
+}
+
+pub fn update_replica(id: u64, f: impl FnOnce(&mut Replica)) {
+    if let Some(r) = repl().replicas.lock().iter_mut().find(|r| r.id == id) {
+        f(r);
+    }
+}
+
+pub fn remove_replica(id: u64) {
+    repl().replicas.lock().retain(|r| r.id != id);
+    repl().confs.lock().remove(&id);
+}
+
+/// Replicas online whose last acknowledgement is at most `max_lag` seconds old.
+pub fn good_replicas(max_lag: u64) -> usize {
+    let now = crate::util::clock::now_ms() as u64;
+    repl()
+        .replicas
+        .lock()
+        .iter()
+        .filter(|r| r.state == "online" && now.saturating_sub(r.ack_ms) <= max_lag * 1000)
+        .count()
+}
+
+/// Replicas online that acknowledged at least `offset`.
+pub fn acked(offset: u64) -> usize {
+    repl()
+        .replicas
+        .lock()
+        .iter()
+        .filter(|r| r.state == "online" && r.ack >= offset)
+        .count()
+}
+
+/// Redis's `checkGoodReplicasStatus`, cached in `NO_GOOD_REPLICAS` for the dispatcher:
+/// with `min-replicas-to-write` and `min-replicas-max-lag` set, writes need that many
+/// replicas that acknowledged within the lag.
+pub fn refresh_good_replicas(to_write: u64, max_lag: u64) {
+    let refuse = to_write > 0 && max_lag > 0 && (good_replicas(max_lag) as u64) < to_write;
+    crate::state::NO_GOOD_REPLICAS.store(refuse, Ordering::Relaxed);
+}
+
+/// The master offset INFO shows: the stream's (a master), or what was applied (a replica).
+pub fn offset() -> u64 {
+    if is_replica() {
+        repl().applied.load(Ordering::Acquire)
+    } else {
+        crate::store::journal::feed().map_or(0, |f| f.offset())
+    }
+}
+
+/// INFO replication's lines.
+pub fn info(backlog_size: u64) -> Vec<(String, String)> {
+    let r = repl();
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut kv = |k: &str, v: String| out.push((k.to_string(), v));
+    let now = crate::util::clock::now_ms() as u64;
+    if let Some((host, port)) = r.master.lock().clone() {
+        kv("role", "slave".into());
+        kv("master_host", host);
+        kv("master_port", port.to_string());
+        let up = r.link_up.load(Ordering::Acquire);
+        kv("master_link_status", if up { "up" } else { "down" }.into());
+        let last = r.last_io_ms.load(Ordering::Acquire);
+        let ago = if last == 0 {
+            -1
+        } else {
+            (now.saturating_sub(last) / 1000) as i64
+        };
+        kv("master_last_io_seconds_ago", ago.to_string());
+        kv(
+            "master_sync_in_progress",
+            (r.sync_in_progress.load(Ordering::Acquire) as u8).to_string(),
+        );
+        kv(
+            "slave_read_repl_offset",
+            r.read.load(Ordering::Acquire).to_string(),
+        );
+        kv(
+            "slave_repl_offset",
+            r.applied.load(Ordering::Acquire).to_string(),
+        );
+        kv("slave_priority", "100".into());
+        kv(
+            "slave_read_only",
+            (READ_ONLY.load(Ordering::Relaxed) as u8).to_string(),
+        );
+        kv("replica_announced", "1".into());
+        kv("connected_slaves", "0".into());
+    } else {
+        kv("role", "master".into());
+        let replicas = r.replicas.lock().clone();
+        kv("connected_slaves", replicas.len().to_string());
+        for (i, s) in replicas.iter().enumerate() {
+            let lag = now.saturating_sub(s.ack_ms) / 1000;
+            kv(
+                &format!("slave{i}"),
+                format!(
+                    "ip={},port={},state={},offset={},lag={}",
+                    s.ip, s.port, s.state, s.ack, lag
+                ),
+            );
+        }
+    }
+    kv("master_failover_state", "no-failover".into());
+    let replid = if is_replica() && !r.master_replid.lock().is_empty() {
+        r.master_replid.lock().clone()
+    } else {
+        r.replid.lock().clone()
+    };
+    kv("master_replid", replid);
+    kv("master_replid2", r.replid2.lock().clone());
+    kv("master_repl_offset", offset().to_string());
+    kv(
+        "second_repl_offset",
+        r.second_offset.load(Ordering::Acquire).to_string(),
+    );
+    match crate::store::journal::feed() {
+        Some(f) => {
+            let (first, held) = f.window();
+            kv("repl_backlog_active", "1".into());
+            kv("repl_backlog_size", f.capacity().to_string());
+            kv("repl_backlog_first_byte_offset", first.to_string());
+            kv("repl_backlog_histlen", held.to_string());
+        }
+        None => {
+            kv("repl_backlog_active", "0".into());
+            kv("repl_backlog_size", backlog_size.to_string());
+            kv("repl_backlog_first_byte_offset", "0".into());
+            kv("repl_backlog_histlen", "0".into());
+        }
+    }
+    out
+}

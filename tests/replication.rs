@@ -1,0 +1,238 @@
+//! Replication between two real servers: a full sync, the stream of every kind of write,
+//! the read-only replica, WAIT, reconnection with a partial resync, a restarted replica, and
+//! a wrong masterauth keeping the link down.
+
+mod support;
+use support::*;
+
+fn replicate(replica: &mut redis::Connection, master: &TestServer) {
+    let _: String = q(
+        replica,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .expect("replicaof");
+    assert!(
+        eventually(10.0, || info_value(
+            replica,
+            "replication",
+            "master_link_status"
+        )
+        .as_deref()
+            == Some("up")),
+        "the link did not come up"
+    );
+}
+
+/// Waits until the replica applied everything the master has streamed.
+fn caught_up(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
+    eventually(10.0, || {
+        let m = info_value(master, "replication", "master_repl_offset");
+        let r = info_value(replica, "replication", "slave_repl_offset");
+        m.is_some() && m == r
+    })
+}
+
+#[test]
+fn writes_reach_the_replica_which_refuses_its_own() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    // Before the sync: carried by the snapshot.
+    let _: () = q(&mut m, &["SET", "before", "1"]).unwrap();
+    let _: () = q(&mut m, &["SELECT", "3"]).unwrap();
+    let _: () = q(&mut m, &["SET", "in3", "x"]).unwrap();
+    let _: () = q(&mut m, &["SELECT", "0"]).unwrap();
+    let _: Vec<String> = q(
+        &mut m,
+        &["DOC.INSERT", "people", r#"{"_id":1,"name":"ann"}"#],
+    )
+    .unwrap();
+    replicate(&mut r, &master);
+    assert_eq!(strs(&mut r, &["MGET", "before"]), ["1"]);
+    let _: () = q(&mut r, &["SELECT", "3"]).unwrap();
+    assert_eq!(strs(&mut r, &["MGET", "in3"]), ["x"]);
+    let _: () = q(&mut r, &["SELECT", "0"]).unwrap();
+    let ann: String = q(&mut r, &["DOC.FINDONE", "people", r#"{"_id":1}"#]).unwrap();
+    assert!(ann.contains("ann"), "{ann}");
+
+    // After: the stream.
+    let _: () = q(&mut m, &["SET", "k", "v"]).unwrap();
+    let _: i64 = q(&mut m, &["HSET", "h", "f", "1", "g", "2"]).unwrap();
+    let _: () = q(&mut m, &["SET", "ttl", "v", "EX", "1000"]).unwrap();
+    let _: i64 = q(&mut m, &["INCRBY", "n", "5"]).unwrap();
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("LPUSH")
+        .arg("l")
+        .arg("x")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!((a, b), (6, 1));
+    let _: () = redis::cmd("EVAL")
+        .arg("redis.call('SET', KEYS[1], ARGV[1]); redis.call('SADD', 'set', 'm')")
+        .arg(1)
+        .arg("fromscript")
+        .arg("42")
+        .query(&mut m)
+        .unwrap();
+    let _: Vec<String> = q(
+        &mut m,
+        &["DOC.INSERT", "people", r#"{"_id":2,"name":"bob"}"#],
+    )
+    .unwrap();
+    let _: () = q(&mut m, &["SELECT", "5"]).unwrap();
+    let _: () = q(&mut m, &["SET", "in5", "y"]).unwrap();
+    let _: () = q(&mut m, &["SELECT", "0"]).unwrap();
+    let _: i64 = q(&mut m, &["DEL", "before"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+
+    let got: Vec<Option<String>> = q(&mut r, &["MGET", "k", "n", "fromscript", "before"]).unwrap();
+    let want = [Some("v"), Some("6"), Some("42"), None].map(|v| v.map(String::from));
+    assert_eq!(got, want);
+    assert_eq!(strs(&mut r, &["HMGET", "h", "f", "g"]), ["1", "2"]);
+    assert_eq!(strs(&mut r, &["LRANGE", "l", "0", "-1"]), ["x"]);
+    assert_eq!(strs(&mut r, &["SMEMBERS", "set"]), ["m"]);
+    let ttl = int(&mut r, &["TTL", "ttl"]);
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    let bob: String = q(&mut r, &["DOC.FINDONE", "people", r#"{"_id":2}"#]).unwrap();
+    assert!(bob.contains("bob"), "{bob}");
+    let _: () = q(&mut r, &["SELECT", "5"]).unwrap();
+    assert_eq!(strs(&mut r, &["MGET", "in5"]), ["y"]);
+    let _: () = q(&mut r, &["SELECT", "0"]).unwrap();
+
+    // The replica refuses its clients' writes, in and out of MULTI.
+    assert_eq!(
+        err_text(q::<()>(&mut r, &["SET", "x", "1"])),
+        "READONLY You can't write against a read only replica."
+    );
+    let e = err_text(
+        redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg("x")
+            .arg("1")
+            .query::<()>(&mut r),
+    );
+    assert!(e.contains("read only replica"), "{e}");
+    // Unless replica-read-only is off.
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]).unwrap();
+    let _: () = q(&mut r, &["SET", "local", "1"]).unwrap();
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "yes"]).unwrap();
+
+    // WAIT counts the replica once it acknowledged the write.
+    let _: () = q(&mut m, &["SET", "w", "1"]).unwrap();
+    assert_eq!(int(&mut m, &["WAIT", "1", "5000"]), 1);
+    assert_eq!(int(&mut m, &["WAIT", "2", "100"]), 1);
+
+    // ROLE on both sides.
+    let role: Vec<redis::Value> = q(&mut m, &["ROLE"]).unwrap();
+    assert_eq!(role.len(), 3);
+    assert_eq!(
+        info_value(&mut m, "replication", "connected_slaves").as_deref(),
+        Some("1")
+    );
+    let line = info_value(&mut m, "replication", "slave0").unwrap();
+    assert!(line.contains("state=online"), "{line}");
+    assert!(line.contains(&format!("port={},", replica.port)), "{line}");
+    let role: Vec<redis::Value> = q(&mut r, &["ROLE"]).unwrap();
+    assert_eq!(role.len(), 5);
+
+    // Promoted, it writes and keeps its data.
+    let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert_eq!(
+        info_value(&mut r, "replication", "role").as_deref(),
+        Some("master")
+    );
+    let _: () = q(&mut r, &["SET", "x", "1"]).unwrap();
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["v"]);
+}
+
+#[test]
+fn a_dropped_link_resumes_with_a_partial_resync() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let _: () = q(&mut m, &["SET", "a", "1"]).unwrap();
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(
+        info_value(&mut m, "stats", "sync_full").as_deref(),
+        Some("1")
+    );
+    // The master drops the replica's connection; meanwhile more writes.
+    let _: i64 = q(
+        &mut m,
+        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+    )
+    .unwrap_or(0);
+    let _: () = q(&mut m, &["SET", "b", "2"]).unwrap();
+    assert!(eventually(10.0, || info_value(
+        &mut m,
+        "stats",
+        "sync_partial_ok"
+    )
+    .as_deref()
+        == Some("1")));
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "a", "b"]), ["1", "2"]);
+    assert_eq!(
+        info_value(&mut m, "stats", "sync_full").as_deref(),
+        Some("1")
+    );
+
+    // A replica process started again (replicaof in its config) gets everything anew.
+    let port = master.port.to_string();
+    let again = TestServer::start(&["--replicaof", "127.0.0.1", &port]);
+    let mut r2 = again.conn();
+    assert!(eventually(10.0, || info_value(
+        &mut r2,
+        "replication",
+        "master_link_status"
+    )
+    .as_deref()
+        == Some("up")));
+    assert!(caught_up(&mut m, &mut r2));
+    assert_eq!(strs(&mut r2, &["MGET", "a", "b"]), ["1", "2"]);
+
+    // min-replicas-to-write counts the replicas that acknowledge: two now, then one.
+    let _: () = q(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "2"]).unwrap();
+    assert!(eventually(5.0, || q::<()>(&mut m, &["SET", "c", "3"]).is_ok()));
+    let _: () = q(&mut r2, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert!(eventually(5.0, || {
+        match q::<()>(&mut m, &["SET", "c", "4"]) {
+            Ok(()) => false,
+            Err(e) => e.to_string().contains("Not enough good replicas"),
+        }
+    }));
+    let _: () = q(&mut m, &["CONFIG", "SET", "min-replicas-to-write", "1"]).unwrap();
+    assert!(eventually(5.0, || q::<()>(&mut m, &["SET", "c", "5"]).is_ok()));
+}
+
+#[test]
+fn a_wrong_masterauth_keeps_the_link_down() {
+    let master = TestServer::start(&["--requirepass", "secret"]);
+    let replica = TestServer::start(&["--masterauth", "wrong"]);
+    let mut r = replica.conn();
+    let _: () = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        info_value(&mut r, "replication", "master_link_status").as_deref(),
+        Some("down")
+    );
+    let _: () = q(&mut r, &["CONFIG", "SET", "masterauth", "secret"]).unwrap();
+    assert!(eventually(10.0, || info_value(
+        &mut r,
+        "replication",
+        "master_link_status"
+    )
+    .as_deref()
+        == Some("up")));
+}
