@@ -6,7 +6,7 @@
 //! - `hashtable`: beyond those. A hash converts once and never goes back, as Redis's do.
 //! - `listpackex`: a small hash once one of its fields was given a deadline (Redis 7.4's
 //!   hash-field expiration): the listpack plus one deadline per pair, boxed so that the
-//!   common hash stays 16 bytes. A hashtable keeps its deadlines in a vector parallel to its
+//!   common hash stays in place. A hashtable keeps its deadlines in a vector parallel to its
 //!   pairs, allocated only once a field has one. Deadlines are Unix milliseconds, 0 = none.
 //!   A field past its deadline is still stored until [`HashValue::purge`] removes it: the
 //!   command layer purges before every access (lazy expiry) and the background sweep purges
@@ -18,6 +18,10 @@
 //! allocation, against two `Bytes` (32 bytes each plus a shared header each) before. The
 //! vector gives HRANDFIELD a field by position in O(1) and HSCAN a cursor that survives
 //! removals (see [`HashValue::scan_table`]), as the set's hashtable does.
+//!
+//! The key space holds a `HashValue` in its 16-byte value without a box: a `listpack` hash
+//! is its buffer's pointer, length and pair count ([`Thin`]), so a small hash is the key's
+//! entry and one buffer (a 2-field hash: 48 + 48 bytes); the other encodings are one box.
 
 use crate::store::encoding::{limit, LIMITS};
 use crate::util::listpack::{Listpack, ListpackRef};

@@ -9,11 +9,12 @@
 //! keep listpacks small (Redis's `*-max-listpack-*` limits) and convert past them.
 //!
 //! The buffer is held exactly sized ([`PackedBytes`]: a pointer and a 32-bit length), so a
-//! `Listpack` is 16 bytes and the boxed value of a small hash, set or sorted set that holds
-//! it takes a 16-byte block instead of 32: a change reallocates the buffer to its new size,
-//! as Redis reallocates a listpack on every change. mimalloc's `realloc` stays in place
-//! while the size remains within the block's class (and above half of it), so a run of
-//! pushes copies only when it crosses a class.
+//! `Listpack` is 16 bytes and the boxed value of a small set or sorted set that holds it
+//! takes a 16-byte block instead of 32 (a small hash holds the buffer's parts in the key
+//! space's value itself: see [`Listpack::into_raw`] and `util::packed::Thin`). A change
+//! reallocates the buffer to its new size, as Redis reallocates a listpack on every change.
+//! mimalloc's `realloc` stays in place while the size remains within the block's class (and
+//! above half of it), so a run of pushes copies only when it crosses a class.
 
 use crate::util::packed::PackedBytes;
 
