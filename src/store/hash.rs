@@ -6,7 +6,7 @@
 //! - `hashtable`: beyond those. A hash converts once and never goes back, as Redis's do.
 //! - `listpackex`: a small hash once one of its fields was given a deadline (Redis 7.4's
 //!   hash-field expiration): the listpack plus one deadline per pair, boxed so that the
-//!   common hash stays 16 bytes. A hashtable keeps its deadlines in a vector parallel to its
+//!   common hash stays in place. A hashtable keeps its deadlines in a vector parallel to its
 //!   pairs, allocated only once a field has one. Deadlines are Unix milliseconds, 0 = none.
 //!   A field past its deadline is still stored until [`HashValue::purge`] removes it: the
 //!   command layer purges before every access (lazy expiry) and the background sweep purges
@@ -18,10 +18,15 @@
 //! allocation, against two `Bytes` (32 bytes each plus a shared header each) before. The
 //! vector gives HRANDFIELD a field by position in O(1) and HSCAN a cursor that survives
 //! removals (see [`HashValue::scan_table`]), as the set's hashtable does.
+//!
+//! The key space holds a `HashValue` in its 16-byte value without a box: a `listpack` hash
+//! is its buffer's pointer, length and pair count ([`Thin`]), so a small hash is the key's
+//! entry and one buffer (a 2-field hash: 48 + 48 bytes); the other encodings are one box.
 
 use crate::store::encoding::{limit, LIMITS};
-use crate::util::listpack::Listpack;
+use crate::util::listpack::{Listpack, ListpackRef};
 use crate::util::mem::alloc_size;
+use crate::util::packed::{Thin, ThinRef};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
@@ -179,8 +184,7 @@ impl Table {
     }
 
     fn heap(&self) -> usize {
-        alloc_size(std::mem::size_of::<Table>())
-            + alloc_size(self.pairs.capacity() * std::mem::size_of::<Pair>())
+        alloc_size(self.pairs.capacity() * std::mem::size_of::<Pair>())
             + alloc_size(self.index.allocation_size())
             + alloc_size(self.ttl.capacity() * 8)
             + self.bytes
@@ -201,17 +205,12 @@ struct PackEx {
     min: i64,
 }
 
-#[derive(Clone)]
-enum Repr {
-    /// field, value, field, value...
-    Pack(Listpack),
-    /// Boxed so that a hash (the common, small case) is the 16 bytes of a listpack.
-    Boxed(Box<Big>),
-}
-
-/// The encodings that do not fit in place.
+/// The encodings that do not fit in place (a [`Thin`]'s box).
 #[derive(Clone)]
 enum Big {
+    /// A listpack past what a [`Thin`] holds in place (more than 254 pairs or 16 MiB, only
+    /// under raised `hash-max-listpack-*` limits).
+    Pack(Listpack),
     /// A listpack with field deadlines (Redis's `listpackex`).
     PackEx(PackEx),
     Table(Table),
@@ -219,30 +218,44 @@ enum Big {
 
 /// A borrowed view of the encoding.
 enum V<'a> {
-    Pack(&'a Listpack),
+    Pack(ListpackRef<'a>),
     PackEx(&'a PackEx),
     Table(&'a Table),
 }
 
 enum VM<'a> {
-    Pack(&'a mut Listpack),
+    /// A listpack held in place is changed through [`HashValue::pack_mut`].
+    Pack,
     PackEx(&'a mut PackEx),
     Table(&'a mut Table),
 }
 
 /// A hash value. Its `heap()` is what it allocates, as the allocator counts it.
+///
+/// 12 bytes with 4-byte alignment, held by the key space's `Value` without a box: a small
+/// hash (the common case) is its listpack's pointer, byte length and pair count in place
+/// ([`Thin`]), one allocation per hash; the other encodings are one box ([`Big`]).
 #[derive(Clone)]
 pub struct HashValue {
-    repr: Repr,
+    repr: Thin<Big>,
 }
 
-const _: () = assert!(std::mem::size_of::<HashValue>() == 16);
+const _: () = assert!(std::mem::size_of::<HashValue>() == 12);
 
 impl Default for HashValue {
     fn default() -> HashValue {
         HashValue {
-            repr: Repr::Pack(Listpack::new()),
+            repr: Thin::empty(),
         }
+    }
+}
+
+/// A listpack hash held in place when it fits, boxed otherwise.
+fn thin_pack(lp: Listpack) -> Thin<Big> {
+    let (buf, len) = lp.into_raw();
+    match Thin::bytes(buf, len / 2) {
+        Ok(t) => t,
+        Err(buf) => Thin::boxed(Box::new(Big::Pack(Listpack::from_raw(buf, len)))),
     }
 }
 
@@ -294,35 +307,48 @@ impl<'a> Iterator for Iter<'a> {
 }
 
 /// Position of `f` among the fields of a listpack hash (pair index, not entry index).
-fn pack_find(lp: &Listpack, f: &[u8]) -> Option<usize> {
+fn pack_find(lp: ListpackRef<'_>, f: &[u8]) -> Option<usize> {
     lp.iter().step_by(2).position(|e| e == f)
 }
 
 impl HashValue {
     fn view(&self) -> V<'_> {
-        match &self.repr {
-            Repr::Pack(lp) => V::Pack(lp),
-            Repr::Boxed(b) => match &**b {
-                Big::PackEx(p) => V::PackEx(p),
-                Big::Table(t) => V::Table(t),
-            },
+        match self.repr.get() {
+            ThinRef::Bytes(buf, pairs) => V::Pack(ListpackRef::new(buf, pairs * 2)),
+            ThinRef::Boxed(Big::Pack(lp)) => V::Pack(lp.view()),
+            ThinRef::Boxed(Big::PackEx(p)) => V::PackEx(p),
+            ThinRef::Boxed(Big::Table(t)) => V::Table(t),
         }
     }
 
     fn view_mut(&mut self) -> VM<'_> {
-        match &mut self.repr {
-            Repr::Pack(lp) => VM::Pack(lp),
-            Repr::Boxed(b) => match &mut **b {
-                Big::PackEx(p) => VM::PackEx(p),
-                Big::Table(t) => VM::Table(t),
-            },
+        match self.repr.get_mut() {
+            None | Some(Big::Pack(_)) => VM::Pack,
+            Some(Big::PackEx(p)) => VM::PackEx(p),
+            Some(Big::Table(t)) => VM::Table(t),
         }
     }
+
+    /// Runs `f` on the listpack of a `listpack` hash (taken out of place and put back, boxed
+    /// if it outgrew the place); `None` for the other encodings.
+    fn pack_mut<R>(&mut self, f: impl FnOnce(&mut Listpack) -> R) -> Option<R> {
+        if let Some((buf, pairs)) = self.repr.take_bytes() {
+            let mut lp = Listpack::from_raw(buf, pairs * 2);
+            let r = f(&mut lp);
+            self.repr = thin_pack(lp);
+            return Some(r);
+        }
+        match self.repr.get_mut() {
+            Some(Big::Pack(lp)) => Some(f(lp)),
+            _ => None,
+        }
+    }
+
     /// The packed buffer of a `listpack` or `listpackex` hash.
-    fn packed(&self) -> Option<&Listpack> {
+    fn packed(&self) -> Option<ListpackRef<'_>> {
         match self.view() {
             V::Pack(lp) => Some(lp),
-            V::PackEx(p) => Some(&p.lp),
+            V::PackEx(p) => Some(p.lp.view()),
             V::Table(_) => None,
         }
     }
@@ -349,19 +375,20 @@ impl HashValue {
         }
     }
 
-    /// Heap bytes owned besides the value's own box: the listpack's buffer (with the box
-    /// and deadline vector of a `listpackex`), or the table with its vector, its index,
-    /// its deadlines and every pair.
+    /// Heap bytes owned (the value itself is held in place by the key space): the
+    /// listpack's buffer, plus the box of the other encodings with the deadline vector of a
+    /// `listpackex`, or the table with its vector, its index, its deadlines and every pair.
     pub fn heap(&self) -> usize {
-        match self.view() {
-            V::Pack(lp) => lp.heap(),
-            V::PackEx(p) => {
-                alloc_size(std::mem::size_of::<PackEx>())
-                    + p.lp.heap()
-                    + alloc_size(p.ttl.capacity() * 8)
+        let boxed = match self.repr.get() {
+            ThinRef::Bytes(..) => 0,
+            ThinRef::Boxed(_) => alloc_size(std::mem::size_of::<Big>()),
+        };
+        boxed
+            + match self.view() {
+                V::Pack(lp) => lp.heap(),
+                V::PackEx(p) => p.lp.heap() + alloc_size(p.ttl.capacity() * 8),
+                V::Table(t) => t.heap(),
             }
-            V::Table(t) => t.heap(),
-        }
     }
 
     /// Position of `f` (pair index) in the encoding.
@@ -397,7 +424,7 @@ impl HashValue {
     fn convert(&mut self, extra: usize) {
         let (lp, ttl, min) = match self.view() {
             V::Pack(lp) => (lp, None, 0),
-            V::PackEx(p) => (&p.lp, Some(&p.ttl), p.min),
+            V::PackEx(p) => (p.lp.view(), Some(&p.ttl), p.min),
             V::Table(_) => return,
         };
         let mut t = Table::with_capacity(lp.len() / 2 + extra);
@@ -410,7 +437,7 @@ impl HashValue {
             t.ttl.resize(t.pairs.len(), 0);
             t.min = min;
         }
-        self.repr = Repr::Boxed(Box::new(Big::Table(t)));
+        self.repr = Thin::boxed(Box::new(Big::Table(t)));
     }
 
     /// Redis's `hashTypeTryConversion`: before a write of these arguments, a listpack that
@@ -443,7 +470,9 @@ impl HashValue {
             self.convert(1);
         }
         let new = match self.view_mut() {
-            VM::Pack(lp) => pack_set(lp, None, f, v, keep_ttl),
+            VM::Pack => self
+                .pack_mut(|lp| pack_set(lp, None, f, v, keep_ttl))
+                .unwrap_or(false),
             VM::PackEx(p) => pack_set(&mut p.lp, Some(&mut p.ttl), f, v, keep_ttl),
             VM::Table(t) => {
                 if !keep_ttl && !t.ttl.is_empty() {
@@ -470,10 +499,9 @@ impl HashValue {
 
     fn remove_at(&mut self, i: usize) -> bool {
         match self.view_mut() {
-            VM::Pack(lp) => {
-                lp.remove_range(2 * i, 2 * i + 2);
-                true
-            }
+            VM::Pack => self
+                .pack_mut(|lp| lp.remove_range(2 * i, 2 * i + 2))
+                .is_some(),
             VM::PackEx(p) => {
                 p.lp.remove_range(2 * i, 2 * i + 2);
                 if i < p.ttl.len() {
@@ -514,10 +542,9 @@ impl HashValue {
         if at == 0 && self.ttls().is_none() {
             return true;
         }
-        if let Repr::Pack(lp) = &mut self.repr {
-            let lp = std::mem::take(lp);
+        if let Some(lp) = self.pack_mut(std::mem::take) {
             let n = lp.len() / 2;
-            self.repr = Repr::Boxed(Box::new(Big::PackEx(PackEx {
+            self.repr = Thin::boxed(Box::new(Big::PackEx(PackEx {
                 lp,
                 ttl: vec![0; n],
                 min: 0,
@@ -531,7 +558,7 @@ impl HashValue {
                 }
                 (&mut t.ttl, &mut t.min)
             }
-            VM::Pack(_) => return false,
+            VM::Pack => return false,
         };
         if let Some(slot) = ttl.get_mut(i) {
             *slot = at;
@@ -587,7 +614,7 @@ impl HashValue {
             match self.view_mut() {
                 VM::PackEx(p) => p.min = min,
                 VM::Table(t) => t.min = min,
-                VM::Pack(_) => {}
+                VM::Pack => {}
             }
         }
         removed
@@ -698,7 +725,7 @@ fn pack_set(
     v: &[u8],
     keep_ttl: bool,
 ) -> bool {
-    match pack_find(lp, f) {
+    match pack_find(lp.view(), f) {
         Some(i) => {
             lp.replace(2 * i + 1, v);
             if let (Some(ttl), false) = (ttl, keep_ttl) {

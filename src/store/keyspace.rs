@@ -60,7 +60,8 @@ pub enum Value {
     Int(i64),
     /// A string changed in place by APPEND or SETRANGE, which Redis always reports as `raw`.
     Raw(PackedBytes),
-    Hash(Box<HashValue>),
+    /// Held in place (12 bytes: see `HashValue`), not boxed like the other aggregates.
+    Hash(HashValue),
     List(Box<ListValue>),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
@@ -144,7 +145,7 @@ impl Value {
         match self {
             Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
-            Value::Hash(h) => std::mem::size_of::<HashValue>() + h.heap(),
+            Value::Hash(h) => h.heap(),
             Value::List(l) => std::mem::size_of::<ListValue>() + l.heap(),
             Value::Set(s) => std::mem::size_of::<SetValue>() + s.heap(),
             Value::ZSet(z) => std::mem::size_of::<ZSetValue>() + z.heap(),
@@ -172,6 +173,9 @@ pub trait Aggregate: Default {
 
 macro_rules! aggregate {
     ($t:ty, $variant:ident) => {
+        aggregate!($t, $variant, Box::new);
+    };
+    ($t:ty, $variant:ident, $wrap:expr) => {
         impl Aggregate for $t {
             fn of(v: &Value) -> Option<&Self> {
                 match v {
@@ -186,7 +190,7 @@ macro_rules! aggregate {
                 }
             }
             fn wrap(self) -> Value {
-                Value::$variant(Box::new(self))
+                Value::$variant($wrap(self))
             }
             fn is_empty(&self) -> bool {
                 <$t>::is_empty(self)
@@ -194,7 +198,7 @@ macro_rules! aggregate {
         }
     };
 }
-aggregate!(HashValue, Hash);
+aggregate!(HashValue, Hash, std::convert::identity);
 aggregate!(ListValue, List);
 aggregate!(SetValue, Set);
 aggregate!(ZSetValue, ZSet);

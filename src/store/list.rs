@@ -260,6 +260,11 @@ impl ListValue {
             let mut n = Node::new();
             n.lp_mut().push_back(v);
             self.node_heap += n.heap();
+            // Most lists are one node: room for exactly one (a 32-byte block) rather than the
+            // four a first push would reserve (96 bytes); a second node grows it as usual.
+            if self.nodes.capacity() == 0 {
+                self.nodes.reserve_exact(1);
+            }
             match end {
                 End::Left => self.nodes.push_front(n),
                 End::Right => self.nodes.push_back(n),

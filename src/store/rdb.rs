@@ -1275,7 +1275,7 @@ fn hash_from(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> R<Value> {
     if !any {
         return Err(BadData);
     }
-    Ok(Value::Hash(Box::new(h)))
+    Ok(Value::Hash(h))
 }
 
 fn zset_from(pairs: Vec<(Vec<u8>, f64)>) -> R<Value> {
@@ -1401,7 +1401,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             for (f, at) in deadlines {
                 h.set_deadline(&f, at);
             }
-            Ok(Value::Hash(Box::new(h)))
+            Ok(Value::Hash(h))
         }
         TYPE_HASH => {
             let n = rd.len()?;

@@ -9,11 +9,12 @@
 //! keep listpacks small (Redis's `*-max-listpack-*` limits) and convert past them.
 //!
 //! The buffer is held exactly sized ([`PackedBytes`]: a pointer and a 32-bit length), so a
-//! `Listpack` is 16 bytes and the boxed value of a small hash, set or sorted set that holds
-//! it takes a 16-byte block instead of 32: a change reallocates the buffer to its new size,
-//! as Redis reallocates a listpack on every change. mimalloc's `realloc` stays in place
-//! while the size remains within the block's class (and above half of it), so a run of
-//! pushes copies only when it crosses a class.
+//! `Listpack` is 16 bytes and the boxed value of a small set or sorted set that holds it
+//! takes a 16-byte block instead of 32 (a small hash holds the buffer's parts in the key
+//! space's value itself: see [`Listpack::into_raw`] and `util::packed::Thin`). A change
+//! reallocates the buffer to its new size, as Redis reallocates a listpack on every change.
+//! mimalloc's `realloc` stays in place while the size remains within the block's class (and
+//! above half of it), so a run of pushes copies only when it crosses a class.
 
 use crate::util::packed::PackedBytes;
 
@@ -416,9 +417,68 @@ impl Listpack {
         }
     }
 
+    /// A borrowed view of the entries (what a value that keeps the buffer in place, as a
+    /// small hash does in the key space, reads through).
+    pub fn view(&self) -> ListpackRef<'_> {
+        ListpackRef {
+            buf: &self.buf,
+            len: self.len(),
+        }
+    }
+
+    /// The buffer and the entry count, to be held elsewhere and given back to
+    /// [`from_raw`](Self::from_raw) unchanged.
+    pub fn into_raw(self) -> (PackedBytes, usize) {
+        (self.buf, self.len as usize)
+    }
+
+    /// A listpack from the parts [`into_raw`](Self::into_raw) gave (not checked: see
+    /// [`from_parts`](Self::from_parts) for bytes from outside).
+    pub fn from_raw(buf: PackedBytes, len: usize) -> Listpack {
+        Listpack {
+            buf,
+            len: len as u32,
+        }
+    }
+
     /// The position of the first entry equal to `data`.
     pub fn position(&self, data: &[u8]) -> Option<usize> {
         self.iter().position(|e| e == data)
+    }
+}
+
+/// A listpack's buffer and entry count, borrowed: the reads of [`Listpack`] without owning it.
+#[derive(Clone, Copy)]
+pub struct ListpackRef<'a> {
+    buf: &'a [u8],
+    len: usize,
+}
+
+impl<'a> ListpackRef<'a> {
+    /// A view of a buffer from [`Listpack::into_raw`] with its count.
+    pub fn new(buf: &'a [u8], len: usize) -> ListpackRef<'a> {
+        ListpackRef { buf, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes held (the buffer's size class, as the allocator sees it).
+    pub fn heap(&self) -> usize {
+        crate::util::mem::alloc_size(self.buf.len())
+    }
+
+    pub fn iter(&self) -> Iter<'a> {
+        Iter {
+            buf: self.buf,
+            front: 0,
+            back: self.buf.len(),
+        }
     }
 }
 

@@ -127,6 +127,140 @@ impl std::fmt::Debug for PackedBytes {
     }
 }
 
+/// Either a byte buffer with a small count beside it, or a boxed `T`, in 12 bytes with
+/// 4-byte alignment: what lets a small aggregate sit in the key space's 16-byte `Value`
+/// without a box of its own (a small hash is its listpack's pointer, length and pair count;
+/// a larger one a pointer to its table). The box of a 16-byte value was a second allocation
+/// per key (16 bytes and a block header's worth of mimalloc page space).
+///
+/// The word beside the pointer is [`THIN_BOXED`] for a box, else the buffer's length (low 24
+/// bits) and the count (high 8 bits, at most [`THIN_MAX_COUNT`]); buffers longer than
+/// [`THIN_MAX_LEN`] or counts above that are refused by [`Thin::bytes`] (the caller boxes
+/// them instead).
+#[repr(C, packed(4))]
+pub struct Thin<T> {
+    ptr: NonNull<u8>,
+    word: u32,
+    _owns: std::marker::PhantomData<Box<T>>,
+}
+
+/// The word of a [`Thin`] that holds a box (never a length and count: see [`THIN_MAX_COUNT`]).
+const THIN_BOXED: u32 = u32::MAX;
+/// The longest buffer a [`Thin`] holds in place.
+pub const THIN_MAX_LEN: usize = (1 << 24) - 1;
+/// The largest count a [`Thin`] holds beside its buffer (255 would read as the box marker).
+pub const THIN_MAX_COUNT: usize = 254;
+
+// SAFETY: `Thin<T>` owns a byte buffer or a `Box<T>`, as an enum of the two would.
+unsafe impl<T: Send> Send for Thin<T> {}
+// SAFETY: shared access only reads the bytes or lends `&T`.
+unsafe impl<T: Sync> Sync for Thin<T> {}
+
+/// A borrowed [`Thin`]: the buffer and its count, or the boxed value.
+pub enum ThinRef<'a, T> {
+    Bytes(&'a [u8], usize),
+    Boxed(&'a T),
+}
+
+impl<T> Thin<T> {
+    /// Holds `b` and `count` in place; gives `b` back when it is too long or `count` too big.
+    pub fn bytes(b: PackedBytes, count: usize) -> Result<Thin<T>, PackedBytes> {
+        if b.len() > THIN_MAX_LEN || count > THIN_MAX_COUNT {
+            return Err(b);
+        }
+        let me = std::mem::ManuallyDrop::new(b);
+        let (ptr, len) = (me.ptr, me.len);
+        Ok(Thin {
+            ptr,
+            word: len | (count as u32) << 24,
+            _owns: std::marker::PhantomData,
+        })
+    }
+
+    /// The empty buffer with count 0 (no allocation).
+    pub fn empty() -> Thin<T> {
+        match Thin::bytes(PackedBytes::default(), 0) {
+            Ok(t) => t,
+            Err(_) => unreachable!("an empty buffer fits"),
+        }
+    }
+
+    pub fn boxed(b: Box<T>) -> Thin<T> {
+        // `Box::leak` gives a non-null pointer that `drop` turns back into the box.
+        let ptr = NonNull::from(Box::leak(b)).cast::<u8>();
+        Thin {
+            ptr,
+            word: THIN_BOXED,
+            _owns: std::marker::PhantomData,
+        }
+    }
+
+    pub fn get(&self) -> ThinRef<'_, T> {
+        let (ptr, word) = (self.ptr, self.word);
+        if word == THIN_BOXED {
+            // SAFETY: a boxed `Thin` owns a live `Box<T>` at `ptr`, borrowed with `self`.
+            ThinRef::Boxed(unsafe { &*ptr.cast::<T>().as_ptr() })
+        } else {
+            let len = (word & 0xff_ffff) as usize;
+            // SAFETY: `ptr` owns `len` initialized bytes for as long as `self` lives.
+            let b = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) };
+            ThinRef::Bytes(b, (word >> 24) as usize)
+        }
+    }
+
+    /// The boxed value, `None` for a buffer.
+    pub fn get_mut(&mut self) -> Option<&mut T> {
+        let (ptr, word) = (self.ptr, self.word);
+        // SAFETY: a boxed `Thin` owns a live `Box<T>` at `ptr`, borrowed mutably with `self`.
+        (word == THIN_BOXED).then(|| unsafe { &mut *ptr.cast::<T>().as_ptr() })
+    }
+
+    /// Takes the buffer and its count out, leaving the empty buffer; `None` for a box
+    /// (left in place).
+    pub fn take_bytes(&mut self) -> Option<(PackedBytes, usize)> {
+        if self.word == THIN_BOXED {
+            return None;
+        }
+        let me = std::mem::ManuallyDrop::new(std::mem::replace(self, Thin::empty()));
+        let (ptr, word) = (me.ptr, me.word);
+        Some((
+            PackedBytes {
+                ptr,
+                len: word & 0xff_ffff,
+            },
+            (word >> 24) as usize,
+        ))
+    }
+}
+
+impl<T> Drop for Thin<T> {
+    fn drop(&mut self) {
+        let (ptr, word) = (self.ptr, self.word);
+        if word == THIN_BOXED {
+            // SAFETY: `ptr` came from `Box::leak` in `boxed`; `drop` runs once.
+            drop(unsafe { Box::from_raw(ptr.cast::<T>().as_ptr()) });
+        } else {
+            // The buffer is a `PackedBytes` taken apart in `bytes`: rebuilt once, dropped.
+            drop(PackedBytes {
+                ptr,
+                len: word & 0xff_ffff,
+            });
+        }
+    }
+}
+
+impl<T: Clone> Clone for Thin<T> {
+    fn clone(&self) -> Thin<T> {
+        match self.get() {
+            ThinRef::Boxed(b) => Thin::boxed(Box::new(b.clone())),
+            ThinRef::Bytes(b, n) => match Thin::bytes(PackedBytes::from(b), n) {
+                Ok(t) => t,
+                Err(_) => unreachable!("a copy of a held buffer fits as the original did"),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::PackedBytes;
@@ -144,5 +278,28 @@ mod tests {
             assert_eq!(&*q.into_box(), v.as_slice());
             assert_eq!(&*PackedBytes::from(v.clone()), v.as_slice());
         }
+    }
+
+    #[test]
+    fn thin_holds_bytes_or_a_box() {
+        use super::{Thin, ThinRef, THIN_MAX_COUNT};
+        assert_eq!(std::mem::size_of::<Thin<String>>(), 12);
+        assert_eq!(std::mem::align_of::<Thin<String>>(), 4);
+        let mut t: Thin<String> = Thin::bytes(PackedBytes::from(&b"abc"[..]), 7).unwrap();
+        assert!(matches!(t.get(), ThinRef::Bytes(b"abc", 7)));
+        assert!(t.get_mut().is_none());
+        let c = t.clone();
+        let (b, n) = t.take_bytes().unwrap();
+        assert_eq!((&*b, n), (&b"abc"[..], 7));
+        assert!(matches!(t.get(), ThinRef::Bytes(b"", 0)));
+        assert!(matches!(c.get(), ThinRef::Bytes(b"abc", 7)));
+        assert!(Thin::<String>::bytes(PackedBytes::from(&b"x"[..]), THIN_MAX_COUNT + 1).is_err());
+        let mut bx: Thin<String> = Thin::boxed(Box::new("hello".to_string()));
+        bx.get_mut().unwrap().push('!');
+        assert!(bx.take_bytes().is_none());
+        let bc = bx.clone();
+        assert!(matches!(bc.get(), ThinRef::Boxed(s) if s == "hello!"));
+        drop(bx);
+        assert!(matches!(bc.get(), ThinRef::Boxed(s) if s == "hello!"));
     }
 }
