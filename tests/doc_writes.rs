@@ -68,6 +68,24 @@ fn string_sets_by_id_rewrite_the_document_and_its_indexes() {
             "{by_new:?}"
         );
     }
+    // Two strings in one update, one growing by what the other shrinks: the document keeps
+    // its length, its values move.
+    let _: Value = q(
+        &mut c,
+        &["DOC.INSERT", "two", r#"{"_id":1,"a":"xx","b":"yyyy"}"#],
+    )
+    .expect("insert");
+    let r = update(
+        &mut c,
+        "two",
+        r#"{"_id":1}"#,
+        r#"{"$set":{"a":"xxxx","b":"yy"}}"#,
+    );
+    assert_eq!(counts(&r), (1, 1, false));
+    assert_eq!(
+        find(&mut c, "two", r#"{"_id":1}"#),
+        vec![r#"{"_id":1,"a":"xxxx","b":"yy"}"#.to_string()]
+    );
     assert!(find(&mut c, "s", r#"{"user":"u5"}"#).is_empty());
     assert!(find(&mut c, "s", r#"{"user":"u6"}"#).is_empty());
     // "u8" now names two documents (007 and 008): a non-unique index holds both.

@@ -403,6 +403,20 @@ impl SetValue<'_> {
         }
     }
 
+    /// Writes its BSON encoding over `out`, the old value's bytes, of the same width.
+    pub fn write_over(self, out: &mut [u8]) {
+        match self {
+            SetValue::Fixed(f) => out.copy_from_slice(&f.le_bytes()[..f.width()]),
+            SetValue::Str(s) => {
+                let (len, rest) = out.split_at_mut(4);
+                len.copy_from_slice(&((s.len() + 1) as i32).to_le_bytes());
+                let (text, nul) = rest.split_at_mut(s.len());
+                text.copy_from_slice(s.as_bytes());
+                nul.copy_from_slice(&[0]);
+            }
+        }
+    }
+
     /// Whether `old` (its encoding as stored) is this very value, byte for byte.
     pub fn same_bytes(self, old: &[u8]) -> bool {
         match self {

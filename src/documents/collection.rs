@@ -507,7 +507,13 @@ impl CollectionShard {
             };
             moves.push((n, old, sets[i].1.to_bson()));
         }
-        if new_len == old_len {
+        // Every value as wide as the one it replaces (not just the same total: one string
+        // may grow by what another shrinks).
+        let same_widths = sets
+            .iter()
+            .zip(found)
+            .all(|((_, v), &(_, w))| v.width() == w);
+        if same_widths {
             // Same length, header and terminator: still the stored document, rewritten in
             // place (values sit after the 4-byte header; a string of the same length keeps
             // its length prefix).
@@ -515,12 +521,8 @@ impl CollectionShard {
                 return InPlace::NotApplicable;
             };
             let bytes = stored.value_bytes_mut();
-            let mut enc = Vec::new();
             for ((_, v), &(at, w)) in sets.iter().zip(found) {
-                enc.clear();
-                v.write(&mut enc);
-                let at = at - 4;
-                bytes[at..at + w].copy_from_slice(&enc);
+                v.write_over(&mut bytes[at - 4..at - 4 + w]);
             }
         } else {
             // The fields in document order, each old value replaced by the new one.
