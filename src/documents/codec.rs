@@ -208,6 +208,33 @@ pub fn to_raw(doc: &Document, max_size: usize) -> Result<RawDocumentBuf, String>
         .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))
 }
 
+/// [`to_raw`] of a document without `_id`, given the ObjectId `id` as its first field (where
+/// MongoDB puts a generated `_id`): the encoded fields are copied behind it once, instead of
+/// building a second document with `_id` in front and encoding that.
+pub fn to_raw_with_id(
+    doc: &Document,
+    id: bson::oid::ObjectId,
+    max_size: usize,
+) -> Result<RawDocumentBuf, String> {
+    let raw = RawDocumentBuf::try_from(doc)
+        .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))?;
+    let fields = raw.as_bytes().get(4..).unwrap_or(&[0]);
+    let len = 4 + 1 + 4 + 12 + fields.len();
+    if len > max_size {
+        return Err(format!(
+            "ERR document is too large: {len} bytes, max-document-size is {max_size}"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len);
+    bytes.extend_from_slice(&(len as i32).to_le_bytes());
+    bytes.push(ElementType::ObjectId as u8);
+    bytes.extend_from_slice(b"_id\0");
+    bytes.extend_from_slice(&id.bytes());
+    bytes.extend_from_slice(fields);
+    RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))
+}
+
 /// Relaxed Extended JSON text of a value.
 pub fn value_json(v: &Bson) -> String {
     utf8(json::bson_json(v))
@@ -313,6 +340,95 @@ impl Fixed {
             Fixed::Double(d) => Bson::Double(d),
             Fixed::Date(ms) => Bson::DateTime(bson::DateTime::from_millis(ms)),
             Fixed::Bool(b) => Bson::Boolean(b),
+        }
+    }
+}
+
+/// A top-level value an update can write over a field's old value of the same BSON type in
+/// the stored bytes: a fixed-width one (written over the old bytes), or a string of any
+/// length (the document's bytes are rebuilt around it when the length changes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SetValue<'a> {
+    Fixed(Fixed),
+    Str(&'a str),
+}
+
+impl SetValue<'_> {
+    /// The value, when it is fixed-width or a string.
+    pub fn of(v: &Bson) -> Option<SetValue<'_>> {
+        match v {
+            Bson::String(s) => Some(SetValue::Str(s)),
+            v => Fixed::of(v).map(SetValue::Fixed),
+        }
+    }
+
+    pub fn element_type(self) -> u8 {
+        match self {
+            SetValue::Fixed(f) => f.element_type(),
+            SetValue::Str(_) => ElementType::String as u8,
+        }
+    }
+
+    /// Bytes of its BSON encoding (a string: length, bytes, NUL).
+    pub fn width(self) -> usize {
+        match self {
+            SetValue::Fixed(f) => f.width(),
+            SetValue::Str(s) => 4 + s.len() + 1,
+        }
+    }
+
+    /// The width of the old value of the same type at `at` in `doc`, when it is well formed
+    /// and ends before the document's terminator.
+    pub fn old_width(self, doc: &[u8], at: usize) -> Option<usize> {
+        let w = match self {
+            SetValue::Fixed(f) => f.width(),
+            SetValue::Str(_) => {
+                let b = doc.get(at..at + 4)?;
+                let n = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                4 + usize::try_from(n).ok().filter(|&n| n >= 1)?
+            }
+        };
+        (at + w < doc.len()).then_some(w)
+    }
+
+    /// Appends its BSON encoding to `out`.
+    pub fn write(self, out: &mut Vec<u8>) {
+        match self {
+            SetValue::Fixed(f) => out.extend_from_slice(&f.le_bytes()[..f.width()]),
+            SetValue::Str(s) => {
+                out.extend_from_slice(&((s.len() + 1) as i32).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
+                out.push(0);
+            }
+        }
+    }
+
+    /// Writes its BSON encoding over `out`, the old value's bytes, of the same width.
+    pub fn write_over(self, out: &mut [u8]) {
+        match self {
+            SetValue::Fixed(f) => out.copy_from_slice(&f.le_bytes()[..f.width()]),
+            SetValue::Str(s) => {
+                let (len, rest) = out.split_at_mut(4);
+                len.copy_from_slice(&((s.len() + 1) as i32).to_le_bytes());
+                let (text, nul) = rest.split_at_mut(s.len());
+                text.copy_from_slice(s.as_bytes());
+                nul.copy_from_slice(&[0]);
+            }
+        }
+    }
+
+    /// Whether `old` (its encoding as stored) is this very value, byte for byte.
+    pub fn same_bytes(self, old: &[u8]) -> bool {
+        match self {
+            SetValue::Fixed(f) => old == &f.le_bytes()[..f.width()],
+            SetValue::Str(s) => old.len() == s.len() + 5 && &old[4..4 + s.len()] == s.as_bytes(),
+        }
+    }
+
+    pub fn to_bson(self) -> Bson {
+        match self {
+            SetValue::Fixed(f) => f.to_bson(),
+            SetValue::Str(s) => Bson::String(s.to_string()),
         }
     }
 }

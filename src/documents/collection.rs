@@ -7,7 +7,7 @@
 //! [`CollectionShard::scan`].
 
 use crate::documents::capped::{CappedSpec, InsertionOrder};
-use crate::documents::codec::Fixed;
+use crate::documents::codec::{Fixed, SetValue};
 use crate::documents::index::{IndexSpec, OrderedIndex, ScanStats};
 use crate::documents::memory::MemoryBooks;
 use crate::documents::planner::{self, Plan};
@@ -402,11 +402,20 @@ impl CollectionShard {
     /// An update's fast path: writes each value of `sets` over the top-level field of the
     /// same name in the document in `slot`, in its bytes, and moves its index entries and
     /// TTL wheel entries. Taken only when every field exists with a value of the same BSON
-    /// type (so of the same width) and every index reading one of them is a single-field,
-    /// non-unique index on it (a fixed-width value's key is a scalar's); otherwise returns
-    /// [`InPlace::NotApplicable`] having changed nothing, and the caller applies the general
-    /// update. The result is the same document the general `$set` makes.
-    pub fn set_in_place(&mut self, slot: u32, sets: &[(&str, Fixed)]) -> InPlace {
+    /// type and every index reading one of them is a single-field, non-unique index on it
+    /// (a scalar's key is the value's own, and no uniqueness claim is needed); otherwise
+    /// returns [`InPlace::NotApplicable`] having changed nothing, and the caller applies the
+    /// general update. Fixed-width values are written over the old bytes; a string of
+    /// another length rebuilds the document's bytes around it (one copy, no decode), which
+    /// must stay within `max_size` and, in a capped collection, keep the document's size —
+    /// else the general path runs and reports the error. The result is the same document
+    /// the general `$set` makes.
+    pub fn set_in_place(
+        &mut self,
+        slot: u32,
+        sets: &[(&str, SetValue<'_>)],
+        max_size: usize,
+    ) -> InPlace {
         const MAX_FIELDS: usize = 8;
         let Some(doc) = self.get(slot) else {
             return InPlace::NotApplicable;
@@ -415,24 +424,33 @@ impl CollectionShard {
             return InPlace::NotApplicable;
         }
         let bytes = doc.as_bytes();
-        // (offset of the value, its old bytes) per field.
-        let mut found = [(0usize, [0u8; 8]); MAX_FIELDS];
+        // (offset of the old value, its width) per field.
+        let mut found = [(0usize, 0usize); MAX_FIELDS];
         for ((f, v), at) in sets.iter().zip(found.iter_mut()) {
-            match codec::top_level_value(bytes, f) {
-                Some((kind, o))
-                    if kind == v.element_type() && o >= 4 && o + v.width() < bytes.len() =>
-                {
-                    at.0 = o;
-                    at.1[..v.width()].copy_from_slice(&bytes[o..o + v.width()]);
-                }
-                _ => return InPlace::NotApplicable,
+            let Some((kind, o)) = codec::top_level_value(bytes, f) else {
+                return InPlace::NotApplicable;
+            };
+            if kind != v.element_type() || o < 4 {
+                return InPlace::NotApplicable;
             }
+            let Some(w) = v.old_width(bytes, o) else {
+                return InPlace::NotApplicable;
+            };
+            *at = (o, w);
         }
         let found = &found[..sets.len()];
+        // The same field twice (the parser refuses it; never splice one value twice).
+        if found
+            .iter()
+            .enumerate()
+            .any(|(i, (o, _))| found[..i].iter().any(|(p, _)| p == o))
+        {
+            return InPlace::NotApplicable;
+        }
         let unchanged = sets
             .iter()
             .zip(found)
-            .all(|((_, v), (_, old))| v.le_bytes()[..v.width()] == old[..v.width()]);
+            .all(|((_, v), &(o, w))| v.same_bytes(&bytes[o..o + w]));
         if unchanged {
             return InPlace::Unchanged;
         }
@@ -457,30 +475,88 @@ impl CollectionShard {
         }) {
             return InPlace::NotApplicable;
         }
-        let Some(cell) = self.slots.get_mut(slot as usize) else {
+        let old_len = bytes.len();
+        let new_len = sets
+            .iter()
+            .zip(found)
+            .fold(old_len, |n, ((_, v), &(_, w))| n - w + v.width());
+        if new_len != old_len && (self.is_capped() || new_len > max_size) {
             return InPlace::NotApplicable;
-        };
-        let Some(stored) = cell.as_mut() else {
-            return InPlace::NotApplicable;
-        };
-        // Same length, header and terminator: still the stored document, rewritten in place
-        // (values sit after the 4-byte header).
-        let bytes = stored.value_bytes_mut();
-        for ((_, v), &(at, _)) in sets.iter().zip(found) {
-            let at = at - 4;
-            bytes[at..at + v.width()].copy_from_slice(&v.le_bytes()[..v.width()]);
         }
-        for ix in &mut self.indexes {
-            if let Some(i) = reads(ix) {
-                let (v, (_, old)) = (sets[i].1, found[i]);
-                if let Some(o) = ix.as_ordered_mut() {
-                    o.move_scalar(slot, &v.with_bytes(&old).to_bson(), &v.to_bson());
+        // The old values of the fields an index reads, to move its entries (read before the
+        // bytes change; an index that is not built yet has no entries to move).
+        let mut moves: Vec<(usize, Bson, Bson)> = Vec::new();
+        for (n, ix) in self.indexes.iter().enumerate() {
+            let (Some(i), Some(o)) = (reads(ix), ix.as_ordered()) else {
+                continue;
+            };
+            if o.is_dormant() {
+                continue;
+            }
+            let (off, w) = found[i];
+            let old = match sets[i].1 {
+                SetValue::Fixed(f) => {
+                    let mut b = [0u8; 8];
+                    b[..w].copy_from_slice(&bytes[off..off + w]);
+                    f.with_bytes(&b).to_bson()
                 }
+                SetValue::Str(_) => match std::str::from_utf8(&bytes[off + 4..off + w - 1]) {
+                    Ok(t) => Bson::String(t.to_string()),
+                    Err(_) => return InPlace::NotApplicable,
+                },
+            };
+            moves.push((n, old, sets[i].1.to_bson()));
+        }
+        // Every value as wide as the one it replaces (not just the same total: one string
+        // may grow by what another shrinks).
+        let same_widths = sets
+            .iter()
+            .zip(found)
+            .all(|((_, v), &(_, w))| v.width() == w);
+        if same_widths {
+            // Same length, header and terminator: still the stored document, rewritten in
+            // place (values sit after the 4-byte header; a string of the same length keeps
+            // its length prefix).
+            let Some(stored) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+                return InPlace::NotApplicable;
+            };
+            let bytes = stored.value_bytes_mut();
+            for ((_, v), &(at, w)) in sets.iter().zip(found) {
+                v.write_over(&mut bytes[at - 4..at - 4 + w]);
+            }
+        } else {
+            // The fields in document order, each old value replaced by the new one.
+            let mut order: Vec<usize> = (0..sets.len()).collect();
+            order.sort_unstable_by_key(|&i| found[i].0);
+            let mut out = Vec::with_capacity(new_len);
+            out.extend_from_slice(&(new_len as i32).to_le_bytes());
+            let mut pos = 4;
+            for i in order {
+                let (o, w) = found[i];
+                out.extend_from_slice(&bytes[pos..o]);
+                sets[i].1.write(&mut out);
+                pos = o + w;
+            }
+            out.extend_from_slice(&bytes[pos..]);
+            let Ok(new) = RawDocumentBuf::from_bytes(out) else {
+                return InPlace::NotApplicable;
+            };
+            let Some(cell) = self.slots.get_mut(slot as usize) else {
+                return InPlace::NotApplicable;
+            };
+            let _old = cell.replace(stored(new));
+            self.bytes = self.bytes - old_len + new_len;
+            self.doc_heap = self.doc_heap.saturating_sub(alloc_size(old_len)) + alloc_size(new_len);
+            self.sync_memory();
+        }
+        for (n, old, new) in moves {
+            if let Some(o) = self.indexes[n].as_ordered_mut() {
+                o.move_scalar(slot, &old, &new);
             }
         }
         for (_, t) in &mut self.ttl {
             for (f, v) in sets {
-                if let (true, Fixed::Date(ms)) = (t.is_on(f), v) {
+                if let (true, SetValue::Fixed(Fixed::Date(ms))) = (t.is_on(f), v) {
                     t.set_date(slot, Some(*ms));
                 }
             }

@@ -805,10 +805,26 @@ impl OrderedIndex {
         let [top] = f.path.as_slice() else {
             return None;
         };
-        let mut k = match raw.get(top) {
-            Ok(None) => keys::encode(&Bson::Null),
-            Ok(Some(bson::RawBsonRef::Array(_))) | Err(_) => return None,
-            Ok(Some(v)) => keys::encode(&Bson::try_from(v).ok()?),
+        // Found by byte comparison of the names (`RawDocument::get` checks each name it passes
+        // as UTF-8), and a string keyed from its bytes without building a `Bson`.
+        let bytes = raw.as_bytes();
+        let mut k = match crate::documents::codec::top_level_value(bytes, top) {
+            None => match raw.get(top) {
+                Ok(None) => keys::encode(&Bson::Null),
+                _ => return None,
+            },
+            Some((0x04, _)) => return None,
+            Some((0x02, at)) => {
+                let n = bytes.get(at..at + 4)?;
+                let n = usize::try_from(i32::from_le_bytes([n[0], n[1], n[2], n[3]])).ok()?;
+                let s = bytes.get(at + 4..(at + 4 + n).checked_sub(1)?)?;
+                std::str::from_utf8(s).ok()?;
+                keys::encode_str(s)
+            }
+            Some(_) => match raw.get(top) {
+                Ok(Some(v)) => keys::encode(&Bson::try_from(v).ok()?),
+                _ => return None,
+            },
         };
         orient(&mut k, f.descending);
         Some(k)

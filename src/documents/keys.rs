@@ -64,6 +64,15 @@ pub fn encode(v: &Bson) -> Vec<u8> {
     out
 }
 
+/// The encoding of a string given as its bytes (a stored document's value, read in place:
+/// the same bytes as [`encode`] of the `Bson::String`).
+pub fn encode_str(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 3);
+    out.push(order::rank(&Bson::String(String::new())) + 1);
+    string(s, &mut out);
+    out
+}
+
 /// Appends the encoding of `v` to `out` (compound keys are concatenations).
 pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
     out.push(order::rank(v) + 1);

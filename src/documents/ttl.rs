@@ -183,6 +183,19 @@ fn entry(idx: u32) -> EntryId {
 /// The earliest BSON Date the dotted `path` reaches in `doc`, through subdocuments and arrays
 /// (an array of dates counts by its earliest).
 pub fn earliest_date(doc: &RawDocument, path: &[String]) -> Option<i64> {
+    // The common TTL field, a top-level date, read in place: found by byte comparison of
+    // the names (`RawDocument::get` checks each name it passes as UTF-8) on every insert,
+    // touch and lookup by `_id` under strict reads. Anything else takes the general walk.
+    if let [top] = path {
+        let bytes = doc.as_bytes();
+        if let Some((0x09, at)) = crate::documents::codec::top_level_value(bytes, top) {
+            if let Some(b) = bytes.get(at..at + 8) {
+                return Some(i64::from_le_bytes([
+                    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                ]));
+            }
+        }
+    }
     let mut best: Option<i64> = None;
     if let Some((first, rest)) = path.split_first() {
         if let Ok(Some(v)) = doc.get(first) {

@@ -2,7 +2,7 @@
 //! $setOnInsert $push $pull $addToSet`) or a replacement document, applied to a decoded
 //! document that is then stored again as raw BSON.
 
-use crate::documents::codec::Fixed;
+use crate::documents::codec::{Fixed, SetValue};
 use crate::documents::{order, path, query};
 use bson::{Bson, DateTime, Document, Timestamp};
 
@@ -438,10 +438,10 @@ fn id_text(doc: &Bson) -> String {
 
 impl Update {
     /// The values this update writes when it only sets top-level fields (other than `_id`)
-    /// to fixed-width values (`$set` of a number, date or boolean, `$currentDate` as a
-    /// date): what an update in place needs (`CollectionShard::set_in_place`). `None` for
-    /// any other update.
-    pub fn fixed_sets(&self, now: DateTime) -> Option<Vec<(&str, Fixed)>> {
+    /// to fixed-width values or strings (`$set` of a number, date, boolean or string,
+    /// `$currentDate` as a date): what an update in place needs
+    /// (`CollectionShard::set_in_place`). `None` for any other update.
+    pub fn scalar_sets(&self, now: DateTime) -> Option<Vec<(&str, SetValue<'_>)>> {
         let Update::Ops(ops) = self else {
             return None;
         };
@@ -454,14 +454,14 @@ impl Update {
                     return None;
                 }
                 let v = match op.kind {
-                    Kind::Set => Fixed::of(&op.arg)?,
+                    Kind::Set => SetValue::of(&op.arg)?,
                     Kind::CurrentDate => match &op.arg {
                         Bson::Document(d)
                             if d.get("$type") == Some(&Bson::String("timestamp".into())) =>
                         {
                             return None
                         }
-                        _ => Fixed::Date(now.timestamp_millis()),
+                        _ => SetValue::Fixed(Fixed::Date(now.timestamp_millis())),
                     },
                     _ => return None,
                 };

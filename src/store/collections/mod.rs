@@ -259,9 +259,32 @@ impl<'a> Coll<'a> {
 /// parallel arrays, not too many keys).
 fn check_keyable(specs: &[std::sync::Arc<IndexSpec>], doc: &RawDocument) -> DocResult<()> {
     for spec in specs {
-        spec.keys_of(&spec.project(doc)).map_err(with_code)?;
+        if !scalar_keys(spec, doc) {
+            spec.keys_of(&spec.project(doc)).map_err(with_code)?;
+        }
     }
     Ok(())
+}
+
+/// Whether every key field of `spec` reads a scalar (or nothing) in `doc`: then the document
+/// has exactly one key, which cannot fail (only arrays make parallel arrays or too many
+/// keys), and the general keying — a decode of the fields and every key built — is not
+/// needed to know it. A dotted path counts when its top-level value is not an array or a
+/// document (it resolves to nothing).
+fn scalar_keys(spec: &IndexSpec, doc: &RawDocument) -> bool {
+    spec.fields.iter().all(|f| {
+        let Some(top) = f.path.first() else {
+            return false;
+        };
+        // Read by byte comparison of the names: `RawDocument::get` checks every name it
+        // passes as UTF-8 (the document was checked when it was encoded).
+        match codec::top_level_value(doc.as_bytes(), top) {
+            None => true,
+            Some((0x04, _)) => false,
+            Some((0x03, _)) => f.path.len() == 1,
+            Some(_) => true,
+        }
+    })
 }
 
 /// A document ready to store: validated, encoded, with its `_id`, KeyString and shard.
@@ -276,17 +299,18 @@ impl Store {
     /// Gives `doc` its `_id` (a new ObjectId, first) when it has none, validates and encodes
     /// it.
     fn prepare(&self, doc: Document, max_size: usize) -> DocResult<Prepared> {
-        let doc = if doc.contains_key("_id") {
-            doc
-        } else {
-            let mut out = Document::new();
-            out.insert("_id", bson::oid::ObjectId::new());
-            out.extend(doc);
-            out
-        };
         codec::validate_stored(&doc).map_err(with_code)?;
-        let raw = codec::to_raw(&doc, max_size).map_err(with_code)?;
-        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        let (id, raw) = match doc.get("_id") {
+            Some(id) => (
+                id.clone(),
+                codec::to_raw(&doc, max_size).map_err(with_code)?,
+            ),
+            None => {
+                let oid = bson::oid::ObjectId::new();
+                let raw = codec::to_raw_with_id(&doc, oid, max_size).map_err(with_code)?;
+                (Bson::ObjectId(oid), raw)
+            }
+        };
         let key = keys::encode(&id);
         Ok(Prepared {
             shard: self.shard_of(&key),

@@ -10,7 +10,7 @@
 use super::{check_keyable, with_code, Change, Coll, DocResult, Guards, Prepared};
 use crate::documents::capped;
 use crate::documents::codec;
-use crate::documents::codec::Fixed;
+use crate::documents::codec::{Fixed, SetValue};
 use crate::documents::collection::{CollectionShard, InPlace, UniqueClaims};
 use crate::documents::query::Node;
 use crate::documents::update::{self, Update};
@@ -152,7 +152,7 @@ impl Coll<'_> {
                 upserted: None,
             });
         };
-        if let Some(out) = self.update_by_id_in_place(&mut guards, filter, upd, now) {
+        if let Some(out) = self.update_by_id_in_place(&mut guards, filter, upd, now, max_size) {
             return Ok(out);
         }
         let mut changes: Vec<(usize, u32, RawDocumentBuf)> = Vec::new();
@@ -165,12 +165,21 @@ impl Coll<'_> {
         'shards: for (gi, (_, g)) in guards.iter().enumerate() {
             let Some(cs) = self.part(g) else { continue };
             let mut hits: Vec<(u32, Document)> = Vec::new();
-            cs.scan(filter, &mut |slot, raw| {
+            let mut hit = |slot, raw: &RawDocument| {
                 if let Ok(doc) = Document::try_from(raw) {
                     hits.push((slot, doc));
                 }
                 multi
-            });
+            };
+            // By `_id` alone: one lookup of the `_id` map, as `match_slots`.
+            match cs.lookup_id(filter) {
+                Ok(found) => {
+                    if let Some((slot, raw)) = found {
+                        hit(slot, raw);
+                    }
+                }
+                Err(_) => cs.scan(filter, &mut hit),
+            }
             for (slot, mut doc) in hits {
                 matched += 1;
                 upd.apply(&mut doc, now, false).map_err(with_code)?;
@@ -244,16 +253,18 @@ impl Coll<'_> {
     }
 
     /// An update of one document by `_id` that only sets top-level fields to fixed-width
-    /// values, written over the stored bytes (no decode, no re-encode, index entries moved
-    /// directly). `None` when it does not apply (the general path runs; nothing changed).
+    /// values or strings, written into the stored bytes (no decode, no re-encode, index
+    /// entries moved directly). `None` when it does not apply (the general path runs;
+    /// nothing changed).
     fn update_by_id_in_place(
         &self,
         guards: &mut Guards<'_>,
         filter: &Node,
         upd: &Update,
         now: DateTime,
+        max_size: usize,
     ) -> Option<UpdateOutcome> {
-        let sets = upd.fixed_sets(now)?;
+        let sets = upd.scalar_sets(now)?;
         let [(_, g)] = guards.as_mut_slice() else {
             return None;
         };
@@ -263,7 +274,7 @@ impl Coll<'_> {
             // No match: the general path decides (an upsert inserts).
             Ok(None) | Err(_) => return None,
         };
-        let modified = match cs.set_in_place(slot, &sets) {
+        let modified = match cs.set_in_place(slot, &sets, max_size) {
             InPlace::Changed => {
                 self.report_update(cs, slot, false);
                 1
@@ -327,12 +338,7 @@ impl Coll<'_> {
             let Some(cs) = self.part_mut(&mut guard) else {
                 continue;
             };
-            let mut slots = Vec::new();
-            cs.prepare(filter, &[]);
-            cs.scan(filter, &mut |slot, _| {
-                slots.push(slot);
-                !one
-            });
+            let slots = match_slots(cs, filter, one);
             for slot in slots {
                 if let Some(old) = cs.remove(slot) {
                     n += 1;
@@ -371,13 +377,7 @@ impl Coll<'_> {
             if fields.is_empty() {
                 return Ok(0);
             }
-            let mut slots = Vec::new();
-            cs.prepare(filter, &[]);
-            cs.scan(filter, &mut |slot, _| {
-                slots.push(slot);
-                true
-            });
-            for slot in slots {
+            for slot in match_slots(cs, filter, false) {
                 self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
                 n += 1;
             }
@@ -396,9 +396,9 @@ impl Coll<'_> {
         now: DateTime,
         max_size: usize,
     ) -> DocResult<()> {
-        let date = Fixed::Date(now.timestamp_millis());
-        let sets: Vec<(&str, Fixed)> = fields.iter().map(|f| (f.as_str(), date)).collect();
-        match cs.set_in_place(slot, &sets) {
+        let date = SetValue::Fixed(Fixed::Date(now.timestamp_millis()));
+        let sets: Vec<(&str, SetValue<'_>)> = fields.iter().map(|f| (f.as_str(), date)).collect();
+        match cs.set_in_place(slot, &sets, max_size) {
             InPlace::Changed => {
                 self.report_update(cs, slot, false);
                 return Ok(());
@@ -529,6 +529,22 @@ impl Coll<'_> {
             }
         }
     }
+}
+
+/// The slots of the visible documents in `cs` matching `filter` (the first only with
+/// `one`). A filter that is `{_id: v}` alone reads the `_id` map directly, as a find by `_id`
+/// does: no plan, no index list, no matcher built for one lookup.
+fn match_slots(cs: &mut CollectionShard, filter: &Node, one: bool) -> Vec<u32> {
+    if let Ok(found) = cs.lookup_id(filter) {
+        return found.map(|(slot, _)| slot).into_iter().collect();
+    }
+    let mut slots = Vec::new();
+    cs.prepare(filter, &[]);
+    cs.scan(filter, &mut |slot, _| {
+        slots.push(slot);
+        !one
+    });
+    slots
 }
 
 /// The update that refreshes `fields` to `now`: `{$set: {field: now, ...}}`, the same
