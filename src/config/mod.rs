@@ -301,7 +301,8 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdb-save-incremental-fsync", &[]),
     // The allocator is mimalloc, not jemalloc.
     ("jemalloc-bg-thread", &[]),
-    ("disable-thp", &[]),
+    // Transparent huge pages are always off for the process (util::alloc), Redis's default.
+    ("disable-thp", &["yes"]),
     // The guard of a command tidecache does not have (MODULE).
     ("enable-module-command", &[]),
     // TLS for replication and the cluster bus (neither exists here), outgoing certificates,
