@@ -426,8 +426,11 @@ impl Selector {
         let mut out = String::from(if self.fill { "+@all" } else { "-@all" });
         let mut replay = Selector::new(false, false);
         replay.all_commands(self.fill);
+        // Rules only add first arguments or drop them, so their count tells a change (a
+        // copy of the lists per rule would be quadratic in a user's `+select|N` rules).
+        let firstargs = |s: &Selector| s.firstargs.iter().map(|(_, l)| l.len()).sum::<usize>();
         for r in &self.rules {
-            let (words, firstargs) = (replay.words.clone(), replay.firstargs.clone());
+            let (words, args) = (replay.words.clone(), firstargs(&replay));
             if replay.apply(cat, r.as_bytes()).is_err() {
                 // Cannot happen (every kept rule applied once); keeping the rule errs on
                 // the side of showing what was said.
@@ -435,7 +438,7 @@ impl Selector {
                 out.push_str(r);
                 continue;
             }
-            let changed = replay.firstargs != firstargs
+            let changed = firstargs(&replay) != args
                 || (0..cat.cmds.len()).any(|id| {
                     let was = words
                         .get(id / 64)
