@@ -14,7 +14,9 @@ ports (never 6379) and measures, always on both servers unless said otherwise:
 3. `DOC.FIND` by `_id` latency while a TTL index sweeps documents all due in the same second
    (tidecache only; idle vs during);
 4. the hit ratio of a Zipf(0.99) GET / SET-on-miss trace under the same `maxmemory` with
-   `allkeys-lru`.
+   `allkeys-lru`;
+5. GET and SET at pipeline 1 and 16 over TLS (`--only tls`, also in the default run), with a
+   throwaway CA and server certificate made by `openssl` in a temporary directory.
 
 Prints the tables, writes them to `target/compare/results.md` and `results.json`, and draws
 `target/compare/throughput.svg` and `target/compare/expiry-latency.svg`.
@@ -502,13 +504,15 @@ def probe(server, cmd):
     return None
 
 
-def bench(server, cmd, n, pipeline, keyspace, timeout, prefix=()):
+def bench(server, cmd, n, pipeline, keyspace, timeout, port=None, extra=(), prefix=()):
     """One redis-benchmark run: ({"rps", "p50_ms", "cpu_us"}, None) or (None, error text).
     `cpu_us` is the server's CPU (user + system, every thread) over the run divided by the
     requests: steadier than requests/s on a shared machine, where the load generator and the
-    server fight for the same cores."""
-    argv = [*prefix, "redis-benchmark", "-p", str(server.port), "-c", "50", "-n", str(n), "-P",
-            str(pipeline), "-r", str(keyspace), "--csv", *cmd]
+    server fight for the same cores. `port` and `extra` (redis-benchmark options) are for
+    the TLS rows: the TLS port, `--tls --cacert ...`; `prefix` runs redis-benchmark under
+    another command (`taskset -c 0` for the threads rows)."""
+    argv = [*prefix, "redis-benchmark", "-p", str(port or server.port), *extra, "-c", "50",
+            "-n", str(n), "-P", str(pipeline), "-r", str(keyspace), "--csv", *cmd]
     cpu0 = server.cpu_seconds() if server.alive() else 0.0
     rc, out, err = run(argv, timeout)
     if not server.alive():
@@ -1325,6 +1329,8 @@ def markdown(results):
         lines.append(threads_markdown(results["threads"]))
     if "persistence" in results:
         lines.append(persistence_markdown(results["persistence"]))
+    if "tls" in results:
+        lines.append(tls_markdown(results["tls"]))
     return "\n".join(lines)
 
 
@@ -1498,17 +1504,18 @@ def wait_rewrite(server, timeout=600):
     return False
 
 
-def bench_pair(servers, cmds, pipeline, keyspace, n, rounds):
+def bench_pair(servers, cmds, pipeline, keyspace, n, rounds, ports=None, extra=()):
     """redis-benchmark on both servers (alternating), same n and settings; a row as the
-    throughput table's."""
+    throughput table's. `ports` (by kind) and `extra`: as `bench`'s."""
     row = {"pipeline": pipeline, "redis": None, "tidecache": None,
            "redis_error": None, "tidecache_error": None, "n": n}
     samples = {"redis": [], "tidecache": []}
     for _ in range(rounds):
         for kind in ("redis", "tidecache"):
-            if row[kind + "_error"]:
+            if kind not in servers or row[kind + "_error"]:
                 continue
-            m, err = bench(servers[kind], cmds[kind], n, pipeline, keyspace, max(120, n / 200))
+            m, err = bench(servers[kind], cmds[kind], n, pipeline, keyspace, max(120, n / 200),
+                           (ports or {}).get(kind), extra)
             if err:
                 row[kind + "_error"] = err
             else:
@@ -1783,13 +1790,126 @@ def persistence_markdown(p):
 
 
 # ---------------------------------------------------------------------------------------------
+# 6. TLS (`--only tls`)
+
+
+def make_test_certs(d):
+    """A throwaway CA and a server certificate it signed (EC P-256, valid for localhost and
+    127.0.0.1, two days) in `d`, made with `openssl`: (ca, cert, key) paths, or raises
+    HarnessError with openssl's complaint."""
+    ca, ca_key = os.path.join(d, "ca.crt"), os.path.join(d, "ca.key")
+    crt, key, csr = (os.path.join(d, n) for n in ("server.crt", "server.key", "server.csr"))
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                "keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2",
+         "-subj", "/CN=tidecache compare harness CA"],
+        ["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=localhost"],
+        ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+         "-out", crt, "-days", "2", "-extfile", ext],
+    ]
+    for argv in steps:
+        try:
+            rc, out, err = run(argv, 60)
+        except OSError as e:  # no openssl on PATH
+            raise HarnessError(f"openssl: {e}") from e
+        if rc != 0:
+            raise HarnessError(f"openssl {argv[1]}: {short(err or out)}")
+    return ca, crt, key
+
+
+def tls(env, quick):
+    """GET and SET at pipeline 1 and 16 over TLS on both servers, same run, same certificate
+    (no client certificates: `tls-auth-clients no`). Each server also keeps a plain port, used
+    only to start it and preload keys; redis-benchmark talks to the TLS port alone. Its 50
+    connections each make one handshake, which the CPU per request includes (a small share
+    at these request counts). A server that cannot start with TLS makes its rows n/a."""
+    keys = 10_000 if quick else 100_000
+    n = 4_000 if quick else 100_000
+    rounds = 1 if quick else 3
+    plan = [("GET over TLS", ["GET", "key:__rand_int__"], 1),
+            ("GET over TLS", ["GET", "key:__rand_int__"], 16),
+            ("SET over TLS", ["SET", "key:__rand_int__", VALUE32], 1),
+            ("SET over TLS", ["SET", "key:__rand_int__", VALUE32], 16)]
+    rows = [{"workload": name, "pipeline": p, "redis": None, "tidecache": None,
+             "redis_error": None, "tidecache_error": None} for name, _, p in plan]
+    d = tempfile.mkdtemp(prefix="tls-", dir=OUT)
+    servers, ports, errors, ca = {}, {}, {}, None
+    try:
+        try:
+            ca, crt, key = make_test_certs(d)
+        except HarnessError as e:
+            errors = {"redis": str(e), "tidecache": str(e)}
+        if not errors:
+            for kind in ("redis", "tidecache"):
+                ports[kind] = free_port()
+                opts = ("--tls-port", str(ports[kind]), "--tls-cert-file", crt,
+                        "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                        "--tls-auth-clients", "no")
+                try:
+                    servers[kind] = (env.redis if kind == "redis" else env.tide)("tls", *opts)
+                except HarnessError as e:  # e.g. a redis-server built without TLS
+                    errors[kind] = short(e)
+        for kind, srv in servers.items():
+            log(f"tls: preloading {keys} keys on {kind}")
+            c = srv.client(timeout=60)
+            try:
+                bad, first = load(c, [encode("SET", "key:%012d" % i, VALUE32) for i in range(keys)])
+            finally:
+                c.close()
+            if bad:
+                errors[kind] = f"preload: {first}"
+        extra = ("--tls", "--cacert", ca)
+        for row, (name, cmd, pipeline) in zip(rows, plan):
+            for kind, e in errors.items():
+                row[kind + "_error"] = e
+            live = {k: s for k, s in servers.items() if k not in errors}
+            if live:
+                got = bench_pair(live, {k: cmd for k in live}, pipeline, keys,
+                                 n * (4 if pipeline > 1 else 1), rounds, ports, extra)
+                for kind in live:
+                    for field in ("", "_error", "_rounds", "_cpu_us", "_p50_ms"):
+                        if kind + field in got:
+                            row[kind + field] = got[kind + field]
+                row["n"] = got["n"]
+            log(f"  {name + ' -P ' + str(pipeline):44} {fmt_rps(row, 'redis'):>14} "
+                f"{fmt_cpu(row, 'redis'):>6} µs {fmt_rps(row, 'tidecache'):>14} "
+                f"{fmt_cpu(row, 'tidecache'):>6} µs")
+    finally:
+        for srv in servers.values():
+            srv.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+def tls_markdown(rows):
+    lines = ["### TLS (requests/s, redis-benchmark -c 50 --tls; tls-auth-clients no, EC P-256)", "",
+             "| workload | redis-server | tidecache | tidecache / redis | CPU µs/request redis / tidecache | CPU tidecache / redis | p50 ms redis / tidecache | spread of the rounds |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        r = ratio(row["tidecache"], row["redis"])
+        c = ratio(row.get("tidecache_cpu_us") if row["tidecache"] else None,
+                  row.get("redis_cpu_us") if row["redis"] else None)
+        lines.append(f"| {row['workload']} -P {row['pipeline']} | {fmt_rps(row, 'redis')} | "
+                     f"{fmt_rps(row, 'tidecache')} | {'n/a' if r is None else f'{r:.2f}'} | "
+                     f"{fmt_cpu(row, 'redis')} / {fmt_cpu(row, 'tidecache')} | "
+                     f"{'n/a' if c is None else f'{c:.2f}'} | {fmt_p50(row)} | {spread(row)} |")
+    lines += ["", "Same measures as the throughput table; each of the 50 connections makes one "
+              "TLS handshake, included in the CPU per request.", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small n and datasets (CI smoke test)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
-    ap.add_argument("--only", default="throughput,memory,expiry,zipf,threads",
+    ap.add_argument("--only", default="throughput,memory,expiry,zipf,tls,threads",
                     help="comma-separated parts to run (default: all but persistence; "
                     "persistence runs alone with --only persistence)")
     ap.add_argument("--publish", action="store_true",
@@ -1798,7 +1918,8 @@ def main():
     ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
     args = ap.parse_args()
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "threads", "persistence"}
+    unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "tls", "threads",
+                            "persistence"}
     if unknown:
         ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
 
@@ -1835,6 +1956,9 @@ def main():
             results["threads"] = threads(env, args.quick)
         if "persistence" in parts:
             results["persistence"] = persistence(env, args.quick)
+        if "tls" in parts:
+            log("tls: GET and SET over TLS")
+            results["tls"] = tls(env, args.quick)
 
         title = f"tidecache vs redis-server 7 — {stamp} — {results['machine']}"
         if "throughput" in results:

@@ -118,6 +118,20 @@ pub struct Selector {
     firstargs: Vec<(usize, Vec<String>)>,
     keys: Vec<(u8, Vec<u8>)>,
     channels: Vec<Vec<u8>>,
+    /// The command rules as given since the last `+@all`/`-@all` (`+get`, `-@hash`,
+    /// `+client|id`, `+select|0`), lowercased; `ACL GETUSER/LIST` and the ACL file show
+    /// them after `+@all`/`-@all` (see [`Selector::keep_rule`]). Replaying them on a
+    /// fresh selector gives the same bits, so the description round-trips.
+    rules: Vec<String>,
+}
+
+/// `existing` is `new` itself or one of its subcommands (`client|id` for `client`):
+/// Redis 7.2's `ACLSelectorRemoveCommandRule` match.
+fn rule_covers(new: &str, existing: &str) -> bool {
+    existing == new
+        || (existing.len() > new.len()
+            && existing.starts_with(new)
+            && existing.as_bytes()[new.len()] == b'|')
 }
 
 impl Selector {
@@ -132,7 +146,19 @@ impl Selector {
             firstargs: Vec::new(),
             keys: Vec::new(),
             channels: Vec::new(),
+            rules: Vec::new(),
         }
+    }
+
+    /// Records a command rule that was just applied (`allow` its sign, `name` the command,
+    /// `cmd|sub`, `cmd|firstarg` or `@category`), as Redis 7.2's `ACLUpdateCommandRules`:
+    /// earlier rules about the same command (or its subcommands) are dropped and the rule is
+    /// appended, so the text stays in the order given and replays to the same bits.
+    fn keep_rule(&mut self, allow: bool, name: &str) {
+        let name = name.to_ascii_lowercase();
+        self.rules.retain(|r| !rule_covers(&name, &r[1..]));
+        self.rules
+            .push(format!("{}{name}", if allow { '+' } else { '-' }));
     }
 
     fn bit(&self, id: usize) -> bool {
@@ -177,6 +203,7 @@ impl Selector {
         self.fill = on;
         self.allcommands = on;
         self.firstargs.clear();
+        self.rules.clear();
     }
 
     /// Redis's `ACLSetSelector`: one rule about commands, keys or channels.
@@ -248,6 +275,7 @@ impl Selector {
                 None => {
                     let id = cat.lookup(name).ok_or(RuleError::UnknownName)?;
                     self.change_perm(cat, id, true);
+                    self.keep_rule(true, cat.cmds[id].name);
                 }
                 Some(bar) => {
                     let (base, sub) = (&name[..bar], &name[bar + 1..]);
@@ -274,14 +302,24 @@ impl Selector {
                             None => self.firstargs.push((id, vec![sub])),
                         }
                     }
+                    // As Redis: the text as given (`+client|id`, `+select|0`).
+                    self.keep_rule(true, &String::from_utf8_lossy(name));
                 }
             }
         } else if op[0] == b'-' && op.get(1) != Some(&b'@') {
             let id = cat.lookup(&op[1..]).ok_or(RuleError::UnknownName)?;
             self.change_perm(cat, id, false);
+            self.keep_rule(false, cat.cmds[id].name);
         } else if (op[0] == b'+' || op[0] == b'-') && op.get(1) == Some(&b'@') {
             let flag = cat.category(&op[2..]).ok_or(RuleError::UnknownName)?;
-            self.set_category(cat, flag, op[0] == b'+');
+            let allow = op[0] == b'+';
+            self.set_category(cat, flag, allow);
+            let name = cat
+                .categories
+                .iter()
+                .find(|(f, _)| *f == flag)
+                .map_or("", |(_, n)| n);
+            self.keep_rule(allow, &format!("@{name}"));
         } else {
             return Err(RuleError::Syntax);
         }
@@ -374,66 +412,45 @@ impl Selector {
         parts.join(" ")
     }
 
-    /// Redis's `ACLDescribeSelectorCommandRules`: `+@all` or `-@all`, the categories that
-    /// fit best, then single commands, so that applying the text gives the same bits.
+    /// Redis's `ACLDescribeSelectorCommandRules`: `+@all` or `-@all` (whether commands
+    /// added later are allowed), then the command rules in the order given (Redis 7.2's
+    /// kept text), leaving out each rule that changes nothing where it stands when the text
+    /// is replayed (`+@all +client|id` reads back `+@all`, as Redis 7.0 answers and its
+    /// `unit/acl` expects). Leaving such a rule out changes no permission, and the result
+    /// replays to itself, so ACL SAVE and LOAD keep it as it is.
+    ///
+    /// Redis 7.0 instead searched for the categories that fit the bits best: its answer
+    /// depends on the command table (a command added to a category can change it), rewrites
+    /// what the user said, and orders single commands by its hash table.
     pub fn describe_commands(&self, cat: &Catalog) -> String {
-        let additive = !self.fill;
-        let mut rules = String::from(if additive { "-@all " } else { "+@all " });
-        let mut fake = Selector::new(false, false);
-        fake.all_commands(!additive);
-        let mut temp = self.clone();
-        let mut applied = vec![false; cat.categories.len()];
-        loop {
-            let mut best = None;
-            let (mut mindiff, mut maxsame) = (usize::MAX, 0);
-            for (j, &(flag, _)) in cat.categories.iter().enumerate() {
-                if applied[j] {
-                    continue;
-                }
-                let (mut on, mut off) = (0, 0);
-                for (id, c) in cat.cmds.iter().enumerate() {
-                    if c.categories & flag != 0 {
-                        if temp.bit(id) {
-                            on += 1;
-                        } else {
-                            off += 1;
-                        }
-                    }
-                }
-                let (diff, same) = if additive { (off, on) } else { (on, off) };
-                if same > diff && (diff < mindiff || (diff == mindiff && same > maxsame)) {
-                    best = Some(j);
-                    mindiff = diff;
-                    maxsame = same;
-                }
+        let mut out = String::from(if self.fill { "+@all" } else { "-@all" });
+        let mut replay = Selector::new(false, false);
+        replay.all_commands(self.fill);
+        // Rules only add first arguments or drop them, so their count tells a change (a
+        // copy of the lists per rule would be quadratic in a user's `+select|N` rules).
+        let firstargs = |s: &Selector| s.firstargs.iter().map(|(_, l)| l.len()).sum::<usize>();
+        for r in &self.rules {
+            let (words, args) = (replay.words.clone(), firstargs(&replay));
+            if replay.apply(cat, r.as_bytes()).is_err() {
+                // Cannot happen (every kept rule applied once); keeping the rule errs on
+                // the side of showing what was said.
+                out.push(' ');
+                out.push_str(r);
+                continue;
             }
-            let Some(best) = best else { break };
-            let (flag, name) = cat.categories[best];
-            fake.set_category(cat, flag, additive);
-            temp.set_category(cat, flag, !additive);
-            rules.push_str(if additive { "+@" } else { "-@" });
-            rules.push_str(name);
-            rules.push(' ');
-            applied[best] = true;
-        }
-        for (id, c) in cat.cmds.iter().enumerate() {
-            let (user, faked) = (self.bit(id), fake.bit(id));
-            if user != faked {
-                rules.push(if user { '+' } else { '-' });
-                rules.push_str(c.name);
-                rules.push(' ');
-                fake.change_perm(cat, id, user);
-            }
-            if !user {
-                if let Some((_, list)) = self.firstargs.iter().find(|(i, _)| *i == id) {
-                    for a in list {
-                        rules.push_str(&format!("+{}|{a} ", c.name));
-                    }
-                }
+            let changed = firstargs(&replay) != args
+                || (0..cat.cmds.len()).any(|id| {
+                    let was = words
+                        .get(id / 64)
+                        .map_or(replay.fill, |w| w & (1 << (id % 64)) != 0);
+                    was != replay.bit(id)
+                });
+            if changed {
+                out.push(' ');
+                out.push_str(r);
             }
         }
-        rules.pop();
-        rules
+        out
     }
 
     /// The whole selector in rule form (ACL LIST), as Redis's `ACLDescribeSelector`.
@@ -1086,7 +1103,7 @@ mod tests {
         assert!(u.password_ok(b"p") && !u.password_ok(b"q"));
         assert_eq!(
             u.selectors[0].describe_commands(&cat),
-            "-@all +@read +@admin -config|set +select|0"
+            "-@all +get +config -config|set +select|0"
         );
         let a = |v: &[&str]| {
             v.iter()
@@ -1120,6 +1137,103 @@ mod tests {
         assert_eq!(user("#abc").unwrap_err(), RuleError::BadHash);
         let rw = user("%R~r* %W~w* %RW~b").unwrap();
         assert_eq!(rw.selectors[0].describe_keys(), "%R~r* %W~w* ~b");
+    }
+
+    /// The command rules read back in the order given, a rule about a command replacing
+    /// earlier ones about it or its subcommands (Redis 7.2's `ACLUpdateCommandRules`), and
+    /// a rule that changes nothing where it stands left out.
+    #[test]
+    fn command_rules_read_back_as_given() {
+        let cat = catalog();
+        let cases = [
+            ("+@all -config +config|get", "+@all -config +config|get"),
+            ("-@all +config|get +config", "-@all +config"),
+            ("-@all +config +config|get", "-@all +config"),
+            ("+@all -config|set -config", "+@all -config"),
+            ("-@all +get -set +set -get", "-@all +set"),
+            ("-@all +@read +@write +@read", "-@all +@write +@read"),
+            ("-@all +@READ +GeT", "-@all +@read"),
+            ("-@all +@write +get", "-@all +@write +get"),
+            ("+@all +config|get", "+@all"),
+            ("-@all -@admin", "-@all"),
+            (
+                "-@all +select|0 +select|1 +SELECT|0",
+                "-@all +select|1 +select|0",
+            ),
+            ("-@all +select|0 -select", "-@all"),
+            ("+@all -get -@all +set", "-@all +set"),
+            ("-@all +get allcommands -set", "+@all -set"),
+        ];
+        for (rules, want) in cases {
+            let u = user(rules).unwrap();
+            assert_eq!(u.selectors[0].describe_commands(&cat), want, "{rules}");
+        }
+    }
+
+    /// Whatever the rules, their description replays to the same permissions: the
+    /// invariant Redis checks (and panics on) in `ACLDescribeSelectorCommandRules`.
+    #[test]
+    fn described_rules_replay_to_the_same_bits() {
+        let cat = catalog();
+        let ops = [
+            "+get",
+            "-get",
+            "+set",
+            "-set",
+            "+config",
+            "-config",
+            "+config|get",
+            "+config|set",
+            "-config|get",
+            "-config|set",
+            "+select",
+            "-select",
+            "+select|0",
+            "+select|1",
+            "+@read",
+            "-@read",
+            "+@write",
+            "-@write",
+            "+@admin",
+            "-@admin",
+            "+@all",
+            "-@all",
+        ];
+        let mut rng = crate::util::rng::XorShift::new(7);
+        for _ in 0..3000 {
+            let mut s = Selector::new(true, false);
+            let n = 1 + rng.below(8);
+            for _ in 0..n {
+                let op = ops[rng.below(ops.len() as u64) as usize];
+                s.apply(&cat, op.as_bytes()).unwrap();
+            }
+            let text = s.describe_commands(&cat);
+            let kept = s.rules.len() + 1;
+            let mut again = Selector::new(true, false);
+            for op in text.split(' ') {
+                again.apply(&cat, op.as_bytes()).unwrap();
+            }
+            for id in 0..cat.cmds.len() {
+                assert_eq!(s.bit(id), again.bit(id), "{text}: {}", cat.cmds[id].name);
+            }
+            assert_eq!(s.fill, again.fill, "{text}");
+            let norm = |f: &[(usize, Vec<String>)]| {
+                let mut v: Vec<(usize, Vec<String>)> = f
+                    .iter()
+                    .map(|(i, l)| {
+                        let mut l = l.clone();
+                        l.sort();
+                        (*i, l)
+                    })
+                    .filter(|(_, l)| !l.is_empty())
+                    .collect();
+                v.sort();
+                v
+            };
+            assert_eq!(norm(&s.firstargs), norm(&again.firstargs), "{text}");
+            assert_eq!(again.describe_commands(&cat), text);
+            assert!(text.split(' ').count() <= kept, "{text}");
+        }
     }
 
     /// Odd rules from a client answer an error or apply; none panics.
