@@ -57,7 +57,7 @@ pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> R
         ctx.client
             .handle
             .multi_len
-            .store(m.queued.len() as i64, Ordering::Relaxed);
+            .store(m.queued.len() as i32, Ordering::Relaxed);
     }
     Reply::Simple("QUEUED")
 }
