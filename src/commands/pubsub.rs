@@ -264,11 +264,11 @@ fn too_many(args: &Args<'_>) -> CommandError {
 fn publish_counts(ctx: &Ctx<'_>) {
     let h = &ctx.client.handle;
     h.sub_count
-        .store(ctx.client.channels.len(), Ordering::Relaxed);
+        .store(ctx.client.channels.len() as u32, Ordering::Relaxed);
     h.psub_count
-        .store(ctx.client.patterns.len(), Ordering::Relaxed);
+        .store(ctx.client.patterns.len() as u32, Ordering::Relaxed);
     h.ssub_count
-        .store(ctx.client.shard_channels.len(), Ordering::Relaxed);
+        .store(ctx.client.shard_channels.len() as u32, Ordering::Relaxed);
 }
 
 /// Drops every subscription of the client (RESET, disconnect).

@@ -386,10 +386,13 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
                 _ => None,
             };
             let error_counted = crate::state::cmdstats::script_end(depth, error);
-            *client.handle.script_run.lock() = Some(crate::state::client::ScriptRun {
-                nanos: crate::util::clock::stamp_elapsed_ns(started),
-                error_counted,
-            });
+            client
+                .handle
+                .script_run
+                .set(crate::state::client::ScriptRun {
+                    nanos: crate::util::clock::stamp_elapsed_ns(started),
+                    error_counted,
+                });
             crate::store::journal::leave(&[], false, false);
             let _ = record.end();
             reply

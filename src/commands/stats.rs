@@ -95,7 +95,7 @@ pub fn unblocked(client: &mut ClientState, reply: &Reply) {
             _ => None,
         };
         // A script: its time is what it ran on the script thread.
-        let script = client.handle.script_run.lock().take();
+        let script = client.handle.script_run.take();
         let (nanos, counted) = match script {
             Some(run) => {
                 cmdstats::latency_sample("command", run.nanos);

@@ -57,7 +57,7 @@ pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> R
         ctx.client
             .handle
             .multi_len
-            .store(m.queued.len() as i64, Ordering::Relaxed);
+            .store(m.queued.len() as i32, Ordering::Relaxed);
     }
     Reply::Simple("QUEUED")
 }
@@ -66,7 +66,7 @@ fn multi(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     if ctx.client.multi.is_some() {
         return Err(CommandError::msg("ERR MULTI calls can not be nested"));
     }
-    ctx.client.multi = Some(MultiState::default());
+    ctx.client.multi = Some(Box::new(MultiState::default()));
     ctx.client.handle.multi_len.store(0, Ordering::Relaxed);
     Ok(Reply::ok())
 }
@@ -161,7 +161,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if ctx
             .server
             .watches
-            .watch(db, key, id, &ctx.client.watch_dirty)
+            .watch(db, key, id, ctx.client.watch_dirty.flag())
         {
             ctx.client.watched.push((db, key.clone()));
         }

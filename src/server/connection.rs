@@ -14,7 +14,7 @@ use crate::state::client::{ClientHandle, ClientState, ReplyMode};
 use crate::state::Server;
 use bytes::BytesMut;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -124,7 +124,35 @@ fn poll_tls_read(
     }
 }
 
+/// Connection tasks running in this process. The listener spawns them detached (a
+/// `JoinSet` keeps a 64-byte entry for each, idle or not), so its graceful shutdown waits
+/// on this count instead.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// How many connection tasks are running.
+pub fn running() -> usize {
+    RUNNING.load(Ordering::Acquire)
+}
+
+/// Counts a connection task for as long as it lives (dropped with the task, however it
+/// ends).
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        RUNNING.fetch_add(1, Ordering::AcqRel);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: Arc<ClientHandle>) {
+    let _running = Running::start();
     let authenticated = !server.auth_required.load(Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), authenticated);
     // Every connection starts as the default user (authenticated if it needs no password).
@@ -145,24 +173,12 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
     let mut qchecked = crate::util::clock::coarse();
     let mut qtimer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     'conn: loop {
-        let (limits, qbuf_limit, idle_timeout) = {
-            let cs = &server.conn_settings;
-            let limits = ParseLimits {
-                max_bulk_len: cs.max_bulk_len.load(Ordering::Relaxed),
-                unauthenticated: !client.authenticated
-                    && server.auth_required.load(Ordering::Relaxed),
-            };
-            (
-                limits,
-                cs.qbuf_limit.load(Ordering::Relaxed) as usize,
-                cs.timeout.load(Ordering::Relaxed),
-            )
-        };
-
+        // The settings are read where they are used rather than held for the iteration:
+        // what a loop iteration holds sits in every idle connection's task.
         // Execute every complete request already buffered.
         let mut close = false;
         loop {
-            match next_request(&mut inbuf, &mut parse_state, limits) {
+            match next_request(&mut inbuf, &mut parse_state, parse_limits(&server, &client)) {
                 Ok(Some(args)) => {
                     // CLIENT KILL sets the flag before it replies, so once the killer has its
                     // answer, nothing more of this client's runs.
@@ -193,11 +209,19 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                             break 'conn;
                         }
                         let c = &client;
-                        tokio::select! {
-                            _ = crate::state::pause::wait_while(|mode| {
-                                crate::commands::connection::postponed_by_pause(c, args, mode)
-                            }) => {}
-                            _ = handle.ended(&server) => break 'conn,
+                        // Boxed: the pause's timer and notification would otherwise sit
+                        // in every connection's task, paused or not.
+                        let ended = Box::pin(async {
+                            tokio::select! {
+                                _ = crate::state::pause::wait_while(|mode| {
+                                    crate::commands::connection::postponed_by_pause(c, args, mode)
+                                }) => false,
+                                _ = handle.ended(&server) => true,
+                            }
+                        })
+                        .await;
+                        if ended {
+                            break 'conn;
                         }
                     }
                     let skip_this = client.reply_mode == ReplyMode::Skip;
@@ -342,9 +366,8 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
             // (no copy, never an allocation), so its size is what CLIENT LIST reports.
             let _ = inbuf.try_reclaim(inbuf.capacity() + 1);
         }
-        let now = crate::util::clock::coarse();
-        if now != qchecked {
-            qchecked = now;
+        if crate::util::clock::coarse() != qchecked {
+            qchecked = crate::util::clock::coarse();
             crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, false);
         }
         if inbuf.capacity() > 0 && qtimer.is_none() {
@@ -355,7 +378,7 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
             handle.bufs.output(0, 0);
         }
         handle.bufs.input(inbuf.len(), inbuf.capacity());
-        if inbuf.len() > qbuf_limit {
+        if inbuf.len() > server.conn_settings.qbuf_limit.load(Ordering::Relaxed) as usize {
             tracing::warn!(
                 client = handle.id,
                 "closing client that reached max query buffer length"
@@ -363,16 +386,19 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
             break;
         }
 
-        // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they are
-        // expected to sit idle.
-        let exempt = client.subscriptions() > 0 || handle.monitor.load(Ordering::Relaxed);
         let idle = async {
-            if idle_timeout == 0 || exempt {
-                std::future::pending::<()>().await
-            } else {
-                // Boxed, and only when a timeout is set: a timer entry in every
-                // connection's task would cost each idle connection its size.
-                Box::pin(tokio::time::sleep(Duration::from_secs(idle_timeout))).await
+            match server.conn_settings.timeout.load(Ordering::Relaxed) {
+                // As in Redis, `timeout` never closes a subscriber or a MONITOR client:
+                // they are expected to sit idle. Boxed, and only when a timeout is set: a
+                // timer entry in every connection's task would cost each idle connection
+                // its size.
+                secs if secs > 0
+                    && client.subscriptions() == 0
+                    && !handle.monitor.load(Ordering::Relaxed) =>
+                {
+                    Box::pin(tokio::time::sleep(Duration::from_secs(secs))).await
+                }
+                _ => std::future::pending::<()>().await,
             }
         };
         tokio::select! {
@@ -406,6 +432,15 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                 if crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, idle) {
                     handle.bufs.input(inbuf.len(), inbuf.capacity());
                 }
+                if idle && inbuf.is_empty() {
+                    // The reply buffer and the argument list go too (kept while the client
+                    // is active, so a busy client allocates neither per request): an idle
+                    // connection holds no buffer at all. With nothing buffered, the parse
+                    // state holds no partial frame.
+                    out = BytesMut::new();
+                    handle.bufs.rbs.store(0, Ordering::Relaxed);
+                    parse_state = ParseState::default();
+                }
             }
             _ = idle => break,
         }
@@ -427,6 +462,16 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
         let _ = stream.shutdown().await;
     }
     server.clients.unregister(handle.id);
+}
+
+/// The parser's limits for the next request, read from the connection settings' atomics
+/// (and per request, so an AUTH earlier in a pipeline lifts the unauthenticated limit for
+/// the requests after it).
+fn parse_limits(server: &Server, client: &ClientState) -> ParseLimits {
+    ParseLimits {
+        max_bulk_len: server.conn_settings.max_bulk_len.load(Ordering::Relaxed),
+        unauthenticated: !client.authenticated && server.auth_required.load(Ordering::Relaxed),
+    }
 }
 
 /// Reads what the socket holds into `buf`'s spare capacity. A read that leaves room in the
@@ -513,10 +558,13 @@ async fn write_out<S: ClientStream>(
     // the journal holds it on disk, and under everysec/no once it is written to the file;
     // no lock is held here, and concurrent writers share the fsync the journal thread makes.
     let (durable, written) = (std::mem::take(journal.0), std::mem::take(journal.1));
+    // Boxed, and only when there is something to wait for: the journal's wait would
+    // otherwise sit in every connection's task. It waits for the journal thread anyway (a
+    // cross-thread wake-up at least), next to which the allocation is noise.
     if durable > 0 {
-        crate::store::journal::wait_durable(durable).await;
+        Box::pin(crate::store::journal::wait_durable(durable)).await;
     } else if written > 0 {
-        crate::store::journal::wait_written(written).await;
+        Box::pin(crate::store::journal::wait_written(written)).await;
     }
     server
         .stats
@@ -535,4 +583,50 @@ async fn write_out<S: ClientStream>(
     out.clear();
     handle.bufs.output(0, out.capacity());
     Ok(())
+}
+
+/// The size of what `f` returns: for an `async fn`, its future.
+fn output_size<A, B, C, R>(_: fn(A, B, C) -> R) -> usize {
+    std::mem::size_of::<R>()
+}
+
+/// What every connection holds however idle it is: its task's future (plain, TLS), its
+/// shared handle and its state (in the future), in bytes. Logged at start (debug level),
+/// so a release build's figures can be read without a test build.
+pub fn footprint() -> (usize, usize, usize, usize) {
+    (
+        output_size(serve::<TcpStream>),
+        output_size(serve::<tokio_rustls::server::TlsStream<TcpStream>>),
+        std::mem::size_of::<ClientHandle>(),
+        std::mem::size_of::<ClientState>(),
+    )
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// The size of what `f` returns: for an `async fn`, its future.
+    fn output_size5<A, B, C, D, E, R>(_: fn(A, B, C, D, E) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    /// What an idle connection's task holds stays small. The release build's future is
+    /// 912 bytes: with tokio's task header and trailer (104 bytes, rounded up to 128) its
+    /// task takes a 1,024-byte allocation; at 920 bytes or more it would take 1,280. A
+    /// debug build's future is a little larger (928 bytes when this was written), hence
+    /// the bound; what it guards is the rare paths' state moving back into every task.
+    #[test]
+    fn the_connection_task_and_state_stay_small() {
+        let (plain, _tls, handle, state) = footprint();
+        let write = output_size5(write_out::<TcpStream>);
+        eprintln!(
+            "task future {plain}, handle {handle}, state {state}, write_out {write}, wait_blocked {}",
+            output_size5(wait_blocked::<TcpStream>),
+        );
+        assert!(plain <= 960, "connection future {plain} bytes");
+        assert!(state <= 240, "client state {state} bytes");
+        // The journal's waits are boxed: they were 240 bytes in every write's future.
+        assert!(write < 240, "write_out future {write} bytes");
+    }
 }

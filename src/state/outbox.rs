@@ -6,7 +6,6 @@
 use crate::protocol::Reply;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Something queued for a client's connection task. Encoded by that task, in its protocol.
@@ -111,7 +110,9 @@ impl Outgoing {
 /// connection task has taken but not yet written to the socket.
 #[derive(Default)]
 pub struct Outbox {
-    queue: Mutex<VecDeque<Outgoing>>,
+    /// In arrival order (drained whole, never popped one at a time: a `Vec`, 8 bytes
+    /// smaller than a `VecDeque` in every client's handle).
+    queue: Mutex<Vec<Outgoing>>,
     /// Bytes queued or being written.
     bytes: AtomicUsize,
     /// Milliseconds (server clock) since when the soft limit has been exceeded; 0 = not over.
@@ -125,7 +126,7 @@ impl Outbox {
         // Counted under the queue lock, so a concurrent drain never subtracts bytes that
         // were not added yet.
         let mut q = self.queue.lock();
-        q.push_back(msg);
+        q.push(msg);
         self.bytes.fetch_add(cost, Ordering::AcqRel) + cost
     }
 
@@ -157,7 +158,7 @@ impl Outbox {
         if self.bytes.load(Ordering::Acquire) == 0 {
             return (Vec::new(), 0);
         }
-        let items: Vec<Outgoing> = self.queue.lock().drain(..).collect();
+        let items = std::mem::take(&mut *self.queue.lock());
         let cost = items.iter().map(Outgoing::cost).sum();
         (items, cost)
     }
@@ -180,7 +181,7 @@ impl Outbox {
     }
 
     pub fn clear(&self) {
-        let old: Vec<Outgoing> = self.queue.lock().drain(..).collect();
+        let old = std::mem::take(&mut *self.queue.lock());
         let cost: usize = old.iter().map(Outgoing::cost).sum();
         self.bytes.fetch_sub(cost, Ordering::AcqRel);
     }
