@@ -622,6 +622,7 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
 // ---------------------------------------------------------------------------------------
 // Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
 
+use crate::store::journal::pacing::{Pacer, SyncingFile};
 use crate::store::journal::snapshot::{self, Item, Snapshot};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -730,19 +731,26 @@ fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Inst
     );
 }
 
-/// Copies every key of the snapshot, chunk by chunk, into `sink`.
+/// Copies every key of the snapshot, chunk by chunk, into `sink`; `paced`: resting
+/// between chunks while clients are served (`pacing`), not at shutdown.
 fn each_item(
     server: &Server,
     snap: &Snapshot,
+    paced: bool,
     mut sink: impl FnMut(&Item) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
     let mut items = Vec::new();
     let mut n = 0;
+    let mut pacer = Pacer::new();
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk(&server.store, shard, &mut items) {
             for it in &items {
                 sink(it)?;
                 n += 1;
+            }
+            // The next lock hold comes first thing after the rest (see `pacing`).
+            if paced {
+                pacer.rest();
             }
         }
     }
@@ -1087,15 +1095,15 @@ fn write_base(
     functions: &[Bytes],
     path: &std::path::Path,
 ) -> Result<u64, String> {
-    use std::io::{Seek, Write};
+    use std::io::Seek;
     let io = |e: std::io::Error| format!("can't write the AOF base: {e}");
-    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut f = SyncingFile::new(std::fs::File::create(path).map_err(io)?);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     for code in functions {
         aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
     }
     let mut db = usize::MAX;
-    let keys = each_item(server, snap, |it| {
+    let keys = each_item(server, snap, true, |it| {
         crate::store::journal::base::item(&mut buf, &mut db, it);
         if buf.len() >= 1 << 16 {
             f.write_all(&buf)?;
@@ -1109,13 +1117,13 @@ fn write_base(
     // Documents: not part of the cut (their records are idempotent, see `snapshot`), but
     // the catalog must be one catalog: if a collection is created, dropped or renamed while
     // they are copied, the copy starts over.
-    let start = f.stream_position().map_err(io)?;
+    let start = f.file.stream_position().map_err(io)?;
     for _attempt in 0..5 {
-        f.set_len(start).map_err(io)?;
-        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        f.file.set_len(start).map_err(io)?;
+        f.file.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         let mut dbsel = db;
         if write_documents(server, snap, &mut f, &mut dbsel).map_err(io)? {
-            f.sync_all().map_err(io)?;
+            f.file.sync_all().map_err(io)?;
             return Ok(keys);
         }
     }
@@ -1126,14 +1134,14 @@ fn write_base(
 fn write_documents(
     server: &Arc<Server>,
     snap: &Snapshot,
-    f: &mut std::fs::File,
+    f: &mut SyncingFile,
     db: &mut usize,
 ) -> std::io::Result<bool> {
-    use std::io::Write;
     let gen = snapshot::catalog_gen();
     let defs = snapshot::collections(&server.store);
     let mut buf = Vec::with_capacity(1 << 16);
     let mut docs = Vec::new();
+    let mut pacer = Pacer::new();
     for def in &defs {
         // Databases are named as at the cut, as the keys are: a SWAPDB since then is in the
         // journal after the base.
@@ -1214,6 +1222,7 @@ fn write_documents(
                     f.write_all(&buf)?;
                     buf.clear();
                 }
+                pacer.rest();
                 match next {
                     Some(n) => from = n,
                     None => break,
@@ -1243,7 +1252,7 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            let r = save_rdb(&s);
+            let r = save_rdb(&s, true);
             P.bgsave_running.store(false, Relaxed);
             let reply = match r {
                 Ok(()) => Reply::ok(),
@@ -1304,7 +1313,7 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
         .name("bgsave".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = save_rdb(&s);
+            let r = save_rdb(&s, true);
             P.last_bgsave_secs
                 .store(started.elapsed().as_secs() as i64, Relaxed);
             P.last_bgsave_ok.store(r.is_ok(), Relaxed);
@@ -1322,8 +1331,8 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     true
 }
 
-/// Writes the snapshot as `dump.rdb` (RDB version 10).
-fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
+/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` as for [`each_item`].
+fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
     let (dir, file) = {
         let c = server.config.read();
         (
@@ -1343,7 +1352,7 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
     let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, paced, |it| w.item(it)));
     if let Ok(keys) = &r {
         log_snapshot("RDB snapshot written", &snap, *keys, copying);
     }
@@ -1393,7 +1402,8 @@ pub fn shutdown_save(server: &Arc<Server>) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    if let Err(e) = save_rdb(server) {
+    // The connections have ended: nobody to make room for.
+    if let Err(e) = save_rdb(server, false) {
         tracing::warn!("Error trying to save the DB: {e}");
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod aof;
 pub mod base;
+pub mod pacing;
 pub mod rdb_save;
 pub mod snapshot;
 pub mod writer;

@@ -28,8 +28,10 @@ use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Work units (see [`Value::free_effort`]) cloned per lock hold.
-pub const CHUNK_EFFORT: usize = 1024;
+/// Work units (see [`Value::free_effort`]) cloned per lock hold: a few tens of
+/// microseconds of a client's wait at most, when the copying thread is not preempted
+/// meanwhile (the copy rests between chunks so that it rarely is: `journal::pacing`).
+pub const CHUNK_EFFORT: usize = 256;
 /// Documents copied per lock hold.
 pub const DOC_CHUNK: u32 = 1024;
 
