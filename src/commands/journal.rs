@@ -623,6 +623,7 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
 // ---------------------------------------------------------------------------------------
 // Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
 
+use crate::store::journal::pacing::{Pacer, SyncingFile};
 use crate::store::journal::snapshot::{self, Item, Snapshot};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -731,19 +732,26 @@ fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Inst
     );
 }
 
-/// Copies every key of the snapshot, chunk by chunk, into `sink`.
+/// Copies every key of the snapshot, chunk by chunk, into `sink`; `paced`: resting
+/// between chunks while clients are served (`pacing`), not at shutdown.
 fn each_item(
     server: &Server,
     snap: &Snapshot,
+    paced: bool,
     mut sink: impl FnMut(&Item) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
     let mut items = Vec::new();
     let mut n = 0;
+    let mut pacer = Pacer::new();
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk(&server.store, shard, &mut items) {
             for it in &items {
                 sink(it)?;
                 n += 1;
+            }
+            // The next lock hold comes first thing after the rest (see `pacing`).
+            if paced {
+                pacer.rest();
             }
         }
     }
@@ -1088,15 +1096,15 @@ fn write_base(
     functions: &[Bytes],
     path: &std::path::Path,
 ) -> Result<u64, String> {
-    use std::io::{Seek, Write};
+    use std::io::Seek;
     let io = |e: std::io::Error| format!("can't write the AOF base: {e}");
-    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut f = SyncingFile::new(std::fs::File::create(path).map_err(io)?);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     for code in functions {
         aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
     }
     let mut db = usize::MAX;
-    let keys = each_item(server, snap, |it| {
+    let keys = each_item(server, snap, true, |it| {
         crate::store::journal::base::item(&mut buf, &mut db, it);
         if buf.len() >= 1 << 16 {
             f.write_all(&buf)?;
@@ -1110,13 +1118,13 @@ fn write_base(
     // Documents: not part of the cut (their records are idempotent, see `snapshot`), but
     // the catalog must be one catalog: if a collection is created, dropped or renamed while
     // they are copied, the copy starts over.
-    let start = f.stream_position().map_err(io)?;
+    let start = f.file.stream_position().map_err(io)?;
     for _attempt in 0..5 {
-        f.set_len(start).map_err(io)?;
-        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        f.file.set_len(start).map_err(io)?;
+        f.file.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         let mut dbsel = db;
         if write_documents(server, snap, &mut f, &mut dbsel).map_err(io)? {
-            f.sync_all().map_err(io)?;
+            f.file.sync_all().map_err(io)?;
             return Ok(keys);
         }
     }
@@ -1127,14 +1135,14 @@ fn write_base(
 fn write_documents(
     server: &Arc<Server>,
     snap: &Snapshot,
-    f: &mut std::fs::File,
+    f: &mut SyncingFile,
     db: &mut usize,
 ) -> std::io::Result<bool> {
-    use std::io::Write;
     let gen = snapshot::catalog_gen();
     let defs = snapshot::collections(&server.store);
     let mut buf = Vec::with_capacity(1 << 16);
     let mut docs = Vec::new();
+    let mut pacer = Pacer::new();
     for def in &defs {
         // Databases are named as at the cut, as the keys are: a SWAPDB since then is in the
         // journal after the base.
@@ -1215,6 +1223,7 @@ fn write_documents(
                     f.write_all(&buf)?;
                     buf.clear();
                 }
+                pacer.rest();
                 match next {
                     Some(n) => from = n,
                     None => break,
@@ -1244,7 +1253,7 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            let r = save_rdb(&s);
+            let r = save_rdb(&s, true);
             P.bgsave_running.store(false, Relaxed);
             let reply = match r {
                 Ok(()) => Reply::ok(),
@@ -1305,7 +1314,7 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
         .name("bgsave".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = save_rdb(&s);
+            let r = save_rdb(&s, true);
             P.last_bgsave_secs
                 .store(started.elapsed().as_secs() as i64, Relaxed);
             P.last_bgsave_ok.store(r.is_ok(), Relaxed);
@@ -1324,8 +1333,8 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     true
 }
 
-/// Writes the snapshot as `dump.rdb` (RDB version 10).
-fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
+/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` as for [`each_item`].
+fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
     let (dir, file) = {
         let c = server.config.read();
         (
@@ -1345,7 +1354,7 @@ fn save_rdb(server: &Arc<Server>) -> Result<(), String> {
     let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, paced, |it| w.item(it)));
     if let Ok(keys) = &r {
         log_snapshot("RDB snapshot written", &snap, *keys, copying);
     }
@@ -1395,7 +1404,8 @@ pub fn shutdown_save(server: &Arc<Server>) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    if let Err(e) = save_rdb(server) {
+    // The connections have ended: nobody to make room for.
+    if let Err(e) = save_rdb(server, false) {
         tracing::warn!("Error trying to save the DB: {e}");
     }
 }
@@ -1650,7 +1660,7 @@ pub fn replication_snapshot(
     };
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, true, |it| w.item(it)));
     if let Err(e) = r {
         w.abort();
         return Err(io(e));
@@ -1660,20 +1670,22 @@ pub fn replication_snapshot(
     if server.store.document_totals().collections == 0 {
         return Ok(keys);
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(target)
-        .map_err(io)?;
-    let start = f.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+    let mut f = SyncingFile::new(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(target)
+            .map_err(io)?,
+    );
+    let start = f.file.seek(std::io::SeekFrom::End(0)).map_err(io)?;
     for _attempt in 0..5 {
-        f.set_len(start).map_err(io)?;
-        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        f.file.set_len(start).map_err(io)?;
+        f.file.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
         let mut db = usize::MAX;
         if write_documents(server, &snap, &mut f, &mut db).map_err(io)? {
-            let end = f.stream_position().map_err(io)?;
-            f.write_all(DOCS_TRAILER).map_err(io)?;
-            f.write_all(&(end - start).to_le_bytes()).map_err(io)?;
+            let end = f.file.stream_position().map_err(io)?;
+            f.file.write_all(DOCS_TRAILER).map_err(io)?;
+            f.file.write_all(&(end - start).to_le_bytes()).map_err(io)?;
             return Ok(keys);
         }
     }

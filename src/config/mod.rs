@@ -296,9 +296,9 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("oom-score-adj-values", &[]),
     // The journal writes no timestamp annotations.
     ("aof-timestamp-enabled", &["no"]),
-    // A rewrite's base and a snapshot are fsynced once, when complete.
-    ("aof-rewrite-incremental-fsync", &[]),
-    ("rdb-save-incremental-fsync", &[]),
+    // A rewrite's base and a snapshot are always fsynced every 4 MB as they are written.
+    ("aof-rewrite-incremental-fsync", &["yes"]),
+    ("rdb-save-incremental-fsync", &["yes"]),
     // The allocator is mimalloc, not jemalloc.
     ("jemalloc-bg-thread", &[]),
     // Transparent huge pages are always off for the process (util::alloc), Redis's default.

@@ -26,6 +26,7 @@
 pub mod aof;
 pub mod base;
 pub mod feed;
+pub mod pacing;
 pub mod rdb_save;
 pub mod snapshot;
 pub mod writer;

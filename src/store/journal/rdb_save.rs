@@ -6,10 +6,10 @@
 //! Not written: documents and collections (RDB has no place for them: they are kept only by
 //! the journal; SAVE logs how many collections were left out), LRU/LFU access information.
 
+use super::pacing::SyncingFile;
 use super::snapshot::Item;
 use crate::store::rdb;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const OP_FUNCTION2: u8 = 245;
@@ -19,7 +19,7 @@ const OP_AUX: u8 = 250;
 const OP_EOF: u8 = 255;
 
 pub struct RdbWriter {
-    file: File,
+    file: SyncingFile,
     tmp: PathBuf,
     buf: Vec<u8>,
     crc: u64,
@@ -34,7 +34,7 @@ impl RdbWriter {
     /// [`RdbWriter::finish`], so a crash never leaves half a file under its name).
     pub fn create(dir: &Path, version: &str, used_mem: usize) -> std::io::Result<RdbWriter> {
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
-        let file = File::create(&tmp)?;
+        let file = SyncingFile::new(File::create(&tmp)?);
         let mut w = RdbWriter {
             file,
             tmp,
@@ -109,7 +109,7 @@ impl RdbWriter {
         let crc = self.crc.to_le_bytes();
         self.file.write_all(&crc)?;
         self.bytes += 8;
-        self.file.sync_all()?;
+        self.file.file.sync_all()?;
         std::fs::rename(&self.tmp, target)?;
         if let Some(dir) = target.parent() {
             let dir = if dir.as_os_str().is_empty() {

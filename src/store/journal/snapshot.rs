@@ -11,8 +11,9 @@
 //!
 //! **What a client waits for.** A chunk holds its shard's lock while it *clones* the entries
 //! of up to [`CHUNK_EFFORT`] units of work (a key, or one element per element of a value in
-//! a table, one node of a list), a few hundred microseconds; all encoding is done after the lock
-//! is released. A write to a key whose segment is not copied yet clones that one value
+//! a table, one node of a list), tens of microseconds; all encoding is done after the lock
+//! is released, and the copying thread rests between chunks (`journal::pacing`) so that the
+//! scheduler seldom preempts it while it holds a lock. A write to a key whose segment is not copied yet clones that one value
 //! before changing it (its first change only). A single value with millions of elements
 //! is cloned whole, under its shard's lock, once.
 //!
@@ -28,8 +29,10 @@ use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Work units (see [`Value::free_effort`]) cloned per lock hold.
-pub const CHUNK_EFFORT: usize = 1024;
+/// Work units (see [`Value::free_effort`]) cloned per lock hold: a few tens of
+/// microseconds of a client's wait at most, when the copying thread is not preempted
+/// meanwhile (the copy rests between chunks so that it rarely is: `journal::pacing`).
+pub const CHUNK_EFFORT: usize = 256;
 /// Documents copied per lock hold.
 pub const DOC_CHUNK: u32 = 1024;
 

@@ -114,8 +114,12 @@ pub struct Journal {
     pub incr_size: AtomicU64,
     /// The file records go to after a rewrite's cut, until the cut is reached.
     next_file: Mutex<Option<File>>,
-    /// The descriptor the journal thread fsyncs (the current incremental file's).
-    sync_fd: Mutex<Option<File>>,
+    /// The incremental file before a rewrite's cut, written up to the cut and not fsynced
+    /// since: the journal thread fsyncs it before the durable mark passes the cut.
+    old_file: Mutex<Option<File>>,
+    /// The descriptor the journal thread fsyncs (the current incremental file's), shared
+    /// so the fsync runs without this lock (the cut replaces it meanwhile).
+    sync_fd: Mutex<Option<Arc<File>>>,
     done: Mutex<bool>,
     done_cv: Condvar,
 }
@@ -154,6 +158,7 @@ impl Journal {
             last_fsync_ok: AtomicBool::new(true),
             incr_size: AtomicU64::new(0),
             next_file: Mutex::new(None),
+            old_file: Mutex::new(None),
             sync_fd: Mutex::new(None),
             done: Mutex::new(false),
             done_cv: Condvar::new(),
@@ -161,7 +166,7 @@ impl Journal {
         let w = j.clone();
         let spawned = match sync_fd {
             Ok(fd) => {
-                *j.sync_fd.lock() = Some(fd);
+                *j.sync_fd.lock() = Some(Arc::new(fd));
                 std::thread::Builder::new()
                     .name("journal".into())
                     .spawn(move || w.run())
@@ -228,8 +233,8 @@ impl Journal {
     }
 
     /// A rewrite's cut: records numbered `seq` and after go to `file` (a new, empty
-    /// incremental file); the ones before still go to the current file, which is fsynced
-    /// when the cut is written.
+    /// incremental file); the ones before still go to the current file, which the journal
+    /// thread fsyncs (with the new one) before the durable mark passes the cut.
     pub fn switch_at(&self, seq: u64, file: File) {
         *self.next_file.lock() = Some(file);
         let mut m = self.merge.lock();
@@ -323,16 +328,16 @@ impl Journal {
         };
         match split {
             Some(off) => {
-                // The cut of a rewrite: the old file gets what precedes it and is fsynced
-                // (the journal thread fsyncs only the new one from now on), then the new
-                // file takes the rest.
+                // The cut of a rewrite: the old file gets what precedes it, then the new
+                // file takes the rest. The old file is fsynced by the journal thread, not
+                // here: this runs under the file's lock, which the replies of every
+                // connection that writes wait for, and an fsync can take tens of ms.
                 self.write_all(&mut file, &data[..off]);
-                if file.sync_data().is_err() {
-                    self.last_fsync_ok.store(false, Ordering::Relaxed);
-                }
                 if let Some(next) = self.next_file.lock().take() {
-                    *self.sync_fd.lock() = next.try_clone().ok();
-                    *file = next;
+                    let fd = next.try_clone().ok().map(Arc::new);
+                    let old = std::mem::replace(&mut *file, next);
+                    *self.old_file.lock() = Some(old);
+                    *self.sync_fd.lock() = fd;
                     self.incr_size.store(0, Ordering::Relaxed);
                 }
                 self.write_all(&mut file, &data[off..]);
@@ -434,11 +439,20 @@ impl Journal {
                     || self.need_sync.load(Ordering::Acquire) > durable
                     || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
             if due {
-                let ok = self
-                    .sync_fd
-                    .lock()
-                    .as_ref()
-                    .is_some_and(|f| f.sync_data().is_ok());
+                // The file before a cut first (`written` was read after it was set aside,
+                // so everything up to `written` is in it or in the current file).
+                let old = self.old_file.lock().take();
+                let old_ok = match old {
+                    None => true,
+                    Some(f) if f.sync_data().is_ok() => true,
+                    Some(f) => {
+                        // Tried again at the next fsync; the durable mark waits.
+                        self.old_file.lock().get_or_insert(f);
+                        false
+                    }
+                };
+                let fd = self.sync_fd.lock().clone();
+                let ok = old_ok && fd.is_some_and(|f| f.sync_data().is_ok());
                 self.last_fsync_ok.store(ok, Ordering::Relaxed);
                 if ok {
                     self.mark_durable(written);
