@@ -19,7 +19,6 @@ use crate::store::keyspace::{Ttl, Value};
 use crate::store::Entry;
 use crate::util::num::format_g17;
 use bytes::Bytes;
-use parking_lot::Mutex;
 
 const DEBUG: CommandSpec = family("server", 0);
 
@@ -28,15 +27,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     DEBUG.cmd("debug", -2, debug).flags(ADMIN | NOSCRIPT | LOADING | STALE)
         .doc("1.0.0", "A container for debugging commands").complexity("Depends on subcommand."),
 ];
-
-/// The replication ID `DEBUG CHANGE-REPL-ID` gave the instance (INFO's `master_replid`);
-/// until then it is the run id, as a Redis master's is at start.
-static REPL_ID: Mutex<Option<String>> = Mutex::new(None);
-
-/// INFO replication's `master_replid`.
-pub fn repl_id(run_id: &str) -> String {
-    REPL_ID.lock().clone().unwrap_or_else(|| run_id.to_string())
-}
 
 fn allowed(ctx: &Ctx<'_>) -> bool {
     crate::commands::server::allowed_by(ctx, "enable-debug-command")
@@ -161,7 +151,10 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
         (b"CHANGE-REPL-ID", 0) => {
             tracing::warn!("Changing replication IDs after receiving DEBUG change-repl-id");
-            *REPL_ID.lock() = Some(new_repl_id());
+            // Redis's changeReplicationId + clearReplicationId2.
+            let r = crate::state::replication::repl();
+            *r.replid.lock() = crate::state::replication::random_id();
+            *r.replid2.lock() = "0".repeat(40);
             Ok(Reply::ok())
         }
         (b"ERROR", 1) => {
@@ -617,20 +610,6 @@ fn dataset_digest(ctx: &mut Ctx<'_>) -> [u8; 20] {
         });
     }
     fin
-}
-
-/// A new 40-hex-digit replication ID.
-fn new_repl_id() -> String {
-    use sha1::{Digest, Sha1};
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    let mut h = Sha1::new();
-    h.update(now.to_le_bytes());
-    h.update(std::process::id().to_le_bytes());
-    h.update(REPL_ID.lock().clone().unwrap_or_default().as_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Redis's `stringmatchlen_fuzz_test`: random patterns against random strings, 100,000

@@ -254,13 +254,15 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                             .await
                             .is_ok()
                         {
-                            crate::server::replication::serve_replica(
+                            // Boxed: the replica's loop is rare and large, and an idle
+                            // connection's future must not carry its state.
+                            Box::pin(crate::server::replication::serve_replica(
                                 &server,
                                 &mut stream,
                                 &handle,
                                 &mut inbuf,
                                 req,
-                            )
+                            ))
                             .await;
                         }
                         break 'conn;
