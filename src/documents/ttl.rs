@@ -11,6 +11,7 @@
 //! string, a number or a Timestamp never expires (MongoDB's rules). A document without a date
 //! has no wheel entry at all, so it costs nothing.
 
+use crate::documents::rawbson;
 use crate::wheel::{EntryId, Wheel};
 use bson::{RawBsonRef, RawDocument};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -183,6 +184,16 @@ fn entry(idx: u32) -> EntryId {
 /// The earliest BSON Date the dotted `path` reaches in `doc`, through subdocuments and arrays
 /// (an array of dates counts by its earliest).
 pub fn earliest_date(doc: &RawDocument, path: &[String]) -> Option<i64> {
+    // A top-level date (the usual `accessTime`) read with the stored-bytes walker: every
+    // strict read checks it, and the bson crate's lookup cost several times more.
+    if let [field] = path {
+        match rawbson::field(doc.as_bytes(), field) {
+            Some(None) => return None,
+            Some(Some(e)) if e.ty == rawbson::DATE_TIME => return rawbson::i64_of(e.value),
+            // Anything else (an array of dates, another type) is walked below.
+            _ => {}
+        }
+    }
     let mut best: Option<i64> = None;
     if let Some((first, rest)) = path.split_first() {
         if let Ok(Some(v)) = doc.get(first) {
