@@ -35,12 +35,12 @@ fn write_stored(bytes: &[u8], array: bool, depth: usize, out: &mut Vec<u8>) -> O
             out.push(b',');
         }
         if !array {
-            write_str(std::str::from_utf8(e.key).ok()?, out);
+            write_stored_str(e.key, out)?;
             out.push(b':');
         }
         match e.ty {
             rawbson::DOUBLE => write_f64(f64::from_bits(rawbson::i64_of(e.value)? as u64), out),
-            rawbson::STRING => write_str(std::str::from_utf8(rawbson::str_of(e.value)?).ok()?, out),
+            rawbson::STRING => write_stored_str(rawbson::str_of(e.value)?, out)?,
             rawbson::DOCUMENT => write_stored(e.value, false, depth + 1, out)?,
             rawbson::ARRAY => write_stored(e.value, true, depth + 1, out)?,
             rawbson::BOOLEAN => match e.value {
@@ -369,10 +369,25 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// A stored key or string as JSON: ASCII (the usual case) needs no UTF-8 validation, which
+/// cost more than the escaping for short strings; anything else is validated first.
+fn write_stored_str(b: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    if b.is_ascii() {
+        write_str_bytes(b, out);
+    } else {
+        write_str(std::str::from_utf8(b).ok()?, out);
+    }
+    Some(())
+}
+
 /// A JSON string, escaped as serde_json escapes it.
 fn write_str(s: &str, out: &mut Vec<u8>) {
+    write_str_bytes(s.as_bytes(), out)
+}
+
+/// [`write_str`] of valid UTF-8 bytes (escaping looks only at ASCII bytes).
+fn write_str_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {
