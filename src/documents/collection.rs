@@ -14,7 +14,7 @@ use crate::documents::planner::{self, Plan};
 use crate::documents::query::{Node, Pred};
 use crate::documents::stored::StoredDoc;
 use crate::documents::unique::{Claimed, UniqueKeys};
-use crate::documents::{codec, keys, ttl, ttl::TtlShard};
+use crate::documents::{codec, keys, rawbson, ttl, ttl::TtlShard};
 use crate::util::mem::alloc_size;
 use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf};
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -801,6 +801,63 @@ impl CollectionShard {
         }
     }
 
+    /// [`CollectionShard::scan`] of a filter planned once for the command
+    /// ([`planner::EqProbe`]: `{f: v}` alone, unsorted), as the planner would run it in this
+    /// part: the first ready single-field index on `f`, probed with the probe's key. Returns
+    /// false, having visited nothing, when the planner would plan otherwise here (no such
+    /// index, or it is dormant and [`CollectionShard::prepare`] must build it first): the
+    /// caller then prepares and scans.
+    pub fn scan_eq(
+        &self,
+        p: &planner::EqProbe<'_>,
+        visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
+    ) -> bool {
+        let Some(ix) = self
+            .indexes
+            .iter()
+            .filter_map(IndexShard::as_ordered)
+            .filter(|ix| ix.ready)
+            .find(|ix| matches!(ix.spec.fields.as_slice(), [f] if f.path == p.path))
+        else {
+            return false;
+        };
+        if ix.is_dormant() {
+            return false;
+        }
+        let inverted: Vec<u8>;
+        let key = if ix.spec.fields[0].descending {
+            inverted = p.key.iter().map(|b| !b).collect();
+            &inverted
+        } else {
+            &p.key
+        };
+        let clock = self.visibility_clock();
+        // As `index_hit_is_match`: a hit is the match when the stored type is exact, unless
+        // the index ever held an array.
+        let exact = p.exact.filter(|_| !ix.is_multikey());
+        let mut fields: Option<Vec<Vec<String>>> = None;
+        ix.scan_key(key, &mut ScanStats::default(), &mut |slot| {
+            let Some(raw) = self.get(slot) else {
+                return true;
+            };
+            // The dates are read from the document, which the match reads anyway (as
+            // `lookup_id` does).
+            if let Some(now) = clock {
+                if self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now)) {
+                    return true;
+                }
+            }
+            let matched = exact.is_some_and(|f| stored_exact(raw, f))
+                || matches(
+                    p.filter,
+                    fields.get_or_insert_with(|| p.filter.field_paths()),
+                    raw,
+                );
+            !matched || visit(slot, raw)
+        });
+        true
+    }
+
     /// Builds, before a scan of `filter` with `sort`, a TTL index's ordered part that is
     /// still dormant (see `OrderedIndex::wake`) if the planner would serve the scan with
     /// it; every read and write that scans calls it first, so every shard it scans makes
@@ -1002,6 +1059,20 @@ fn index_hit_is_match<'a>(filter: &'a Node, ix: &OrderedIndex) -> Option<&'a str
 /// The stored `field` is of a type the KeyString encodes exactly (Decimal128 goes through
 /// its f64 value, so a hit on a decimal is matched; an array is matched element-wise).
 fn stored_exact(raw: &RawDocument, field: &str) -> bool {
+    // The type byte read with the stored-bytes walker (the bson crate's lookup converts
+    // every element it passes); the crate's lookup only for bytes the walker refuses.
+    if let Some(e) = rawbson::field(raw.as_bytes(), field) {
+        return e.is_some_and(|e| {
+            matches!(
+                e.ty,
+                rawbson::INT32
+                    | rawbson::INT64
+                    | rawbson::DOUBLE
+                    | rawbson::STRING
+                    | rawbson::OBJECT_ID
+            )
+        });
+    }
     matches!(
         raw.get(field),
         Ok(Some(

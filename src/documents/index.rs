@@ -1068,17 +1068,25 @@ impl OrderedIndex {
             // A point inverted is the point's bytes inverted.
             orient(&mut lo[start..], f.descending);
         }
-        if !self.filter.may_contain(&lo) {
-            return true;
+        self.scan_key(&lo, stats, visit);
+        true
+    }
+
+    /// Visits the slots of the entries whose key is exactly `key` (every field's KeyString,
+    /// oriented as stored), in index order, until `visit` returns false: the probe of
+    /// [`OrderedIndex::scan_point`], also called with a key made once for every shard.
+    pub fn scan_key(&self, key: &[u8], stats: &mut ScanStats, visit: &mut dyn FnMut(u32) -> bool) {
+        if !self.filter.may_contain(key) {
+            return;
         }
         // One descent (to the first entry at or after the key), then forward while entries
         // start with it: half the comparisons of a two-ended range.
-        let from = bound_key(&lo);
+        let from = bound_key(key);
         for e in self
             .entries
             .range::<IxKey, _>((Bound::Included(&from), Bound::Unbounded))
         {
-            if e.len() != lo.len() + 4 || !e.starts_with(&lo) {
+            if e.len() != key.len() + 4 || !e.starts_with(key) {
                 break;
             }
             stats.keys_examined += 1;
@@ -1086,7 +1094,6 @@ impl OrderedIndex {
                 break;
             }
         }
-        true
     }
 
     /// Whether the key's fields from `from` on lie within their oriented bounds.

@@ -16,6 +16,7 @@ pub mod path;
 pub mod planner;
 pub mod projection;
 pub mod query;
+pub mod rawbson;
 pub mod sort;
 pub mod stats;
 pub mod stored;

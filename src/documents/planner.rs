@@ -14,7 +14,10 @@
 //! but never miss: the matcher runs again on every fetched document.
 //!
 //! The plan is made per shard, under the shard's lock, from that shard's indexes: every
-//! shard holds the same index catalog, so every shard picks the same plan.
+//! shard holds the same index catalog, so every shard picks the same plan. The commonest
+//! filter on a secondary field, `{f: v}` alone and unsorted, is planned once per command
+//! instead ([`EqProbe`]): it must visit every shard (documents are placed by `_id`), and
+//! each visit then only looks up the index and probes it with the key made once.
 
 use crate::documents::index::{self, Interval, OrderedIndex};
 use crate::documents::keys;
@@ -41,6 +44,48 @@ impl Plan<'_> {
             Plan::CollScan => "COLLSCAN",
         }
     }
+}
+
+/// `{f: v}` alone (`f` not `_id`, `v` not an array), planned once for a command that
+/// visits every shard: [`plan`] would choose, in each shard, the first single-field index
+/// on `f` with the point bounds of `v`; `CollectionShard::scan_eq` looks up that index and
+/// probes it with `key`.
+#[derive(Debug)]
+pub struct EqProbe<'a> {
+    pub filter: &'a Node,
+    pub path: &'a [String],
+    /// The KeyString of `v` (an ascending field's key).
+    pub key: Vec<u8>,
+    /// `f` when it is top-level and `v` of a type whose KeyString equality is query
+    /// equality (integer, string, ObjectId): an index hit on a stored value of such a type
+    /// is then a match without running the matcher.
+    pub exact: Option<&'a str>,
+}
+
+/// The [`EqProbe`] of `filter`, if it is such a filter.
+pub fn eq_probe(filter: &Node) -> Option<EqProbe<'_>> {
+    let Node::Field {
+        path,
+        pred: Pred::Eq(v),
+    } = filter
+    else {
+        return None;
+    };
+    if matches!(v, Bson::Array(_)) || filter.id_equality().is_some() {
+        return None;
+    }
+    let exact = match (path.as_slice(), v) {
+        ([f], Bson::Int32(_) | Bson::Int64(_) | Bson::String(_) | Bson::ObjectId(_)) => {
+            Some(f.as_str())
+        }
+        _ => None,
+    };
+    Some(EqProbe {
+        filter,
+        path,
+        key: keys::encode(v),
+        exact,
+    })
 }
 
 /// The field predicates of the filter's top-level conjunction.

@@ -54,12 +54,12 @@ pub enum Pred {
 
 pub type Result<T> = std::result::Result<T, String>;
 
-/// Parses a filter document.
-/// The filter `{"_id": v}` read straight from its JSON text, for `v` a string without
-/// escapes (other than `"$$NOW"`) or an integer: the commonest filter (a session, a cached
-/// page, an invite by its key), parsed without building a document. `None` for any other
-/// text, which the general parser then reads (and refuses, if it must).
-pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
+/// The filter `{"<field>": v}` read straight from its JSON text, for a top-level field name
+/// without escapes, `.` or `$`, and `v` a string without escapes (other than `"$$NOW"`) or an
+/// integer: the commonest filters (a session by `_id`, sessions by `userID`), parsed without
+/// building a document. `None` for any other text, which the general parser then reads (and
+/// refuses, if it must).
+pub fn parse_eq_json(text: &[u8]) -> Option<Node> {
     let ws = |i: &mut usize| {
         while text
             .get(*i)
@@ -73,8 +73,20 @@ pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
     let rest = text.get(i..)?.strip_prefix(b"{")?;
     i = text.len() - rest.len();
     ws(&mut i);
-    let rest = text.get(i..)?.strip_prefix(b"\"_id\"")?;
+    let rest = text.get(i..)?.strip_prefix(b"\"")?;
     i = text.len() - rest.len();
+    let name_start = i;
+    while text
+        .get(i)
+        .is_some_and(|&c| c >= 0x20 && !matches!(c, b'"' | b'\\' | b'.' | b'$'))
+    {
+        i += 1;
+    }
+    if text.get(i) != Some(&b'"') || i == name_start {
+        return None;
+    }
+    let name = std::str::from_utf8(&text[name_start..i]).ok()?;
+    i += 1;
     ws(&mut i);
     let rest = text.get(i..)?.strip_prefix(b":")?;
     i = text.len() - rest.len();
@@ -126,11 +138,17 @@ pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
     i = text.len() - rest.len();
     ws(&mut i);
     (i == text.len()).then(|| Node::Field {
-        path: vec!["_id".to_string()],
+        path: vec![name.to_string()],
         pred: Pred::Eq(value),
     })
 }
 
+/// [`parse_eq_json`] of a filter `{"_id": v}` only.
+pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
+    parse_eq_json(text).filter(|n| matches!(n, Node::Field { path, .. } if path == &["_id"]))
+}
+
+/// Parses a filter document.
 pub fn parse(filter: &Document) -> Result<Node> {
     parse_depth(filter, 0)
 }
@@ -749,6 +767,42 @@ mod tests {
         ];
         for t in left {
             assert!(parse_id_only_json(t.as_bytes()).is_none(), "{t}");
+        }
+    }
+
+    /// `{"<field>": v}`: the same shortcut for any plain top-level field.
+    #[test]
+    fn field_equality_shortcut_agrees_with_the_general_parser() {
+        let taken = [
+            r#"{"userID":"000000000042"}"#,
+            r#" { "a" : 7 } "#,
+            r#"{"_idx":-1}"#,
+            "{\"caf\u{e9}\":\"x\"}",
+            r#"{"a b":"$x"}"#,
+        ];
+        for t in taken {
+            let fast = parse_eq_json(t.as_bytes()).expect(t);
+            let doc = codec::parse(t.as_bytes(), false).expect(t);
+            assert_eq!(
+                format!("{fast:?}"),
+                format!("{:?}", parse(&doc).expect(t)),
+                "{t}"
+            );
+        }
+        let left = [
+            r#"{"a.b":1}"#,
+            r#"{"$where":1}"#,
+            r#"{"a$":1}"#,
+            r#"{"":1}"#,
+            r#"{"a\"b":1}"#,
+            r#"{"a":"$$NOW"}"#,
+            r#"{"a":{"$gt":1}}"#,
+            r#"{"a":1,"b":2}"#,
+            r#"{"a":[1]}"#,
+            r#"{"a":null}"#,
+        ];
+        for t in left {
+            assert!(parse_eq_json(t.as_bytes()).is_none(), "{t}");
         }
     }
 }

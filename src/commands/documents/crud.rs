@@ -123,6 +123,20 @@ fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<
             return Ok(doc.into_iter().collect());
         }
     }
+    // Unsorted, as stored: every match is written as its reply in place, under its shard's
+    // lock (the filter planned once for every shard).
+    let q = &o.query;
+    if o.projection.is_none() && !o.touch && q.skip == 0 && q.sort.is_none() && !q.reverse {
+        let render = |raw: &bson::RawDocument| {
+            stored_reply(raw, t.bson).unwrap_or_else(|| {
+                let doc = bson::Document::try_from(raw).unwrap_or_default();
+                doc_reply(doc, None, t.bson)
+            })
+        };
+        if let Some(replies) = coll.find_rendered(&q.filter, q.limit, render) {
+            return Ok(replies);
+        }
+    }
     let mut found = coll.find(&o.query);
     if o.touch {
         found = coll.touch_found(found, t.now, max_doc_size(ctx));

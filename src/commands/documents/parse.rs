@@ -52,11 +52,11 @@ pub fn parse_doc(arg: &[u8], t: &Target) -> CommandResult<Document> {
     Ok(d)
 }
 
-/// A filter argument, parsed once for the whole command (`{"_id": v}` straight from its
-/// text).
+/// A filter argument, parsed once for the whole command (`{"<field>": v}` straight from
+/// its text).
 pub fn parse_filter(arg: &[u8], t: &Target) -> CommandResult<query::Node> {
     if !t.bson {
-        if let Some(node) = query::parse_id_only_json(arg) {
+        if let Some(node) = query::parse_eq_json(arg) {
             return Ok(node);
         }
     }

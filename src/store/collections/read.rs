@@ -7,6 +7,7 @@
 use super::Coll;
 use crate::documents::collection::CollectionShard;
 use crate::documents::index::ScanStats;
+use crate::documents::planner::{self, EqProbe};
 use crate::documents::query::Node;
 use crate::documents::sort::Sort;
 use crate::store::ShardData;
@@ -188,19 +189,85 @@ impl Coll<'_> {
             .map(|doc| doc.map(|(_, raw)| render(raw)))
     }
 
-    /// Counts the visible documents matching `filter`.
-    pub fn count(&self, filter: &Node) -> u64 {
-        let mut n = 0;
-        for s in self.shards_for(filter) {
-            let mut guard = self.store.lock(s);
-            if let Some(cs) = self.prepared(&mut guard, filter, None) {
-                cs.scan(filter, &mut |_, _| {
-                    n += 1;
-                    true
-                });
+    /// The shards a filter can match in (as `shards_for`, without a vector).
+    fn shard_range(&self, filter: &Node) -> std::ops::Range<usize> {
+        match filter.id_equality() {
+            Some(id) => {
+                let s = self.store.shard_of(&crate::documents::keys::encode(id));
+                s..s + 1
             }
+            None => 0..self.store.shard_count(),
+        }
+    }
+
+    /// Scans this collection's part in the locked shard `g`: with `probe` (the filter
+    /// planned once for the command) when the part allows it, else prepared and planned
+    /// here. `keep` bounds the matches the planned scan looks for.
+    fn scan_shard(
+        &self,
+        g: &mut ShardData,
+        filter: &Node,
+        probe: Option<&EqProbe<'_>>,
+        keep: Option<usize>,
+        visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
+    ) {
+        let Some(cs) = self.part(g) else {
+            return;
+        };
+        if probe.is_some_and(|p| cs.scan_eq(p, &mut *visit)) {
+            return;
+        }
+        if let Some(cs) = self.prepared(g, filter, None) {
+            cs.scan_planned(filter, &[], keep, &mut ScanStats::default(), visit);
+        }
+    }
+
+    /// Counts the visible documents matching `filter`. Nothing is copied: each match is
+    /// only counted, under its shard's lock.
+    pub fn count(&self, filter: &Node) -> u64 {
+        let probe = planner::eq_probe(filter);
+        let mut n = 0;
+        for s in self.shard_range(filter) {
+            let mut guard = self.store.lock(s);
+            self.scan_shard(&mut guard, filter, probe.as_ref(), None, &mut |_, _| {
+                n += 1;
+                true
+            });
         }
         n
+    }
+
+    /// An unsorted find without skip, of an uncapped collection: each match is turned by
+    /// `render` into its reply in place, under its shard's lock (no copy of the stored
+    /// bytes), in storage order (shard, then what the plan visits first), as [`Coll::find`]
+    /// would return them. `None`, having rendered nothing, for a capped collection (whose
+    /// unsorted order is insertion order): the caller runs `find`.
+    pub fn find_rendered<R>(
+        &self,
+        filter: &Node,
+        limit: Option<usize>,
+        mut render: impl FnMut(&RawDocument) -> R,
+    ) -> Option<Vec<R>> {
+        let probe = planner::eq_probe(filter);
+        let mut out = Vec::new();
+        for s in self.shard_range(filter) {
+            let mut guard = self.store.lock(s);
+            match self.part(&guard) {
+                None => continue,
+                Some(cs) if cs.is_capped() => return None,
+                Some(_) => {}
+            }
+            let keep = limit.map(|l| l.saturating_sub(out.len()));
+            self.scan_shard(&mut guard, filter, probe.as_ref(), keep, &mut |_, raw| {
+                out.push(render(raw));
+                limit.is_none_or(|l| out.len() < l)
+            });
+            drop(guard);
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+        Some(out)
     }
 
     /// Plans and runs a find without replying its documents: which plan each shard chose,
