@@ -1339,28 +1339,75 @@ def markdown(results):
 PROFILES = """### What the profiles show
 
 Taken with `perf record -F 4000 -e cpu-clock -g -p <server pid>` during a redis-benchmark run of
-one row, release build:
+one row, release build, and with `valgrind --tool=callgrind` (user-space instructions per
+request: the same count however loaded the machine is; counters zeroed after loading the
+data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
+--inclusive=yes`):
 
 - **GET at pipeline 16** (100k keys): `Keyspace::lookup` is a quarter of the server's CPU, all
-  of it the cache misses of a random key's table slot and entry; the request parser about 6%;
-  the kernel's socket work most of the rest. Per-command statistics (`INFO commandstats`,
-  latency histograms) are under 1%.
+  of it the cache misses of a random key's table slot and entry; the request decoder (the
+  `redis-protocol` crate, required by docs/SPEC.md) 3.7k of the 6.9k instructions of a GET
+  (Redis's whole GET: 7.2k); the kernel's socket work most of the rest. The same number of
+  system calls per batch as Redis (one read, one write; `strace -c`). Per-command statistics
+  (`INFO commandstats`, latency histograms) are under 1%.
 - **MGET of 10 keys at pipeline 16**: the same lookups, 28%: ten random keys, two misses each.
 - **DOC.COUNT / DOC.FIND on a secondary index**: the query visits every shard (documents are
-  placed by `_id`, so an index on another field has a part in each shard): each shard costs its
-  lock, a plan, and a probe of the index's key filter (about 10% of the CPU is that probe's one
-  cache miss per shard). Fewer, larger shards or a collection-wide index of equality keys are
-  the ways to cut it.
-- **DOC.UPDATE of an indexed field with UPSERT**: the stored document is decoded, updated and
-  re-encoded (BSON decode, encode and their allocations: 15-20%), the index entry and the TTL
-  wheel entry move, and the `_id` lookup's miss is 7%. A `$set` of top-level fields spliced into
-  the stored bytes would remove the decode and encode.
-- **DOC.INSERT** into a growing collection: B-tree inserts into the secondary index (7%) and
-  fresh pages from the kernel as the heap grows (7%).
+  placed by `_id`, so an index on another field has a part in each shard). Planning per shard
+  was the largest fixed cost (11k of FIND's 32.6k instructions; a dormant TTL index doubled it:
+  each shard planned once to decide whether to build it and again to scan); a `{f: v}` filter
+  is now planned once per command and each shard only locks, probes the key filter and
+  searches its B-tree (FIND 15.5k, COUNT 11.4k; Redis's HGETALL 8.2k, EXISTS 3.5k). What is
+  left: the B-tree search (3.5k, linear within each node), the request decoder (2.3k of
+  COUNT, 65% of EXISTS's whole cost), the filter parse's small allocations (0.9k), reading
+  each match twice (TTL date, then stored type).
+- **Stored BSON**: the bson crate's reader validates UTF-8 on every key and string; a walker
+  of the stored bytes (`documents/rawbson.rs`, falling back to the crate on anything
+  unexpected) cut writing a FINDONE reply from 3.3k to 2.1k instructions and the TTL date
+  check from 1.2k to 0.45k.
+- **DOC.UPDATE {_id} with $set and $currentDate, UPSERT**: the write locks one shard (the
+  catalog lock, the change hooks with nobody listening, memory re-counting, ObjectId and
+  `$$NOW` are 40-170 instructions each); the cost was format conversions: JSON to a
+  `bson::Document` (about 470 instructions a field), then decoding, re-encoding and re-keying
+  the stored document. A `$set` of strings and fixed-width values now writes the stored bytes
+  in place (or rebuilds them around the value in one copy): 58.2k → 29.1k instructions
+  (Redis's HSET of 2 fields: 8.1k). What is left: parsing the JSON update into update
+  operations and freeing them (about 10k), moving the index entry (3.4k), the `_id` lookup
+  (2.5k), protocol and dispatch (5k).
+- **DOC.INSERT**: building every index key to check it before storing cost about 8k
+  instructions for two single-field indexes; scalar keys are now checked without building
+  them, and a generated `_id` is put in front of the encoded fields instead of building a
+  second document: 40.3k → 27.2k (Redis's HSET of 4 fields: 10.2k).
 - **XADD**: spread thin (parsing, the shard lock, the block's listpack); one reallocation per
   entry since a stream entry goes into its block at once.
-- **EVALSHA**: two cross-thread hand-offs per script (to the script thread and back) dominate;
-  see ARCHITECTURE.md, "Scripts".
+- **EVALSHA**: with one I/O thread the hand-off to the script thread and back (4-8 µs a
+  script); per run, building KEYS/ARGV (13% of the instructions), converting callback
+  arguments (5%) and copying `redis.call`'s arguments (10%). Making `redis.call` and its
+  siblings once per engine instead of once per run (and no more rehashing of the `redis`
+  table) took 54.0k → 40.0k instructions at pipeline 1 (Redis: 25.4k); see ARCHITECTURE.md,
+  "Scripts".
+- **BGREWRITEAOF** of 1M keys: the 48 ms a client waited was the copying thread preempted
+  by the scheduler while it held a shard lock (the longest hold logged: 48-612 ms on the
+  loaded machine); it now rests between chunks as long as each took, and the longest hold
+  is about 2 ms.
+
+### Threads
+
+`io-threads` is the number of threads that read, execute and write (Redis's I/O threads
+only read and write). One thread (the default on 2 cores) runs tokio's current-thread
+scheduler: connections are served in the order they became ready, as Redis's event loop,
+with no cross-thread wake-ups. Two or more run the multi-thread scheduler, each thread
+locking only the shards a command touches. The table "Throughput by io-threads" measures
+both on the 2-core machine. Pinned, the server has one core to itself, as Redis: at
+pipeline 1 both are bound by the load generator and system calls and come out level; at
+pipeline 16 one tidecache thread spends more CPU per request than Redis (the request
+decoder and cache misses of the key lookup, see above). Unpinned, a second server thread
+competes with redis-benchmark for the same two cores: at pipeline 1 it loses (cross-thread
+wake-ups, and the client has less CPU), at pipeline 16 it wins (in the run of 2026-11-25
+02:11 UTC: GET 723k requests/s with two threads against 548k with one and Redis's 759k), as
+the server, not the client, is the bottleneck there. Hence the default: half the cores,
+leaving the rest to the kernel's network stack and to clients on the same machine; on a
+machine with cores to spare, more threads scale a pipelined or many-client load across them,
+while one connection's requests always run in order, one at a time.
 """
 
 
