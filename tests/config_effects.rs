@@ -77,8 +77,9 @@ fn a_failed_background_save_stops_writes_until_one_succeeds() {
     std::fs::remove_dir_all(&sub).expect("rm");
     let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
     let until = Instant::now() + Duration::from_secs(10);
+    // The probe writes another key: until the save has failed it succeeds.
     let misconf = |c: &mut redis::Connection| {
-        q::<()>(c, &["SET", "k", "w"])
+        q::<()>(c, &["SET", "probe", "x"])
             .err()
             .is_some_and(|e| e.code() == Some("MISCONF"))
     };
