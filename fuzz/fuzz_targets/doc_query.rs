@@ -89,7 +89,7 @@ fuzz_target!(|data: &[u8]| {
             if u.apply(&mut d, now, false).is_ok() {
                 let _ = to_raw(&d, 16 << 20);
             }
-            let _ = u.fixed_sets(now);
+            let _ = u.scalar_sets(now);
         }
         if let Some(base) = node.as_ref().and_then(|n| update::upsert_base(n).ok()) {
             let mut d = base;
