@@ -251,6 +251,20 @@ fn refuse(ctx: &mut Ctx<'_>, spec: Option<&'static CommandSpec>, error: Reply) -
     transactions::refuse(ctx, error)
 }
 
+/// A write refused for the server's state (OOM, MISCONF, NOREPLICAS, READONLY): EXEC of a
+/// transaction whose queued commands it covers is discarded with EXECABORT naming the
+/// reason, as Redis's processCommand does; any other command is a [`refuse`].
+#[cold]
+fn refuse_write(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, in_multi: bool, why: &str) -> Reply {
+    if spec.name == "exec" && in_multi {
+        transactions::reset_state(ctx);
+        let e = Reply::error(format!("EXECABORT Transaction discarded because of: {why}"));
+        stats::rejected(Some(spec), &e);
+        return e;
+    }
+    refuse(ctx, Some(spec), Reply::error(why))
+}
+
 /// Runs one request. `args` is never empty.
 ///
 /// The order of checks is Redis 7's `processCommand`: unknown command and arity, NOAUTH,
@@ -333,13 +347,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         && flags & flag::DENYOOM != 0
     {
         const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
-        if spec.name == "exec" && in_multi {
-            transactions::reset_state(ctx);
-            let e = Reply::error(format!("EXECABORT Transaction discarded because of: {OOM}"));
-            stats::rejected(Some(spec), &e);
-            return e;
-        }
-        return refuse(ctx, Some(spec), Reply::error(OOM));
+        return refuse_write(ctx, spec, in_multi, OOM);
     }
     // A failed background save with stop-writes-on-bgsave-error: writes and PING are
     // refused until a save succeeds (Redis's processCommand, which names PING too).
@@ -347,28 +355,12 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         && crate::state::MISCONF.load(Ordering::Relaxed)
     {
         const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
-        if spec.name == "exec" && in_multi {
-            transactions::reset_state(ctx);
-            let e = Reply::error(format!(
-                "EXECABORT Transaction discarded because of: {MISCONF}"
-            ));
-            stats::rejected(Some(spec), &e);
-            return e;
-        }
-        return refuse(ctx, Some(spec), Reply::error(MISCONF));
+        return refuse_write(ctx, spec, in_multi, MISCONF);
     }
     // min-replicas-to-write: with no replicas, writes are refused (Redis's processCommand).
     if flags & flag::WRITE != 0 && crate::state::NO_GOOD_REPLICAS.load(Ordering::Relaxed) {
         const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
-        if spec.name == "exec" && in_multi {
-            transactions::reset_state(ctx);
-            let e = Reply::error(format!(
-                "EXECABORT Transaction discarded because of: {NOREPLICAS}"
-            ));
-            stats::rejected(Some(spec), &e);
-            return e;
-        }
-        return refuse(ctx, Some(spec), Reply::error(NOREPLICAS));
+        return refuse_write(ctx, spec, in_multi, NOREPLICAS);
     }
     // A read-only replica takes writes only from its master (Redis's processCommand).
     if flags & flag::WRITE != 0
@@ -376,15 +368,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         && writes_on_replica(spec, args)
     {
         const READONLY: &str = "READONLY You can't write against a read only replica.";
-        if spec.name == "exec" && in_multi {
-            transactions::reset_state(ctx);
-            let e = Reply::error(format!(
-                "EXECABORT Transaction discarded because of: {READONLY}"
-            ));
-            stats::rejected(Some(spec), &e);
-            return e;
-        }
-        return refuse(ctx, Some(spec), Reply::error(READONLY));
+        return refuse_write(ctx, spec, in_multi, READONLY);
     }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {
