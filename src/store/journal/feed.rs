@@ -8,7 +8,6 @@
 //! replica, and so does this); starting it is a snapshot's cut (`start`), so the first
 //! number it places is the first change after that cut.
 
-use super::aof;
 use super::writer::Sub;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
@@ -136,15 +135,7 @@ impl Feed {
             };
             if let Some(subs) = rec {
                 let mut bytes = Vec::new();
-                for sub in subs {
-                    if let Some(db) = sub.db {
-                        if db != m.db {
-                            aof::encode(&mut bytes, &[b"SELECT", db.to_string().as_bytes()]);
-                            m.db = db;
-                        }
-                    }
-                    bytes.extend_from_slice(&sub.bytes);
-                }
+                super::writer::encode_record(subs, &mut m.db, &mut bytes);
                 self.append(m, &bytes);
             }
             m.next += 1;
@@ -196,6 +187,7 @@ impl Feed {
 
 #[cfg(test)]
 mod tests {
+    use super::super::aof;
     use super::*;
 
     fn sub(db: usize, arg: &[u8]) -> Sub {

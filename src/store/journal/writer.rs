@@ -39,6 +39,20 @@ struct Waiter {
     notify: Notify,
 }
 
+/// Appends a record's commands to `out`, each after a SELECT when its database is not `db`
+/// (the one the file or the replication stream has selected), which then becomes it.
+pub fn encode_record(subs: Vec<Sub>, db: &mut usize, out: &mut Vec<u8>) {
+    for sub in subs {
+        if let Some(d) = sub.db {
+            if d != *db {
+                aof::encode(out, &[b"SELECT", d.to_string().as_bytes()]);
+                *db = d;
+            }
+        }
+        out.extend_from_slice(&sub.bytes);
+    }
+}
+
 struct Merge {
     /// The next sequence number to place.
     next: u64,
@@ -61,16 +75,7 @@ struct Merge {
 impl Merge {
     /// Appends the record numbered `next` to the buffer.
     fn place(&mut self, subs: Vec<Sub>) {
-        for sub in subs {
-            if let Some(db) = sub.db {
-                if db != self.db {
-                    let d = db.to_string();
-                    aof::encode(&mut self.buf, &[b"SELECT", d.as_bytes()]);
-                    self.db = db;
-                }
-            }
-            self.buf.extend_from_slice(&sub.bytes);
-        }
+        encode_record(subs, &mut self.db, &mut self.buf);
         self.advance();
     }
 
