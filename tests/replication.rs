@@ -236,3 +236,32 @@ fn a_wrong_masterauth_keeps_the_link_down() {
     .as_deref()
         == Some("up")));
 }
+
+/// `REPLICAOF NO ONE` then `REPLICAOF` the same master again: the new link comes up and
+/// stays up when the old link's task ends late (it sees the master's next write and only
+/// then notices it is no longer current) — it must not mark the new link down.
+#[test]
+fn a_link_replaced_by_a_new_replicaof_keeps_the_new_link_up() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    replicate(&mut r, &master);
+    let _: String = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let _: () = q(&mut m, &["SET", "while-apart", "1"]).unwrap();
+    replicate(&mut r, &master);
+    // The old link wakes up on this write's bytes, if it still listens, and ends.
+    let _: () = q(&mut m, &["SET", "after", "2"]).unwrap();
+    assert!(caught_up(&mut m, &mut r), "the replica did not catch up");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        info_value(&mut r, "replication", "master_link_status").as_deref(),
+        Some("up")
+    );
+    let role: Vec<redis::Value> = q(&mut r, &["ROLE"]).unwrap();
+    assert_eq!(
+        role.get(3),
+        Some(&redis::Value::BulkString(b"connected".to_vec()))
+    );
+    assert_eq!(strs(&mut r, &["MGET", "while-apart", "after"]), ["1", "2"]);
+}

@@ -986,9 +986,9 @@ fn role(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     use crate::state::replication::{self, repl};
     use std::sync::atomic::Ordering::Acquire;
     if let Some((host, port)) = repl().master.lock().clone() {
-        let state = if repl().link_up.load(Acquire) {
+        let state = if repl().link_up.get() {
             "connected"
-        } else if repl().sync_in_progress.load(Acquire) {
+        } else if repl().sync_in_progress.get() {
             "sync"
         } else {
             "connect"

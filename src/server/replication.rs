@@ -435,8 +435,8 @@ async fn link(server: Arc<Server>, gen: u64) {
                 rlog(&server, true, &e);
             }
         }
-        repl().link_up.store(false, Ordering::Release);
-        repl().sync_in_progress.store(false, Ordering::Release);
+        repl().link_up.clear(gen);
+        repl().sync_in_progress.clear(gen);
         if !current(&server, gen) {
             return;
         }
@@ -602,7 +602,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             &format!("Full resync from master: {replid}:{off}"),
         );
         let replid = replid.to_string();
-        let loaded = load_snapshot(server, &mut conn, &mut client, timeout).await;
+        let loaded = load_snapshot(server, gen, &mut conn, &mut client, timeout).await;
         match loaded {
             Ok(()) => {
                 *repl().master_replid.lock() = replid;
@@ -632,7 +632,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     };
     let r = match r {
         Ok(()) if current(server, gen) => {
-            repl().link_up.store(true, Ordering::Release);
+            repl().link_up.set(gen);
             stream_loop(server, gen, &mut conn, &mut client, timeout).await
         }
         other => other,
@@ -650,11 +650,12 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
 /// loads it, then runs the documents' records that followed the RDB.
 async fn load_snapshot(
     server: &Arc<Server>,
+    gen: u64,
     conn: &mut Conn,
     client: &mut ClientState,
     timeout: Duration,
 ) -> Result<(), String> {
-    repl().sync_in_progress.store(true, Ordering::Release);
+    repl().sync_in_progress.set(gen);
     let head = conn.line(timeout).await?;
     if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
@@ -671,7 +672,7 @@ async fn load_snapshot(
     ));
     let r = receive_and_load(server, conn, client, timeout, len, &path).await;
     let _ = std::fs::remove_file(&path);
-    repl().sync_in_progress.store(false, Ordering::Release);
+    repl().sync_in_progress.clear(gen);
     r
 }
 
@@ -767,6 +768,11 @@ async fn stream_loop(
     loop {
         // Bytes already buffered (after the snapshot, or from the last read) first.
         loop {
+            // A REPLICAOF since (another master, or NO ONE) ends this link before it applies
+            // anything more: the bytes belong to a stream this server no longer follows.
+            if !current(server, gen) {
+                return Ok(());
+            }
             let before = conn.buf.len();
             let args = match crate::protocol::parse_request(&mut conn.buf, &mut parse, limits) {
                 Ok(Some(a)) => a,

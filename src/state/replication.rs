@@ -49,8 +49,10 @@ pub struct Repl {
     pub master: Mutex<Option<(String, u16)>>,
     /// Bumped by each REPLICAOF: a link whose generation is not current ends.
     pub link_gen: AtomicU64,
-    pub link_up: AtomicBool,
-    pub sync_in_progress: AtomicBool,
+    /// Set by the link of one generation: a link that ended after a newer REPLICAOF must not
+    /// clear what the current link set.
+    pub link_up: LinkFlag,
+    pub sync_in_progress: LinkFlag,
     /// Unix ms of the last byte from the master.
     pub last_io_ms: AtomicU64,
     /// The stream offset this replica has applied (and read).
@@ -64,6 +66,33 @@ pub struct Repl {
     pub sync_partial_err: AtomicU64,
 }
 
+/// A flag of the replica's link, holding the generation of the link that set it (0: clear).
+/// It reads as set only while that generation is current, and a link clears it only if it
+/// set it: an old link ending late (its master was silent until then) leaves the status of
+/// the link that replaced it alone.
+pub struct LinkFlag(AtomicU64);
+
+impl LinkFlag {
+    pub fn set(&self, gen: u64) {
+        self.0.store(gen, Ordering::Release);
+    }
+
+    pub fn clear(&self, gen: u64) {
+        let _ = self
+            .0
+            .compare_exchange(gen, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    pub fn get(&self) -> bool {
+        let g = self.0.load(Ordering::Acquire);
+        g != 0 && g == repl().link_gen.load(Ordering::Acquire)
+    }
+}
+
 static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     replid: Mutex::new(random_id()),
     replid2: Mutex::new("0".repeat(40)),
@@ -72,8 +101,8 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     confs: Mutex::new(HashMap::new()),
     master: Mutex::new(None),
     link_gen: AtomicU64::new(0),
-    link_up: AtomicBool::new(false),
-    sync_in_progress: AtomicBool::new(false),
+    link_up: LinkFlag(AtomicU64::new(0)),
+    sync_in_progress: LinkFlag(AtomicU64::new(0)),
     last_io_ms: AtomicU64::new(0),
     applied: AtomicU64::new(0),
     read: AtomicU64::new(0),
@@ -168,7 +197,7 @@ pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
     }
     let was_master = !IS_REPLICA.swap(true, Ordering::AcqRel);
     *repl().master.lock() = Some((host, port));
-    repl().link_up.store(false, Ordering::Release);
+    repl().link_up.reset();
     if was_master {
         // The data this master had is the starting point a partial resync can use.
         *repl().master_replid.lock() = repl().replid.lock().clone();
@@ -193,8 +222,8 @@ pub fn unfollow() {
     }
     repl().link_gen.fetch_add(1, Ordering::AcqRel);
     *repl().master.lock() = None;
-    repl().link_up.store(false, Ordering::Release);
-    repl().sync_in_progress.store(false, Ordering::Release);
+    repl().link_up.reset();
+    repl().sync_in_progress.reset();
     let applied = repl().applied.load(Ordering::Acquire);
     let followed = std::mem::take(&mut *repl().master_replid.lock());
     if !followed.is_empty() {
@@ -276,7 +305,7 @@ pub fn info(backlog_size: u64) -> Vec<(String, String)> {
         kv("role", "slave".into());
         kv("master_host", host);
         kv("master_port", port.to_string());
-        let up = r.link_up.load(Ordering::Acquire);
+        let up = r.link_up.get();
         kv("master_link_status", if up { "up" } else { "down" }.into());
         let last = r.last_io_ms.load(Ordering::Acquire);
         let ago = if last == 0 {
@@ -287,7 +316,7 @@ pub fn info(backlog_size: u64) -> Vec<(String, String)> {
         kv("master_last_io_seconds_ago", ago.to_string());
         kv(
             "master_sync_in_progress",
-            (r.sync_in_progress.load(Ordering::Acquire) as u8).to_string(),
+            (r.sync_in_progress.get() as u8).to_string(),
         );
         kv(
             "slave_read_repl_offset",
