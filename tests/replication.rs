@@ -265,3 +265,47 @@ fn a_link_replaced_by_a_new_replicaof_keeps_the_new_link_up() {
     );
     assert_eq!(strs(&mut r, &["MGET", "while-apart", "after"]), ["1", "2"]);
 }
+
+/// `replica-serve-stale-data no`: while the link is down, commands not flagged `stale` get
+/// Redis's `-MASTERDOWN` (EXEC its EXECABORT), `stale` ones (INFO, CONFIG, REPLICAOF) still run.
+#[test]
+fn a_replica_with_a_down_link_refuses_stale_reads_when_asked() {
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    let _: () = q(&mut r, &["SET", "k", "v"]).unwrap();
+    // Nothing listens on the port of a server that was started and stopped.
+    let gone = TestServer::start(&[]);
+    let port = gone.port.to_string();
+    drop(gone);
+    let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &port]).unwrap();
+    // Served stale by default, as Redis.
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["v"]);
+    // A transaction queued while stale reads were allowed, executed after they no longer are.
+    let mut t = replica.conn();
+    let _: () = q(&mut t, &["MULTI"]).unwrap();
+    let _: String = q(&mut t, &["GET", "k"]).unwrap();
+    let _: () = q(&mut r, &["CONFIG", "SET", "slave-serve-stale-data", "no"]).unwrap();
+    let masterdown =
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    assert_eq!(
+        err_text(q::<Vec<String>>(&mut t, &["EXEC"])),
+        format!("EXECABORT Transaction discarded because of: {masterdown}")
+    );
+    assert_eq!(err_text(q::<String>(&mut r, &["GET", "k"])), masterdown);
+    // PING is not flagged stale in Redis either.
+    assert_eq!(err_text(q::<String>(&mut r, &["PING"])), masterdown);
+    assert!(info_value(&mut r, "replication", "master_link_status").as_deref() == Some("down"));
+    // Inside MULTI the refused command flags the transaction.
+    let _: () = q(&mut r, &["MULTI"]).unwrap();
+    assert_eq!(err_text(q::<String>(&mut r, &["GET", "k"])), masterdown);
+    assert_eq!(
+        err_text(q::<Vec<String>>(&mut r, &["EXEC"])),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    let _: () = q(
+        &mut r,
+        &["CONFIG", "SET", "replica-serve-stale-data", "yes"],
+    )
+    .unwrap();
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["v"]);
+}

@@ -381,6 +381,19 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             )),
         );
     }
+    // A replica cut off from its master with replica-serve-stale-data no: only `stale`
+    // commands (EXEC: only if everything it queued is).
+    if crate::state::replication::refuses_stale() {
+        let stale = match (&ctx.client.multi, spec.name) {
+            (Some(m), "exec") => m.queued.iter().all(|(f, _)| f & flag::STALE != 0),
+            _ => spec.has(flag::STALE),
+        };
+        if !stale {
+            const MASTERDOWN: &str =
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+            return refuse_write(ctx, spec, in_multi, MASTERDOWN);
+        }
+    }
     if in_multi && !transactions::runs_inside_multi(spec) {
         return transactions::queue(ctx, spec, args);
     }

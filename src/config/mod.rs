@@ -200,6 +200,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "ACL user a replica authenticates as with masterauth. Empty: the default user." },
     Setting { name: "replica-read-only", default: "yes", live: true, kind: Kind::Bool,
         doc: "yes: a replica refuses writes from its clients (-READONLY); only its master's stream writes. Alias: slave-read-only." },
+    Setting { name: "replica-serve-stale-data", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: a replica whose link to its master is down (or still syncing) answers with the data it has; no: only commands flagged stale (INFO, CONFIG, REPLICAOF...) run, the others get -MASTERDOWN, as Redis. Alias: slave-serve-stale-data." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
         doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
     Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
@@ -243,6 +245,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("min-slaves-max-lag", "min-replicas-max-lag"),
     ("slaveof", "replicaof"),
     ("slave-read-only", "replica-read-only"),
+    ("slave-serve-stale-data", "replica-serve-stale-data"),
     ("repl-ping-slave-period", "repl-ping-replica-period"),
     ("slave-priority", "replica-priority"),
 ];
@@ -267,10 +270,8 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
-    // Replication settings for what this replication does not do (stale reads during a
-    // sync are served; diskless sync options; propagation errors are logged).
-    ("slave-serve-stale-data", &[]),
-    ("replica-serve-stale-data", &[]),
+    // Replication settings for what this replication does not do (diskless sync options;
+    // propagation errors are logged).
     ("repl-diskless-sync-delay", &[]),
     ("propagation-error-behavior", &[]),
     ("repl-diskless-sync", &[]),

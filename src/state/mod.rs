@@ -166,6 +166,10 @@ impl Server {
             config.get_u64("min-replicas-max-lag"),
         );
         replication::READ_ONLY.store(config.get_bool("replica-read-only"), Ordering::Relaxed);
+        replication::SERVE_STALE.store(
+            config.get_bool("replica-serve-stale-data"),
+            Ordering::Relaxed,
+        );
         cmdstats::set_latency_tracking(config.get_bool("latency-tracking"));
         // Before any command is timed (the command clock's unit is fixed from here on).
         crate::util::clock::calibrate();
@@ -299,6 +303,10 @@ impl Server {
                 c.get_u64("min-replicas-to-write"),
                 c.get_u64("min-replicas-max-lag"),
             );
+        }
+        if name == "replica-serve-stale-data" {
+            let v = self.config.read().get_bool(name);
+            replication::SERVE_STALE.store(v, Ordering::Relaxed);
         }
         if name == "replica-read-only" {
             let v = self.config.read().get_bool(name);

@@ -169,6 +169,19 @@ static IS_REPLICA: AtomicBool = AtomicBool::new(false);
 /// `replica-read-only` (default yes), cached for the dispatcher.
 pub static READ_ONLY: AtomicBool = AtomicBool::new(true);
 
+/// `replica-serve-stale-data`.
+pub static SERVE_STALE: AtomicBool = AtomicBool::new(true);
+
+/// Whether a command not flagged `stale` must be refused with `-MASTERDOWN`: a replica
+/// with `replica-serve-stale-data no` whose link is not up (Redis's processCommand).
+#[inline]
+pub fn refuses_stale() -> bool {
+    !SERVE_STALE.load(Ordering::Relaxed)
+        && IS_REPLICA.load(Ordering::Relaxed)
+        && !repl().link_up.get()
+        && !applying()
+}
+
 /// Whether a client's write must be refused with `-READONLY`.
 #[inline]
 pub fn refuses_writes() -> bool {
