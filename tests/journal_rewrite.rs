@@ -1014,3 +1014,58 @@ fn clients_are_answered_loading_while_dump_rdb_loads() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// BGREWRITEAOF with `appendonly no` writes a base and a manifest naming only it, as Redis 7
+/// does (inside MULTI it is scheduled and starts after EXEC); INFO's `total_forks` counts
+/// the snapshot it took; a start with `appendonly yes` on that directory loads it.
+#[test]
+fn bgrewriteaof_with_the_journal_off_writes_a_base_that_a_start_loads() {
+    let dir = temp_dir("off");
+    let d = dir.to_str().expect("utf-8 path");
+    let s = TestServer::start(&["--dir", d]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]).unwrap();
+    let _: () = q(&mut c, &["RPUSH", "l", "a", "b"]).unwrap();
+    let forks = |c: &mut redis::Connection| {
+        info_value(c, "stats", "total_forks")
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("total_forks")
+    };
+    let before = forks(&mut c);
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    let _: () = q(&mut c, &["SET", "foo", "bar"]).unwrap();
+    let _: () = q(&mut c, &["BGREWRITEAOF"]).unwrap();
+    let replies: Vec<String> = q(&mut c, &["EXEC"]).unwrap();
+    assert_eq!(
+        replies,
+        ["OK", "Background append only file rewriting scheduled"]
+    );
+    assert!(
+        eventually(10.0, || forks(&mut c) > before
+            && info_value(&mut c, "persistence", "aof_rewrite_in_progress")
+                .as_deref()
+                == Some("0")
+            && info_value(&mut c, "persistence", "aof_rewrite_scheduled")
+                .as_deref()
+                == Some("0")),
+        "the scheduled rewrite did not run"
+    );
+    assert_eq!(
+        info_value(&mut c, "persistence", "aof_last_bgrewrite_status").as_deref(),
+        Some("ok")
+    );
+    let manifest = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest"))
+        .expect("a manifest");
+    assert!(manifest.contains("type b"), "{manifest}");
+    assert!(!manifest.contains("type i"), "{manifest}");
+    check_aof(&dir);
+    drop(c);
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut c = s.conn();
+    assert_eq!(strs(&mut c, &["MGET", "k", "foo"]), ["v", "bar"]);
+    assert_eq!(strs(&mut c, &["LRANGE", "l", "0", "-1"]), ["a", "b"]);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

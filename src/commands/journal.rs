@@ -661,6 +661,11 @@ struct Persist {
     aof_starting: AtomicBool,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
+    /// Snapshot cuts taken (BGSAVE, SAVE, BGREWRITEAOF, the journal's start), and how long
+    /// the last one stopped commands: what Redis's INFO reports as `total_forks` and
+    /// `latest_fork_usec`, its fork being the moment its snapshot is taken.
+    cuts: AtomicU64,
+    last_cut_us: AtomicU64,
 }
 
 static P: Persist = Persist {
@@ -686,7 +691,15 @@ static P: Persist = Persist {
     schedule_checked: AtomicU64::new(0),
     aof_starting: AtomicBool::new(false),
     cron: AtomicBool::new(false),
+    cuts: AtomicU64::new(0),
+    last_cut_us: AtomicU64::new(0),
 };
+
+/// INFO stats' `latest_fork_usec` and `total_forks`: the last snapshot cut's duration and
+/// the number of cuts (see `Persist::cuts`).
+pub fn fork_stats() -> (u64, u64) {
+    (P.last_cut_us.load(Relaxed), P.cuts.load(Relaxed))
+}
 
 /// Redis's `CONFIG_BGSAVE_RETRY_DELAY`: seconds before the schedule retries a failed BGSAVE.
 const BGSAVE_RETRY_DELAY: u64 = 5;
@@ -715,10 +728,10 @@ fn cut(server: &Server, then: impl FnOnce(u64)) -> Option<(Snapshot, Vec<Bytes>,
         let functions = crate::commands::scripting::library_codes();
         (snap, functions, dirty(server))
     };
-    tracing::info!(
-        "Snapshot cut in {} us (waiting for the commands in flight included)",
-        begun.elapsed().as_micros()
-    );
+    let us = begun.elapsed().as_micros() as u64;
+    P.cuts.fetch_add(1, Relaxed);
+    P.last_cut_us.store(us, Relaxed);
+    tracing::info!("Snapshot cut in {us} us (waiting for the commands in flight included)");
     Some(r)
 }
 
@@ -925,11 +938,6 @@ fn start_journal(server: &Arc<Server>) -> Result<(), String> {
 /// `BGREWRITEAOF`, as Redis 7.0 answers it.
 pub fn bgrewriteaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     args.finish()?;
-    if !journal::enabled() {
-        return Err(CommandError::msg(
-            "ERR BGREWRITEAOF needs appendonly yes in this version (CONFIG SET appendonly yes starts the journal with a rewrite)",
-        ));
-    }
     if P.rewrite_running.load(Relaxed) {
         return Err(CommandError::msg(
             "ERR Background append only file rewriting already in progress",
@@ -962,7 +970,13 @@ fn start_rewrite(server: &Arc<Server>) -> bool {
         .name("aof-rewrite".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = rewrite(&s);
+            // With the journal off, Redis 7 still writes a new base and a manifest naming it
+            // alone, from which `appendonly yes` at the next start loads.
+            let r = if journal::enabled() {
+                rewrite(&s)
+            } else {
+                rewrite_base_only(&s)
+            };
             let secs = started.elapsed().as_secs() as i64;
             P.last_rewrite_secs.store(secs, Relaxed);
             match r {
@@ -1052,6 +1066,42 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
     let now = base_size + j.incr_size.load(Relaxed);
     j.current_size.store(now, Relaxed);
     P.rewrite_base_size.store(now, Relaxed);
+    Ok(())
+}
+
+/// BGREWRITEAOF with the journal off: a base from a snapshot, then a manifest naming only it
+/// (the incremental files of an earlier journal are folded into it and removed).
+fn rewrite_base_only(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, prefix) = paths(server);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    let mname = aof::Manifest::manifest_name(&prefix);
+    let old = match std::fs::read_to_string(dir.join(&mname)) {
+        Ok(text) => Some(aof::Manifest::parse(&text)?),
+        Err(_) => None,
+    };
+    let base_seq = old
+        .as_ref()
+        .and_then(|m| m.base.as_ref().map(|b| b.seq))
+        .unwrap_or(0)
+        + 1;
+    let (snap, functions, _) = cut(server, |_| ()).ok_or("a snapshot is already being taken")?;
+    let base = install_base(server, snap, &functions, &dir, &prefix, base_seq)?;
+    let new = aof::Manifest {
+        base: Some(base.clone()),
+        incr: Vec::new(),
+    };
+    aof::write_manifest(&dir, &mname, &new.to_text())
+        .map_err(|e| format!("can't write the AOF manifest: {e}"))?;
+    for f in old.iter().flat_map(|m| m.base.iter().chain(&m.incr)) {
+        if f.name != base.name {
+            let _ = std::fs::remove_file(dir.join(&f.name));
+        }
+    }
     Ok(())
 }
 
@@ -1451,7 +1501,7 @@ fn cron(server: &Arc<Server>) {
     if busy {
         return;
     }
-    if P.rewrite_scheduled.load(Relaxed) && journal::enabled() {
+    if P.rewrite_scheduled.load(Relaxed) {
         start_rewrite(server);
         return;
     }

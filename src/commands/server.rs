@@ -423,6 +423,10 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     // The journal starts (or stops) before the setting changes, as Redis's startAppendOnly.
     if let Some((_, v)) = updates.iter().find(|(n, _)| *n == "appendonly") {
+        if v == "yes" && ctx.client.in_exec && !crate::store::journal::enabled() {
+            // Its cut waits for the transaction's end (it needs the exec gate).
+            tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
+        }
         if let Err(e) = crate::commands::journal::set_appendonly(ctx.server, v == "yes") {
             tracing::warn!("{e}");
             return Err(CommandError::msg(format!(
@@ -811,6 +815,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("pubsub_channels", &s.pubsub.channel_count());
             kv("pubsub_patterns", &s.pubsub.numpat());
             kv("pubsubshard_channels", &s.pubsub.shard_channel_count());
+            let (fork_us, forks) = super::journal::fork_stats();
+            kv("latest_fork_usec", &fork_us);
+            kv("total_forks", &forks);
             kv("migrate_cached_sockets", &super::migrate::cached_sockets());
             kv(
                 "client_output_buffer_limit_disconnections",
