@@ -309,3 +309,47 @@ fn a_replica_with_a_down_link_refuses_stale_reads_when_asked() {
     .unwrap();
     assert_eq!(strs(&mut r, &["MGET", "k"]), ["v"]);
 }
+
+/// `redis.set_repl` in a script: writes after `REPL_NONE` go nowhere, after `REPL_AOF` only
+/// to the journal, after `REPL_ALL` to both (Redis's selective replication); a restart
+/// from the journal gives back what it was sent.
+#[test]
+fn set_repl_sends_a_scripts_writes_where_it_says() {
+    let dir = std::env::temp_dir().join(format!("tidecache-setrepl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let master = TestServer::start(&["--dir", d, "--appendonly", "yes"]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    replicate(&mut r, &master);
+    let script = "redis.call('set','a','1') \
+        redis.set_repl(redis.REPL_NONE) redis.call('set','b','2') \
+        redis.set_repl(redis.REPL_AOF) redis.call('set','c','3') \
+        redis.set_repl(redis.REPL_ALL) redis.call('set','d','4')";
+    let _: () = q(&mut m, &["EVAL", script, "0"]).unwrap();
+    // The next script starts with both destinations again.
+    let _: () = q(&mut m, &["EVAL", "redis.call('set','e','5')", "0"]).unwrap();
+    assert!(caught_up(&mut m, &mut r), "the replica did not catch up");
+    let got: Vec<Option<String>> = q(&mut r, &["MGET", "a", "b", "c", "d", "e"]).unwrap();
+    let want = |v: &[Option<&str>]| v.iter().map(|x| x.map(String::from)).collect::<Vec<_>>();
+    assert_eq!(got, want(&[Some("1"), None, None, Some("4"), Some("5")]));
+    let got: Vec<Option<String>> = q(&mut m, &["MGET", "a", "b", "c", "d", "e"]).unwrap();
+    assert_eq!(
+        got,
+        want(&[Some("1"), Some("2"), Some("3"), Some("4"), Some("5")])
+    );
+    drop(m);
+    drop(master);
+    let master = TestServer::start(&["--dir", d, "--appendonly", "yes"]);
+    let mut m = master.conn();
+    let got: Vec<Option<String>> = q(&mut m, &["MGET", "a", "b", "c", "d", "e"]).unwrap();
+    assert_eq!(
+        got,
+        want(&[Some("1"), None, Some("3"), Some("4"), Some("5")])
+    );
+    drop(m);
+    drop(master);
+    let _ = std::fs::remove_dir_all(&dir);
+}

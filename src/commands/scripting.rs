@@ -765,6 +765,7 @@ impl Engine {
                         "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
                     ));
                 }
+                crate::store::journal::set_repl(flags as u8);
                 Ok(Value::Nil)
             })?,
         )?;

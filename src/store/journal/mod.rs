@@ -98,6 +98,31 @@ pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
     f.submit(&[s], vec![command(db, argv)]);
 }
 
+/// EXEC's or a script's writes as one `MULTI … EXEC` block (a single write needs none).
+fn wrap(atomic: bool, mut subs: Vec<Sub>) -> Vec<Sub> {
+    if !atomic || subs.len() < 2 {
+        return subs;
+    }
+    let mut wrapped = Vec::with_capacity(subs.len() + 2);
+    wrapped.push(command(None, &[b"MULTI"]));
+    wrapped.append(&mut subs);
+    wrapped.push(command(None, &[b"EXEC"]));
+    wrapped
+}
+
+/// [`submit_to`] with different contents for the file and the stream (either may be empty:
+/// the numbers are placed all the same).
+fn submit_split(seqs: &[u64], aof: Vec<Sub>, replica: Vec<Sub>) {
+    if enabled() {
+        if let Some(j) = JOURNAL_SLOT.get() {
+            j.submit(seqs, aof);
+        }
+    }
+    if let Some(f) = feed() {
+        f.submit(seqs, replica);
+    }
+}
+
 /// Hands a record to the journal's file and to the replication stream (whichever run).
 fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
     let file = if enabled() { JOURNAL_SLOT.get() } else { None };
@@ -212,6 +237,27 @@ struct Ctx {
     /// check while the journal was off and ran after `CONFIG SET appendonly yes` turned it
     /// on; its record is handed over when its outermost frame closes.
     late: bool,
+    /// Where the writes from now on go (a script's `redis.set_repl`): [`REPL_AOF`] |
+    /// [`REPL_REPLICA`].
+    repl: u8,
+    /// The destinations of each of `subs`, in step with it.
+    targets: Vec<u8>,
+}
+
+/// `redis.set_repl` flags: the journal's file, the replication stream.
+pub const REPL_AOF: u8 = 1;
+pub const REPL_REPLICA: u8 = 2;
+const REPL_ALL: u8 = REPL_AOF | REPL_REPLICA;
+
+/// A script's `redis.set_repl(flags)`: its later writes go only where `flags` say (Redis's
+/// `PROPAGATE_AOF`/`PROPAGATE_REPL`); the command's next run starts with both again.
+pub fn set_repl(flags: u8) {
+    CTX.with(|c| c.borrow_mut().repl = flags & REPL_ALL);
+}
+
+fn push_sub(c: &mut Ctx, sub: Sub) {
+    c.subs.push(sub);
+    c.targets.push(c.repl);
 }
 
 thread_local! {
@@ -267,6 +313,8 @@ fn open(c: &mut Ctx) {
     c.wait = 0;
     c.j = false;
     c.late = false;
+    c.repl = REPL_ALL;
+    c.targets.clear();
 }
 
 /// Hands the command's record to the journal.
@@ -275,18 +323,29 @@ fn close_ctx(c: &mut Ctx) -> Ended {
         {
             c.active = false;
             c.frames.clear();
-            let mut subs = std::mem::take(&mut c.subs);
-            if c.atomic && subs.len() > 1 {
-                let mut wrapped = Vec::with_capacity(subs.len() + 2);
-                wrapped.push(command(None, &[b"MULTI"]));
-                wrapped.append(&mut subs);
-                wrapped.push(command(None, &[b"EXEC"]));
-                subs = wrapped;
-            }
+            let subs = std::mem::take(&mut c.subs);
             let seq = c.seqs.iter().copied().max().unwrap_or(0);
             if seq > 0 {
-                submit_to(&c.seqs, subs);
+                if c.targets.iter().all(|&t| t == REPL_ALL) {
+                    submit_to(&c.seqs, wrap(c.atomic, subs));
+                } else {
+                    // Some writes go to one destination only: each gets its own block.
+                    let (mut aof, mut replica) = (Vec::new(), Vec::new());
+                    for (sub, &t) in subs.into_iter().zip(&c.targets) {
+                        if t & REPL_AOF != 0 {
+                            aof.push(Sub {
+                                db: sub.db,
+                                bytes: sub.bytes.clone(),
+                            });
+                        }
+                        if t & REPL_REPLICA != 0 {
+                            replica.push(sub);
+                        }
+                    }
+                    submit_split(&c.seqs, wrap(c.atomic, aof), wrap(c.atomic, replica));
+                }
             }
+            c.targets.clear();
             c.seqs.clear();
             // Replies wait for the file only: without it, nothing to wait for.
             let seq = if enabled() { seq.max(c.wait) } else { 0 };
@@ -415,12 +474,12 @@ fn leave_frame(c: &mut Ctx, f: Frame, own: &[bytes::Bytes], write: bool, always:
             Some(cmds) => {
                 for argv in cmds {
                     let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                    c.subs.push(command(Some(f.db), &refs));
+                    push_sub(c, command(Some(f.db), &refs));
                 }
             }
             None if write => {
                 let refs: Vec<&[u8]> = own.iter().map(|a| a.as_ref()).collect();
-                c.subs.push(command(Some(f.db), &refs));
+                push_sub(c, command(Some(f.db), &refs));
             }
             None => {}
         }
@@ -471,7 +530,7 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
     let own = CTX.with(|c| {
         let mut c = c.borrow_mut();
         if c.active && c.atomic {
-            c.subs.push(sub);
+            push_sub(&mut c, sub);
             take(&mut c);
             None
         } else {
