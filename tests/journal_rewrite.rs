@@ -1069,3 +1069,53 @@ fn bgrewriteaof_with_the_journal_off_writes_a_base_that_a_start_loads() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DEBUG LOADAOF empties the data set and loads it again from the journal's files, as
+/// Redis's: what the journal holds comes back (keys, documents, functions), what it was not
+/// sent (a script's write after `redis.set_repl(redis.REPL_NONE)`) does not.
+#[test]
+fn debug_loadaof_gives_back_what_the_journal_holds() {
+    let dir = temp_dir("loadaof");
+    let s = start(&dir, &["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "a", "1"]).unwrap();
+    let _: () = q(&mut c, &["RPUSH", "l", "x", "y"]).unwrap();
+    let _: Vec<String> = q(&mut c, &["DOC.INSERT", "people", r#"{"_id":1,"n":"ann"}"#]).unwrap();
+    let _: String = q(
+        &mut c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('hi', function() return 'hello' end)",
+        ],
+    )
+    .unwrap();
+    let _: () = q(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('set','b','2') redis.set_repl(redis.REPL_NONE) redis.call('set','c','3')",
+            "0",
+        ],
+    )
+    .unwrap();
+    assert_eq!(int(&mut c, &["DBSIZE"]), 4);
+    let _: () = q(&mut c, &["DEBUG", "LOADAOF"]).unwrap();
+    let got: Vec<Option<String>> = q(&mut c, &["MGET", "a", "b", "c"]).unwrap();
+    assert_eq!(got, [Some("1".into()), Some("2".into()), None]);
+    assert_eq!(strs(&mut c, &["LRANGE", "l", "0", "-1"]), ["x", "y"]);
+    let ann: String = q(&mut c, &["DOC.FINDONE", "people", r#"{"_id":1}"#]).unwrap();
+    assert!(ann.contains("ann"), "{ann}");
+    let hi: String = q(&mut c, &["FCALL", "hi", "0"]).unwrap();
+    assert_eq!(hi, "hello");
+    // Writes go on into the same journal afterwards.
+    let _: () = q(&mut c, &["SET", "after", "x"]).unwrap();
+    drop(c);
+    drop(s);
+    let s = start(&dir, &[]);
+    let mut c = s.conn();
+    assert_eq!(strs(&mut c, &["MGET", "a", "after"]), ["1", "x"]);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

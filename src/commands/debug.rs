@@ -4,9 +4,10 @@
 //! `PROTOCOL`, `POPULATE`, `LISTPACK`, `QUICKLIST`, `HTSTATS-KEY`, `CHANGE-REPL-ID`, `ERROR`,
 //! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`,
 //! `DIGEST`, `DIGEST-VALUE` with Redis's algorithm, so digests match Redis's own);
-//! `RELOAD` round-trips every value through its RDB form (see `reload`); those whose work
-//! tidecache cannot do (`RELOAD NOSAVE`, `LOADAOF`) answer an error that says so instead
-//! of an OK that did nothing; a name Redis
+//! `RELOAD` round-trips every value through its RDB form (see `reload`); `LOADAOF` empties
+//! the data and replays the journal's files (`commands::journal::debug_loadaof`); those whose
+//! work tidecache cannot do (`RELOAD NOSAVE`) answer an error that says so instead of an OK
+//! that did nothing; a name Redis
 //! does not know answers Redis's unknown-subcommand error. tidecache's own
 //! `ADVANCE-CLOCK <ms>` moves wall time forward (`util::clock`), so expiry tests make
 //! deadlines pass instead of sleeping past them.
@@ -229,9 +230,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
             reload(ctx)
         }
-        (b"LOADAOF", _) => Err(CommandError::msg(
-            "ERR DEBUG LOADAOF is not available in tidecache: the journal is replayed only at start",
-        )),
+        (b"LOADAOF", _) => crate::commands::journal::debug_loadaof(ctx),
         _ => Err(CommandError::msg(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             text(sub)

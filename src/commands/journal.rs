@@ -286,6 +286,88 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     Ok(())
 }
 
+/// `DEBUG LOADAOF`, as Redis's: the data set is emptied and loaded again from the journal's
+/// files, so a test sees what a restart would give. Clients are answered `-LOADING`
+/// meanwhile; the data is emptied under the exec gate (no command half-way), every record
+/// numbered by then is written to the file first, and the replay journals nothing.
+pub fn debug_loadaof(ctx: &mut Ctx<'_>) -> CmdResult {
+    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
+        // Redis exits when there is no AOF to load; here nothing changes.
+        return Err(CommandError::msg(
+            "ERR DEBUG LOADAOF needs appendonly yes: there is no journal to load",
+        ));
+    };
+    if ctx.client.multi.is_some() || ctx.client.in_exec || LOAD.on.load(Relaxed) {
+        return Err(CommandError::msg(
+            "ERR DEBUG LOADAOF cannot run inside a transaction, a script or a load",
+        ));
+    }
+    let server = ctx.server.clone();
+    let j = j.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let s = server.clone();
+        let emptied = tokio::task::spawn_blocking(move || {
+            let _gate = s.exec_gate.exclusive();
+            begin_loading();
+            crate::commands::transactions::touch_watched_in(&s, None, None);
+            drop(s.store.flush(None));
+            s.tracking.flushed();
+            crate::commands::scripting::flush_libraries();
+            journal::next_seq().saturating_sub(1)
+        })
+        .await;
+        let reply = match emptied {
+            Ok(last) => {
+                j.wait_written(last).await;
+                let s = server.clone();
+                match tokio::task::spawn_blocking(move || replay_journal(&s)).await {
+                    Ok(Ok(())) => {
+                        tracing::warn!("Append Only File loaded by DEBUG LOADAOF");
+                        Reply::ok()
+                    }
+                    Ok(Err(e)) => Reply::error(format!("ERR DEBUG LOADAOF: {e}")),
+                    Err(e) => Reply::error(format!("ERR DEBUG LOADAOF: {e}")),
+                }
+            }
+            Err(e) => Reply::error(format!("ERR DEBUG LOADAOF: {e}")),
+        };
+        end_loading();
+        for d in 0..server.store.databases() {
+            server.blocking.signal_db(d);
+        }
+        let _ = tx.send(reply);
+    });
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Ok(Reply::NoReply)
+}
+
+/// The manifest's files replayed over the (emptied) data set, as at start.
+fn replay_journal(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, prefix) = paths(server);
+    let mname = aof::Manifest::manifest_name(&prefix);
+    let text = std::fs::read_to_string(dir.join(&mname))
+        .map_err(|e| format!("can't read the AOF manifest: {e}"))?;
+    let m = aof::Manifest::parse(&text)?;
+    let files: Vec<aof::FileInfo> = m.base.iter().chain(&m.incr).cloned().collect();
+    LOAD.total.store(
+        files.iter().map(|f| file_len(&dir.join(&f.name))).sum(),
+        Relaxed,
+    );
+    let mut log = |warn: bool, line: &str| {
+        if warn {
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+    };
+    replay(server, &dir, &files, true, &mut log)
+}
+
 fn file_len(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).map_or(0, |m| m.len())
 }

@@ -60,8 +60,8 @@ use std::sync::Arc;
 mod functions;
 mod lua_struct;
 use crate::state::gate::{busy_text, SCRIPT_EVAL, SCRIPT_FUNCTION};
-pub use functions::library_codes;
 pub use functions::stats as function_stats;
+pub use functions::{flush_libraries, library_codes};
 
 const FAMILY: CommandSpec = family("scripting", acl::SCRIPTING);
 

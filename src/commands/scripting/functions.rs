@@ -539,6 +539,16 @@ pub(super) fn function_delete(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdRes
     Ok(Reply::ok())
 }
 
+/// Drops every library (FUNCTION FLUSH's effect; also DEBUG LOADAOF before its replay).
+pub fn flush_libraries() {
+    let mut g = FENGINE.lock();
+    if let Some(eng) = g.as_mut() {
+        eng.functions = Registry::default();
+        let _ = eng.lua.gc_collect();
+        publish(eng);
+    }
+}
+
 pub(super) fn function_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if args.all().len() > 3 {
         return Err(subcommand_syntax(args));
@@ -551,12 +561,7 @@ pub(super) fn function_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResu
             ));
         }
     }
-    let mut g = FENGINE.lock();
-    if let Some(eng) = g.as_mut() {
-        eng.functions = Registry::default();
-        let _ = eng.lua.gc_collect();
-        publish(eng);
-    }
+    flush_libraries();
     Ok(Reply::ok())
 }
 
