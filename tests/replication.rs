@@ -353,3 +353,22 @@ fn set_repl_sends_a_scripts_writes_where_it_says() {
     drop(master);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A full sync carries the master's function libraries to a read-only replica: loading them
+/// is the sync's own work, not a client's write (it used to fail with READONLY).
+#[test]
+fn a_full_sync_loads_the_masters_functions_on_a_read_only_replica() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    replicate(&mut r, &master);
+    let _: String = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let code = "#!lua name=lib\nredis.register_function{function_name='hi', callback=function() return 'hello' end, flags={'no-writes'}}";
+    let _: String = q(&mut m, &["FUNCTION", "LOAD", code]).unwrap();
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r), "the replica did not catch up");
+    let hi: String = q(&mut r, &["FCALL", "hi", "0"]).unwrap();
+    assert_eq!(hi, "hello");
+    assert!(err_text(q::<String>(&mut r, &["FUNCTION", "DELETE", "lib"])).starts_with("READONLY"));
+}

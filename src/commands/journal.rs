@@ -434,6 +434,13 @@ pub fn end_loading() {
     LOAD.on.store(false, Relaxed);
 }
 
+/// Whether this thread runs a load's own commands (the journal's replay, the libraries of a
+/// `dump.rdb` or a master's snapshot): they are not a client's, so a read-only replica's
+/// refusals do not apply to them.
+pub fn is_loader() -> bool {
+    LOADER.with(|l| l.get())
+}
+
 /// Redis's `-LOADING` answer to a command without the `loading` flag while the data set is
 /// loaded (the replay's own commands run).
 #[inline]

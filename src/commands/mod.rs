@@ -366,6 +366,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if flags & flag::WRITE != 0
         && crate::state::replication::refuses_writes()
         && writes_on_replica(spec, args)
+        && !journal::is_loader()
     {
         const READONLY: &str = "READONLY You can't write against a read only replica.";
         return refuse_write(ctx, spec, in_multi, READONLY);
@@ -383,7 +384,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     // A replica cut off from its master with replica-serve-stale-data no: only `stale`
     // commands (EXEC: only if everything it queued is).
-    if crate::state::replication::refuses_stale() {
+    if crate::state::replication::refuses_stale() && !journal::is_loader() {
         let stale = match (&ctx.client.multi, spec.name) {
             (Some(m), "exec") => m.queued.iter().all(|(f, _)| f & flag::STALE != 0),
             _ => spec.has(flag::STALE),
