@@ -30,6 +30,11 @@ fn main() {
     let title_setup = config
         .get_bool("set-proc-title")
         .then(|| tidecache::util::proctitle::init(&arg0));
+    // Before the command table is first used (it is built with the renames).
+    if let Err(e) = tidecache::commands::set_renames(&config.renames) {
+        eprintln!("*** FATAL CONFIG FILE ERROR *** >>> {e}");
+        std::process::exit(1);
+    }
     init_logging(&config);
     if let Some(Err(e)) = title_setup {
         tracing::warn!("The process title cannot be set: {e}");

@@ -294,3 +294,43 @@ fn maxmemory_clients_is_checked_and_only_zero_is_accepted() {
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("client eviction is not available"), "{text}");
 }
+
+#[test]
+fn rename_command_renames_and_survives_a_rewrite() {
+    let dir = std::env::temp_dir().join(format!("tidecache-rename-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("t.conf");
+    std::fs::write(
+        &conf,
+        "rename-command flushdb badger\nrename-command FLUSHALL \"\"\n",
+    )
+    .unwrap();
+    let s = TestServer::start_with(Some(conf.to_str().unwrap()), &[]);
+    let mut c = s.conn();
+    for gone in ["FLUSHDB", "flushdb", "FLUSHALL"] {
+        let e = err_text(q::<()>(&mut c, &[gone]));
+        assert!(e.contains("unknown command"), "{gone}: {e}");
+    }
+    let _: () = q(&mut c, &["SET", "k", "v"]).unwrap();
+    let _: () = q(&mut c, &["Badger"]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]).unwrap(), 0);
+    let _: () = q(&mut c, &["CONFIG", "SET", "hz", "20"]).unwrap();
+    let _: () = q(&mut c, &["CONFIG", "REWRITE"]).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("rename-command flushdb badger"), "{text}");
+    drop(s);
+    // Renaming what does not exist, or onto a name taken, stops the start as in Redis.
+    for (args, why) in [
+        (["nosuch", "x"], "No such command in rename-command"),
+        (["flushdb", "get"], "Target command name already exists"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+            .args(["--port", "0", "--rename-command", args[0], args[1]])
+            .output()
+            .expect("run");
+        assert!(!out.status.success());
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains(why), "{args:?}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -775,6 +775,9 @@ pub struct Config {
     /// `user <name> <rules...>` lines, each as its words after `user` (the ACL applies
     /// them at start, where the command table is known).
     pub users: Vec<Vec<String>>,
+    /// `rename-command <name> <new name>` lines, in order (the command table applies them
+    /// at start; an empty new name removes the command). CONFIG REWRITE keeps the lines.
+    pub renames: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -793,6 +796,7 @@ impl Default for Config {
             file: None,
             ignored: Vec::new(),
             users: Vec::new(),
+            renames: Vec::new(),
             save_read: false,
         }
     }
@@ -864,6 +868,13 @@ impl Config {
             let multi = setting(name).is_some_and(|s| MULTI_ARG.contains(&s.name));
             if (vals.is_empty() && !multi) || (scalar && vals.len() != 1) {
                 return Err(fatal("wrong number of arguments"));
+            }
+            if name.eq_ignore_ascii_case("rename-command") {
+                let [from, to] = vals else {
+                    return Err(fatal("wrong number of arguments"));
+                };
+                self.renames.push((from.clone(), to.clone()));
+                continue;
             }
             if name.eq_ignore_ascii_case("user") {
                 // Redis's ACLAppendUserForLoading: a name defined twice is an error.
