@@ -243,6 +243,12 @@ async fn run(config: Config) -> i32 {
         tokio::spawn(watch_signals(server.clone()));
     }
     start_background(&server);
+    // A `replicaof` of the config file made it a replica just now: the replica's OOM score.
+    if tidecache::state::replication::is_replica() {
+        if let Err(e) = server.apply_oom_score_adj() {
+            tracing::warn!("{e}");
+        }
+    }
     tidecache::commands::journal::start_schedules(&server);
     tidecache::util::alloc::mark_startup();
     log.line(Level::Notice, "Ready to accept connections");

@@ -334,3 +334,47 @@ fn rename_command_renames_and_survives_a_rewrite() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The replica's value applies while the server is a replica (REPLICAOF), the master's
+/// again after REPLICAOF NO ONE.
+#[test]
+fn oom_score_follows_the_role() {
+    let s = TestServer::start(&[
+        "--oom-score-adj",
+        "absolute",
+        "--oom-score-adj-values",
+        "3 6 9",
+    ]);
+    let pid = s.child.id();
+    let mut c = s.conn();
+    assert_eq!(oom_score_adj(pid), 3);
+    // A master that is not there: the server is a replica all the same (its link retries).
+    let port = free_port().to_string();
+    let _: () = q(&mut c, &["REPLICAOF", "127.0.0.1", &port]).unwrap();
+    assert_eq!(oom_score_adj(pid), 6);
+    let _: () = q(&mut c, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert_eq!(oom_score_adj(pid), 3);
+}
+
+/// dbfilename changes at run time (a protected setting, as Redis): the next SAVE writes it.
+#[test]
+fn dbfilename_is_live_where_protected_configs_allow() {
+    let dir = std::env::temp_dir().join(format!("tidecache-dbfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = TestServer::start(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--enable-protected-configs",
+        "local",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]).unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "dbfilename", "other.rdb"]).unwrap();
+    let _: () = q(&mut c, &["SAVE"]).unwrap();
+    assert!(dir.join("other.rdb").exists());
+    assert!(!dir.join("dump.rdb").exists());
+    let e = err_text(q::<()>(&mut c, &["CONFIG", "SET", "dbfilename", "a/b.rdb"]));
+    assert!(e.contains("dbfilename can't be a path"), "{e}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -150,8 +150,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
     Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
         doc: "Working directory for the journal and snapshots." },
-    Setting { name: "dbfilename", default: "dump.rdb", live: false, kind: Kind::Special(parse_dbfilename),
-        doc: "Snapshot file name, inside dir. A file of that name written by Redis (RDB version 10 or older) is loaded at start." },
+    Setting { name: "dbfilename", default: "dump.rdb", live: true, kind: Kind::Special(parse_dbfilename),
+        doc: "Snapshot file name, inside dir. A file of that name written by Redis (RDB version 10 or older) is loaded at start. CONFIG SET (where enable-protected-configs allows) names the file the next saves write." },
     Setting { name: "loglevel", default: "notice", live: true, kind: Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         doc: "How much is logged: debug, verbose, notice, warning, nothing." },
     Setting { name: "logfile", default: "", live: false, kind: Kind::Str,
@@ -327,7 +327,7 @@ pub const IGNORED: &[(&str, &[&str])] = &[
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force
 /// (Redis changes them at run time; tidecache cannot, but a no-op is still true).
-pub const SAME_VALUE_OK: &[&str] = &["bind", "dbfilename", "shards", "admin-port", "admin-bind"];
+pub const SAME_VALUE_OK: &[&str] = &["bind", "shards", "admin-port", "admin-bind"];
 
 /// Settings `CONFIG SET` refuses with `-LOADING` while data is loaded (Redis's
 /// `DENY_LOADING_CONFIG`): where the files are, and the journal.
