@@ -11,7 +11,10 @@ static GLOBAL: tidecache::util::alloc::Counting = tidecache::util::alloc::Counti
 
 fn main() {
     tidecache::util::alloc::activate();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Read before the process title takes over the memory they live in (util::proctitle).
+    let mut argv = std::env::args();
+    let arg0 = argv.next().unwrap_or_default();
+    let args: Vec<String> = argv.collect();
     if args.iter().any(|a| a == "--version" || a == "-v") {
         println!("tidecache-server v={VERSION}");
         return;
@@ -23,7 +26,19 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Still one thread: the title's set-up moves the environment (util::proctitle).
+    let title_setup = config
+        .get_bool("set-proc-title")
+        .then(|| tidecache::util::proctitle::init(&arg0));
+    // Before the command table is first used (it is built with the renames).
+    if let Err(e) = tidecache::commands::set_renames(&config.renames) {
+        eprintln!("*** FATAL CONFIG FILE ERROR *** >>> {e}");
+        std::process::exit(1);
+    }
     init_logging(&config);
+    if let Some(Err(e)) = title_setup {
+        tracing::warn!("The process title cannot be set: {e}");
+    }
     if !config.ignored.is_empty() {
         tracing::warn!(
             "Ignoring settings that have no effect in tidecache: {}",
@@ -122,6 +137,24 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    // The banner with the PID, before any load, as Redis prints it: tools that start the
+    // server (Redis's test suite) wait for it, then watch INFO's `loading` during a load.
+    log.line(
+        Level::Notice,
+        &format!(
+            "tidecache {VERSION} (Redis {} compatible) standalone, port {}, PID: {}",
+            tidecache::state::REDIS_COMPAT_VERSION,
+            server.port.load(std::sync::atomic::Ordering::Relaxed),
+            std::process::id(),
+        ),
+    );
+    // As Redis once it listens: the OOM score of a master (or replica), and the title.
+    if let Err(e) = server.apply_oom_score_adj() {
+        tracing::warn!("{e}");
+    }
+    if let Err(e) = server.set_proc_title() {
+        tracing::debug!("process title: {e}");
+    }
     // The admin port (off unless admin-port is set): bound now so a port in use stops the
     // start as the RESP port's does, and served at once (metrics during a journal replay).
     match tidecache::server::admin::bind(&server).await {
@@ -206,18 +239,16 @@ async fn run(config: Config) -> i32 {
         server.store.shard_count(),
         server.store.databases()
     );
-    log.line(
-        Level::Notice,
-        &format!(
-            "tidecache {VERSION} (Redis {} compatible) standalone, port {}, PID: {pid}",
-            tidecache::state::REDIS_COMPAT_VERSION,
-            server.port.load(std::sync::atomic::Ordering::Relaxed),
-        ),
-    );
     if serving.is_none() {
         tokio::spawn(watch_signals(server.clone()));
     }
     start_background(&server);
+    // A `replicaof` of the config file made it a replica just now: the replica's OOM score.
+    if tidecache::state::replication::is_replica() {
+        if let Err(e) = server.apply_oom_score_adj() {
+            tracing::warn!("{e}");
+        }
+    }
     tidecache::commands::journal::start_schedules(&server);
     tidecache::util::alloc::mark_startup();
     log.line(Level::Notice, "Ready to accept connections");

@@ -441,6 +441,11 @@ pub fn is_loader() -> bool {
     LOADER.with(|l| l.get())
 }
 
+/// Whether a load (the journal or dump.rdb) is in progress.
+pub fn is_loading() -> bool {
+    LOAD.on.load(Relaxed)
+}
+
 /// Redis's `-LOADING` answer to a command without the `loading` flag while the data set is
 /// loaded (the replay's own commands run).
 #[inline]

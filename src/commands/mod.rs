@@ -97,6 +97,33 @@ pub struct Table {
     stat_row_of: hashbrown::HashMap<usize, usize>,
 }
 
+/// `rename-command` (old, new) pairs, lower-cased, set at start before the table is built.
+static RENAMES: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Renames commands as Redis's `rename-command` (an empty new name removes the command);
+/// called at start, before any command runs. The error is Redis's.
+pub fn set_renames(renames: &[(String, String)]) -> Result<(), String> {
+    let exists = |n: &str| families().iter().any(|f| f.iter().any(|s| s.name == n));
+    let mut names = Vec::new();
+    for (from, to) in renames {
+        let (from, to) = (from.to_ascii_lowercase(), to.to_ascii_lowercase());
+        if !exists(&from) || names.iter().any(|(f, _): &(String, String)| *f == from) {
+            return Err(format!(
+                "'rename-command {from} {to}' No such command in rename-command"
+            ));
+        }
+        if !to.is_empty() && (exists(&to) || names.iter().any(|(_, t)| *t == to)) {
+            return Err(format!(
+                "'rename-command {from} {to}' Target command name already exists"
+            ));
+        }
+        names.push((from, to));
+    }
+    RENAMES
+        .set(names)
+        .map_err(|_| "rename-command applied twice".to_string())
+}
+
 impl Table {
     fn build() -> Table {
         let mut by_name = hashbrown::HashMap::new();
@@ -107,6 +134,14 @@ impl Table {
                 debug_assert!(dup.is_none(), "command {} registered twice", spec.name);
                 by_name.insert(spec.name.to_ascii_uppercase().into_bytes().into(), spec);
                 all.push(spec);
+            }
+        }
+        for (from, to) in RENAMES.get().into_iter().flatten() {
+            let spec = by_name.remove(from.as_bytes());
+            by_name.remove(from.to_ascii_uppercase().as_bytes());
+            if let (Some(spec), false) = (spec, to.is_empty()) {
+                by_name.insert(to.as_bytes().into(), spec);
+                by_name.insert(to.to_ascii_uppercase().into_bytes().into(), spec);
             }
         }
         let stat_rows: Vec<&'static CommandSpec> = all

@@ -35,6 +35,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if is(&host, "no") && is(&port, "one") {
         if replication::is_replica() {
             replication::unfollow();
+            reapply_oom_score(ctx);
             tracing::warn!(
                 "MASTER MODE enabled (user request from 'id={} addr={}')",
                 ctx.client.id(),
@@ -62,7 +63,16 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ctx.client.handle.addr
     );
     replication::follow(ctx.server, host, port as u16);
+    reapply_oom_score(ctx);
     Ok(Reply::ok())
+}
+
+/// The OOM score follows the role (`oom-score-adj-values`: master, replica), as Redis's
+/// replicationSetMaster/replicationUnsetMaster call setOOMScoreAdj.
+fn reapply_oom_score(ctx: &Ctx<'_>) {
+    if let Err(e) = ctx.server.apply_oom_score_adj() {
+        tracing::warn!("{e}");
+    }
 }
 
 /// REPLCONF option value ...: what a replica tells its master before PSYNC.

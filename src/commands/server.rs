@@ -401,6 +401,11 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if config::PROTECTED.contains(&s.name) && !allowed_by(ctx, "enable-protected-configs") {
             return Err(fail("can't set protected config"));
         }
+        if config::DENY_LOADING.contains(&s.name) && crate::commands::journal::is_loading() {
+            return Err(CommandError::msg(
+                "LOADING Redis is loading the dataset in memory",
+            ));
+        }
         if !s.live {
             // Settings Redis changes at run time and tidecache only at start: setting the
             // value in force changes nothing and is accepted (tools that write back what
@@ -421,43 +426,146 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Err(e) => return Err(fail(&e)),
         }
     }
-    // The journal starts (or stops) before the setting changes, as Redis's startAppendOnly.
-    if let Some((_, v)) = updates.iter().find(|(n, _)| *n == "appendonly") {
-        if v == "yes" && ctx.client.in_exec && !crate::store::journal::enabled() {
-            // Its cut waits for the transaction's end (it needs the exec gate).
-            tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
-        }
-        if let Err(e) = crate::commands::journal::set_appendonly(ctx.server, v == "yes") {
-            tracing::warn!("{e}");
-            return Err(CommandError::msg(format!(
-                "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs. ({e})"
-            )));
-        }
+    if updates
+        .iter()
+        .any(|(n, v)| *n == "appendonly" && v == "yes")
+        && ctx.client.in_exec
+        && !crate::store::journal::enabled()
+    {
+        // Its cut waits for the transaction's end (it needs the exec gate).
+        tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
     }
-    // TLS settings apply only if the certificates, key and CAs they name load (Redis's
-    // applyTlsCfg): otherwise nothing changes and the TLS configuration in force stays.
-    if let Some((first, _)) = updates.iter().find(|(n, _)| n.starts_with("tls-")) {
-        let mut candidate = ctx.server.config.read().clone();
-        for (n, v) in &updates {
-            candidate.set_normalized(n, v.clone());
+    // As Redis: the new values are set, then each setting with an apply step is applied
+    // (one step per group of settings); if one fails, the old values come back and the steps
+    // already run are run again with them, so CONFIG SET is all or nothing even for what
+    // touches the world (files, sockets, the OOM score).
+    let old: Vec<String> = {
+        let cfg = ctx.server.config.read();
+        updates
+            .iter()
+            .map(|(n, _)| cfg.get(n).to_string())
+            .collect()
+    };
+    let restore = |server: &Server| {
+        let mut cfg = server.config.write();
+        for ((n, _), v) in updates.iter().zip(&old) {
+            cfg.set_normalized(n, v.clone());
         }
-        if let Err(e) = ctx.server.tls.reload(&candidate) {
-            tracing::warn!("{e}");
-            return Err(CommandError::msg(format!(
-                "ERR CONFIG SET failed (possibly related to argument '{first}') - Unable to update TLS configuration. {e}"
-            )));
-        }
-    }
+    };
     {
         let mut cfg = ctx.server.config.write();
         for (n, v) in &updates {
             cfg.set_normalized(n, v.clone());
         }
     }
+    let mut steps: Vec<(Apply, &'static str)> = Vec::new();
+    for ((n, v), was) in updates.iter().zip(&old) {
+        let Some(step) = Apply::of(n) else { continue };
+        // A port set to the port in force is not bound again (it could not be).
+        if matches!(step, Apply::Port | Apply::TlsPort) && v == was {
+            continue;
+        }
+        if !steps.iter().any(|(s, _)| *s == step) {
+            steps.push((step, n));
+        }
+    }
+    // Listeners last: binding is the step most likely to fail and the hardest to undo.
+    steps.sort_by_key(|(s, _)| matches!(s, Apply::Port | Apply::TlsPort));
+    for (j, (step, name)) in steps.iter().enumerate() {
+        if let Err(why) = step.run(ctx.server) {
+            restore(ctx.server);
+            for (undo, undo_name) in steps[..j].iter().rev() {
+                if let Err(e) = undo.run(ctx.server) {
+                    tracing::warn!("CONFIG SET rollback of '{undo_name}' failed: {e}");
+                }
+            }
+            return Err(CommandError::msg(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            )));
+        }
+    }
     for (n, _) in &updates {
         ctx.server.config_changed(n);
     }
     Ok(Reply::ok())
+}
+
+/// The settings whose change does something that can fail, each group with one step.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Apply {
+    /// `appendonly`: the journal starts (a base is written) or stops, as Redis's startAppendOnly.
+    Aof,
+    /// `tls-*`: the certificates, key and CAs they name must load (Redis's applyTlsCfg).
+    Tls,
+    Port,
+    TlsPort,
+    Oom,
+    Title,
+}
+
+impl Apply {
+    fn of(name: &str) -> Option<Apply> {
+        Some(match name {
+            "appendonly" => Apply::Aof,
+            "port" => Apply::Port,
+            "tls-port" => Apply::TlsPort,
+            "oom-score-adj" | "oom-score-adj-values" => Apply::Oom,
+            "proc-title-template" => Apply::Title,
+            n if n.starts_with("tls-") => Apply::Tls,
+            _ => return None,
+        })
+    }
+
+    /// Applies the values in the configuration now; the error is the text after Redis's
+    /// `CONFIG SET failed (...) - `, and the cause is logged.
+    fn run(self, server: &std::sync::Arc<Server>) -> Result<(), String> {
+        let logged = |e: String, why: &str| {
+            tracing::warn!("{e}");
+            why.to_string()
+        };
+        match self {
+            Apply::Aof => {
+                let on = server.config.read().get_bool("appendonly");
+                crate::commands::journal::set_appendonly(server, on)
+                    .map_err(|e| format!("Unable to turn on AOF. Check server logs. ({e})"))
+            }
+            Apply::Tls => {
+                let cfg = server.config.read().clone();
+                server
+                    .tls
+                    .reload(&cfg)
+                    .map_err(|e| format!("Unable to update TLS configuration. {e}"))
+            }
+            Apply::Port | Apply::TlsPort => {
+                let tls = self == Apply::TlsPort;
+                let port = {
+                    let cfg = server.config.read();
+                    if tls && cfg.get_i64("tls-port") != 0 {
+                        // New TLS clients need the certificates in force to load.
+                        server
+                            .tls
+                            .reload(&cfg)
+                            .map_err(|e| format!("Unable to update TLS configuration. {e}"))?;
+                    }
+                    cfg.get_i64(if tls { "tls-port" } else { "port" }) as u16
+                };
+                server
+                    .rebind(tls, port)
+                    .map_err(|e| logged(e, "Unable to listen on this port. Check server logs."))?;
+                // The title shows the port (Redis's changeListenPort sets it too).
+                if let Err(e) = server.set_proc_title() {
+                    tracing::debug!("process title: {e}");
+                }
+                Ok(())
+            }
+            Apply::Oom => server
+                .apply_oom_score_adj()
+                .map_err(|e| logged(e, "Failed to set current oom_score_adj. Check server logs.")),
+            Apply::Title => server
+                .set_proc_title()
+                .map_err(|e| logged(e, "failed to set process title")),
+        }
+    }
 }
 
 /// Whether a `no | yes | local` guard setting (`enable-debug-command`,

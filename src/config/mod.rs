@@ -46,10 +46,10 @@ pub const POLICIES: &[&str] = &[
 pub static SETTINGS: &[Setting] = &[
     Setting { name: "bind", default: "127.0.0.1 -::1", live: false, kind: Kind::Str,
         doc: "Addresses to listen on, separated by spaces. A leading '-' means: skip the address if it is not available." },
-    Setting { name: "port", default: "6379", live: false, kind: Kind::Int(0, 65535),
-        doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis." },
-    Setting { name: "tls-port", default: "0", live: false, kind: Kind::Int(0, 65535),
-        doc: "TLS port, served on the same addresses as port and at the same time. 0: no TLS." },
+    Setting { name: "port", default: "6379", live: true, kind: Kind::Int(0, 65535),
+        doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis. CONFIG SET binds the new port on the bind addresses, then closes the old listener (connected clients stay); a port that cannot be bound answers an error and nothing changes; 0 at run time closes the plain listener, as Redis." },
+    Setting { name: "tls-port", default: "0", live: true, kind: Kind::Int(0, 65535),
+        doc: "TLS port, served on the same addresses as port and at the same time. 0: no TLS. CONFIG SET rebinds it as it does port." },
     Setting { name: "admin-port", default: "0", live: false, kind: Kind::Int(0, 65535),
         doc: "HTTP port of the admin server: Prometheus metrics at /metrics, a status page at /, its data at /stats.json. 0: off. No authentication: keep it on a trusted address." },
     Setting { name: "admin-bind", default: "127.0.0.1", live: false, kind: Kind::Str,
@@ -116,6 +116,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "What happens past maxmemory: noeviction (writes fail with -OOM), allkeys-lru, volatile-lru, allkeys-lfu, volatile-lfu, allkeys-random, volatile-random, volatile-ttl." },
     Setting { name: "maxmemory-samples", default: "5", live: true, kind: Kind::Int(1, 64),
         doc: "Keys sampled per eviction; more is more exact and slower." },
+    Setting { name: "maxmemory-clients", default: "0", live: true, kind: Kind::Special(parse_maxmemory_clients),
+        doc: "Redis 7's limit on the memory all clients' buffers take together (a byte amount, or a percentage of maxmemory), past which the biggest clients are closed. Client eviction is not available here: the value is checked as Redis checks it and only 0 (no limit) is accepted; each client's buffers are still bounded by client-query-buffer-limit and client-output-buffer-limit." },
     Setting { name: "proto-max-bulk-len", default: "536870912", live: true, kind: Kind::Special(parse_bulk_len),
         doc: "Largest bulk string a client may send (512mb; between 1mb and 4gb - 1, the longest string a key holds). Longer ones are a protocol error." },
     Setting { name: "client-query-buffer-limit", default: "1073741824", live: true, kind: Kind::Memory,
@@ -148,8 +150,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
     Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
         doc: "Working directory for the journal and snapshots." },
-    Setting { name: "dbfilename", default: "dump.rdb", live: false, kind: Kind::Special(parse_dbfilename),
-        doc: "Snapshot file name, inside dir. A file of that name written by Redis (RDB version 10 or older) is loaded at start." },
+    Setting { name: "dbfilename", default: "dump.rdb", live: true, kind: Kind::Special(parse_dbfilename),
+        doc: "Snapshot file name, inside dir. A file of that name written by Redis (RDB version 10 or older) is loaded at start. CONFIG SET (where enable-protected-configs allows) names the file the next saves write." },
     Setting { name: "loglevel", default: "notice", live: true, kind: Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         doc: "How much is logged: debug, verbose, notice, warning, nothing." },
     Setting { name: "logfile", default: "", live: false, kind: Kind::Str,
@@ -224,6 +226,14 @@ pub static SETTINGS: &[Setting] = &[
         doc: "The journal's base is written as commands (RESP), which can hold documents; an RDB preamble (Redis's default, yes) is not available, so only no is accepted." },
     Setting { name: "enable-protected-configs", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether CONFIG SET may change where the server writes its files (dir, dbfilename): no, yes, or local (loopback clients only), as Redis 7." },
+    Setting { name: "set-proc-title", default: "yes", live: false, kind: Kind::Bool,
+        doc: "yes: the process title (ps, /proc/PID/cmdline) is set from proc-title-template, at start, on a port change and on CONFIG SET of the template, as Redis. no: it is left as the command line." },
+    Setting { name: "proc-title-template", default: "{title} {listen-addr} {server-mode}", live: true, kind: Kind::Special(parse_proc_title_template),
+        doc: "The process title, as Redis: {title} (the command's name as started), {listen-addr} (first bind address:port), {server-mode} (empty here: no cluster, no sentinel), {port}, {tls-port}, {unixsocket} (empty: no Unix socket here), {config-file} (its absolute path, or -); {{ is a literal {. Spaces at either end are trimmed; a template that expands to nothing is refused." },
+    Setting { name: "oom-score-adj", default: "no", live: true, kind: Kind::Special(parse_oom_score_adj),
+        doc: "Whether the server sets its own Linux OOM score (/proc/self/oom_score_adj) from oom-score-adj-values, as Redis: no (left as it was; set back to the value read when first adjusted), yes or relative (the value is added to the score the process had), absolute (the value as it is)." },
+    Setting { name: "oom-score-adj-values", default: "0 200 800", live: true, kind: Kind::Special(parse_oom_score_adj_values),
+        doc: "Three scores between -2000 and 2000 for oom-score-adj: a master, a replica, and Redis's background child. No child process is forked here (saves and rewrites run on threads of the server), so the third is checked and shown but never applied." },
 ];
 
 pub fn setting(name: &str) -> Option<&'static Setting> {
@@ -282,9 +292,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdb-del-sync-files", &["no"]),
     // Hash tables here are Rust's, resized as they grow.
     ("activerehashing", &[]),
-    // The process title is left as it is.
-    ("set-proc-title", &[]),
-    ("proc-title-template", &[]),
     // Values are freed where they are deleted (UNLINK and FLUSH ... ASYNC free in the
     // background); the lazy variants of the other paths are not available.
     ("lazyfree-lazy-eviction", &["no"]),
@@ -292,9 +299,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("lazyfree-lazy-server-del", &["no"]),
     ("lazyfree-lazy-user-del", &["no"]),
     ("lazyfree-lazy-user-flush", &["no"]),
-    // The kernel's OOM score is left as it is.
-    ("oom-score-adj", &["no"]),
-    ("oom-score-adj-values", &[]),
     // The journal writes no timestamp annotations.
     ("aof-timestamp-enabled", &["no"]),
     // A rewrite's base and a snapshot are always fsynced every 4 MB as they are written.
@@ -317,18 +321,18 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("tls-client-key-file-pass", &[]),
     ("tls-dh-params-file", &[]),
     ("tls-session-cache-timeout", &[]),
+    // Clients are served throughout a load (it runs on a thread of its own), so there is no
+    // interval at which a load stops to process events.
+    ("loading-process-events-interval-bytes", &[]),
 ];
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force
 /// (Redis changes them at run time; tidecache cannot, but a no-op is still true).
-pub const SAME_VALUE_OK: &[&str] = &[
-    "bind",
-    "port",
-    "dbfilename",
-    "shards",
-    "admin-port",
-    "admin-bind",
-];
+pub const SAME_VALUE_OK: &[&str] = &["bind", "shards", "admin-port", "admin-bind"];
+
+/// Settings `CONFIG SET` refuses with `-LOADING` while data is loaded (Redis's
+/// `DENY_LOADING_CONFIG`): where the files are, and the journal.
+pub const DENY_LOADING: &[&str] = &["dir", "appendonly"];
 
 /// Test knobs left out of `CONFIG GET` with a pattern (Redis's `HIDDEN_CONFIG`): named
 /// exactly, they answer.
@@ -363,6 +367,122 @@ fn parse_rdb_preamble(value: &str) -> Result<String, String> {
         "yes" => Err("an RDB preamble is not available in tidecache: the journal's base is written as commands, so only 'aof-use-rdb-preamble no' is accepted".into()),
         _ => Err("argument must be 'yes' or 'no'".into()),
     }
+}
+
+/// `maxmemory-clients`: read as Redis reads it (a memory value, or a percentage of
+/// `maxmemory` up to 100%), and refused unless 0: client eviction is not built here, so a
+/// limit would be a promise nothing keeps.
+fn parse_maxmemory_clients(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    let n = match parse_memory(v) {
+        Some(n) => n,
+        None => match v.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+            Some(p) if p > 100 => {
+                return Err("percentage argument must be less or equal to 100".into())
+            }
+            Some(p) if p >= 0 => p as u64,
+            _ => return Err("argument must be a memory or percent value".into()),
+        },
+    };
+    if n == 0 {
+        Ok("0".into())
+    } else {
+        Err("client eviction is not available in tidecache: only 'maxmemory-clients 0' (no limit) is accepted".into())
+    }
+}
+
+/// The variables of `proc-title-template` (Redis's `redisProcTitleGetVariable`).
+pub const PROC_TITLE_VARS: &[&str] = &[
+    "title",
+    "listen-addr",
+    "server-mode",
+    "port",
+    "tls-port",
+    "unixsocket",
+    "config-file",
+];
+
+/// Expands a process-title template as Redis's `sdstemplate`: `{name}` is replaced by
+/// `var(name)`, `{{` is a literal `{`; an unknown variable, a `{` at the end or one never
+/// closed make it invalid (None). The result is trimmed of spaces at both ends.
+pub fn expand_proc_title(template: &str, var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        if after.is_empty() {
+            return None;
+        }
+        if let Some(tail) = after.strip_prefix('{') {
+            out.push('{');
+            rest = tail;
+            continue;
+        }
+        let close = after.find('}')?;
+        out.push_str(&var(&after[..close])?);
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out.trim_matches(' ').to_string())
+}
+
+/// `proc-title-template`: valid when every variable is known and the expansion is not
+/// empty, checked as Redis checks it (an empty `{title}`, the other variables as a server
+/// without cluster, sentinel or Unix socket shows them).
+fn parse_proc_title_template(value: &str) -> Result<String, String> {
+    let probe = |name: &str| match name {
+        "title" | "server-mode" | "unixsocket" => Some(String::new()),
+        "listen-addr" => Some("*:6379".into()),
+        "port" | "tls-port" => Some("0".into()),
+        "config-file" => Some("-".into()),
+        _ => None,
+    };
+    match expand_proc_title(value, &probe) {
+        Some(t) if !t.is_empty() => Ok(value.to_string()),
+        _ => Err("template format is invalid or contains unknown variables".into()),
+    }
+}
+
+/// `oom-score-adj`: Redis's enum, where `relative` is another name of `yes` (CONFIG GET
+/// shows `yes`).
+fn parse_oom_score_adj(value: &str) -> Result<String, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "no" => Ok("no".into()),
+        "yes" | "relative" => Ok("yes".into()),
+        "absolute" => Ok("absolute".into()),
+        _ => Err("argument(s) must be one of the following: no, yes, relative, absolute".into()),
+    }
+}
+
+/// `oom-score-adj-values`: three integers from -2000 to 2000 (master, replica, background
+/// child), as Redis's `setConfigOOMScoreAdjValuesOption`.
+fn parse_oom_score_adj_values(value: &str) -> Result<String, String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
+    let mut out = Vec::with_capacity(3);
+    for w in words {
+        match w.parse::<i64>() {
+            Ok(n) if (-2000..=2000).contains(&n) => out.push(n.to_string()),
+            _ => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
+        }
+    }
+    Ok(out.join(" "))
+}
+
+/// The three values of a normalized `oom-score-adj-values`.
+pub fn oom_score_adj_values(value: &str) -> [i32; 3] {
+    let mut out = [0, 200, 800];
+    for (slot, w) in out.iter_mut().zip(value.split_whitespace()) {
+        *slot = w.parse().unwrap_or(*slot);
+    }
+    out
 }
 
 /// `replicaof`: `<host> <port>`, or empty.
@@ -401,6 +521,7 @@ const MULTI_ARG: &[&str] = &[
     "latency-tracking-info-percentiles",
     "shutdown-on-sigint",
     "shutdown-on-sigterm",
+    "oom-score-adj-values",
 ];
 
 /// Redis's check of a `save` schedule: pairs of seconds (at least 1) and changes (at least
@@ -655,6 +776,9 @@ pub struct Config {
     /// `user <name> <rules...>` lines, each as its words after `user` (the ACL applies
     /// them at start, where the command table is known).
     pub users: Vec<Vec<String>>,
+    /// `rename-command <name> <new name>` lines, in order (the command table applies them
+    /// at start; an empty new name removes the command). CONFIG REWRITE keeps the lines.
+    pub renames: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -673,6 +797,7 @@ impl Default for Config {
             file: None,
             ignored: Vec::new(),
             users: Vec::new(),
+            renames: Vec::new(),
             save_read: false,
         }
     }
@@ -744,6 +869,13 @@ impl Config {
             let multi = setting(name).is_some_and(|s| MULTI_ARG.contains(&s.name));
             if (vals.is_empty() && !multi) || (scalar && vals.len() != 1) {
                 return Err(fatal("wrong number of arguments"));
+            }
+            if name.eq_ignore_ascii_case("rename-command") {
+                let [from, to] = vals else {
+                    return Err(fatal("wrong number of arguments"));
+                };
+                self.renames.push((from.clone(), to.clone()));
+                continue;
             }
             if name.eq_ignore_ascii_case("user") {
                 // Redis's ACLAppendUserForLoading: a name defined twice is an error.
@@ -1043,6 +1175,89 @@ mod tests {
         assert!(!shutdown_saves("default", ""));
     }
     use super::*;
+
+    /// Redis's sdstemplate and validateProcTitleTemplate cases.
+    #[test]
+    fn proc_title_template_as_redis() {
+        let var = |n: &str| match n {
+            "title" => Some("srv".to_string()),
+            "port" => Some("6379".to_string()),
+            "server-mode" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(
+            expand_proc_title("{title} {port} {server-mode}", &var).as_deref(),
+            Some("srv 6379")
+        );
+        assert_eq!(
+            expand_proc_title("  {{title}} {{ x ", &var).as_deref(),
+            Some("{title}} { x")
+        );
+        for bad in ["{title", "a {", "{nosuch}", "{}"] {
+            assert_eq!(expand_proc_title(bad, &var), None, "{bad}");
+        }
+        let s = setting("proc-title-template").unwrap();
+        assert_eq!(
+            normalize(s, "--my--title--template").as_deref(),
+            Ok("--my--title--template")
+        );
+        assert!(normalize(
+            s,
+            "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file}"
+        )
+        .is_ok());
+        // Empty once expanded (the title is empty when Redis checks): refused, as Redis.
+        for bad in ["{invalid-var}", "{title}", " {server-mode} ", "", "{title"] {
+            let e = normalize(s, bad).unwrap_err();
+            assert!(e.contains("template format is invalid"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn oom_and_client_memory_settings_are_checked_as_redis() {
+        let adj = setting("oom-score-adj").unwrap();
+        assert_eq!(normalize(adj, "relative").as_deref(), Ok("yes"));
+        assert_eq!(normalize(adj, "ABSOLUTE").as_deref(), Ok("absolute"));
+        assert!(normalize(adj, "maybe").is_err());
+        let vals = setting("oom-score-adj-values").unwrap();
+        assert_eq!(normalize(vals, " -5  0 2000").as_deref(), Ok("-5 0 2000"));
+        assert_eq!(
+            normalize(vals, "1 2").unwrap_err(),
+            "wrong number of arguments"
+        );
+        for bad in ["1 2 2001", "1 x 3", "1 2 3.0"] {
+            assert!(
+                normalize(vals, bad)
+                    .unwrap_err()
+                    .contains("between -2000 and 2000"),
+                "{bad}"
+            );
+        }
+        assert_eq!(oom_score_adj_values("1 -2 3"), [1, -2, 3]);
+        let mmc = setting("maxmemory-clients").unwrap();
+        for ok in ["0", "0%", "0mb"] {
+            assert_eq!(normalize(mmc, ok).as_deref(), Ok("0"), "{ok}");
+        }
+        assert_eq!(
+            normalize(mmc, "200%").unwrap_err(),
+            "percentage argument must be less or equal to 100"
+        );
+        assert!(normalize(mmc, "10%")
+            .unwrap_err()
+            .contains("client eviction is not available"));
+        assert!(normalize(mmc, "1mb")
+            .unwrap_err()
+            .contains("client eviction is not available"));
+        assert_eq!(
+            normalize(mmc, "-1%").unwrap_err(),
+            "argument must be a memory or percent value"
+        );
+        let mut c = Config::default();
+        c.load_text("oom-score-adj-values 1 2 3\nloading-process-events-interval-bytes 1024\n")
+            .unwrap();
+        assert_eq!(c.get("oom-score-adj-values"), "1 2 3");
+        assert_eq!(c.ignored, ["loading-process-events-interval-bytes"]);
+    }
 
     #[test]
     fn every_default_is_valid() {

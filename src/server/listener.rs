@@ -81,9 +81,24 @@ async fn bind_port(
 /// and the port bound. The admin port binds `admin-bind` with it too.
 pub(crate) async fn bind_addresses(
     bind: &str,
-    mut port: u16,
+    port: u16,
     backlog: u32,
 ) -> std::io::Result<(Vec<TcpListener>, u16)> {
+    let (sockets, port) = bind_std(bind, port, backlog)?;
+    let listeners = sockets
+        .into_iter()
+        .map(TcpListener::from_std)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Ok((listeners, port))
+}
+
+/// `bind_addresses` without a runtime: the sockets, non-blocking, for the runtime to take.
+/// `CONFIG SET port` binds with it inside a command, which must not await.
+fn bind_std(
+    bind: &str,
+    mut port: u16,
+    backlog: u32,
+) -> std::io::Result<(Vec<std::net::TcpListener>, u16)> {
     let mut listeners = Vec::new();
     for word in bind.split_whitespace() {
         let (optional, addr) = match word.strip_prefix('-') {
@@ -128,16 +143,97 @@ pub(crate) async fn bind_addresses(
 }
 
 /// One listening socket with `backlog` (`tcp-backlog`), SO_REUSEADDR as tokio's own
-/// `TcpListener::bind` sets it.
-fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
+/// `TcpListener::bind` sets it, non-blocking for the runtime.
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// What `CONFIG SET port`/`tls-port` hands the accept loop: the kind of listener and its
+/// new sockets (none: close that kind).
+type Swap = (bool, Vec<std::net::TcpListener>);
+
+/// The hook `Server::rebind` calls: binds at once (so the command can answer an error and
+/// change nothing), then passes the sockets to the accept loop, which closes the old ones.
+fn install_rebind(server: &Arc<Server>, swaps: tokio::sync::mpsc::UnboundedSender<Swap>) {
+    let weak = Arc::downgrade(server);
+    let hook = move |tls: bool, port: u16| -> Result<(), String> {
+        let server = weak.upgrade().ok_or("the server is stopping")?;
+        let (bind, backlog, other) = {
+            let cfg = server.config.read();
+            let other = cfg.get_i64(if tls { "port" } else { "tls-port" }) as u16;
+            (
+                cfg.get("bind").to_string(),
+                u32::try_from(cfg.get_u64("tcp-backlog")).unwrap_or(u32::MAX),
+                other,
+            )
+        };
+        let sockets = if port == 0 {
+            Vec::new()
+        } else {
+            bind_std(&bind, port, backlog).map_err(|e| e.to_string())?.0
+        };
+        swaps
+            .send((tls, sockets))
+            .map_err(|_| "the server is stopping".to_string())?;
+        // INFO's tcp_port: the plain port, or the TLS one when there is no plain one.
+        let plain = if tls { other } else { port };
+        let shown = if plain != 0 {
+            plain
+        } else if tls {
+            port
+        } else {
+            other
+        };
+        server.port.store(u64::from(shown), Ordering::Relaxed);
+        if tls && port != 0 {
+            tracing::info!("accepting TLS connections on port {port}");
+        } else if port != 0 {
+            tracing::info!("accepting connections on port {port}");
+        }
+        Ok(())
     };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(backlog)
+    let _ = server.rebind.set(Box::new(hook));
+}
+
+/// Spawns the loop accepting on one listening socket, handing its clients to `tx`.
+fn spawn_accept(
+    server: &Server,
+    accepts: &mut JoinSet<()>,
+    l: TcpListener,
+    tls: bool,
+    tx: tokio::sync::mpsc::Sender<Accepted>,
+) -> tokio::task::AbortHandle {
+    let mut stop = server.shutdown_signal();
+    accepts.spawn(async move {
+        loop {
+            tokio::select! {
+                r = l.accept() => match r {
+                    Ok((stream, peer)) => {
+                        let local = stream.local_addr().unwrap_or(peer);
+                        let a = Accepted { stream, peer, local, tls };
+                        if tx.send(a).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Out of descriptors and the like: back off instead of spinning.
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                _ = stop.changed() => return,
+            }
+        }
+    })
 }
 
 /// An accepted socket on its way to admission.
@@ -157,36 +253,37 @@ pub async fn run(server: Arc<Server>, listeners: Vec<Listener>) {
     );
     let mut accepts = JoinSet::new();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Accepted>(1024);
-    for Listener { socket: l, tls } in listeners {
-        let tx = tx.clone();
-        let mut stop = server.shutdown_signal();
-        accepts.spawn(async move {
-            loop {
-                tokio::select! {
-                    r = l.accept() => match r {
-                        Ok((stream, peer)) => {
-                            let local = stream.local_addr().unwrap_or(peer);
-                            let a = Accepted { stream, peer, local, tls };
-                            if tx.send(a).await.is_err() {
-                                return;
-                            }
-                        }
-                        // Out of descriptors and the like: back off instead of spinning.
-                        Err(e) => {
-                            tracing::warn!("accept failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    },
-                    _ = stop.changed() => return,
-                }
-            }
-        });
+    // The accept loops in force, with their kind (TLS or not), so a rebind stops the old
+    // ones of its kind: their sockets close as their tasks end.
+    let mut loops = Vec::new();
+    for Listener { socket, tls } in listeners {
+        loops.push((
+            tls,
+            spawn_accept(&server, &mut accepts, socket, tls, tx.clone()),
+        ));
     }
-    drop(tx);
+    let (swap_tx, mut swaps) = tokio::sync::mpsc::unbounded_channel::<Swap>();
+    install_rebind(&server, swap_tx);
     let mut stop = server.shutdown_signal();
     loop {
         tokio::select! {
             Some(a) = rx.recv() => admit(&server, a).await,
+            Some((tls, sockets)) = swaps.recv() => {
+                loops.retain(|(kind, h): &(bool, tokio::task::AbortHandle)| {
+                    if *kind == tls {
+                        h.abort();
+                    }
+                    *kind != tls
+                });
+                for s in sockets {
+                    match TcpListener::from_std(s) {
+                        Ok(l) => loops.push((tls, spawn_accept(&server, &mut accepts, l, tls, tx.clone()))),
+                        Err(e) => tracing::warn!("could not listen on the new port: {e}"),
+                    }
+                }
+                // Ended loops leave their results here; collect them.
+                while accepts.try_join_next().is_some() {}
+            }
             _ = stop.changed() => break,
             else => break,
         }

@@ -113,7 +113,16 @@ pub struct Server {
     pub tracking: Arc<tracking::Tracking>,
     /// The TLS configuration new connections on `tls-port` get (`config::tls`).
     pub tls: crate::config::tls::TlsContext,
+    /// Binds a RESP listener anew (`CONFIG SET port` / `tls-port`): installed by the network
+    /// side, which owns the listening sockets, once it accepts; see `Server::rebind`.
+    pub rebind: std::sync::OnceLock<RebindHook>,
 }
+
+/// `(tls, port)`: bind `port` on the `bind` addresses for plain (false) or TLS (true)
+/// clients and let it replace the listener of that kind, or close that listener when
+/// `port` is 0. Binding happens before the call returns, so an error leaves the listener in
+/// force as it was.
+pub type RebindHook = Box<dyn Fn(bool, u16) -> Result<(), String> + Send + Sync>;
 
 /// `proto-max-bulk-len`, `client-query-buffer-limit` and `timeout`, as atomics.
 #[derive(Debug, Default)]
@@ -235,7 +244,73 @@ impl Server {
             acl,
             tracking,
             tls: Default::default(),
+            rebind: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes `port` (`tls` false) or `tls-port` (true) the one listened on; the error says
+    /// why it could not be bound (the caller logs it).
+    pub fn rebind(&self, tls: bool, port: u16) -> Result<(), String> {
+        let hook = self
+            .rebind
+            .get()
+            .ok_or("the server is not accepting connections yet")?;
+        hook(tls, port)
+    }
+
+    /// Sets the process title from `proc-title-template` (Redis's `redisSetProcTitle`),
+    /// when `set-proc-title` is on.
+    pub fn set_proc_title(&self) -> Result<(), String> {
+        let title = {
+            let c = self.config.read();
+            if !c.get_bool("set-proc-title") {
+                return Ok(());
+            }
+            let port = c.get_i64("port");
+            let tls_port = c.get_i64("tls-port");
+            let bound = self.port.load(Ordering::Relaxed);
+            let var = |name: &str| -> Option<String> {
+                Some(match name {
+                    "title" => crate::util::proctitle::arg0(),
+                    // Redis's first bind address and its port; `port 0` picks a free port
+                    // here, so the port actually bound is shown.
+                    "listen-addr" => {
+                        let addr = c.get("bind").split_whitespace().next().unwrap_or("*");
+                        format!("{addr}:{bound}")
+                    }
+                    "server-mode" | "unixsocket" => String::new(),
+                    // `port 0` alone picks a free port here: that is the port listened on.
+                    "port" if port == 0 && tls_port == 0 => bound.to_string(),
+                    "port" => port.to_string(),
+                    "tls-port" => tls_port.to_string(),
+                    "config-file" => c
+                        .file
+                        .as_ref()
+                        .map_or("-".into(), |p| p.display().to_string()),
+                    _ => return None,
+                })
+            };
+            crate::config::expand_proc_title(c.get("proc-title-template"), &var)
+                .ok_or("invalid proc-title-template")?
+        };
+        crate::util::proctitle::set(&title)
+    }
+
+    /// Sets the process's OOM score from `oom-score-adj` and the `oom-score-adj-values`
+    /// entry of its role (Redis's `setOOMScoreAdj(-1)`): master, or replica.
+    pub fn apply_oom_score_adj(&self) -> Result<(), String> {
+        let (mode, values) = {
+            let c = self.config.read();
+            (
+                c.get("oom-score-adj").to_string(),
+                crate::config::oom_score_adj_values(c.get("oom-score-adj-values")),
+            )
+        };
+        if values[1] < values[0] || values[2] < values[1] {
+            tracing::warn!("The oom-score-adj-values configuration may not work for non-privileged processes! Please consult the documentation.");
+        }
+        let value = values[usize::from(replication::is_replica())];
+        crate::util::oom::apply(&mode, value)
     }
 
     pub fn shutdown(&self) {
