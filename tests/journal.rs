@@ -851,3 +851,24 @@ fn kill_9_trials_with_counts() {
     );
     assert_eq!(lost, 0);
 }
+
+/// A transaction in another database: its SELECT comes before MULTI, as in Redis's AOF
+/// (Redis's `unit/multi` reads the file).
+#[test]
+fn a_transactions_select_comes_before_its_multi() {
+    let dir = temp_dir("multi-select");
+    let s = start(&dir, "always");
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SELECT", "3"]).unwrap();
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    let _: () = q(&mut c, &["SET", "foo", "bar"]).unwrap();
+    let _: () = q(&mut c, &["FLUSHALL"]).unwrap();
+    let _: Vec<String> = q(&mut c, &["EXEC"]).unwrap();
+    drop(c);
+    drop(s);
+    let text = std::fs::read_to_string(incr_file(&dir)).expect("journal");
+    assert!(
+        text.contains("*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$3\r\nfoo\r\n$3\r\nbar\r\n*1\r\n$8\r\nFLUSHALL\r\n*1\r\n$4\r\nEXEC\r\n"),
+        "{text:?}"
+    );
+}

@@ -433,7 +433,11 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         && !crate::store::journal::enabled()
     {
         // Its cut waits for the transaction's end (it needs the exec gate).
-        tracing::warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
+        crate::state::redis_log::line(
+            ctx.server,
+            true,
+            "AOF was enabled during a transaction. An AOF background was scheduled to start when possible.",
+        );
     }
     // As Redis: the new values are set, then each setting with an apply step is applied
     // (one step per group of settings); if one fails, the old values come back and the steps

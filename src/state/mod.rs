@@ -13,6 +13,7 @@ pub mod lazyfree;
 pub mod outbox;
 pub mod pause;
 pub mod pubsub;
+pub mod redis_log;
 pub mod replication;
 pub mod slowlog;
 pub mod tracking;

@@ -104,7 +104,8 @@ fn wrap(atomic: bool, mut subs: Vec<Sub>) -> Vec<Sub> {
         return subs;
     }
     let mut wrapped = Vec::with_capacity(subs.len() + 2);
-    wrapped.push(command(None, &[b"MULTI"]));
+    // In the first write's database, so its SELECT comes before MULTI, as in Redis's AOF.
+    wrapped.push(command(subs[0].db, &[b"MULTI"]));
     wrapped.append(&mut subs);
     wrapped.push(command(None, &[b"EXEC"]));
     wrapped
