@@ -199,16 +199,53 @@ pub const STACK_SIZE: usize = 64 << 20;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// `DEBUG SET-DISABLE-DENY-SCRIPTS 1` (Redis's `server.script_disable_deny_script`): scripts
+/// What the script thread is given: a script command's job ([`detach`]), or a batch of a
+/// connection's consecutive script requests ([`run_batch`]).
+enum Work {
+    Job(Job),
+    Batch(Box<Batch>, tokio::sync::oneshot::Sender<Box<Batch>>),
+}
+
+/// A connection's consecutive script requests, run on the script thread one after another
+/// with the connection's own client state (moved there for the batch and back with the
+/// replies), as the multi-thread runtime runs them inline: each request goes through the
+/// whole dispatcher there, so each script is one atomic step under the exclusive gate,
+/// with its own checks, statistics and journal record, and its own reply or error.
+pub struct Batch {
+    server: Arc<crate::state::Server>,
+    pub client: crate::state::client::ClientState,
+    requests: Vec<Vec<Bytes>>,
+    /// One a request, in order; fewer than the requests if the client was killed
+    /// meanwhile or a run panicked (the connection then closes).
+    pub replies: Vec<Reply>,
+}
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS 1 (Redis's `server.script_disable_deny_script`): scripts
 /// may call commands flagged NOSCRIPT, as Redis's tests need to watch a running script with
 /// CLIENT LIST.
 pub static DENY_SCRIPTS_DISABLED: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    /// This thread is the script thread: script commands dispatched here run inline.
+    static SCRIPT_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline]
+fn on_script_thread() -> bool {
+    SCRIPT_THREAD.with(|c| c.get())
+}
+
+/// How long the script thread keeps polling its queue after its last job before it sleeps
+/// on it. The connection that just got its replies usually sends its next scripts within a
+/// few microseconds; a sleeping thread costs the sender a futex wake-up and itself a
+/// context switch, each a system call.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// The script thread's queue; the thread starts with the first script.
-fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
-    static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+fn script_thread() -> &'static std::sync::mpsc::Sender<Work> {
+    static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Work>> = std::sync::OnceLock::new();
     TX.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let (tx, rx) = std::sync::mpsc::channel::<Work>();
         let runtime = tokio::runtime::Handle::try_current().ok();
         let spawned = std::thread::Builder::new()
             .name("scripts".into())
@@ -216,10 +253,19 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
-                while let Ok(job) = rx.recv() {
-                    // A panic ends only that script (its caller's connection closes, as
-                    // its reply never comes), not the thread every later script needs.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                SCRIPT_THREAD.with(|c| c.set(true));
+                while let Some(work) = next_work(&rx) {
+                    match work {
+                        // A panic ends only that script (its caller's connection closes, as
+                        // its reply never comes), not the thread every later script needs.
+                        Work::Job(job) => {
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        }
+                        Work::Batch(mut batch, tx) => {
+                            serve_batch(&mut batch);
+                            let _ = tx.send(batch);
+                        }
+                    }
                 }
             });
         if let Err(e) = spawned {
@@ -227,6 +273,138 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
         }
         tx
     })
+}
+
+/// The script thread's next work: polled for [`SPIN`] before it sleeps on the queue.
+fn next_work(rx: &std::sync::mpsc::Receiver<Work>) -> Option<Work> {
+    use std::sync::mpsc::TryRecvError;
+    let mut since: Option<std::time::Instant> = None;
+    loop {
+        match rx.try_recv() {
+            Ok(w) => return Some(w),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        let t = *since.get_or_insert_with(std::time::Instant::now);
+        if t.elapsed() >= SPIN {
+            return rx.recv().ok();
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs a batch's requests in order through the dispatcher, on the script thread. A panic
+/// ends the batch (its client state still goes back: the run's guard restored it).
+fn serve_batch(b: &mut Batch) {
+    let Batch {
+        server,
+        client,
+        requests,
+        replies,
+    } = b;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for req in requests.iter() {
+            // Killed meanwhile (CLIENT KILL from another client): nothing more of its runs.
+            if client.handle.killed.load(Ordering::Acquire) {
+                break;
+            }
+            let mut ctx = Ctx {
+                server,
+                client: &mut *client,
+            };
+            let reply = crate::commands::dispatch(&mut ctx, req);
+            replies.push(reply);
+        }
+    }));
+}
+
+/// The script requests that may go to the script thread together: EVAL, EVALSHA, FCALL and
+/// their `_RO` forms, by name (checked before the lookup, on every request of a batch, so
+/// it is a length and a first letter before any compare).
+#[inline]
+pub fn is_script_name(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 6] = [
+        b"eval",
+        b"evalsha",
+        b"eval_ro",
+        b"evalsha_ro",
+        b"fcall",
+        b"fcall_ro",
+    ];
+    matches!(name.len(), 4 | 5 | 7 | 8 | 10)
+        && matches!(name[0] | 0x20, b'e' | b'f')
+        && NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Whether the connection may hand `args` (a request just parsed) to the script thread as
+/// the start of a batch ([`run_batch`]): a script request, one I/O thread (on the
+/// multi-thread runtime scripts run inline), and a client in its plain state (no MULTI, its
+/// replies on, no pause in force: those go the one-by-one way).
+#[inline]
+pub fn batchable(client: &crate::state::client::ClientState, args: &[Bytes]) -> bool {
+    is_script_name(&args[0])
+        && !inline()
+        && client.multi.is_none()
+        && client.reply_mode == crate::state::client::ReplyMode::On
+        && !crate::state::pause::active()
+}
+
+/// Whether the next request in `buf`, not parsed yet, is a script request (its name is
+/// read in place from the multibulk header; an inline request or one whose name has not
+/// arrived is not).
+pub fn next_is_script(buf: &[u8]) -> bool {
+    fn line(b: &[u8]) -> Option<(&[u8], &[u8])> {
+        let end = b.iter().take(24).position(|&c| c == b'\r')?;
+        (b.get(end + 1) == Some(&b'\n')).then(|| (&b[..end], &b[end + 2..]))
+    }
+    let Some(rest) = buf.strip_prefix(b"*") else {
+        return false;
+    };
+    let Some((_, rest)) = line(rest) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(b"$") else {
+        return false;
+    };
+    let Some((len, rest)) = line(rest) else {
+        return false;
+    };
+    match crate::util::num::parse_i64(len) {
+        Some(n @ 4..=10) => rest.get(..n as usize).is_some_and(is_script_name),
+        _ => false,
+    }
+}
+
+/// Runs a connection's consecutive script requests on the script thread, one after another
+/// (see [`Batch`]): one hand-off there and one wake-up back for all of them, where each
+/// used to cost both. `client` is the connection's state, given back with the replies.
+pub async fn run_batch(
+    server: &Arc<crate::state::Server>,
+    client: crate::state::client::ClientState,
+    requests: Vec<Vec<Bytes>>,
+) -> Option<Box<Batch>> {
+    let replies = Vec::with_capacity(requests.len());
+    let batch = Box::new(Batch {
+        server: server.clone(),
+        client,
+        requests,
+        replies,
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if let Err(std::sync::mpsc::SendError(Work::Batch(mut batch, _))) =
+        script_thread().send(Work::Batch(batch, tx))
+    {
+        batch.replies.clear();
+        for _ in 0..batch.requests.len() {
+            batch
+                .replies
+                .push(Reply::error("ERR the script thread is not running"));
+        }
+        return Some(batch);
+    }
+    // The script thread never drops a batch unanswered; if it did, the client state is
+    // gone with it and the connection closes.
+    rx.await.ok()
 }
 
 /// Whether scripts run on their caller's thread (the multi-thread runtime, see the module
@@ -254,7 +432,7 @@ pub fn inline() -> bool {
 /// the multi-thread runtime.
 #[inline]
 pub fn runs_inline(spec: &CommandSpec) -> bool {
-    spec.has(SKIP_MONITOR) && inline()
+    spec.has(SKIP_MONITOR) && (inline() || on_script_thread())
 }
 
 /// Runs a script command on the caller's thread (the multi-thread runtime; see the module
@@ -351,7 +529,7 @@ fn hand_off_worker() -> bool {
 /// multi-thread runtime (the dispatcher called [`run_inline`]); else on the script thread,
 /// the calling connection waiting for its reply as a blocked client (see the module comment).
 fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
-    if ctx.client.in_exec || inline() {
+    if ctx.client.in_exec || inline() || on_script_thread() {
         return run_armed(ctx, argv, job);
     }
     let server = ctx.server.clone();
@@ -404,7 +582,7 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
         }
         let _ = tx.send(reply);
     });
-    if script_thread().send(task).is_err() {
+    if script_thread().send(Work::Job(task)).is_err() {
         return Reply::error("ERR the script thread is not running");
     }
     DETACHED.with(|d| d.set(true));
