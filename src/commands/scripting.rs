@@ -643,6 +643,8 @@ struct Engine {
     body_bytes: usize,
     /// `function(f, keys, args)`: a function's call, as `runner`.
     frunner: Function,
+    /// `function(f, numkeys, keys..., args...)`: an EVAL's run with its KEYS and ARGV.
+    eval_run: Function,
     /// Switches the globals between the library API (while a library loads) and the
     /// runtime ones (functions engine only).
     set_loading: Function,
@@ -809,8 +811,21 @@ end
 local function set_loading(on)
   if on then env_mt.__index = lib_api else env_mt.__index = G end
 end
+-- An EVAL's run: its keys then its arguments come as arguments (pushed straight onto the
+-- stack), KEYS and ARGV are built here by the VM. Building them from Rust took a dozen
+-- calls into Lua's API a run (13% of a short script's instructions).
+local function eval_run(f, nk, ...)
+  local keys, argv = {...}, {}
+  for i = nk + 1, select('#', ...) do
+    argv[i - nk] = keys[i]
+    keys[i] = nil
+  end
+  rawset(G, "KEYS", keys)
+  rawset(G, "ARGV", argv)
+  return xpcall(f, handler)
+end
 return env, function(f) return xpcall(f, handler) end, redis, set_loading,
-  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end
+  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end, eval_run
 "#;
 
 impl Engine {
@@ -1033,10 +1048,11 @@ impl Engine {
                 })
             })?,
         )?;
-        let (env, runner, redis, set_loading, frunner): (
+        let (env, runner, redis, set_loading, frunner, eval_run): (
             Table,
             Function,
             Table,
+            Function,
             Function,
             Function,
         ) = lua
@@ -1077,6 +1093,7 @@ impl Engine {
             runner,
             body_bytes: 0,
             frunner,
+            eval_run,
             set_loading,
             functions: functions::Registry::default(),
         })
@@ -1321,7 +1338,9 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-/// The arguments of redis.call as byte strings, or Redis's error table.
+/// The arguments of redis.call as byte strings, or Redis's error table. (One buffer sliced
+/// for all of them costs as many allocations for two or three arguments: the slices share
+/// it through one more.)
 fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Table>> {
     if args.is_empty() {
         return Ok(Err(err_table(
@@ -1333,8 +1352,8 @@ fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Tabl
     for v in args.iter() {
         out.push(match v {
             Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            Value::Number(n) => Bytes::from(fmt_g(*n, 17)),
-            Value::Integer(n) => Bytes::from(n.to_string()),
+            Value::Number(n) => number_arg(*n),
+            Value::Integer(n) => Bytes::copy_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
             _ => {
                 return Ok(Err(err_table(
                     lua,
@@ -1344,6 +1363,16 @@ fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Tabl
         });
     }
     Ok(Ok(out))
+}
+
+/// A Lua number as redis.call passes it: C's `%.17g` (Redis's `luaRedisGenericCommand`),
+/// whose output for a whole number below 10^15 is its digits.
+fn number_arg(n: f64) -> Bytes {
+    if n.fract() == 0.0 && n.abs() < 1e15 && !(n == 0.0 && n.is_sign_negative()) {
+        Bytes::copy_from_slice(itoa::Buffer::new().format(n as i64).as_bytes())
+    } else {
+        Bytes::from(fmt_g(n, 17))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1611,14 +1640,35 @@ fn run_script(
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
     let lua = &eng.lua;
-    let keys = string_array(lua, keys)?;
-    let argv = string_array(lua, argv)?;
-    if !c.function {
-        // On EVAL, keys and arguments are globals; a function gets them as its arguments.
-        let globals = lua.globals();
-        globals.raw_set("KEYS", &keys)?;
-        globals.raw_set("ARGV", &argv)?;
-    }
+    // An EVAL of a few UTF-8 keys and arguments (almost every one) pushes them as strings
+    // straight onto the stack for `eval_run`; the rest get their tables built here.
+    let mut few: [&str; EVAL_FEW] = [""; EVAL_FEW];
+    let pushed = !c.function && keys.len() + argv.len() <= EVAL_FEW && {
+        let mut ok = true;
+        for (slot, b) in few.iter_mut().zip(keys.iter().chain(argv.iter())) {
+            match std::str::from_utf8(b) {
+                Ok(s) => *slot = s,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        ok
+    };
+    let tables = if pushed {
+        None
+    } else {
+        let keys = string_array(lua, keys)?;
+        let argv = string_array(lua, argv)?;
+        if !c.function {
+            // On EVAL, keys and arguments are globals; a function gets them as its arguments.
+            let globals = lua.globals();
+            globals.raw_set("KEYS", &keys)?;
+            globals.raw_set("ARGV", &argv)?;
+        }
+        Some((keys, argv))
+    };
     // The caller's client state moves into CURRENT for the run (a spare stands in its
     // place) and back after it: the callbacks made once per engine reach it there, with no
     // borrow to tie them to this frame.
@@ -1650,17 +1700,17 @@ fn run_script(
         run,
     };
     RESP3.with(|c| c.set(false));
-    let res = if c.function {
-        eng.frunner.call::<MultiValue>((c.func.clone(), keys, argv))
-    } else {
-        eng.runner.call::<MultiValue>(c.func.clone())
+    let res = match tables {
+        None => eval_pushed(eng, &c.func, keys.len(), &few[..keys.len() + argv.len()]),
+        Some((keys, argv)) if c.function => {
+            eng.frunner
+                .call::<(bool, Value)>((c.func.clone(), keys, argv))
+        }
+        Some(_) => eng.runner.call::<(bool, Value)>(c.func.clone()),
     };
     drop(guard);
-    let out = res.map(|res| {
+    let out = res.map(|(ok, val)| {
         let resp3 = RESP3.with(|c| c.get());
-        let mut it = res.into_iter();
-        let ok = matches!(it.next(), Some(Value::Boolean(true)));
-        let val = it.next().unwrap_or(Value::Nil);
         if ok {
             lua_to_reply(&val, resp3, 0)
         } else {
@@ -1737,6 +1787,34 @@ fn script_error(val: &Value, sha: &str) -> Reply {
         out.push_str(&format!(" script: {sha}, on {source}:{line}."));
     }
     Reply::Error(out.replace(['\r', '\n'], " "))
+}
+
+/// The most keys and arguments together an EVAL pushes onto the stack ([`eval_pushed`]).
+const EVAL_FEW: usize = 6;
+
+/// Calls `eval_run` with `items` (an EVAL's keys, then its arguments; at most [`EVAL_FEW`])
+/// as its arguments: a tuple of `&str` is pushed onto the stack as is, where a list would
+/// make a handle per string first.
+fn eval_pushed(
+    eng: &Engine,
+    func: &Function,
+    numkeys: usize,
+    items: &[&str],
+) -> mlua::Result<(bool, Value)> {
+    macro_rules! run {
+        ($($i:literal)*) => {
+            eng.eval_run.call::<(bool, Value)>((func, numkeys, $(items[$i],)*))
+        };
+    }
+    match items.len() {
+        0 => run!(),
+        1 => run!(0),
+        2 => run!(0 1),
+        3 => run!(0 1 2),
+        4 => run!(0 1 2 3),
+        5 => run!(0 1 2 3 4),
+        _ => run!(0 1 2 3 4 5),
+    }
 }
 
 fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
