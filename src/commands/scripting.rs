@@ -1438,15 +1438,25 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
         Ok(e) => e,
         Err(r) => return r,
     };
-    let sha = if evalsha {
-        String::from_utf8_lossy(&argv[1]).to_ascii_lowercase()
+    // EVALSHA's SHA lowercased on the stack (no allocation a run).
+    let mut lower = [0u8; 40];
+    let created;
+    let sha: &str = if evalsha {
+        for (d, s) in lower.iter_mut().zip(argv[1].iter()) {
+            *d = s.to_ascii_lowercase();
+        }
+        match std::str::from_utf8(&lower) {
+            Ok(s) => s,
+            Err(_) => return noscript(),
+        }
     } else {
-        match eng.create(&argv[1]) {
+        created = match eng.create(&argv[1]) {
             Ok(s) => s,
             Err(r) => return r,
-        }
+        };
+        &created
     };
-    let Some(script) = eng.scripts.get(&sha) else {
+    let Some(script) = eng.scripts.get(sha) else {
         return noscript();
     };
     let func = match eng.lua.registry_value::<Function>(&script.func) {
@@ -1472,10 +1482,10 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
 }
 
 /// What a run calls: a cached script (named by its SHA1) or a library's function.
-struct Callable {
+struct Callable<'n> {
     func: Function,
     flags: u32,
-    name: String,
+    name: &'n str,
     function: bool,
 }
 
@@ -1484,7 +1494,7 @@ struct Callable {
 fn run_callable(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
-    c: Callable,
+    c: Callable<'_>,
     keys: &[Bytes],
     args: &[Bytes],
     ro: bool,
@@ -1635,7 +1645,7 @@ fn run_script(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
     run: &mut Run,
-    c: &Callable,
+    c: &Callable<'_>,
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
@@ -1714,7 +1724,7 @@ fn run_script(
         if ok {
             lua_to_reply(&val, resp3, 0)
         } else {
-            script_error(&val, &c.name)
+            script_error(&val, c.name)
         }
     });
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
