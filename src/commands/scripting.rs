@@ -38,7 +38,21 @@
 //! connections queued there, its share of the I/O) to a fresh thread with `block_in_place`,
 //! so other clients are still read, hear `-BUSY` once it runs past `busy-reply-threshold`
 //! (`state::gate`), and may send SCRIPT KILL / FUNCTION KILL. On the current-thread runtime
-//! (one I/O thread) that thread must never run a script: scripts go to one dedicated thread
+//! (one I/O thread) that thread must never run a script: scripts go to one dedicated thread,
+//! the script thread. The connection hands it the script request it just parsed together
+//! with the script requests buffered right behind it ([`run_batch`]), and its own client
+//! state: there each goes through the whole dispatcher and runs inline as on the
+//! multi-thread runtime (its own checks, exclusive gate, journal record, reply or error),
+//! one after another, and the state comes back with every reply in one wake-up. One
+//! hand-off a batch, where each script cost two cross-thread wake-ups (4-8 µs) before, so a
+//! pipeline of 16 EVALSHAs paid 16 of them. Each script of a batch is atomic on its own
+//! (the gate is released between them, so other clients' commands may run in between, as
+//! between two requests of any pipeline). A pause that starts in between does not hold back
+//! the rest of the batch, as in Redis, which runs a client's buffered requests before it
+//! serves another client; a client killed in between runs nothing more. The connection
+//! waits without reading (its state is away), and closes a client killed meanwhile once
+//! the running script ends. A script that is not
+//! the start of a batch (MULTI, CLIENT REPLY OFF/SKIP, a pause in force) goes one at a time
 //! ([`detach`]), the caller's connection waiting for the reply as a blocked client does. The
 //! kill commands run without the gate and set [`KILL`], which the hook turns into "Script
 //! killed by user with SCRIPT KILL..." — unless the script wrote ([`RUN_DIRTY`]:
@@ -199,16 +213,65 @@ pub const STACK_SIZE: usize = 64 << 20;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// `DEBUG SET-DISABLE-DENY-SCRIPTS 1` (Redis's `server.script_disable_deny_script`): scripts
+/// What the script thread is given: a script command's job ([`detach`]), or a batch of a
+/// connection's consecutive script requests ([`run_batch`]).
+enum Work {
+    Job(Job),
+    Batch(Box<Batch>, tokio::sync::oneshot::Sender<Box<Batch>>),
+}
+
+/// A connection's consecutive script requests, run on the script thread one after another
+/// with the connection's own client state (moved there for the batch and back with the
+/// replies), as the multi-thread runtime runs them inline: each request goes through the
+/// whole dispatcher there, so each script is one atomic step under the exclusive gate,
+/// with its own checks, statistics and journal record, and its own reply or error.
+pub struct Batch {
+    server: Arc<crate::state::Server>,
+    pub client: crate::state::client::ClientState,
+    requests: Vec<Vec<Bytes>>,
+    /// One a request, in order; fewer than the requests if the client was killed
+    /// meanwhile or a run panicked (the connection then closes).
+    pub replies: Vec<Reply>,
+}
+
+/// DEBUG SET-DISABLE-DENY-SCRIPTS 1 (Redis's `server.script_disable_deny_script`): scripts
 /// may call commands flagged NOSCRIPT, as Redis's tests need to watch a running script with
 /// CLIENT LIST.
 pub static DENY_SCRIPTS_DISABLED: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    /// This thread is the script thread: script commands dispatched here run inline.
+    static SCRIPT_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline]
+fn on_script_thread() -> bool {
+    SCRIPT_THREAD.with(|c| c.get())
+}
+
+/// How long the script thread keeps polling its queue after its last job before it sleeps
+/// on it. The connection that just got its replies usually sends its next scripts within a
+/// few microseconds; a sleeping thread costs the sender a futex wake-up and itself a
+/// context switch, each a system call.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// [`SPIN`], or `TIDECACHE_SCRIPT_SPIN_US` from the environment (for measuring the
+/// trade-off between the wake-up it saves and the CPU it burns).
+fn spin() -> std::time::Duration {
+    static S: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        std::env::var("TIDECACHE_SCRIPT_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(SPIN, std::time::Duration::from_micros)
+    })
+}
+
 /// The script thread's queue; the thread starts with the first script.
-fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
-    static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+fn script_thread() -> &'static std::sync::mpsc::Sender<Work> {
+    static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Work>> = std::sync::OnceLock::new();
     TX.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let (tx, rx) = std::sync::mpsc::channel::<Work>();
         let runtime = tokio::runtime::Handle::try_current().ok();
         let spawned = std::thread::Builder::new()
             .name("scripts".into())
@@ -216,10 +279,19 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
             .spawn(move || {
                 // Inside the runtime's context, in case a command a script calls needs it.
                 let _rt = runtime.as_ref().map(|h| h.enter());
-                while let Ok(job) = rx.recv() {
-                    // A panic ends only that script (its caller's connection closes, as
-                    // its reply never comes), not the thread every later script needs.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                SCRIPT_THREAD.with(|c| c.set(true));
+                while let Some(work) = next_work(&rx) {
+                    match work {
+                        // A panic ends only that script (its caller's connection closes, as
+                        // its reply never comes), not the thread every later script needs.
+                        Work::Job(job) => {
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        }
+                        Work::Batch(mut batch, tx) => {
+                            serve_batch(&mut batch);
+                            let _ = tx.send(batch);
+                        }
+                    }
                 }
             });
         if let Err(e) = spawned {
@@ -227,6 +299,138 @@ fn script_thread() -> &'static std::sync::mpsc::Sender<Job> {
         }
         tx
     })
+}
+
+/// The script thread's next work: polled for [`SPIN`] before it sleeps on the queue.
+fn next_work(rx: &std::sync::mpsc::Receiver<Work>) -> Option<Work> {
+    use std::sync::mpsc::TryRecvError;
+    let mut since: Option<std::time::Instant> = None;
+    loop {
+        match rx.try_recv() {
+            Ok(w) => return Some(w),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        let t = *since.get_or_insert_with(std::time::Instant::now);
+        if t.elapsed() >= spin() {
+            return rx.recv().ok();
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs a batch's requests in order through the dispatcher, on the script thread. A panic
+/// ends the batch (its client state still goes back: the run's guard restored it).
+fn serve_batch(b: &mut Batch) {
+    let Batch {
+        server,
+        client,
+        requests,
+        replies,
+    } = b;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for req in requests.iter() {
+            // Killed meanwhile (CLIENT KILL from another client): nothing more of its runs.
+            if client.handle.killed.load(Ordering::Acquire) {
+                break;
+            }
+            let mut ctx = Ctx {
+                server,
+                client: &mut *client,
+            };
+            let reply = crate::commands::dispatch(&mut ctx, req);
+            replies.push(reply);
+        }
+    }));
+}
+
+/// The script requests that may go to the script thread together: EVAL, EVALSHA, FCALL and
+/// their `_RO` forms, by name (checked before the lookup, on every request of a batch, so
+/// it is a length and a first letter before any compare).
+#[inline]
+pub fn is_script_name(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 6] = [
+        b"eval",
+        b"evalsha",
+        b"eval_ro",
+        b"evalsha_ro",
+        b"fcall",
+        b"fcall_ro",
+    ];
+    matches!(name.len(), 4 | 5 | 7 | 8 | 10)
+        && matches!(name[0] | 0x20, b'e' | b'f')
+        && NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Whether the connection may hand `args` (a request just parsed) to the script thread as
+/// the start of a batch ([`run_batch`]): a script request, one I/O thread (on the
+/// multi-thread runtime scripts run inline), and a client in its plain state (no MULTI, its
+/// replies on, no pause in force: those go the one-by-one way).
+#[inline]
+pub fn batchable(client: &crate::state::client::ClientState, args: &[Bytes]) -> bool {
+    is_script_name(&args[0])
+        && !inline()
+        && client.multi.is_none()
+        && client.reply_mode == crate::state::client::ReplyMode::On
+        && !crate::state::pause::active()
+}
+
+/// Whether the next request in `buf`, not parsed yet, is a script request (its name is
+/// read in place from the multibulk header; an inline request or one whose name has not
+/// arrived is not).
+pub fn next_is_script(buf: &[u8]) -> bool {
+    fn line(b: &[u8]) -> Option<(&[u8], &[u8])> {
+        let end = b.iter().take(24).position(|&c| c == b'\r')?;
+        (b.get(end + 1) == Some(&b'\n')).then(|| (&b[..end], &b[end + 2..]))
+    }
+    let Some(rest) = buf.strip_prefix(b"*") else {
+        return false;
+    };
+    let Some((_, rest)) = line(rest) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(b"$") else {
+        return false;
+    };
+    let Some((len, rest)) = line(rest) else {
+        return false;
+    };
+    match crate::util::num::parse_i64(len) {
+        Some(n @ 4..=10) => rest.get(..n as usize).is_some_and(is_script_name),
+        _ => false,
+    }
+}
+
+/// Runs a connection's consecutive script requests on the script thread, one after another
+/// (see [`Batch`]): one hand-off there and one wake-up back for all of them, where each
+/// used to cost both. `client` is the connection's state, given back with the replies.
+pub async fn run_batch(
+    server: &Arc<crate::state::Server>,
+    client: crate::state::client::ClientState,
+    requests: Vec<Vec<Bytes>>,
+) -> Option<Box<Batch>> {
+    let replies = Vec::with_capacity(requests.len());
+    let batch = Box::new(Batch {
+        server: server.clone(),
+        client,
+        requests,
+        replies,
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if let Err(std::sync::mpsc::SendError(Work::Batch(mut batch, _))) =
+        script_thread().send(Work::Batch(batch, tx))
+    {
+        batch.replies.clear();
+        for _ in 0..batch.requests.len() {
+            batch
+                .replies
+                .push(Reply::error("ERR the script thread is not running"));
+        }
+        return Some(batch);
+    }
+    // The script thread never drops a batch unanswered; if it did, the client state is
+    // gone with it and the connection closes.
+    rx.await.ok()
 }
 
 /// Whether scripts run on their caller's thread (the multi-thread runtime, see the module
@@ -254,7 +458,7 @@ pub fn inline() -> bool {
 /// the multi-thread runtime.
 #[inline]
 pub fn runs_inline(spec: &CommandSpec) -> bool {
-    spec.has(SKIP_MONITOR) && inline()
+    spec.has(SKIP_MONITOR) && (inline() || on_script_thread())
 }
 
 /// Runs a script command on the caller's thread (the multi-thread runtime; see the module
@@ -351,7 +555,7 @@ fn hand_off_worker() -> bool {
 /// multi-thread runtime (the dispatcher called [`run_inline`]); else on the script thread,
 /// the calling connection waiting for its reply as a blocked client (see the module comment).
 fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
-    if ctx.client.in_exec || inline() {
+    if ctx.client.in_exec || inline() || on_script_thread() {
         return run_armed(ctx, argv, job);
     }
     let server = ctx.server.clone();
@@ -404,7 +608,7 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
         }
         let _ = tx.send(reply);
     });
-    if script_thread().send(task).is_err() {
+    if script_thread().send(Work::Job(task)).is_err() {
         return Reply::error("ERR the script thread is not running");
     }
     DETACHED.with(|d| d.set(true));
@@ -465,6 +669,8 @@ struct Engine {
     body_bytes: usize,
     /// `function(f, keys, args)`: a function's call, as `runner`.
     frunner: Function,
+    /// `function(f, numkeys, keys..., args...)`: an EVAL's run with its KEYS and ARGV.
+    eval_run: Function,
     /// Switches the globals between the library API (while a library loads) and the
     /// runtime ones (functions engine only).
     set_loading: Function,
@@ -631,8 +837,21 @@ end
 local function set_loading(on)
   if on then env_mt.__index = lib_api else env_mt.__index = G end
 end
+-- An EVAL's run: its keys then its arguments come as arguments (pushed straight onto the
+-- stack), KEYS and ARGV are built here by the VM. Building them from Rust took a dozen
+-- calls into Lua's API a run (13% of a short script's instructions).
+local function eval_run(f, nk, ...)
+  local keys, argv = {...}, {}
+  for i = nk + 1, select('#', ...) do
+    argv[i - nk] = keys[i]
+    keys[i] = nil
+  end
+  rawset(G, "KEYS", keys)
+  rawset(G, "ARGV", argv)
+  return xpcall(f, handler)
+end
 return env, function(f) return xpcall(f, handler) end, redis, set_loading,
-  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end
+  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end, eval_run
 "#;
 
 impl Engine {
@@ -856,10 +1075,11 @@ impl Engine {
                 })
             })?,
         )?;
-        let (env, runner, redis, set_loading, frunner): (
+        let (env, runner, redis, set_loading, frunner, eval_run): (
             Table,
             Function,
             Table,
+            Function,
             Function,
             Function,
         ) = lua
@@ -900,6 +1120,7 @@ impl Engine {
             runner,
             body_bytes: 0,
             frunner,
+            eval_run,
             set_loading,
             functions: functions::Registry::default(),
         })
@@ -1144,7 +1365,9 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-/// The arguments of redis.call as byte strings, or Redis's error table.
+/// The arguments of redis.call as byte strings, or Redis's error table. (One buffer sliced
+/// for all of them costs as many allocations for two or three arguments: the slices share
+/// it through one more.)
 fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Table>> {
     if args.is_empty() {
         return Ok(Err(err_table(
@@ -1156,8 +1379,8 @@ fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Tabl
     for v in args.iter() {
         out.push(match v {
             Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            Value::Number(n) => Bytes::from(fmt_g(*n, 17)),
-            Value::Integer(n) => Bytes::from(n.to_string()),
+            Value::Number(n) => number_arg(*n),
+            Value::Integer(n) => Bytes::copy_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
             _ => {
                 return Ok(Err(err_table(
                     lua,
@@ -1167,6 +1390,16 @@ fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Tabl
         });
     }
     Ok(Ok(out))
+}
+
+/// A Lua number as redis.call passes it: C's `%.17g` (Redis's `luaRedisGenericCommand`),
+/// whose output for a whole number below 10^15 is its digits.
+fn number_arg(n: f64) -> Bytes {
+    if n.fract() == 0.0 && n.abs() < 1e15 && !(n == 0.0 && n.is_sign_negative()) {
+        Bytes::copy_from_slice(itoa::Buffer::new().format(n as i64).as_bytes())
+    } else {
+        Bytes::from(fmt_g(n, 17))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1232,15 +1465,25 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
         Ok(e) => e,
         Err(r) => return r,
     };
-    let sha = if evalsha {
-        String::from_utf8_lossy(&argv[1]).to_ascii_lowercase()
+    // EVALSHA's SHA lowercased on the stack (no allocation a run).
+    let mut lower = [0u8; 40];
+    let created;
+    let sha: &str = if evalsha {
+        for (d, s) in lower.iter_mut().zip(argv[1].iter()) {
+            *d = s.to_ascii_lowercase();
+        }
+        match std::str::from_utf8(&lower) {
+            Ok(s) => s,
+            Err(_) => return noscript(),
+        }
     } else {
-        match eng.create(&argv[1]) {
+        created = match eng.create(&argv[1]) {
             Ok(s) => s,
             Err(r) => return r,
-        }
+        };
+        &created
     };
-    let Some(script) = eng.scripts.get(&sha) else {
+    let Some(script) = eng.scripts.get(sha) else {
         return noscript();
     };
     let func = match eng.lua.registry_value::<Function>(&script.func) {
@@ -1266,10 +1509,10 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
 }
 
 /// What a run calls: a cached script (named by its SHA1) or a library's function.
-struct Callable {
+struct Callable<'n> {
     func: Function,
     flags: u32,
-    name: String,
+    name: &'n str,
     function: bool,
 }
 
@@ -1278,7 +1521,7 @@ struct Callable {
 fn run_callable(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
-    c: Callable,
+    c: Callable<'_>,
     keys: &[Bytes],
     args: &[Bytes],
     ro: bool,
@@ -1429,19 +1672,40 @@ fn run_script(
     eng: &Engine,
     ctx: &mut Ctx<'_>,
     run: &mut Run,
-    c: &Callable,
+    c: &Callable<'_>,
     keys: &[Bytes],
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
     let lua = &eng.lua;
-    let keys = string_array(lua, keys)?;
-    let argv = string_array(lua, argv)?;
-    if !c.function {
-        // On EVAL, keys and arguments are globals; a function gets them as its arguments.
-        let globals = lua.globals();
-        globals.raw_set("KEYS", &keys)?;
-        globals.raw_set("ARGV", &argv)?;
-    }
+    // An EVAL of a few UTF-8 keys and arguments (almost every one) pushes them as strings
+    // straight onto the stack for `eval_run`; the rest get their tables built here.
+    let mut few: [&str; EVAL_FEW] = [""; EVAL_FEW];
+    let pushed = !c.function && keys.len() + argv.len() <= EVAL_FEW && {
+        let mut ok = true;
+        for (slot, b) in few.iter_mut().zip(keys.iter().chain(argv.iter())) {
+            match std::str::from_utf8(b) {
+                Ok(s) => *slot = s,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        ok
+    };
+    let tables = if pushed {
+        None
+    } else {
+        let keys = string_array(lua, keys)?;
+        let argv = string_array(lua, argv)?;
+        if !c.function {
+            // On EVAL, keys and arguments are globals; a function gets them as its arguments.
+            let globals = lua.globals();
+            globals.raw_set("KEYS", &keys)?;
+            globals.raw_set("ARGV", &argv)?;
+        }
+        Some((keys, argv))
+    };
     // The caller's client state moves into CURRENT for the run (a spare stands in its
     // place) and back after it: the callbacks made once per engine reach it there, with no
     // borrow to tie them to this frame.
@@ -1473,21 +1737,21 @@ fn run_script(
         run,
     };
     RESP3.with(|c| c.set(false));
-    let res = if c.function {
-        eng.frunner.call::<MultiValue>((c.func.clone(), keys, argv))
-    } else {
-        eng.runner.call::<MultiValue>(c.func.clone())
+    let res = match tables {
+        None => eval_pushed(eng, &c.func, keys.len(), &few[..keys.len() + argv.len()]),
+        Some((keys, argv)) if c.function => {
+            eng.frunner
+                .call::<(bool, Value)>((c.func.clone(), keys, argv))
+        }
+        Some(_) => eng.runner.call::<(bool, Value)>(c.func.clone()),
     };
     drop(guard);
-    let out = res.map(|res| {
+    let out = res.map(|(ok, val)| {
         let resp3 = RESP3.with(|c| c.get());
-        let mut it = res.into_iter();
-        let ok = matches!(it.next(), Some(Value::Boolean(true)));
-        let val = it.next().unwrap_or(Value::Nil);
         if ok {
             lua_to_reply(&val, resp3, 0)
         } else {
-            script_error(&val, &c.name)
+            script_error(&val, c.name)
         }
     });
     // Redis steps the collector every 50 runs so garbage never piles up to a full cycle.
@@ -1560,6 +1824,34 @@ fn script_error(val: &Value, sha: &str) -> Reply {
         out.push_str(&format!(" script: {sha}, on {source}:{line}."));
     }
     Reply::Error(out.replace(['\r', '\n'], " "))
+}
+
+/// The most keys and arguments together an EVAL pushes onto the stack ([`eval_pushed`]).
+const EVAL_FEW: usize = 6;
+
+/// Calls `eval_run` with `items` (an EVAL's keys, then its arguments; at most [`EVAL_FEW`])
+/// as its arguments: a tuple of `&str` is pushed onto the stack as is, where a list would
+/// make a handle per string first.
+fn eval_pushed(
+    eng: &Engine,
+    func: &Function,
+    numkeys: usize,
+    items: &[&str],
+) -> mlua::Result<(bool, Value)> {
+    macro_rules! run {
+        ($($i:literal)*) => {
+            eng.eval_run.call::<(bool, Value)>((func, numkeys, $(items[$i],)*))
+        };
+    }
+    match items.len() {
+        0 => run!(),
+        1 => run!(0),
+        2 => run!(0 1),
+        3 => run!(0 1 2),
+        4 => run!(0 1 2 3),
+        5 => run!(0 1 2 3 4),
+        _ => run!(0 1 2 3 4 5),
+    }
 }
 
 fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {

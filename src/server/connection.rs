@@ -35,6 +35,8 @@ const QUERYBUF_IDLE: u32 = 3;
 const QUERYBUF_CHECK: Duration = Duration::from_millis(400);
 /// A reply buffer that grew past this (a large reply) is given back after it is written.
 const OUT_KEEP: usize = 64 * 1024;
+/// The most script requests handed to the script thread at once (see `run_batch`).
+const SCRIPT_BATCH: usize = 64;
 
 /// What a connection is served over: a plain TCP stream or a TLS one. `serve` is generic
 /// over it, so the plain path is compiled on its own, exactly as it was without TLS.
@@ -223,6 +225,49 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                         if ended {
                             break 'conn;
                         }
+                    }
+                    // Scripts, with one I/O thread: this one and the scripts buffered right
+                    // behind it go to the script thread together (commands::scripting).
+                    if crate::commands::scripting::batchable(&client, args) {
+                        let mut batch = vec![args.to_vec()];
+                        let mut bad = None;
+                        while batch.len() < SCRIPT_BATCH
+                            && crate::commands::scripting::next_is_script(&inbuf)
+                        {
+                            let limits = parse_limits(&server, &client);
+                            match next_request(&mut inbuf, &mut parse_state, limits) {
+                                Ok(Some(a)) => batch.push(a.to_vec()),
+                                Ok(None) => break,
+                                Err(e) => {
+                                    bad = Some(e);
+                                    break;
+                                }
+                            }
+                        }
+                        let n = batch.len();
+                        let state =
+                            std::mem::replace(&mut client, ClientState::new(handle.clone(), false));
+                        let Some(done) =
+                            Box::pin(crate::commands::scripting::run_batch(&server, state, batch))
+                                .await
+                        else {
+                            break 'conn;
+                        };
+                        client = done.client;
+                        for reply in &done.replies {
+                            reply.encode(&mut out, client.resp3);
+                        }
+                        if let Some(e) = bad {
+                            crate::state::cmdstats::error_reply(&e.0);
+                            Reply::Error(e.0).encode(&mut out, client.resp3);
+                            close = true;
+                            break;
+                        }
+                        if done.replies.len() < n || handle.killed.load(Ordering::Relaxed) {
+                            close = true;
+                            break;
+                        }
+                        continue;
                     }
                     let skip_this = client.reply_mode == ReplyMode::Skip;
                     let reply = {

@@ -476,10 +476,10 @@ fn fcall_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], ro: bool) -> Reply {
     let callable = Callable {
         func,
         flags: def.flags,
-        name: def.name.clone(),
+        name: &def.name,
         function: true,
     };
-    *RUNNING.lock() = Some((callable.name.clone(), argv.to_vec()));
+    *RUNNING.lock() = Some((callable.name.to_string(), argv.to_vec()));
     let reply = run_callable(
         eng,
         ctx,
