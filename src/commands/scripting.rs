@@ -255,18 +255,6 @@ fn on_script_thread() -> bool {
 /// context switch, each a system call.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
 
-/// [`SPIN`], or `TIDECACHE_SCRIPT_SPIN_US` from the environment (for measuring the
-/// trade-off between the wake-up it saves and the CPU it burns).
-fn spin() -> std::time::Duration {
-    static S: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *S.get_or_init(|| {
-        std::env::var("TIDECACHE_SCRIPT_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(SPIN, std::time::Duration::from_micros)
-    })
-}
-
 /// The script thread's queue; the thread starts with the first script.
 fn script_thread() -> &'static std::sync::mpsc::Sender<Work> {
     static TX: std::sync::OnceLock<std::sync::mpsc::Sender<Work>> = std::sync::OnceLock::new();
@@ -312,7 +300,7 @@ fn next_work(rx: &std::sync::mpsc::Receiver<Work>) -> Option<Work> {
             Err(TryRecvError::Empty) => {}
         }
         let t = *since.get_or_insert_with(std::time::Instant::now);
-        if t.elapsed() >= spin() {
+        if t.elapsed() >= SPIN {
             return rx.recv().ok();
         }
         std::hint::spin_loop();
