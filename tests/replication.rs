@@ -372,3 +372,62 @@ fn a_full_sync_loads_the_masters_functions_on_a_read_only_replica() {
     assert_eq!(hi, "hello");
     assert!(err_text(q::<String>(&mut r, &["FUNCTION", "DELETE", "lib"])).starts_with("READONLY"));
 }
+
+/// Scripts on a replica follow their flags as Redis's do: one that may write is refused on
+/// a read-only replica (and a flagless EVAL's first write), and with
+/// replica-serve-stale-data no and the link down only allow-stale scripts run, calling only
+/// commands flagged stale.
+#[test]
+fn scripts_on_a_replica_follow_their_flags() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    let lib = "#!lua name=lib
+redis.register_function('w', function() return redis.call('set', 'x', '1') end)
+redis.register_function{function_name='f1', callback=function() return 'hello' end, flags={'no-writes'}}
+redis.register_function{function_name='f2', callback=function() return 'hello' end, flags={'allow-stale', 'no-writes'}}
+redis.register_function{function_name='f3', callback=function() return redis.call('get', 'x') end, flags={'allow-stale', 'no-writes'}}
+redis.register_function{function_name='f4', callback=function() return redis.call('info', 'server') end, flags={'allow-stale', 'no-writes'}}";
+    let _: String = q(&mut m, &["FUNCTION", "LOAD", lib]).unwrap();
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r), "the replica did not catch up");
+    let readonly = "READONLY You can't write against a read only replica.";
+    assert_eq!(
+        err_text(q::<String>(&mut r, &["FCALL", "w", "0"])),
+        readonly
+    );
+    let e = err_text(q::<String>(
+        &mut r,
+        &["EVAL", "return redis.call('set','y','1')", "0"],
+    ));
+    assert!(e.starts_with("READONLY You can't write"), "{e}");
+    let hello: String = q(&mut r, &["FCALL", "f1", "0"]).unwrap();
+    assert_eq!(hello, "hello");
+    assert_eq!(int(&mut r, &["EXISTS", "x", "y"]), 0);
+    // Stale.
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-serve-stale-data", "no"]).unwrap();
+    drop(m);
+    drop(master);
+    assert!(
+        eventually(10.0, || info_value(
+            &mut r,
+            "replication",
+            "master_link_status"
+        )
+        .as_deref()
+            == Some("down")),
+        "the link stayed up"
+    );
+    let e = err_text(q::<String>(&mut r, &["FCALL", "f1", "0"]));
+    assert!(e.starts_with("MASTERDOWN"), "{e}");
+    let hello: String = q(&mut r, &["FCALL", "f2", "0"]).unwrap();
+    assert_eq!(hello, "hello");
+    let e = err_text(q::<String>(&mut r, &["FCALL", "f3", "0"]));
+    assert!(
+        e.contains("Can not execute the command on a stale replica"),
+        "{e}"
+    );
+    let info: String = q(&mut r, &["FCALL", "f4", "0"]).unwrap();
+    assert!(info.contains("redis_version"), "{info}");
+}

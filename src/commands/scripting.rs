@@ -1516,6 +1516,17 @@ fn run_callable(
 ) -> Reply {
     let flags = c.flags;
     let compat = flags & sflag::COMPAT != 0;
+    // A script's flags are its command's (Redis's scriptFlagsToCmdFlags): one that may
+    // write is a write on a read-only replica, one without allow-stale is refused while
+    // the replica serves no stale data (so is any script without a shebang).
+    if !compat && flags & sflag::NO_WRITES == 0 && crate::state::replication::refuses_writes() {
+        return Reply::error("READONLY You can't write against a read only replica.");
+    }
+    if crate::state::replication::refuses_stale() && (compat || flags & sflag::ALLOW_STALE == 0) {
+        return Reply::error(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        );
+    }
     let oom = crate::store::eviction::maxmemory() > 0
         && !crate::store::eviction::make_room(&ctx.server.store);
     if !compat {
@@ -1905,6 +1916,19 @@ fn redis_call(
             lua,
             "Write commands are not allowed from read-only scripts.",
         );
+    }
+    // A read-only replica: a script without flags is refused its first write (Redis's
+    // scriptVerifyWriteCommandAllow; once it wrote, it runs to its end).
+    if spec.has(WRITE) && !run.dirty && crate::state::replication::refuses_writes() {
+        return refuse(
+            lua,
+            "-READONLY You can't write against a read only replica.",
+        );
+    }
+    // A replica cut off from its master with replica-serve-stale-data no (an allow-stale
+    // script got this far): only commands flagged stale (Redis's scriptVerifyAllowStale).
+    if !spec.has(STALE) && crate::state::replication::refuses_stale() {
+        return refuse(lua, "Can not execute the command on a stale replica");
     }
     // min-replicas-to-write: a script without flags is refused its first write (Redis's
     // scriptVerifyWriteCommandAllow; once it wrote, it runs to its end).
