@@ -154,7 +154,9 @@ impl Coll<'_> {
             });
         };
         if let Some(sets) = upd.scalar_sets(now) {
-            if let Some(out) = self.update_by_id_in_place(&mut guards, filter, &sets, max_size) {
+            if let Some(out) =
+                self.update_by_id_in_place(&mut guards, filter, None, &sets, max_size)
+            {
                 return Ok(out);
             }
         }
@@ -270,11 +272,13 @@ impl Coll<'_> {
         upsert: bool,
         max_size: usize,
     ) -> Option<UpdateOutcome> {
-        let shards = self.shards_for(filter);
+        // The `_id`'s KeyString is built once, for the shard and the lookup.
+        let key = crate::documents::keys::encode(filter.id_equality()?);
+        let shard = self.store.shard_of(&key);
         // Locked as `update` locks: a capped upsert holds every shard (and is then not
         // done in place).
-        let mut guards = self.lock_for_write(&shards, false, |cs| upsert && cs.is_capped())?;
-        self.update_by_id_in_place(&mut guards, filter, sets, max_size)
+        let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
+        self.update_by_id_in_place(&mut guards, filter, Some(&key), sets, max_size)
     }
 
     /// An update of one document by `_id` that only sets top-level fields to fixed-width
@@ -285,6 +289,7 @@ impl Coll<'_> {
         &self,
         guards: &mut Guards<'_>,
         filter: &Node,
+        key: Option<&[u8]>,
         sets: &[(&str, SetValue<'_>)],
         max_size: usize,
     ) -> Option<UpdateOutcome> {
@@ -292,7 +297,11 @@ impl Coll<'_> {
             return None;
         };
         let cs = self.part_mut(g)?;
-        let slot = match cs.lookup_id(filter) {
+        let found = match key {
+            Some(key) => cs.lookup_id_key(filter, key),
+            None => cs.lookup_id(filter),
+        };
+        let slot = match found {
             Ok(Some((slot, _))) => slot,
             // No match: the general path decides (an upsert inserts).
             Ok(None) | Err(_) => return None,
