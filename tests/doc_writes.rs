@@ -192,3 +192,165 @@ fn string_sets_keep_size_limits_capped_sizes_and_unique_keys() {
     ));
     assert!(e.contains("duplicate key"), "{e}");
 }
+
+/// The stored document with this `_id`, as raw BSON (the `BSON` flag: the filter is BSON
+/// too).
+fn stored_bson(c: &mut redis::Connection, coll: &str, id: &bson::Bson) -> Vec<u8> {
+    let mut filter = bson::Document::new();
+    filter.insert("_id", id.clone());
+    let filter = bson::RawDocumentBuf::try_from(&filter)
+        .expect("encodes")
+        .into_bytes();
+    redis::cmd("DOC.FINDONE")
+        .arg(coll)
+        .arg("BSON")
+        .arg(filter)
+        .query::<Vec<u8>>(c)
+        .expect("stored document")
+}
+
+/// JSON inserts are encoded straight to their stored bytes: each is stored exactly as the
+/// same document sent as BSON (which is decoded and encoded the general way), with a
+/// generated `_id` first, `"$$NOW"` a date; text the one-pass encoder leaves to the general
+/// path is stored or refused as before.
+#[test]
+fn json_inserts_store_what_the_general_path_stores() {
+    let s = TestServer::start(&["--shards", "2", "--max-document-size", "300"]);
+    let mut c = s.conn();
+    let docs = [
+        r#"{"_id":"s1","userID":"000000001234","a":1,"b":"x","c":2.5,"d":true}"#,
+        r#"{"_id":7,"n":[1,-2,2147483648,-2147483649,1.5e3,0.1,[],{}],"e":null,"f":false}"#,
+        r#" { "_id" : { "k" : [ "é" , "😀" ] } , "sub" : { "a" : { "b" : 999999999999999999 } } } "#,
+        r#"{"x":1,"_id":2.5,"y":""}"#,
+    ];
+    for (i, text) in docs.iter().enumerate() {
+        let _: Value = q(&mut c, &["DOC.INSERT", "fast", text]).expect("json insert");
+        let general = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| bson::Bson::try_from(v).ok())
+            .and_then(|b| b.as_document().cloned())
+            .expect("document");
+        let bytes = bson::RawDocumentBuf::try_from(&general)
+            .expect("encodes")
+            .into_bytes();
+        let _: Value = redis::cmd("DOC.INSERT")
+            .arg("general")
+            .arg("BSON")
+            .arg(bytes)
+            .query(&mut c)
+            .expect("bson insert");
+        let id = general.get("_id").expect("_id").clone();
+        let fast = stored_bson(&mut c, "fast", &id);
+        assert!(fast.len() > 5, "document {i}");
+        assert_eq!(fast, stored_bson(&mut c, "general", &id), "document {i}");
+    }
+    // A generated `_id` goes first; `$$NOW` is the command's date, nested too.
+    let ids = strs(
+        &mut c,
+        &["DOC.INSERT", "fast", r#"{"at":"$$NOW","l":["$$NOW"]}"#],
+    );
+    assert!(
+        ids[0].starts_with(r#"{"$oid":""#) && ids[0].len() == 35,
+        "{ids:?}"
+    );
+    let got = strs(
+        &mut c,
+        &["DOC.FIND", "fast", &format!(r#"{{"_id":{}}}"#, ids[0])],
+    );
+    assert!(
+        got[0].starts_with(&format!(r#"{{"_id":{},"at":{{"$date":""#, ids[0])),
+        "{got:?}"
+    );
+    assert!(got[0].contains(r#""l":[{"$date":""#), "{got:?}");
+    // Left to the general path: stored as before, or refused with its words.
+    let _: Value = q(
+        &mut c,
+        &[
+            "DOC.INSERT",
+            "fast",
+            r#"{"_id":"w","t":{"$date":"2020-01-02T03:04:05Z"},"s":"a\nb"}"#,
+        ],
+    )
+    .expect("wrappers and escapes");
+    let got = strs(&mut c, &["DOC.FIND", "fast", r#"{"_id":"w"}"#]);
+    assert_eq!(
+        got,
+        [r#"{"_id":"w","t":{"$date":"2020-01-02T03:04:05Z"},"s":"a\nb"}"#]
+    );
+    for (text, want) in [
+        (r#"{"_id":[1]}"#, "cannot be of type array"),
+        (r#"{"a.b":1}"#, "may not contain '.'"),
+        (r#"{"a":{"$x":1}}"#, "may not start with '$'"),
+        (r#"{"a":1,}"#, "invalid JSON at byte"),
+    ] {
+        let e = err_text(q::<Value>(&mut c, &["DOC.INSERT", "fast", text]));
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    // The size limit is the general path's, checked after every document is parsed.
+    let big = format!(r#"{{"_id":"big","s":"{}"}}"#, "y".repeat(300));
+    let e = err_text(q::<Value>(&mut c, &["DOC.INSERT", "fast", &big]));
+    assert!(e.contains("document is too large"), "{e}");
+    let e = err_text(q::<Value>(&mut c, &["DOC.INSERT", "fast", &big, "{"]));
+    assert!(e.contains("invalid JSON"), "{e}");
+    assert_eq!(int(&mut c, &["DOC.COUNT", "fast", r#"{"_id":"big"}"#]), 0);
+}
+
+/// `DOC.UPDATE` read straight from the text (`$set`/`$currentDate` of scalars by `_id`)
+/// answers as the general update does when it does not apply: an upsert of a missing
+/// document inserts it, errors are the general path's words.
+#[test]
+fn update_text_fast_path_falls_back_alike() {
+    let s = TestServer::start(&["--shards", "2"]);
+    let mut c = s.conn();
+    let u = r#"{"$set":{"userID":"u1","n":2147483648},"$currentDate":{"at":true}}"#;
+    // No collection yet, then no document: both inserted by the general upsert.
+    let r = update(&mut c, "s", r#"{"_id":"a"}"#, u);
+    assert_eq!(counts(&r), (0, 0, true));
+    let r = update(&mut c, "s", r#"{"_id":"b"}"#, u);
+    assert_eq!(counts(&r), (0, 0, true));
+    let got = find(&mut c, "s", r#"{"_id":"a"}"#);
+    assert!(
+        got[0].starts_with(r#"{"_id":"a","userID":"u1","n":2147483648,"at":{"$date":""#),
+        "{got:?}"
+    );
+    // Found: written in place; the same values again change nothing.
+    let r = update(
+        &mut c,
+        "s",
+        r#"{"_id":"a"}"#,
+        r#"{"$set":{"userID":"u2","t":true}}"#,
+    );
+    assert_eq!(counts(&r), (1, 1, false));
+    let r = update(
+        &mut c,
+        "s",
+        r#"{"_id":"a"}"#,
+        r#"{"$set":{"userID":"u2","t":true}}"#,
+    );
+    assert_eq!(counts(&r), (1, 0, false));
+    let got = find(&mut c, "s", r#"{"_id":"a"}"#);
+    assert!(
+        got[0].contains(r#""userID":"u2""#) && got[0].ends_with(r#","t":true}"#),
+        "{got:?}"
+    );
+    for (upd, want) in [
+        (
+            r#"{"$set":{"a":1},"$currentDate":{"a":true}}"#,
+            "Updating the path 'a' would create a conflict at 'a'",
+        ),
+        (r#"{"$set":{"_id":"z"}}"#, "field '_id'"),
+        (
+            r#"{"$currentDate":{"at":1}}"#,
+            "is not valid type for $currentDate",
+        ),
+        (r#"{"$set":{"a":1},"x":1}"#, "Unknown modifier: x"),
+        (r#"{"$set":{"":1}}"#, "contains an empty field name"),
+    ] {
+        let e = err_text(q::<Value>(
+            &mut c,
+            &["DOC.UPDATE", "s", r#"{"_id":"a"}"#, upd, "UPSERT"],
+        ));
+        assert!(e.contains(want), "{upd}: {e}");
+    }
+    assert!(find(&mut c, "s", r#"{"_id":"a"}"#)[0].contains(r#""userID":"u2""#));
+}

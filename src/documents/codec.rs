@@ -235,6 +235,72 @@ pub fn to_raw_with_id(
         .map_err(|e| format!("ERR cannot encode document: {}", one_line(&e.to_string())))
 }
 
+/// A document to insert: decoded (the general path), or already in its stored form.
+pub enum NewDoc {
+    Decoded(Document),
+    Encoded { id: Bson, raw: RawDocumentBuf },
+}
+
+/// An insert's JSON document straight to its stored form (`json::encode_stored`), with a
+/// generated ObjectId as its first field when it has no `_id` (as `to_raw_with_id`):
+/// `None` when the text needs the general path (`parse_json`, `replace_now`,
+/// `validate_stored`, then `Store`'s encoding), which gives the same stored bytes for every
+/// text this accepts. The size limit is checked where the general path checks it, when the
+/// document is prepared for its shard ([`check_size`]).
+pub fn encode_insert_json(text: &[u8], now: DateTime) -> Option<NewDoc> {
+    /// The encoder's output and its key ranges, reused from one insert to the next.
+    type Scratch = (Vec<u8>, Vec<(u32, u32)>);
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Scratch> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    SCRATCH.with(|cell| {
+        let mut scratch = cell.try_borrow_mut().ok()?;
+        let (buf, keys) = &mut *scratch;
+        let has_id = json::encode_stored(text, now.timestamp_millis(), buf, keys);
+        let out = has_id.and_then(|has_id| {
+            // The stored copy gets exactly its length (see `to_raw`); the scratch buffer
+            // is kept for the next insert.
+            let fields = buf.get(4 + json::ID_ROOM..)?;
+            if has_id {
+                let mut bytes = Vec::with_capacity(4 + fields.len());
+                bytes.extend_from_slice(&((4 + fields.len()) as i32).to_le_bytes());
+                bytes.extend_from_slice(fields);
+                let raw = RawDocumentBuf::from_bytes(bytes).ok()?;
+                let id = Bson::try_from(raw.get("_id").ok()??).ok()?;
+                return Some(NewDoc::Encoded { id, raw });
+            }
+            let oid = bson::oid::ObjectId::new();
+            let mut bytes = Vec::with_capacity(buf.len());
+            bytes.extend_from_slice(&(buf.len() as i32).to_le_bytes());
+            bytes.push(ElementType::ObjectId as u8);
+            bytes.extend_from_slice(b"_id\0");
+            bytes.extend_from_slice(&oid.bytes());
+            bytes.extend_from_slice(fields);
+            let raw = RawDocumentBuf::from_bytes(bytes).ok()?;
+            Some(NewDoc::Encoded {
+                id: Bson::ObjectId(oid),
+                raw,
+            })
+        });
+        // A very large document does not keep its scratch space allocated for good.
+        if buf.capacity() > 1 << 16 {
+            *buf = Vec::new();
+        }
+        out
+    })
+}
+
+/// The size limit of a stored document, in the general path's words.
+pub fn check_size(len: usize, max_size: usize) -> Result<(), String> {
+    if len > max_size {
+        return Err(format!(
+            "ERR document is too large: {len} bytes, max-document-size is {max_size}"
+        ));
+    }
+    Ok(())
+}
+
 /// Relaxed Extended JSON text of a value.
 pub fn value_json(v: &Bson) -> String {
     utf8(json::bson_json(v))

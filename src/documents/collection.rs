@@ -986,13 +986,23 @@ impl CollectionShard {
     /// one lookup of the `_id` map, without the planner. `Err(NotById)` when the filter is
     /// not such a filter (the caller scans instead).
     pub fn lookup_id(&self, filter: &Node) -> Result<Option<(u32, &RawDocument)>, NotById> {
-        if !id_hit_is_match(filter) {
-            return Err(NotById);
-        }
         let Some(id) = filter.id_equality() else {
             return Err(NotById);
         };
-        let Some(slot) = self.slot_of(&keys::encode(id)) else {
+        self.lookup_id_key(filter, &keys::encode(id))
+    }
+
+    /// [`lookup_id`](Self::lookup_id) given `key`, the KeyString of the filter's `_id`
+    /// equality, which a write by `_id` has already built to choose its shard.
+    pub fn lookup_id_key(
+        &self,
+        filter: &Node,
+        key: &[u8],
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        if !id_hit_is_match(filter) {
+            return Err(NotById);
+        }
+        let Some(slot) = self.slot_of(key) else {
             return Ok(None);
         };
         let Some(raw) = self.get(slot) else {

@@ -11,9 +11,9 @@ use crate::commands::Ctx;
 use crate::documents::capped;
 use crate::documents::projection::Projection;
 use crate::documents::sort::Sort;
-use crate::documents::{codec, update};
+use crate::documents::{codec, json, update};
 use crate::protocol::Reply;
-use crate::store::collections::{FindQuery, Found};
+use crate::store::collections::{FindQuery, Found, UpdateOutcome};
 
 /// `J`: the reply waits until the write's journal records are on disk (any `appendfsync`);
 /// refused while the journal is off, since nothing would be on disk.
@@ -40,10 +40,19 @@ pub fn doc_insert(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if docs.is_empty() {
         return Err(CommandError::WrongArity);
     }
-    // Everything is parsed and validated before anything is stored.
+    // Everything is parsed and validated before anything is stored. JSON goes straight
+    // to its stored bytes when it can (the same bytes as the general path).
     let mut parsed = Vec::with_capacity(docs.len().min(1024));
     for d in docs {
-        parsed.push(parse_doc(d, &t)?);
+        let fast = if t.bson {
+            None
+        } else {
+            codec::encode_insert_json(d, t.now)
+        };
+        parsed.push(match fast {
+            Some(doc) => doc,
+            None => codec::NewDoc::Decoded(parse_doc(d, &t)?),
+        });
     }
     let ids = ctx
         .server
@@ -220,18 +229,34 @@ pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
     }
     let filter = parse_filter(f, &t)?;
+    let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
+    let max_size = max_doc_size(ctx);
+    // Top-level `$set`/`$currentDate` of scalars by `_id` (a session refreshed): read from
+    // the text and written in place; anything else, or a document not found, takes the
+    // general update.
+    let fast = if t.bson {
+        None
+    } else {
+        json::parse_scalar_sets(u, t.now.timestamp_millis())
+    };
+    if let Some(out) =
+        fast.and_then(|sets| coll.update_sets_by_id(&filter, &sets, upsert, max_size))
+    {
+        return Ok(update_reply(out));
+    }
     let upd = update::parse(&parse_doc(u, &t)?).map_err(|e| fail(with_code(e)))?;
-    let out = ctx
-        .server
-        .store
-        .collection(ctx.client.db, &t.coll)
-        .update(&filter, &upd, multi, upsert, t.now, max_doc_size(ctx))
+    let out = coll
+        .update(&filter, &upd, multi, upsert, t.now, max_size)
         .map_err(fail)?;
-    Ok(Reply::Array(vec![
+    Ok(update_reply(out))
+}
+
+fn update_reply(out: UpdateOutcome) -> Reply {
+    Reply::Array(vec![
         Reply::Int(out.matched as i64),
         Reply::Int(out.modified as i64),
         out.upserted.as_ref().map_or(Reply::Nil, id_reply),
-    ]))
+    ])
 }
 
 /// `DOC.TOUCH coll [BSON] filter [FIELD name] [J]`: MongoDB's

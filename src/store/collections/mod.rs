@@ -311,12 +311,27 @@ impl Store {
                 (Bson::ObjectId(oid), raw)
             }
         };
+        Ok(self.prepared(id, raw))
+    }
+
+    /// A document to insert in either form, ready for its shard.
+    fn prepare_new(&self, doc: codec::NewDoc, max_size: usize) -> DocResult<Prepared> {
+        match doc {
+            codec::NewDoc::Decoded(doc) => self.prepare(doc, max_size),
+            codec::NewDoc::Encoded { id, raw } => {
+                codec::check_size(raw.as_bytes().len(), max_size).map_err(with_code)?;
+                Ok(self.prepared(id, raw))
+            }
+        }
+    }
+
+    fn prepared(&self, id: Bson, raw: bson::RawDocumentBuf) -> Prepared {
         let key = keys::encode(&id);
-        Ok(Prepared {
+        Prepared {
             shard: self.shard_of(&key),
             id,
             key,
             raw,
-        })
+        }
     }
 }
