@@ -295,11 +295,8 @@ fn close_ctx(c: &mut Ctx) -> Ended {
                     || JOURNAL_SLOT
                         .get()
                         .is_some_and(|j| j.policy() == writer::ALWAYS));
-            if c.j && seq > 0 {
-                if let Some(j) = JOURNAL_SLOT.get() {
-                    j.request_sync(seq);
-                }
-            }
+            // No sync is asked of the journal thread for J: the reply that waits fsyncs
+            // (`Journal::wait_durable`), with the other replies ready at the same time.
             Ended { seq, wait }
         }
     }
@@ -414,13 +411,21 @@ fn leave_frame(c: &mut Ctx, f: Frame, own: &[bytes::Bytes], write: bool, always:
         match f.rewrite {
             Some(cmds) => {
                 for argv in cmds {
-                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                    c.subs.push(command(Some(f.db), &refs));
+                    let mut bytes = Vec::new();
+                    aof::encode_args(&mut bytes, &argv);
+                    c.subs.push(Sub {
+                        db: Some(f.db),
+                        bytes,
+                    });
                 }
             }
             None if write => {
-                let refs: Vec<&[u8]> = own.iter().map(|a| a.as_ref()).collect();
-                c.subs.push(command(Some(f.db), &refs));
+                let mut bytes = Vec::new();
+                aof::encode_args(&mut bytes, own);
+                c.subs.push(Sub {
+                    db: Some(f.db),
+                    bytes,
+                });
             }
             None => {}
         }

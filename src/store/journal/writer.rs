@@ -4,9 +4,12 @@
 //! Records arrive from command threads tagged with sequence numbers taken under the shard
 //! locks of their changes (see `journal/mod.rs`); a record goes into the output buffer only
 //! once every smaller number has arrived (as a record, or as a filler: a number a record took
-//! and then superseded). The buffer is written by one thread; under `always` each write is
-//! followed by an fsync before the durable mark moves, so every record that arrived while the
-//! previous fsync ran shares the next one.
+//! and then superseded). Whoever holds the file's lock writes the buffer: the journal
+//! thread, or a connection about to reply. A reply that waits for the disk (`always`, J)
+//! makes the write and the fsync itself after the other ready connections have run, and
+//! those find their records on disk (group commit, [`Journal::wait_durable`]); one fsync
+//! runs at a time, so records that arrive during one share the next. The journal thread
+//! fsyncs under everysec, and what no waiting reply fsyncs.
 
 use super::aof;
 use parking_lot::{Condvar, Mutex};
@@ -25,6 +28,9 @@ pub struct Sub {
 }
 
 pub const ALWAYS: u8 = 0;
+/// How long the journal thread leaves the connections waiting for the disk to fsync their
+/// records themselves before it does (see `Journal::run`).
+const LEADER_GRACE: Duration = Duration::from_millis(2);
 pub const EVERYSEC: u8 = 1;
 pub const NO: u8 = 2;
 
@@ -122,9 +128,16 @@ pub struct Journal {
     /// The incremental file before a rewrite's cut, written up to the cut and not fsynced
     /// since: the journal thread fsyncs it before the durable mark passes the cut.
     old_file: Mutex<Option<File>>,
-    /// The descriptor the journal thread fsyncs (the current incremental file's), shared
-    /// so the fsync runs without this lock (the cut replaces it meanwhile).
+    /// The descriptor fsyncs go through (the current incremental file's), shared so the
+    /// fsync runs without the file's lock (the cut replaces it meanwhile).
     sync_fd: Mutex<Option<Arc<File>>>,
+    /// Held by whoever writes the buffer out and fsyncs it as one step ([`Self::sync`]): a
+    /// connection leading a group commit, or the journal thread. One fsync at a time, so
+    /// records arriving during one share the next instead of starting their own.
+    sync_lock: Mutex<()>,
+    /// Bumped after every [`Self::sync`] (done or failed): a connection that found the
+    /// lock taken waits for it and looks again (the fsync in flight may not cover it).
+    synced_tx: tokio::sync::watch::Sender<u64>,
     done: Mutex<bool>,
     done_cv: Condvar,
 }
@@ -165,6 +178,8 @@ impl Journal {
             next_file: Mutex::new(None),
             old_file: Mutex::new(None),
             sync_fd: Mutex::new(None),
+            sync_lock: Mutex::new(()),
+            synced_tx: tokio::sync::watch::channel(0).0,
             done: Mutex::new(false),
             done_cv: Condvar::new(),
         });
@@ -264,13 +279,104 @@ impl Journal {
         }
     }
 
-    /// Resolves once `seq` is on disk.
+    /// Resolves once `seq` is on disk: the group commit of `appendfsync always` and J.
+    ///
+    /// The waiting connection writes and fsyncs itself (as Redis's event loop does in
+    /// `beforeSleep`), after letting the other connections that are ready run first: their
+    /// records join the buffer, and the first of them to get here fsyncs them all while the
+    /// others find their records on disk when they run. On the current-thread scheduler that
+    /// blocks every client for the fsync, as Redis's loop is blocked; it measured better
+    /// than handing the fsync to the journal thread, which fsynced smaller groups more
+    /// often and woke connections across threads.
     pub async fn wait_durable(&self, seq: u64) {
         if self.durable() >= seq {
             return;
         }
-        let mut rx = self.durable_tx.subscribe();
-        let _ = rx.wait_for(|d| *d >= seq).await;
+        tokio::task::yield_now().await;
+        loop {
+            if self.durable() >= seq {
+                return;
+            }
+            // Subscribed before trying the lock, so an fsync that ends in between is seen.
+            let mut synced = self.synced_tx.subscribe();
+            match self.sync(false, seq) {
+                Some(true) => {
+                    if self.durable() >= seq {
+                        return;
+                    }
+                    // Nothing to fsync for us yet: an earlier number is still with its
+                    // command (another thread); whoever places it writes it, or the
+                    // journal thread does. Then the next round fsyncs it.
+                    let mut rx = self.written_tx.subscribe();
+                    let _ = rx.wait_for(|w| *w >= seq).await;
+                }
+                Some(false) => {
+                    // The fsync failed: the journal thread retries it (no loop of failing
+                    // fsyncs here, which would hold every client on this thread), and the
+                    // reply waits until it succeeds.
+                    self.request_sync(seq);
+                    let mut rx = self.durable_tx.subscribe();
+                    let _ = rx.wait_for(|d| *d >= seq).await;
+                    return;
+                }
+                // Someone else is fsyncing: it may not cover `seq`; look again after it.
+                None => {
+                    let _ = synced.changed().await;
+                }
+            }
+        }
+    }
+
+    /// Writes what is buffered and fsyncs it, holding the sync lock (`wait`: wait for it,
+    /// otherwise `None` if it is taken), unless `need` (0: none) is on disk once the lock is
+    /// held. `Some(false)` if an fsync failed (the durable mark then stays).
+    fn sync(&self, wait: bool, need: u64) -> Option<bool> {
+        let guard = if wait {
+            self.sync_lock.lock()
+        } else {
+            self.sync_lock.try_lock()?
+        };
+        if need > 0 && self.durable() >= need {
+            drop(guard);
+            self.synced_tx.send_modify(|n| *n = n.wrapping_add(1));
+            return Some(true);
+        }
+        self.write_pending();
+        // What to fsync and up to which number, read together under the file's lock: a
+        // cut (in `write_pending`, under that lock) replaces the descriptor and sets the
+        // old file aside, so `written` is either all in `fd`, or partly in `old` (fsynced
+        // first) and the rest in `fd`.
+        let (written, old, fd) = {
+            let _file = self.file.lock();
+            (
+                self.written.load(Ordering::Acquire),
+                self.old_file.lock().take(),
+                self.sync_fd.lock().clone(),
+            )
+        };
+        let mut ok = true;
+        let mut tried = false;
+        if let Some(f) = old {
+            tried = true;
+            if f.sync_data().is_err() {
+                // Tried again at the next fsync; the durable mark waits.
+                self.old_file.lock().get_or_insert(f);
+                ok = false;
+            }
+        }
+        if ok && written > self.durable() {
+            tried = true;
+            ok = fd.is_some_and(|f| f.sync_data().is_ok());
+        }
+        if tried {
+            self.last_fsync_ok.store(ok, Ordering::Relaxed);
+        }
+        if ok {
+            self.mark_durable(written);
+        }
+        drop(guard);
+        self.synced_tx.send_modify(|n| *n = n.wrapping_add(1));
+        Some(ok)
     }
 
     /// Calls `notify(true)` once `seq` is on disk, or `notify(false)` at `deadline`.
@@ -429,7 +535,27 @@ impl Journal {
                 }
                 m.stop
             };
-            if self.write_pending() && self.policy() != ALWAYS && !stop {
+            let policy = self.policy();
+            if !stop
+                && (policy == ALWAYS || self.need_sync.load(Ordering::Acquire) > self.durable())
+            {
+                // Replies that wait for the disk fsync it themselves (`wait_durable`): this
+                // thread covers only what none of them does (the write of a client that
+                // takes no reply, a WAITAOF, an fsync that failed), after leaving them the
+                // time to, so that it does not fsync a group that has not finished arriving.
+                let target = self
+                    .placed()
+                    .max(self.written.load(Ordering::Acquire))
+                    .max(self.need_sync.load(Ordering::Acquire));
+                std::thread::sleep(LEADER_GRACE);
+                if self.durable() < target {
+                    self.sync(true, target);
+                    last_fsync = Instant::now();
+                }
+                self.fire_waiters();
+                continue;
+            }
+            if self.write_pending() && policy != ALWAYS && !stop {
                 // Under everysec/no a short pause lets records gather (replies that need
                 // them written write them themselves, `wait_written`), so a busy server
                 // makes about one write a millisecond from this thread, not one per command.
@@ -437,31 +563,13 @@ impl Journal {
             }
             let written = self.written.load(Ordering::Acquire);
             let durable = self.durable.load(Ordering::Acquire);
-            let policy = self.policy();
             let due = written > durable
                 && (policy == ALWAYS
                     || stop
                     || self.need_sync.load(Ordering::Acquire) > durable
                     || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
             if due {
-                // The file before a cut first (`written` was read after it was set aside,
-                // so everything up to `written` is in it or in the current file).
-                let old = self.old_file.lock().take();
-                let old_ok = match old {
-                    None => true,
-                    Some(f) if f.sync_data().is_ok() => true,
-                    Some(f) => {
-                        // Tried again at the next fsync; the durable mark waits.
-                        self.old_file.lock().get_or_insert(f);
-                        false
-                    }
-                };
-                let fd = self.sync_fd.lock().clone();
-                let ok = old_ok && fd.is_some_and(|f| f.sync_data().is_ok());
-                self.last_fsync_ok.store(ok, Ordering::Relaxed);
-                if ok {
-                    self.mark_durable(written);
-                }
+                self.sync(true, 0);
                 last_fsync = Instant::now();
             }
             self.fire_waiters();
