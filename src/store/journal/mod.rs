@@ -98,8 +98,9 @@ pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
     f.submit(&[s], vec![command(db, argv)]);
 }
 
-/// Hands a record to the journal's file and to the replication stream (whichever run).
-fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
+/// Hands a record to the journal's file and to the replication stream (whichever run),
+/// taking the commands out of `subs`.
+fn submit_to(seqs: &[u64], subs: &mut Vec<Sub>) {
     let file = if enabled() { JOURNAL_SLOT.get() } else { None };
     match (file, feed()) {
         (Some(j), Some(f)) => {
@@ -111,11 +112,11 @@ fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
                 })
                 .collect();
             j.submit(seqs, copy);
-            f.submit(seqs, subs);
+            f.submit(seqs, std::mem::take(subs));
         }
-        (Some(j), None) => j.submit(seqs, subs),
-        (None, Some(f)) => f.submit(seqs, subs),
-        (None, None) => {}
+        (Some(j), None) => j.submit_from(seqs, subs),
+        (None, Some(f)) => f.submit(seqs, std::mem::take(subs)),
+        (None, None) => subs.clear(),
     }
 }
 
@@ -275,18 +276,16 @@ fn close_ctx(c: &mut Ctx) -> Ended {
         {
             c.active = false;
             c.frames.clear();
-            let mut subs = std::mem::take(&mut c.subs);
-            if c.atomic && subs.len() > 1 {
-                let mut wrapped = Vec::with_capacity(subs.len() + 2);
-                wrapped.push(command(None, &[b"MULTI"]));
-                wrapped.append(&mut subs);
-                wrapped.push(command(None, &[b"EXEC"]));
-                subs = wrapped;
+            if c.atomic && c.subs.len() > 1 {
+                c.subs.insert(0, command(None, &[b"MULTI"]));
+                c.subs.push(command(None, &[b"EXEC"]));
             }
             let seq = c.seqs.iter().copied().max().unwrap_or(0);
             if seq > 0 {
-                submit_to(&c.seqs, subs);
+                // `c.subs` keeps its allocation for the next command.
+                submit_to(&c.seqs, &mut c.subs);
             }
+            c.subs.clear();
             c.seqs.clear();
             // Replies wait for the file only: without it, nothing to wait for.
             let seq = if enabled() { seq.max(c.wait) } else { 0 };
@@ -494,9 +493,9 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
     }
 }
 
-fn submit_alone(subs: Vec<Sub>) -> u64 {
+fn submit_alone(mut subs: Vec<Sub>) -> u64 {
     let s = NEXT.fetch_add(1, Ordering::AcqRel);
-    submit_to(&[s], subs);
+    submit_to(&[s], &mut subs);
     s
 }
 

@@ -28,9 +28,9 @@ pub struct Sub {
 }
 
 pub const ALWAYS: u8 = 0;
-/// How long the journal thread leaves the connections waiting for the disk to fsync their
-/// records themselves before it does (see `Journal::run`).
-const LEADER_GRACE: Duration = Duration::from_millis(2);
+/// How long after records arrive the journal thread looks at them, leaving the connections
+/// about to reply the time to write (and fsync) them themselves (see `Journal::run`).
+const LEADER_GRACE: Duration = Duration::from_millis(10);
 pub const EVERYSEC: u8 = 1;
 pub const NO: u8 = 2;
 
@@ -47,7 +47,7 @@ struct Waiter {
 
 /// Appends a record's commands to `out`, each after a SELECT when its database is not `db`
 /// (the one the file or the replication stream has selected), which then becomes it.
-pub fn encode_record(subs: Vec<Sub>, db: &mut usize, out: &mut Vec<u8>) {
+pub fn encode_record(subs: impl IntoIterator<Item = Sub>, db: &mut usize, out: &mut Vec<u8>) {
     for sub in subs {
         if let Some(d) = sub.db {
             if d != *db {
@@ -80,7 +80,7 @@ struct Merge {
 
 impl Merge {
     /// Appends the record numbered `next` to the buffer.
-    fn place(&mut self, subs: Vec<Sub>) {
+    fn place(&mut self, subs: impl IntoIterator<Item = Sub>) {
         encode_record(subs, &mut self.db, &mut self.buf);
         self.advance();
     }
@@ -220,7 +220,13 @@ impl Journal {
 
     /// Hands over a record (`subs`, placed at the largest of `seqs`) and the fillers (its
     /// other numbers). Called under shard locks: it takes only the merge lock.
-    pub fn submit(&self, seqs: &[u64], subs: Vec<Sub>) {
+    pub fn submit(&self, seqs: &[u64], mut subs: Vec<Sub>) {
+        self.submit_from(seqs, &mut subs);
+    }
+
+    /// [`Self::submit`] taking the commands out of `subs`, which keeps its allocation for
+    /// the next command on this thread (the common case places the record at once).
+    pub fn submit_from(&self, seqs: &[u64], subs: &mut Vec<Sub>) {
         let Some(&pos) = seqs.iter().max() else {
             return;
         };
@@ -228,14 +234,14 @@ impl Journal {
         let was_empty = m.buf.is_empty();
         if seqs.len() == 1 && pos == m.next {
             // The common case: the next record in order, placed without the map.
-            m.place(subs);
+            m.place(subs.drain(..));
         } else {
             for &s in seqs {
                 if s != pos {
                     m.pending.insert(s, None);
                 }
             }
-            m.pending.insert(pos, Some(subs));
+            m.pending.insert(pos, Some(std::mem::take(subs)));
         }
         while let Some(rec) = {
             let next = m.next;
@@ -515,8 +521,17 @@ impl Journal {
         let _ = rx.wait_for(|w| *w >= seq).await;
     }
 
+    /// The journal thread. Replies write their records (`wait_written`) and, when they
+    /// wait for the disk, fsync them (`wait_durable`); this thread writes and fsyncs what
+    /// none of them does (the writes of a client that takes no reply, expiries, WAITAOF, a
+    /// failed fsync to retry), the everysec fsync, and everything at shutdown. It looks
+    /// `LEADER_GRACE` after records arrived, so it does not take a group that is still
+    /// arriving from the connections about to write it; while records keep arriving it
+    /// keeps looking at that pace instead of sleeping on the condition variable, so a busy
+    /// server does not pay a wake-up of this thread per batch.
     fn run(&self) {
         let mut last_fsync = Instant::now();
+        let mut seen = 0u64;
         loop {
             let stop = {
                 let mut m = self.merge.lock();
@@ -528,7 +543,8 @@ impl Journal {
                         && !(self.need_sync.load(Ordering::Acquire) > durable
                             && self.written.load(Ordering::Acquire) > durable)
                 };
-                if nothing(&m) {
+                // Busy: records arrived since the last look (`seen`).
+                if m.buf_upto <= seen && nothing(&m) {
                     // Wakes for data, for a sync request, or to look at timers (everysec,
                     // WAITAOF deadlines).
                     self.wake.wait_for(&mut m, Duration::from_millis(50));
@@ -536,51 +552,43 @@ impl Journal {
                 m.stop
             };
             let policy = self.policy();
-            if !stop
-                && (policy == ALWAYS || self.need_sync.load(Ordering::Acquire) > self.durable())
-            {
-                // Replies that wait for the disk fsync it themselves (`wait_durable`): this
-                // thread covers only what none of them does (the write of a client that
-                // takes no reply, a WAITAOF, an fsync that failed), after leaving them the
-                // time to, so that it does not fsync a group that has not finished arriving.
+            if !stop {
                 let target = self
                     .placed()
                     .max(self.written.load(Ordering::Acquire))
                     .max(self.need_sync.load(Ordering::Acquire));
+                seen = self.placed();
                 std::thread::sleep(LEADER_GRACE);
-                if self.durable() < target {
+                let durable = self.durable();
+                if (policy == ALWAYS || self.need_sync.load(Ordering::Acquire) > durable)
+                    && durable < target
+                {
                     self.sync(true, target);
                     last_fsync = Instant::now();
+                } else {
+                    if self.written.load(Ordering::Acquire) < target {
+                        self.write_pending();
+                    }
+                    if policy == EVERYSEC
+                        && self.written.load(Ordering::Acquire) > self.durable()
+                        && last_fsync.elapsed() >= Duration::from_secs(1)
+                    {
+                        self.sync(true, 0);
+                        last_fsync = Instant::now();
+                    }
                 }
                 self.fire_waiters();
                 continue;
             }
-            if self.write_pending() && policy != ALWAYS && !stop {
-                // Under everysec/no a short pause lets records gather (replies that need
-                // them written write them themselves, `wait_written`), so a busy server
-                // makes about one write a millisecond from this thread, not one per command.
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            let written = self.written.load(Ordering::Acquire);
-            let durable = self.durable.load(Ordering::Acquire);
-            let due = written > durable
-                && (policy == ALWAYS
-                    || stop
-                    || self.need_sync.load(Ordering::Acquire) > durable
-                    || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
-            if due {
-                self.sync(true, 0);
-                last_fsync = Instant::now();
-            }
+            // Shutdown: everything out and on disk.
+            self.sync(true, 0);
             self.fire_waiters();
-            if stop {
-                let m = self.merge.lock();
-                if m.buf.is_empty() {
-                    drop(m);
-                    *self.done.lock() = true;
-                    self.done_cv.notify_all();
-                    return;
-                }
+            let m = self.merge.lock();
+            if m.buf.is_empty() {
+                drop(m);
+                *self.done.lock() = true;
+                self.done_cv.notify_all();
+                return;
             }
         }
     }
