@@ -99,16 +99,13 @@ pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
 }
 
 /// EXEC's or a script's writes as one `MULTI … EXEC` block (a single write needs none).
-fn wrap(atomic: bool, mut subs: Vec<Sub>) -> Vec<Sub> {
+fn wrap(atomic: bool, subs: &mut Vec<Sub>) {
     if !atomic || subs.len() < 2 {
-        return subs;
+        return;
     }
-    let mut wrapped = Vec::with_capacity(subs.len() + 2);
     // In the first write's database, so its SELECT comes before MULTI, as in Redis's AOF.
-    wrapped.push(command(subs[0].db, &[b"MULTI"]));
-    wrapped.append(&mut subs);
-    wrapped.push(command(None, &[b"EXEC"]));
-    wrapped
+    subs.insert(0, command(subs[0].db, &[b"MULTI"]));
+    subs.push(command(None, &[b"EXEC"]));
 }
 
 /// [`submit_to`] with different contents for the file and the stream (either may be empty:
@@ -124,8 +121,9 @@ fn submit_split(seqs: &[u64], aof: Vec<Sub>, replica: Vec<Sub>) {
     }
 }
 
-/// Hands a record to the journal's file and to the replication stream (whichever run).
-fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
+/// Hands a record to the journal's file and to the replication stream (whichever run),
+/// taking the commands out of `subs`.
+fn submit_to(seqs: &[u64], subs: &mut Vec<Sub>) {
     let file = if enabled() { JOURNAL_SLOT.get() } else { None };
     match (file, feed()) {
         (Some(j), Some(f)) => {
@@ -137,11 +135,11 @@ fn submit_to(seqs: &[u64], subs: Vec<Sub>) {
                 })
                 .collect();
             j.submit(seqs, copy);
-            f.submit(seqs, subs);
+            f.submit(seqs, std::mem::take(subs));
         }
-        (Some(j), None) => j.submit(seqs, subs),
-        (None, Some(f)) => f.submit(seqs, subs),
-        (None, None) => {}
+        (Some(j), None) => j.submit_from(seqs, subs),
+        (None, Some(f)) => f.submit(seqs, std::mem::take(subs)),
+        (None, None) => subs.clear(),
     }
 }
 
@@ -324,15 +322,16 @@ fn close_ctx(c: &mut Ctx) -> Ended {
         {
             c.active = false;
             c.frames.clear();
-            let subs = std::mem::take(&mut c.subs);
             let seq = c.seqs.iter().copied().max().unwrap_or(0);
             if seq > 0 {
                 if c.targets.iter().all(|&t| t == REPL_ALL) {
-                    submit_to(&c.seqs, wrap(c.atomic, subs));
+                    wrap(c.atomic, &mut c.subs);
+                    // `c.subs` keeps its allocation for the next command.
+                    submit_to(&c.seqs, &mut c.subs);
                 } else {
                     // Some writes go to one destination only: each gets its own block.
                     let (mut aof, mut replica) = (Vec::new(), Vec::new());
-                    for (sub, &t) in subs.into_iter().zip(&c.targets) {
+                    for (sub, &t) in c.subs.drain(..).zip(&c.targets) {
                         if t & REPL_AOF != 0 {
                             aof.push(Sub {
                                 db: sub.db,
@@ -343,9 +342,12 @@ fn close_ctx(c: &mut Ctx) -> Ended {
                             replica.push(sub);
                         }
                     }
-                    submit_split(&c.seqs, wrap(c.atomic, aof), wrap(c.atomic, replica));
+                    wrap(c.atomic, &mut aof);
+                    wrap(c.atomic, &mut replica);
+                    submit_split(&c.seqs, aof, replica);
                 }
             }
+            c.subs.clear();
             c.targets.clear();
             c.seqs.clear();
             // Replies wait for the file only: without it, nothing to wait for.
@@ -355,11 +357,8 @@ fn close_ctx(c: &mut Ctx) -> Ended {
                     || JOURNAL_SLOT
                         .get()
                         .is_some_and(|j| j.policy() == writer::ALWAYS));
-            if c.j && seq > 0 {
-                if let Some(j) = JOURNAL_SLOT.get() {
-                    j.request_sync(seq);
-                }
-            }
+            // No sync is asked of the journal thread for J: the reply that waits fsyncs
+            // (`Journal::wait_durable`), with the other replies ready at the same time.
             Ended { seq, wait }
         }
     }
@@ -474,13 +473,27 @@ fn leave_frame(c: &mut Ctx, f: Frame, own: &[bytes::Bytes], write: bool, always:
         match f.rewrite {
             Some(cmds) => {
                 for argv in cmds {
-                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                    push_sub(c, command(Some(f.db), &refs));
+                    let mut bytes = Vec::new();
+                    aof::encode_args(&mut bytes, &argv);
+                    push_sub(
+                        c,
+                        Sub {
+                            db: Some(f.db),
+                            bytes,
+                        },
+                    );
                 }
             }
             None if write => {
-                let refs: Vec<&[u8]> = own.iter().map(|a| a.as_ref()).collect();
-                push_sub(c, command(Some(f.db), &refs));
+                let mut bytes = Vec::new();
+                aof::encode_args(&mut bytes, own);
+                push_sub(
+                    c,
+                    Sub {
+                        db: Some(f.db),
+                        bytes,
+                    },
+                );
             }
             None => {}
         }
@@ -549,9 +562,9 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
     }
 }
 
-fn submit_alone(subs: Vec<Sub>) -> u64 {
+fn submit_alone(mut subs: Vec<Sub>) -> u64 {
     let s = NEXT.fetch_add(1, Ordering::AcqRel);
-    submit_to(&[s], subs);
+    submit_to(&[s], &mut subs);
     s
 }
 

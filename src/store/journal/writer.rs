@@ -4,9 +4,12 @@
 //! Records arrive from command threads tagged with sequence numbers taken under the shard
 //! locks of their changes (see `journal/mod.rs`); a record goes into the output buffer only
 //! once every smaller number has arrived (as a record, or as a filler: a number a record took
-//! and then superseded). The buffer is written by one thread; under `always` each write is
-//! followed by an fsync before the durable mark moves, so every record that arrived while the
-//! previous fsync ran shares the next one.
+//! and then superseded). Whoever holds the file's lock writes the buffer: the journal
+//! thread, or a connection about to reply. A reply that waits for the disk (`always`, J)
+//! makes the write and the fsync itself after the other ready connections have run, and
+//! those find their records on disk (group commit, [`Journal::wait_durable`]); one fsync
+//! runs at a time, so records that arrive during one share the next. The journal thread
+//! fsyncs under everysec, and what no waiting reply fsyncs.
 
 use super::aof;
 use parking_lot::{Condvar, Mutex};
@@ -25,6 +28,9 @@ pub struct Sub {
 }
 
 pub const ALWAYS: u8 = 0;
+/// How long after records arrive the journal thread looks at them, leaving the connections
+/// about to reply the time to write (and fsync) them themselves (see `Journal::run`).
+const LEADER_GRACE: Duration = Duration::from_millis(10);
 pub const EVERYSEC: u8 = 1;
 pub const NO: u8 = 2;
 
@@ -41,7 +47,7 @@ struct Waiter {
 
 /// Appends a record's commands to `out`, each after a SELECT when its database is not `db`
 /// (the one the file or the replication stream has selected), which then becomes it.
-pub fn encode_record(subs: Vec<Sub>, db: &mut usize, out: &mut Vec<u8>) {
+pub fn encode_record(subs: impl IntoIterator<Item = Sub>, db: &mut usize, out: &mut Vec<u8>) {
     for sub in subs {
         if let Some(d) = sub.db {
             if d != *db {
@@ -74,7 +80,7 @@ struct Merge {
 
 impl Merge {
     /// Appends the record numbered `next` to the buffer.
-    fn place(&mut self, subs: Vec<Sub>) {
+    fn place(&mut self, subs: impl IntoIterator<Item = Sub>) {
         encode_record(subs, &mut self.db, &mut self.buf);
         self.advance();
     }
@@ -122,9 +128,16 @@ pub struct Journal {
     /// The incremental file before a rewrite's cut, written up to the cut and not fsynced
     /// since: the journal thread fsyncs it before the durable mark passes the cut.
     old_file: Mutex<Option<File>>,
-    /// The descriptor the journal thread fsyncs (the current incremental file's), shared
-    /// so the fsync runs without this lock (the cut replaces it meanwhile).
+    /// The descriptor fsyncs go through (the current incremental file's), shared so the
+    /// fsync runs without the file's lock (the cut replaces it meanwhile).
     sync_fd: Mutex<Option<Arc<File>>>,
+    /// Held by whoever writes the buffer out and fsyncs it as one step ([`Self::sync`]): a
+    /// connection leading a group commit, or the journal thread. One fsync at a time, so
+    /// records arriving during one share the next instead of starting their own.
+    sync_lock: Mutex<()>,
+    /// Bumped after every [`Self::sync`] (done or failed): a connection that found the
+    /// lock taken waits for it and looks again (the fsync in flight may not cover it).
+    synced_tx: tokio::sync::watch::Sender<u64>,
     done: Mutex<bool>,
     done_cv: Condvar,
 }
@@ -165,6 +178,8 @@ impl Journal {
             next_file: Mutex::new(None),
             old_file: Mutex::new(None),
             sync_fd: Mutex::new(None),
+            sync_lock: Mutex::new(()),
+            synced_tx: tokio::sync::watch::channel(0).0,
             done: Mutex::new(false),
             done_cv: Condvar::new(),
         });
@@ -205,7 +220,13 @@ impl Journal {
 
     /// Hands over a record (`subs`, placed at the largest of `seqs`) and the fillers (its
     /// other numbers). Called under shard locks: it takes only the merge lock.
-    pub fn submit(&self, seqs: &[u64], subs: Vec<Sub>) {
+    pub fn submit(&self, seqs: &[u64], mut subs: Vec<Sub>) {
+        self.submit_from(seqs, &mut subs);
+    }
+
+    /// [`Self::submit`] taking the commands out of `subs`, which keeps its allocation for
+    /// the next command on this thread (the common case places the record at once).
+    pub fn submit_from(&self, seqs: &[u64], subs: &mut Vec<Sub>) {
         let Some(&pos) = seqs.iter().max() else {
             return;
         };
@@ -213,14 +234,14 @@ impl Journal {
         let was_empty = m.buf.is_empty();
         if seqs.len() == 1 && pos == m.next {
             // The common case: the next record in order, placed without the map.
-            m.place(subs);
+            m.place(subs.drain(..));
         } else {
             for &s in seqs {
                 if s != pos {
                     m.pending.insert(s, None);
                 }
             }
-            m.pending.insert(pos, Some(subs));
+            m.pending.insert(pos, Some(std::mem::take(subs)));
         }
         while let Some(rec) = {
             let next = m.next;
@@ -264,13 +285,104 @@ impl Journal {
         }
     }
 
-    /// Resolves once `seq` is on disk.
+    /// Resolves once `seq` is on disk: the group commit of `appendfsync always` and J.
+    ///
+    /// The waiting connection writes and fsyncs itself (as Redis's event loop does in
+    /// `beforeSleep`), after letting the other connections that are ready run first: their
+    /// records join the buffer, and the first of them to get here fsyncs them all while the
+    /// others find their records on disk when they run. On the current-thread scheduler that
+    /// blocks every client for the fsync, as Redis's loop is blocked; it measured better
+    /// than handing the fsync to the journal thread, which fsynced smaller groups more
+    /// often and woke connections across threads.
     pub async fn wait_durable(&self, seq: u64) {
         if self.durable() >= seq {
             return;
         }
-        let mut rx = self.durable_tx.subscribe();
-        let _ = rx.wait_for(|d| *d >= seq).await;
+        tokio::task::yield_now().await;
+        loop {
+            if self.durable() >= seq {
+                return;
+            }
+            // Subscribed before trying the lock, so an fsync that ends in between is seen.
+            let mut synced = self.synced_tx.subscribe();
+            match self.sync(false, seq) {
+                Some(true) => {
+                    if self.durable() >= seq {
+                        return;
+                    }
+                    // Nothing to fsync for us yet: an earlier number is still with its
+                    // command (another thread); whoever places it writes it, or the
+                    // journal thread does. Then the next round fsyncs it.
+                    let mut rx = self.written_tx.subscribe();
+                    let _ = rx.wait_for(|w| *w >= seq).await;
+                }
+                Some(false) => {
+                    // The fsync failed: the journal thread retries it (no loop of failing
+                    // fsyncs here, which would hold every client on this thread), and the
+                    // reply waits until it succeeds.
+                    self.request_sync(seq);
+                    let mut rx = self.durable_tx.subscribe();
+                    let _ = rx.wait_for(|d| *d >= seq).await;
+                    return;
+                }
+                // Someone else is fsyncing: it may not cover `seq`; look again after it.
+                None => {
+                    let _ = synced.changed().await;
+                }
+            }
+        }
+    }
+
+    /// Writes what is buffered and fsyncs it, holding the sync lock (`wait`: wait for it,
+    /// otherwise `None` if it is taken), unless `need` (0: none) is on disk once the lock is
+    /// held. `Some(false)` if an fsync failed (the durable mark then stays).
+    fn sync(&self, wait: bool, need: u64) -> Option<bool> {
+        let guard = if wait {
+            self.sync_lock.lock()
+        } else {
+            self.sync_lock.try_lock()?
+        };
+        if need > 0 && self.durable() >= need {
+            drop(guard);
+            self.synced_tx.send_modify(|n| *n = n.wrapping_add(1));
+            return Some(true);
+        }
+        self.write_pending();
+        // What to fsync and up to which number, read together under the file's lock: a
+        // cut (in `write_pending`, under that lock) replaces the descriptor and sets the
+        // old file aside, so `written` is either all in `fd`, or partly in `old` (fsynced
+        // first) and the rest in `fd`.
+        let (written, old, fd) = {
+            let _file = self.file.lock();
+            (
+                self.written.load(Ordering::Acquire),
+                self.old_file.lock().take(),
+                self.sync_fd.lock().clone(),
+            )
+        };
+        let mut ok = true;
+        let mut tried = false;
+        if let Some(f) = old {
+            tried = true;
+            if f.sync_data().is_err() {
+                // Tried again at the next fsync; the durable mark waits.
+                self.old_file.lock().get_or_insert(f);
+                ok = false;
+            }
+        }
+        if ok && written > self.durable() {
+            tried = true;
+            ok = fd.is_some_and(|f| f.sync_data().is_ok());
+        }
+        if tried {
+            self.last_fsync_ok.store(ok, Ordering::Relaxed);
+        }
+        if ok {
+            self.mark_durable(written);
+        }
+        drop(guard);
+        self.synced_tx.send_modify(|n| *n = n.wrapping_add(1));
+        Some(ok)
     }
 
     /// Calls `notify(true)` once `seq` is on disk, or `notify(false)` at `deadline`.
@@ -409,8 +521,17 @@ impl Journal {
         let _ = rx.wait_for(|w| *w >= seq).await;
     }
 
+    /// The journal thread. Replies write their records (`wait_written`) and, when they
+    /// wait for the disk, fsync them (`wait_durable`); this thread writes and fsyncs what
+    /// none of them does (the writes of a client that takes no reply, expiries, WAITAOF, a
+    /// failed fsync to retry), the everysec fsync, and everything at shutdown. It looks
+    /// `LEADER_GRACE` after records arrived, so it does not take a group that is still
+    /// arriving from the connections about to write it; while records keep arriving it
+    /// keeps looking at that pace instead of sleeping on the condition variable, so a busy
+    /// server does not pay a wake-up of this thread per batch.
     fn run(&self) {
         let mut last_fsync = Instant::now();
+        let mut seen = 0u64;
         loop {
             let stop = {
                 let mut m = self.merge.lock();
@@ -422,57 +543,52 @@ impl Journal {
                         && !(self.need_sync.load(Ordering::Acquire) > durable
                             && self.written.load(Ordering::Acquire) > durable)
                 };
-                if nothing(&m) {
+                // Busy: records arrived since the last look (`seen`).
+                if m.buf_upto <= seen && nothing(&m) {
                     // Wakes for data, for a sync request, or to look at timers (everysec,
                     // WAITAOF deadlines).
                     self.wake.wait_for(&mut m, Duration::from_millis(50));
                 }
                 m.stop
             };
-            if self.write_pending() && self.policy() != ALWAYS && !stop {
-                // Under everysec/no a short pause lets records gather (replies that need
-                // them written write them themselves, `wait_written`), so a busy server
-                // makes about one write a millisecond from this thread, not one per command.
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            let written = self.written.load(Ordering::Acquire);
-            let durable = self.durable.load(Ordering::Acquire);
             let policy = self.policy();
-            let due = written > durable
-                && (policy == ALWAYS
-                    || stop
-                    || self.need_sync.load(Ordering::Acquire) > durable
-                    || (policy == EVERYSEC && last_fsync.elapsed() >= Duration::from_secs(1)));
-            if due {
-                // The file before a cut first (`written` was read after it was set aside,
-                // so everything up to `written` is in it or in the current file).
-                let old = self.old_file.lock().take();
-                let old_ok = match old {
-                    None => true,
-                    Some(f) if f.sync_data().is_ok() => true,
-                    Some(f) => {
-                        // Tried again at the next fsync; the durable mark waits.
-                        self.old_file.lock().get_or_insert(f);
-                        false
+            if !stop {
+                let target = self
+                    .placed()
+                    .max(self.written.load(Ordering::Acquire))
+                    .max(self.need_sync.load(Ordering::Acquire));
+                seen = self.placed();
+                std::thread::sleep(LEADER_GRACE);
+                let durable = self.durable();
+                if (policy == ALWAYS || self.need_sync.load(Ordering::Acquire) > durable)
+                    && durable < target
+                {
+                    self.sync(true, target);
+                    last_fsync = Instant::now();
+                } else {
+                    if self.written.load(Ordering::Acquire) < target {
+                        self.write_pending();
                     }
-                };
-                let fd = self.sync_fd.lock().clone();
-                let ok = old_ok && fd.is_some_and(|f| f.sync_data().is_ok());
-                self.last_fsync_ok.store(ok, Ordering::Relaxed);
-                if ok {
-                    self.mark_durable(written);
+                    if policy == EVERYSEC
+                        && self.written.load(Ordering::Acquire) > self.durable()
+                        && last_fsync.elapsed() >= Duration::from_secs(1)
+                    {
+                        self.sync(true, 0);
+                        last_fsync = Instant::now();
+                    }
                 }
-                last_fsync = Instant::now();
+                self.fire_waiters();
+                continue;
             }
+            // Shutdown: everything out and on disk.
+            self.sync(true, 0);
             self.fire_waiters();
-            if stop {
-                let m = self.merge.lock();
-                if m.buf.is_empty() {
-                    drop(m);
-                    *self.done.lock() = true;
-                    self.done_cv.notify_all();
-                    return;
-                }
+            let m = self.merge.lock();
+            if m.buf.is_empty() {
+                drop(m);
+                *self.done.lock() = true;
+                self.done_cv.notify_all();
+                return;
             }
         }
     }
