@@ -192,6 +192,14 @@ fn line(out: &mut BytesMut, prefix: u8, text: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
+/// "00" to "99".
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
 /// The longest header line: a prefix, a sign, 19 digits and CRLF.
 const HEADER_MAX: usize = 24;
 
@@ -203,14 +211,21 @@ fn header(tmp: &mut [u8; HEADER_MAX], prefix: u8, i: i64) -> usize {
     let mut pos = HEADER_MAX - 2;
     tmp[pos] = b'\r';
     tmp[pos + 1] = b'\n';
+    // Two digits per division, from a table (as `itoa`).
     let mut v = i.unsigned_abs();
-    loop {
+    while v >= 100 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        pos -= 2;
+        tmp[pos..pos + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    }
+    if v >= 10 {
+        let r = v as usize * 2;
+        pos -= 2;
+        tmp[pos..pos + 2].copy_from_slice(&DIGIT_PAIRS[r..r + 2]);
+    } else {
         pos -= 1;
-        tmp[pos] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        tmp[pos] = b'0' + v as u8;
     }
     if i < 0 {
         pos -= 1;
