@@ -268,12 +268,15 @@ fn decode_whole(buf: &mut BytesMut, state: &mut ParseState, limits: ParseLimits)
         return false;
     }
     let frame = buf.split_to(used).freeze();
-    state
-        .args
-        .extend(items.iter().filter_map(|item| match *item {
-            RangeFrame::BulkString((start, end)) => Some(frame.slice(start..end)),
-            _ => None,
-        }));
+    // Every item was checked to be a bulk string above: one reservation and a plain push
+    // each (an `extend` from a `filter_map` grows and checks the vector per element, which
+    // cost 100-150 instructions a request at pipeline 16).
+    state.args.reserve(count);
+    for item in &items {
+        if let RangeFrame::BulkString((start, end)) = *item {
+            state.args.push(frame.slice(start..end));
+        }
+    }
     true
 }
 

@@ -285,12 +285,19 @@ impl Listpack {
         }
         let at = self.offset_of(i);
         let (head, back) = frame(data.len());
-        // One move of the tail, no temporary buffer (LPUSH lands here for every element).
-        self.edit(head.len + data.len() + back.len, |buf| {
-            buf.splice(
-                at..at,
-                head.bytes().iter().chain(data).chain(back.bytes()).copied(),
-            );
+        // One move of the tail, no temporary buffer (LPUSH lands here for every element):
+        // the buffer grows by the entry, the tail moves up with one `copy_within`, and the
+        // entry's three parts are copied into the gap (a `splice` of a chained iterator
+        // filled the gap a byte at a time, about 400 instructions per LPUSH).
+        let size = head.len + data.len() + back.len;
+        self.edit(size, |buf| {
+            let old = buf.len();
+            buf.resize(old + size, 0);
+            buf.copy_within(at..old, at + size);
+            let gap = &mut buf[at..at + size];
+            gap[..head.len].copy_from_slice(head.bytes());
+            gap[head.len..head.len + data.len()].copy_from_slice(data);
+            gap[head.len + data.len()..].copy_from_slice(back.bytes());
         });
         self.len += 1;
     }
