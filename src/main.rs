@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use tidecache::config::Config;
 use tidecache::server::{listener, start_background};
+use tidecache::state::redis_log::{Level, RedisLog};
 use tidecache::state::{Server, VERSION};
 
 /// mimalloc, with every allocation counted: `used_memory` and `maxmemory` (util::alloc).
@@ -182,10 +183,7 @@ async fn run(config: Config) -> i32 {
             serving = Some(tokio::spawn(listener::run(server.clone(), l)));
         }
         let s = server.clone();
-        let replay_log = RedisLog {
-            file: log.file.clone(),
-            min: log.min,
-        };
+        let replay_log = log.clone();
         let loaded = tokio::task::spawn_blocking(move || {
             let mut logger = |warn: bool, line: &str| {
                 let level = if warn { Level::Warning } else { Level::Notice };
@@ -217,10 +215,7 @@ async fn run(config: Config) -> i32 {
             }
         }
         let s = server.clone();
-        let load_log = RedisLog {
-            file: log.file.clone(),
-            min: log.min,
-        };
+        let load_log = log.clone();
         let path = snapshot.clone().unwrap_or_default();
         let loaded = tokio::task::spawn_blocking(move || load_snapshot(&s, &path, &load_log))
             .await
@@ -389,62 +384,5 @@ fn init_logging(config: &Config) {
                 std::process::exit(1);
             }
         }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, PartialOrd)]
-enum Level {
-    Verbose,
-    Notice,
-    Warning,
-}
-
-/// The few start-up lines written as Redis writes them (`<pid>:M <date> * text`) to where
-/// Redis writes its log: standard output when `logfile` is empty, else that file. Tools
-/// that start Redis (its own test suite among them) wait for them there: the banner's
-/// ` PID: <pid>`, "Ready to accept connections", "Failed listening on port". Every other
-/// line goes through `tracing` (standard error or the log file).
-struct RedisLog {
-    file: Option<std::path::PathBuf>,
-    min: Option<Level>,
-}
-
-impl RedisLog {
-    fn new(config: &Config) -> RedisLog {
-        let min = match config.get("loglevel") {
-            "debug" | "verbose" => Some(Level::Verbose),
-            "notice" => Some(Level::Notice),
-            "warning" => Some(Level::Warning),
-            _ => None,
-        };
-        let file = Some(config.get("logfile"))
-            .filter(|f| !f.is_empty())
-            .map(std::path::PathBuf::from);
-        RedisLog { file, min }
-    }
-
-    fn line(&self, level: Level, msg: &str) {
-        use std::io::Write;
-        if self.min.is_none_or(|min| level < min) {
-            return;
-        }
-        let mark = match level {
-            Level::Verbose => '-',
-            Level::Notice => '*',
-            Level::Warning => '#',
-        };
-        let text = format!(
-            "{}:M {} {mark} {msg}\n",
-            std::process::id(),
-            tidecache::util::clock::redis_time()
-        );
-        let _ = match &self.file {
-            None => std::io::stdout().lock().write_all(text.as_bytes()),
-            Some(path) => std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(text.as_bytes())),
-        };
     }
 }
