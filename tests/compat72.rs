@@ -241,10 +241,16 @@ fn wait_role_lolwut() {
     assert_eq!(text(&art), "Redis ver. 7.4.0\n");
     let art: Value = q(&mut c, &["LOLWUT", "VERSION", "7"]).unwrap();
     assert_eq!(text(&art), "Redis ver. 7.4.0\n");
+    // Client eviction is not built: the setting exists and takes only 0.
     assert_eq!(
-        strs(&mut c, &["CONFIG", "GET", "maxmemory-clients"]).len(),
-        0
+        strs(&mut c, &["CONFIG", "GET", "maxmemory-clients"]),
+        ["maxmemory-clients", "0"]
     );
+    let e = err_text(q::<()>(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-clients", "10mb"],
+    ));
+    assert!(e.contains("client eviction is not available"), "{e}");
     q::<()>(&mut c, &["MEMORY", "PURGE"]).unwrap();
 }
 
