@@ -239,6 +239,9 @@ fn has_id(cell: Option<&Option<StoredDoc>>, key: &[u8]) -> bool {
     let Some(doc) = doc_of(doc) else {
         return false;
     };
+    if let Some(m) = rawbson::id_matches_key(doc.as_bytes(), key) {
+        return m;
+    }
     let Ok(Some(v)) = doc.get("_id") else {
         return false;
     };
@@ -807,9 +810,13 @@ impl CollectionShard {
     /// false, having visited nothing, when the planner would plan otherwise here (no such
     /// index, or it is dormant and [`CollectionShard::prepare`] must build it first): the
     /// caller then prepares and scans.
+    ///
+    /// `now` caches the clock of strict TTL reads across the shards one command visits
+    /// (read once, when a part first needs it).
     pub fn scan_eq(
         &self,
         p: &planner::EqProbe<'_>,
+        now: &mut Option<i64>,
         visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) -> bool {
         let Some(ix) = self
@@ -831,7 +838,8 @@ impl CollectionShard {
         } else {
             &p.key
         };
-        let clock = self.visibility_clock();
+        let clock = (!self.ttl.is_empty() && ttl::strict_reads())
+            .then(|| *now.get_or_insert_with(crate::util::clock::now_ms));
         // As `index_hit_is_match`: a hit is the match when the stored type is exact, unless
         // the index ever held an array.
         let exact = p.exact.filter(|_| !ix.is_multikey());
@@ -992,7 +1000,20 @@ impl CollectionShard {
         let Some(id) = filter.id_equality() else {
             return Err(NotById);
         };
-        let Some(slot) = self.slot_of(&keys::encode(id)) else {
+        self.lookup_id_key(filter, &keys::encode(id))
+    }
+
+    /// [`CollectionShard::lookup_id`] with the `_id`'s KeyString `key` already made (the
+    /// caller made it to pick the shard).
+    pub fn lookup_id_key(
+        &self,
+        filter: &Node,
+        key: &[u8],
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        if !id_hit_is_match(filter) {
+            return Err(NotById);
+        }
+        let Some(slot) = self.slot_of(key) else {
             return Ok(None);
         };
         let Some(raw) = self.get(slot) else {

@@ -178,13 +178,13 @@ impl Coll<'_> {
         render: impl FnOnce(&RawDocument) -> R,
     ) -> Option<Option<R>> {
         let id = filter.id_equality()?;
-        let guard = self
-            .store
-            .lock(self.store.shard_of(&crate::documents::keys::encode(id)));
+        // The KeyString is made once: it picks the shard and probes the `_id` map.
+        let key = crate::documents::keys::encode(id);
+        let guard = self.store.lock(self.store.shard_of(&key));
         let Some(cs) = self.part(&guard) else {
             return Some(None);
         };
-        cs.lookup_id(filter)
+        cs.lookup_id_key(filter, &key)
             .ok()
             .map(|doc| doc.map(|(_, raw)| render(raw)))
     }
@@ -208,13 +208,14 @@ impl Coll<'_> {
         g: &mut ShardData,
         filter: &Node,
         probe: Option<&EqProbe<'_>>,
+        now: &mut Option<i64>,
         keep: Option<usize>,
         visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) {
         let Some(cs) = self.part(g) else {
             return;
         };
-        if probe.is_some_and(|p| cs.scan_eq(p, &mut *visit)) {
+        if probe.is_some_and(|p| cs.scan_eq(p, now, &mut *visit)) {
             return;
         }
         if let Some(cs) = self.prepared(g, filter, None) {
@@ -226,13 +227,20 @@ impl Coll<'_> {
     /// only counted, under its shard's lock.
     pub fn count(&self, filter: &Node) -> u64 {
         let probe = planner::eq_probe(filter);
-        let mut n = 0;
+        let (mut n, mut now) = (0, None);
         for s in self.shard_range(filter) {
             let mut guard = self.store.lock(s);
-            self.scan_shard(&mut guard, filter, probe.as_ref(), None, &mut |_, _| {
-                n += 1;
-                true
-            });
+            self.scan_shard(
+                &mut guard,
+                filter,
+                probe.as_ref(),
+                &mut now,
+                None,
+                &mut |_, _| {
+                    n += 1;
+                    true
+                },
+            );
         }
         n
     }
@@ -249,7 +257,7 @@ impl Coll<'_> {
         mut render: impl FnMut(&RawDocument) -> R,
     ) -> Option<Vec<R>> {
         let probe = planner::eq_probe(filter);
-        let mut out = Vec::new();
+        let (mut out, mut now) = (Vec::new(), None);
         for s in self.shard_range(filter) {
             let mut guard = self.store.lock(s);
             match self.part(&guard) {
@@ -258,7 +266,8 @@ impl Coll<'_> {
                 Some(_) => {}
             }
             let keep = limit.map(|l| l.saturating_sub(out.len()));
-            self.scan_shard(&mut guard, filter, probe.as_ref(), keep, &mut |_, raw| {
+            let probe = probe.as_ref();
+            self.scan_shard(&mut guard, filter, probe, &mut now, keep, &mut |_, raw| {
                 out.push(render(raw));
                 limit.is_none_or(|l| out.len() < l)
             });
