@@ -390,11 +390,15 @@ impl Coll<'_> {
             if fields.is_empty() {
                 return Ok(0);
             }
-            let slots = match id_key.as_deref().map(|k| cs.lookup_id_key(filter, k)) {
-                Some(Ok(found)) => found.map(|(slot, _)| slot).into_iter().collect(),
-                _ => match_slots(cs, filter, false),
-            };
-            for slot in slots {
+            let by_id = id_key.as_deref().map(|k| cs.lookup_id_key(filter, k));
+            if let Some(Ok(found)) = by_id {
+                if let Some(slot) = found.map(|(slot, _)| slot) {
+                    self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
+                    n += 1;
+                }
+                continue;
+            }
+            for slot in match_slots(cs, filter, false) {
                 self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
                 n += 1;
             }
