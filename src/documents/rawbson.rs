@@ -113,48 +113,28 @@ impl<'a> Iterator for Elements<'a> {
             self.at = b.len() + 1;
             return if end { None } else { Some(None) };
         }
-        match element(b, self.at, ty) {
-            Some((e, end)) => {
-                self.at = end;
-                Some(Some(e))
+        let elem = (|| {
+            let k = self.at + 1;
+            let klen = cstr_len(b, k)?;
+            let v = k + klen;
+            let vlen = value_len(ty, b, v)?;
+            // The value must end before the document's terminator.
+            let end = v.checked_add(vlen)?;
+            if end >= b.len() {
+                return None;
             }
-            None => {
-                self.at = b.len() + 1;
-                Some(None)
-            }
+            self.at = end;
+            Some(Elem {
+                ty,
+                key: &b[k..k + klen - 1],
+                value: &b[v..end],
+            })
+        })();
+        if elem.is_none() {
+            self.at = b.len() + 1;
         }
+        Some(elem)
     }
-}
-
-/// The element of type `ty` (not the terminator) starting at `at` in the document `b`, and
-/// where the next one starts. The common fixed widths are read without `value_len`'s
-/// general match: every read of a stored field walks the elements before it.
-#[inline(always)]
-fn element(b: &[u8], at: usize, ty: u8) -> Option<(Elem<'_>, usize)> {
-    let k = at + 1;
-    let klen = b.get(k..)?.iter().position(|&c| c == 0)?;
-    let v = k + klen + 1;
-    let vlen = match ty {
-        DOUBLE | DATE_TIME | INT64 => 8,
-        INT32 => 4,
-        BOOLEAN => 1,
-        OBJECT_ID => 12,
-        NULL => 0,
-        _ => value_len(ty, b, v)?,
-    };
-    // The value must end before the document's terminator.
-    let end = v.checked_add(vlen)?;
-    if end >= b.len() {
-        return None;
-    }
-    Some((
-        Elem {
-            ty,
-            key: &b[k..k + klen],
-            value: &b[v..end],
-        },
-        end,
-    ))
 }
 
 /// The top-level field `key` of a document: `Some(None)` when it has none, `None` when the
