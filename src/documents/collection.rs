@@ -239,6 +239,9 @@ fn has_id(cell: Option<&Option<StoredDoc>>, key: &[u8]) -> bool {
     let Some(doc) = doc_of(doc) else {
         return false;
     };
+    if let Some(m) = rawbson::id_matches_key(doc.as_bytes(), key) {
+        return m;
+    }
     let Ok(Some(v)) = doc.get("_id") else {
         return false;
     };
@@ -807,9 +810,13 @@ impl CollectionShard {
     /// false, having visited nothing, when the planner would plan otherwise here (no such
     /// index, or it is dormant and [`CollectionShard::prepare`] must build it first): the
     /// caller then prepares and scans.
+    ///
+    /// `now` caches the clock of strict TTL reads across the shards one command visits
+    /// (read once, when a part first needs it).
     pub fn scan_eq(
         &self,
         p: &planner::EqProbe<'_>,
+        now: &mut Option<i64>,
         visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) -> bool {
         let Some(ix) = self
@@ -831,7 +838,8 @@ impl CollectionShard {
         } else {
             &p.key
         };
-        let clock = self.visibility_clock();
+        let clock = (!self.ttl.is_empty() && ttl::strict_reads())
+            .then(|| *now.get_or_insert_with(crate::util::clock::now_ms));
         // As `index_hit_is_match`: a hit is the match when the stored type is exact, unless
         // the index ever held an array.
         let exact = p.exact.filter(|_| !ix.is_multikey());

@@ -377,7 +377,16 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 /// A stored key or string as JSON: ASCII (the usual case) needs no UTF-8 validation, which
 /// cost more than the escaping for short strings; anything else is validated first.
 fn write_stored_str(b: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    if b.is_ascii() {
+    // Printable ASCII without a quote or backslash (keys, ids, most values) is its own JSON
+    // text: one check of the bytes and one copy, not the escaping loop's per-byte match.
+    if b.iter()
+        .all(|&c| (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\')
+    {
+        out.reserve(b.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(b);
+        out.push(b'"');
+    } else if b.is_ascii() {
         write_str_bytes(b, out);
     } else {
         write_str(std::str::from_utf8(b).ok()?, out);

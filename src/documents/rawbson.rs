@@ -149,6 +149,39 @@ pub fn field<'a>(doc: &'a [u8], key: &str) -> Option<Option<Elem<'a>>> {
     Some(None)
 }
 
+/// Whether the stored document's `_id` has the KeyString `key`, for the common `_id` types
+/// read here without a decode: a string (its KeyString is the type tag, the bytes, and
+/// `00 00`; a NUL inside escapes to `00 FF`, left to the general path) or an ObjectId (the
+/// tag and its 12 bytes), as `keys::raw_matches` compares them. `None` for any other type or bytes the walker refuses: the caller compares through the
+/// bson crate. Why: the `_id` map's probe compares the hit's `_id` on every find, touch and
+/// update by `_id`, and the crate's lookup checked the UTF-8 of the key and value first.
+pub fn id_matches_key(doc: &[u8], key: &[u8]) -> Option<bool> {
+    use crate::documents::order::rank;
+    let e = field(doc, "_id")??;
+    let (&tag, rest) = key.split_first()?;
+    match e.ty {
+        STRING => {
+            let s = str_of(e.value)?;
+            if s.contains(&0) {
+                return None;
+            }
+            Some(
+                tag == rank(&bson::Bson::String(String::new())) + 1
+                    && rest.len() == s.len() + 2
+                    && rest[..s.len()] == *s
+                    && rest[s.len()..] == [0, 0],
+            )
+        }
+        OBJECT_ID => Some(
+            tag == rank(&bson::Bson::ObjectId(bson::oid::ObjectId::from_bytes(
+                [0; 12],
+            ))) + 1
+                && rest == e.value,
+        ),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +216,38 @@ mod tests {
         let dt = field(raw.as_bytes(), "dt").expect("ok").expect("present");
         assert_eq!((dt.ty, i64_of(dt.value)), (DATE_TIME, Some(42)));
         assert!(field(raw.as_bytes(), "nope").expect("ok").is_none());
+    }
+
+    #[test]
+    fn id_match_agrees_with_the_keystring_compare() {
+        use crate::documents::keys;
+        let oid = bson::oid::ObjectId::new();
+        let ids = [
+            Bson::String("abc".into()),
+            Bson::String(String::new()),
+            Bson::String("a\0b".into()),
+            Bson::ObjectId(oid),
+            Bson::Int32(7),
+            Bson::Symbol("abc".into()),
+        ];
+        for stored in &ids {
+            let raw =
+                RawDocumentBuf::try_from(&doc! {"_id": stored.clone(), "x": 1}).expect("encode");
+            let v = raw.get("_id").expect("ok").expect("present");
+            for asked in &ids {
+                let key = keys::encode(asked);
+                let want = keys::raw_matches(v, &key);
+                match id_matches_key(raw.as_bytes(), &key) {
+                    Some(got) => assert_eq!(got, want, "{stored:?} vs {asked:?}"),
+                    // Left to the general compare: a NUL in a string, other types.
+                    None => assert!(
+                        !matches!(stored, Bson::ObjectId(_))
+                            && !matches!(stored, Bson::String(s) if !s.contains('\0')),
+                        "{stored:?}"
+                    ),
+                }
+            }
+        }
     }
 
     #[test]

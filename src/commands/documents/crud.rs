@@ -148,7 +148,7 @@ fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<
     }
     let mut found = coll.find(&o.query);
     if o.touch {
-        found = coll.touch_found(found, t.now, max_doc_size(ctx));
+        found = coll.touch_found(found, t.now, &|| max_doc_size(ctx));
     }
     Ok(found
         .into_iter()
@@ -285,7 +285,7 @@ pub fn doc_touch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         .server
         .store
         .collection(ctx.client.db, &t.coll)
-        .touch(&filter, field, t.now, max_doc_size(ctx))
+        .touch(&filter, field, t.now, &|| max_doc_size(ctx))
         .map_err(fail)?;
     Ok(Reply::Int(n as i64))
 }
