@@ -3,7 +3,7 @@
 //! goes through here. The output is byte for byte what `Bson::into_relaxed_extjson()`
 //! stringified gives (the unit tests hold it to that over every BSON type).
 
-use crate::documents::codec::{Fixed, SetValue};
+use crate::documents::inplace::{Fixed, SetValue, NOW};
 use crate::documents::rawbson;
 use bson::spec::BinarySubtype;
 use bson::{Bson, DateTime, Document, RawBsonRef, RawDocument, Timestamp};
@@ -648,7 +648,7 @@ impl<'a> Encoder<'a, '_> {
             }
             b'"' => {
                 let s = self.string()?;
-                if s == crate::documents::codec::NOW.as_bytes() {
+                if s == NOW.as_bytes() {
                     self.out.extend_from_slice(&self.now_ms.to_le_bytes());
                     return Some(rawbson::DATE_TIME);
                 }
@@ -769,7 +769,7 @@ pub fn parse_scalar_sets(text: &[u8], now_ms: i64) -> Option<Vec<(&str, SetValue
                 }
                 _ if current_date => return None,
                 b'"' => match p.string()? {
-                    crate::documents::codec::NOW => SetValue::Fixed(Fixed::Date(now_ms)),
+                    NOW => SetValue::Fixed(Fixed::Date(now_ms)),
                     s => SetValue::Str(s),
                 },
                 b'-' | b'0'..=b'9' => match p.number()? {

@@ -7,6 +7,7 @@ pub mod changes;
 pub mod codec;
 pub mod collection;
 pub mod index;
+pub mod inplace;
 pub mod json;
 pub mod keyfilter;
 pub mod keys;
