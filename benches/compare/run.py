@@ -1345,11 +1345,17 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
 --inclusive=yes`):
 
 - **GET at pipeline 16** (100k keys): `Keyspace::lookup` is a quarter of the server's CPU, all
-  of it the cache misses of a random key's table slot and entry; the request decoder (the
-  `redis-protocol` crate, required by docs/SPEC.md) 3.7k of the 6.9k instructions of a GET
-  (Redis's whole GET: 7.2k); the kernel's socket work most of the rest. The same number of
-  system calls per batch as Redis (one read, one write; `strace -c`). Per-command statistics
-  (`INFO commandstats`, latency histograms) are under 1%.
+  of it the cache misses of a random key's table slot and entry; the kernel's socket work most
+  of the rest, with the same system calls per batch as Redis (one read, one write; `strace
+  -c`). In instructions (callgrind, counters zeroed after loading) tidecache is now at or below
+  Redis: GET 3,285 (Redis 3,390), SET 4,274 (4,788), INCR 3,635 (4,131), SADD 4,182 (4,380),
+  HSET 5,397 (5,378), LPUSH 4,951 (4,757), after reserving the argument vector once, building
+  reply headers on the stack, remembering the last command looked up per thread and moving a
+  listpack's tail with one copy. Of a GET, the request decoder (the `redis-protocol` crate,
+  required by docs/SPEC.md) is about 1,230 instructions (`nom`'s CRLF search, a UTF-8 check and
+  integer parse per header, its `Vec` of frames); Redis's whole multibulk parse is about 870.
+  What separates the CPU per request is cycles, not instructions (cache misses; the machine
+  has no hardware counters to show more).
 - **MGET of 10 keys at pipeline 16**: the same lookups, 28%: ten random keys, two misses each.
 - **DOC.COUNT / DOC.FIND on a secondary index**: the query visits every shard (documents are
   placed by `_id`, so an index on another field has a part in each shard). Planning per shard
@@ -1366,25 +1372,35 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   check from 1.2k to 0.45k.
 - **DOC.UPDATE {_id} with $set and $currentDate, UPSERT**: the write locks one shard (the
   catalog lock, the change hooks with nobody listening, memory re-counting, ObjectId and
-  `$$NOW` are 40-170 instructions each); the cost was format conversions: JSON to a
-  `bson::Document` (about 470 instructions a field), then decoding, re-encoding and re-keying
-  the stored document. A `$set` of strings and fixed-width values now writes the stored bytes
-  in place (or rebuilds them around the value in one copy): 58.2k → 29.1k instructions
-  (Redis's HSET of 2 fields: 8.1k). What is left: parsing the JSON update into update
-  operations and freeing them (about 10k), moving the index entry (3.4k), the `_id` lookup
-  (2.5k), protocol and dispatch (5k).
-- **DOC.INSERT**: building every index key to check it before storing cost about 8k
-  instructions for two single-field indexes; scalar keys are now checked without building
-  them, and a generated `_id` is put in front of the encoded fields instead of building a
-  second document: 40.3k → 27.2k (Redis's HSET of 4 fields: 10.2k).
+  `$$NOW` are 40-170 instructions each); the cost was format conversions. A `$set` of strings
+  and fixed-width values writes the stored bytes in place (58.2k → 29.1k instructions), and
+  such an update is now read from its JSON straight into those in-place sets, with no update
+  document built: 19.8k (Redis's HSET of 2 fields: 8.1k). What is left: moving the `userID`
+  index entry (3.6k, B-tree remove and insert), the `_id` lookup (2.1k), the request decoder
+  (3.3k), the reply (1.8k).
+- **DOC.INSERT**: scalar index keys are checked without building them (40.3k → 27.2k), and the
+  JSON is now encoded in one pass straight into the stored bytes (anything unusual — Extended
+  JSON wrappers, escapes — takes the general path, which stays the reference): 18.2k
+  (Redis's HSET of 4 fields: 10.2k). Left: the encoder (3.6k for 6 fields), storing with the
+  `userID` index and the TTL wheel (3.7k), the request decoder (2.3k).
+- **DOC reads by `_id` and TOUCH**: one KeyString per command, the `_id` compared in the
+  stored bytes, plain ASCII strings copied whole into the JSON reply: FIND 11.6k → 10.3k
+  (GET 3.7k), FINDONE 10.4k (HGETALL 8.2k), TOUCH 11.5k → 9.7k (HSET 6.1k), indexed FIND
+  14.0k, indexed COUNT 10.6k (EXISTS 3.4k). An allocation and its free cost about 170
+  instructions, and a find still makes about seven; writing a 75-byte document as JSON is
+  2.4k; reading a setting from the configuration map about 400.
 - **XADD**: spread thin (parsing, the shard lock, the block's listpack); one reallocation per
   entry since a stream entry goes into its block at once.
-- **EVALSHA**: with one I/O thread the hand-off to the script thread and back (4-8 µs a
-  script); per run, building KEYS/ARGV (13% of the instructions), converting callback
-  arguments (5%) and copying `redis.call`'s arguments (10%). Making `redis.call` and its
-  siblings once per engine instead of once per run (and no more rehashing of the `redis`
-  table) took 54.0k → 40.0k instructions at pipeline 1 (Redis: 25.4k); see ARCHITECTURE.md,
-  "Scripts".
+- **EVALSHA**: making `redis.call` and its siblings once per engine took 54.0k → 40.0k
+  instructions at pipeline 1; a connection's consecutive scripts now go to the script thread
+  in one hand-off and come back in one wake-up, and KEYS/ARGV are pushed on the Lua stack:
+  35.4k at pipeline 1 and 29.5k at 16 (Redis: 24.6k, 22.8k). At pipeline 1 the two
+  cross-thread wake-ups per script dominate the CPU; `redis.call`'s argument conversion
+  through mlua is about 540 instructions a call. See ARCHITECTURE.md, "Scripts".
+- **appendfsync always and J**: the replies waiting for the disk were each woken by the
+  journal thread (1.8-2 wake-ups per request) and fsyncs were twice Redis's. The waiting
+  reply now writes and fdatasyncs the buffer itself once the other ready connections added
+  their records: 0.035 fsyncs per request (Redis 0.036) and 0.04 wake-ups.
 - **BGREWRITEAOF** of 1M keys: the 48 ms a client waited was the copying thread preempted
   by the scheduler while it held a shard lock (the longest hold logged: 48-612 ms on the
   loaded machine); it now rests between chunks as long as each took, and the longest hold
