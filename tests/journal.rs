@@ -872,3 +872,29 @@ fn a_transactions_select_comes_before_its_multi() {
         "{text:?}"
     );
 }
+
+/// EXPIRE/EXPIREAT to a deadline already past deletes the key and is journaled as the DEL it
+/// is, as in Redis's AOF (Redis's `unit/expire` reads the file).
+#[test]
+fn a_past_deadline_is_journaled_as_del() {
+    let dir = temp_dir("past-deadline");
+    let s = start(&dir, "always");
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["SET", "foo11", "bar"]).unwrap();
+    assert_eq!(int(&mut c, &["EXPIREAT", "foo11", "1000"]), 1);
+    let _: () = q(&mut c, &["SET", "foo12", "bar"]).unwrap();
+    assert_eq!(int(&mut c, &["PEXPIRE", "foo12", "-5"]), 1);
+    assert_eq!(int(&mut c, &["EXISTS", "foo11", "foo12"]), 0);
+    drop(c);
+    drop(s);
+    let text = std::fs::read_to_string(incr_file(&dir)).expect("journal");
+    assert!(
+        text.contains("*2\r\n$3\r\nDEL\r\n$5\r\nfoo11\r\n"),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("*2\r\n$3\r\nDEL\r\n$5\r\nfoo12\r\n"),
+        "{text:?}"
+    );
+    assert!(!text.contains("PEXPIREAT"), "{text:?}");
+}

@@ -530,7 +530,11 @@ fn expire_generic(
         ms.checked_add(now_ms())
             .ok_or_else(|| expire_time_error(&cmd))?
     };
-    if !absolute || seconds {
+    // A deadline not in the future deletes the key: journaled as the DEL it is, as Redis.
+    let past = at <= now_ms();
+    if past {
+        crate::commands::journal::journal_as(&[b"DEL", key]);
+    } else if !absolute || seconds {
         // Journaled with its absolute deadline in milliseconds (Redis 7: PEXPIREAT).
         let at = at.to_string();
         let mut argv: Vec<&[u8]> = vec![b"PEXPIREAT", key, at.as_bytes()];
@@ -553,8 +557,8 @@ fn expire_generic(
         if refused {
             return Reply::Int(0);
         }
-        // A deadline not in the future deletes the key: Redis reports that as `del`.
-        let event = if at <= now_ms() { "del" } else { "expire" };
+        // Redis reports a deadline not in the future as `del`.
+        let event = if past { "del" } else { "expire" };
         ks.set_deadline(h, key, Some(at));
         ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
         Reply::Int(1)
