@@ -898,3 +898,40 @@ fn a_past_deadline_is_journaled_as_del() {
     );
     assert!(!text.contains("PEXPIREAT"), "{text:?}");
 }
+
+/// An approximate trim (`~`) is journaled as the exact trim it came to (Redis 7's rewrite),
+/// so a replay with another `stream-node-max-entries` keeps the same entries.
+#[test]
+fn an_approximate_stream_trim_replays_to_the_same_entries() {
+    let dir = temp_dir("approx-trim");
+    let d = dir.to_str().expect("utf-8 path");
+    let with_nodes = |n: &str| {
+        TestServer::start(&[
+            "--dir",
+            d,
+            "--appendonly",
+            "yes",
+            "--stream-node-max-entries",
+            n,
+        ])
+    };
+    let s = with_nodes("10");
+    let mut c = s.conn();
+    for _ in 0..100 {
+        let _: String = q(&mut c, &["XADD", "s", "*", "f", "v"]).unwrap();
+        let _: String = q(&mut c, &["XADD", "t", "*", "f", "v"]).unwrap();
+    }
+    let _: String = q(&mut c, &["XADD", "s", "MAXLEN", "~", "55", "*", "f", "v"]).unwrap();
+    let trimmed = int(&mut c, &["XTRIM", "t", "MAXLEN", "~", "55"]);
+    assert!(trimmed > 0);
+    let (s_len, t_len) = (int(&mut c, &["XLEN", "s"]), int(&mut c, &["XLEN", "t"]));
+    assert!(s_len > 55 && t_len > 55, "{s_len} {t_len}");
+    drop(c);
+    drop(s);
+    let text = std::fs::read_to_string(incr_file(&dir)).expect("journal");
+    assert!(!text.contains("\r\n~\r\n"), "{text:?}");
+    let s = with_nodes("1");
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &["XLEN", "s"]), s_len);
+    assert_eq!(int(&mut c, &["XLEN", "t"]), t_len);
+}

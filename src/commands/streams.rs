@@ -270,6 +270,24 @@ fn subcommand_syntax(ctx_args: &Args<'_>, container: &str) -> CommandError {
     ))
 }
 
+/// The trim an approximate (`~`) one came to, as exact arguments (Redis's
+/// `streamRewriteApproxSpecifier` and `streamRewriteTrimArgument`): how many entries a `~`
+/// trim removes depends on the node size, which a replay may not share.
+fn exact_trim(how: Trim, s: &StreamValue) -> [Vec<u8>; 3] {
+    match how {
+        Trim::MinId(_) if s.has_entries() => [
+            b"MINID".to_vec(),
+            b"=".to_vec(),
+            s.first_id().to_bytes().to_vec(),
+        ],
+        _ => [
+            b"MAXLEN".to_vec(),
+            b"=".to_vec(),
+            s.len().to_string().into_bytes(),
+        ],
+    }
+}
+
 /// XADD/XTRIM options (Redis's `streamAddTrimArgs`).
 #[derive(Default)]
 struct TrimArgs {
@@ -435,23 +453,41 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 );
             };
             s.append(id, fields);
-            let trimmed = match t.how {
-                Some(how) => s.trim(how, t.approx, t.limit),
-                None => 0,
+            let (trimmed, exact) = match t.how {
+                Some(how) => {
+                    let n = s.trim(how, t.approx, t.limit);
+                    (n, t.approx.then(|| exact_trim(how, s)))
+                }
+                None => (0, None),
             };
-            (Ok((id, trimmed)), true)
+            (Ok((id, trimmed, exact)), true)
         })?;
         match r {
-            Some(Ok((id, trimmed))) => {
-                if !matches!(t.id, Some((_, true))) && crate::store::journal::recording() {
-                    // Journaled with the ID it generated (Redis 7 propagates it).
+            Some(Ok((id, trimmed, exact))) => {
+                let generated = !matches!(t.id, Some((_, true)));
+                if (generated || exact.is_some()) && crate::store::journal::recording() {
+                    // Journaled with the ID it generated and the trim an approximate one
+                    // came to (Redis 7 propagates both), so a replay with other node sizes
+                    // keeps the same entries.
                     let mut argv: Vec<Vec<u8>> = vec![b"XADD".to_vec(), key.to_vec()];
-                    for (i, a) in rest.iter().enumerate() {
-                        argv.push(if i == t.id_pos {
-                            id.to_bytes().to_vec()
-                        } else {
-                            a.to_vec()
-                        });
+                    match exact {
+                        Some(trim) => {
+                            if t.nomkstream {
+                                argv.push(b"NOMKSTREAM".to_vec());
+                            }
+                            argv.extend(trim);
+                            argv.push(id.to_bytes().to_vec());
+                            argv.extend(fields.iter().map(|f| f.to_vec()));
+                        }
+                        None => {
+                            for (i, a) in rest.iter().enumerate() {
+                                argv.push(if i == t.id_pos {
+                                    id.to_bytes().to_vec()
+                                } else {
+                                    a.to_vec()
+                                });
+                            }
+                        }
                     }
                     crate::commands::journal::journal_as_many(vec![argv]);
                 }
@@ -551,6 +587,12 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         let n = ks
             .write_as::<StreamValue, _>(h, key, false, |s| {
                 let n = s.trim(how, t.approx, t.limit);
+                if t.approx && n > 0 && crate::store::journal::recording() {
+                    // The trim it came to, exactly (see `exact_trim`).
+                    let mut argv = vec![b"XTRIM".to_vec(), key.to_vec()];
+                    argv.extend(exact_trim(how, s));
+                    crate::commands::journal::journal_as_many(vec![argv]);
+                }
                 (n, n > 0)
             })?
             .unwrap_or(0);
