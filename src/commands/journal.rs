@@ -310,9 +310,7 @@ pub fn debug_loadaof(ctx: &mut Ctx<'_>) -> CmdResult {
         let emptied = tokio::task::spawn_blocking(move || {
             let _gate = s.exec_gate.exclusive();
             begin_loading();
-            crate::commands::transactions::touch_watched_in(&s, None, None);
-            drop(s.store.flush(None));
-            s.tracking.flushed();
+            drop(crate::commands::transactions::empty_data(&s, None));
             crate::commands::scripting::flush_libraries();
             journal::next_seq().saturating_sub(1)
         })
@@ -967,17 +965,7 @@ fn start_journal(server: &Arc<Server>) -> Result<(), String> {
         )
     };
     let dir = AOF_DIR.get_or_init(|| dir).clone();
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        format!(
-            "Can't open or create append-only dir {}: {e}",
-            dir.display()
-        )
-    })?;
-    let mname = aof::Manifest::manifest_name(&prefix);
-    let old = match std::fs::read_to_string(dir.join(&mname)) {
-        Ok(text) => Some(aof::Manifest::parse(&text)?),
-        Err(_) => None,
-    };
+    let (mname, old) = existing_manifest(&dir, &prefix)?;
     let incr_seq = old
         .as_ref()
         .and_then(|m| m.incr.iter().map(|f| f.seq).max())
@@ -1163,21 +1151,31 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
     Ok(())
 }
 
-/// BGREWRITEAOF with the journal off: a base from a snapshot, then a manifest naming only it
-/// (the incremental files of an earlier journal are folded into it and removed).
-fn rewrite_base_only(server: &Arc<Server>) -> Result<(), String> {
-    let (dir, prefix) = paths(server);
-    std::fs::create_dir_all(&dir).map_err(|e| {
+/// The journal's directory, made if missing, with its manifest's name and the manifest an
+/// earlier journal left there (if any): a new base and incremental file continue its numbers.
+fn existing_manifest(
+    dir: &std::path::Path,
+    prefix: &str,
+) -> Result<(String, Option<aof::Manifest>), String> {
+    std::fs::create_dir_all(dir).map_err(|e| {
         format!(
             "Can't open or create append-only dir {}: {e}",
             dir.display()
         )
     })?;
-    let mname = aof::Manifest::manifest_name(&prefix);
+    let mname = aof::Manifest::manifest_name(prefix);
     let old = match std::fs::read_to_string(dir.join(&mname)) {
         Ok(text) => Some(aof::Manifest::parse(&text)?),
         Err(_) => None,
     };
+    Ok((mname, old))
+}
+
+/// BGREWRITEAOF with the journal off: a base from a snapshot, then a manifest naming only it
+/// (the incremental files of an earlier journal are folded into it and removed).
+fn rewrite_base_only(server: &Arc<Server>) -> Result<(), String> {
+    let (dir, prefix) = paths(server);
+    let (mname, old) = existing_manifest(&dir, &prefix)?;
     let base_seq = old
         .as_ref()
         .and_then(|m| m.base.as_ref().map(|b| b.seq))

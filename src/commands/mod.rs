@@ -443,8 +443,8 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         && writes_on_replica(spec, args)
         && !journal::is_loader()
     {
-        const READONLY: &str = "READONLY You can't write against a read only replica.";
-        return refuse_write(ctx, spec, in_multi, READONLY);
+        let readonly = crate::state::replication::READONLY_ERR;
+        return refuse_write(ctx, spec, in_multi, readonly);
     }
     if !ctx.client.resp3 && ctx.client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(spec)
     {
@@ -465,9 +465,8 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             _ => spec.has(flag::STALE),
         };
         if !stale {
-            const MASTERDOWN: &str =
-                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-            return refuse_write(ctx, spec, in_multi, MASTERDOWN);
+            let masterdown = crate::state::replication::MASTERDOWN_ERR;
+            return refuse_write(ctx, spec, in_multi, masterdown);
         }
     }
     if in_multi && !transactions::runs_inside_multi(spec) {

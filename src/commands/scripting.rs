@@ -1520,12 +1520,10 @@ fn run_callable(
     // write is a write on a read-only replica, one without allow-stale is refused while
     // the replica serves no stale data (so is any script without a shebang).
     if !compat && flags & sflag::NO_WRITES == 0 && crate::state::replication::refuses_writes() {
-        return Reply::error("READONLY You can't write against a read only replica.");
+        return Reply::error(crate::state::replication::READONLY_ERR);
     }
     if crate::state::replication::refuses_stale() && (compat || flags & sflag::ALLOW_STALE == 0) {
-        return Reply::error(
-            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
-        );
+        return Reply::error(crate::state::replication::MASTERDOWN_ERR);
     }
     let oom = crate::store::eviction::maxmemory() > 0
         && !crate::store::eviction::make_room(&ctx.server.store);
@@ -1922,7 +1920,7 @@ fn redis_call(
     if spec.has(WRITE) && !run.dirty && crate::state::replication::refuses_writes() {
         return refuse(
             lua,
-            "-READONLY You can't write against a read only replica.",
+            &format!("-{}", crate::state::replication::READONLY_ERR),
         );
     }
     // A replica cut off from its master with replica-serve-stale-data no (an allow-stale

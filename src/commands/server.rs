@@ -643,16 +643,7 @@ fn flush_mode(args: &mut Args<'_>) -> CommandResult<bool> {
 
 fn flush(ctx: &mut Ctx<'_>, args: &mut Args<'_>, db: Option<usize>) -> CmdResult {
     let background = flush_mode(args)?;
-    // WATCHers of keys that exist now see their EXEC fail (Redis's touchAllWatchedKeysInDb).
-    crate::commands::transactions::touch_watched_in(ctx.server, db, None);
-    let old = ctx.server.store.flush(db);
-    // Tracking clients drop everything they cached (a null, as Redis: the table is global).
-    ctx.server.tracking.flushed();
-    // A client blocked in XREADGROUP learns that its group went away.
-    match db {
-        Some(d) => ctx.server.blocking.signal_db(d),
-        None => (0..ctx.server.store.databases()).for_each(|d| ctx.server.blocking.signal_db(d)),
-    }
+    let old = crate::commands::transactions::empty_data(ctx.server, db);
     // The data is already unreachable; ASYNC only moves the freeing off this client's path.
     if background {
         let keys: usize = old.iter().map(|d| d.keys.len()).sum();

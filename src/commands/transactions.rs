@@ -131,6 +131,22 @@ fn lazy_expire(server: &Server, db: usize, key: &[u8]) {
     });
 }
 
+/// Empties database `db` (`None`: every one), for FLUSHDB/FLUSHALL and DEBUG LOADAOF, and
+/// returns the old data for the caller to free.
+pub fn empty_data(server: &Server, db: Option<usize>) -> Vec<crate::store::Db> {
+    // WATCHers of keys that exist now see their EXEC fail (Redis's touchAllWatchedKeysInDb).
+    touch_watched_in(server, db, None);
+    let old = server.store.flush(db);
+    // Tracking clients drop everything they cached (a null, as Redis: the table is global).
+    server.tracking.flushed();
+    // A client blocked in XREADGROUP learns that its group went away.
+    match db {
+        Some(d) => server.blocking.signal_db(d),
+        None => (0..server.store.databases()).for_each(|d| server.blocking.signal_db(d)),
+    }
+    old
+}
+
 /// FLUSHDB / FLUSHALL (`db` None = all) and SWAPDB: marks the WATCHers of every watched key
 /// of `db` that exists in `db` or in `other`.
 pub fn touch_watched_in(server: &Server, db: Option<usize>, other: Option<usize>) {

@@ -169,6 +169,13 @@ static IS_REPLICA: AtomicBool = AtomicBool::new(false);
 /// `replica-read-only` (default yes), cached for the dispatcher.
 pub static READ_ONLY: AtomicBool = AtomicBool::new(true);
 
+/// Redis's refusal of a client's write on a read-only replica (`shared.roslaveerr`).
+pub const READONLY_ERR: &str = "READONLY You can't write against a read only replica.";
+/// Redis's refusal while the link is down and stale data is not served
+/// (`shared.masterdownerr`).
+pub const MASTERDOWN_ERR: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
 /// `replica-serve-stale-data`.
 pub static SERVE_STALE: AtomicBool = AtomicBool::new(true);
 
