@@ -2012,6 +2012,11 @@ fn redis_call(
     ctx.client.resp3 = resp3;
     let reply = execute(ctx, spec, &argv);
     if ldb::enabled() {
+        // An error reply is logged twice, as Redis converts it to Lua through
+        // `luaPushError` (which logs it) and then logs the reply.
+        if let Reply::Error(e) = &reply {
+            ldb::log_error(&format!("-{e}"));
+        }
         ldb::log_reply(&reply, resp3);
     }
     if let Reply::Error(e) = &reply {
