@@ -1605,6 +1605,7 @@ fn run_callable(
     // The script's client: RESP2 until redis.setresp(3), its own SELECT, never blocking.
     let saved_db = ctx.client.db;
     let saved_resp3 = ctx.client.resp3;
+    CALLER_RESP3.with(|c| c.set(saved_resp3));
     let saved_in_exec = ctx.client.in_exec;
     ctx.client.resp3 = false;
     ctx.client.in_exec = true;
@@ -1845,6 +1846,10 @@ thread_local! {
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The protocol of the client the running script answers: a `big_number` reply is a
+    /// RESP3 big number to a RESP3 client, a bulk string to a RESP2 one (Redis's
+    /// `addReplyBigNum`).
+    static CALLER_RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn ctx_resp3_set(v: bool) {
@@ -2212,7 +2217,11 @@ fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
         _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        return Reply::Bulk(Bytes::from(one_line(&s.as_bytes())));
+        let text = one_line(&s.as_bytes());
+        if CALLER_RESP3.with(|c| c.get()) {
+            return Reply::Encoded(Bytes::from(format!("({text}\r\n")));
+        }
+        return Reply::Bulk(Bytes::from(text));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let (Ok(Value::String(_)), Ok(Value::String(s))) =
