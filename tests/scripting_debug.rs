@@ -476,3 +476,55 @@ fn a_session_with_io_threads() {
     r.roundtrip(&cmd(&["c"]), b"*1\r\n+<endsession>\r\n$2\r\nhi\r\n");
     assert!(r.closed());
 }
+
+/// The first trimmed value brings a hint (once); replies after `redis.setresp(3)` are shown
+/// in their RESP3 forms.
+#[test]
+fn maxlen_hint_and_resp3_replies() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    q::<()>(&mut c, &["HSET", "h", "f", "v"]).expect("hset");
+    q::<()>(&mut c, &["SADD", "s", "m"]).expect("sadd");
+    q::<()>(&mut c, &["ZADD", "z", "1.5", "m"]).expect("zadd");
+    let mut r = s.raw();
+    r.roundtrip(&cmd(&["SCRIPT", "DEBUG", "SYNC"]), b"+OK\r\n");
+    r.roundtrip(
+        &cmd(&["EVAL", "redis.setresp(3)\nreturn 1", "0"]),
+        &log(&[
+            "* Stopped at 1, stop reason = step over",
+            "-> 1   redis.setresp(3)",
+        ]),
+    );
+    let a = format!("<retval> \"{} ...", "a".repeat(246));
+    r.roundtrip(
+        &cmd(&["e", "string.rep('a',300)"]),
+        &log(&[
+            &a,
+            "<hint> The above reply was trimmed. Use 'maxlen 0' to disable trimming.",
+        ]),
+    );
+    let b = format!("<retval> \"{} ...", "b".repeat(246));
+    r.roundtrip(&cmd(&["e", "string.rep('b',300)"]), &log(&[&b]));
+    r.roundtrip(
+        &cmd(&["s"]),
+        &log(&["* Stopped at 2, stop reason = step over", "-> 2   return 1"]),
+    );
+    for (words, reply) in [
+        (&["r", "hgetall", "h"][..], "<reply> {\"f\" => \"v\"}"),
+        (&["r", "smembers", "s"][..], "<reply> ~(\"m\")"),
+        (&["r", "zscore", "z", "m"][..], "<reply> (double) 1.5"),
+        (&["r", "get", "nokey"][..], "<reply> (null)"),
+        (
+            &["r", "zrange", "z", "0", "-1", "withscores"][..],
+            "<reply> [[\"m\",(double) 1.5]]",
+        ),
+    ] {
+        let mut logged = String::from("<redis>");
+        for w in &words[1..] {
+            logged.push(' ');
+            logged.push_str(w);
+        }
+        r.roundtrip(&cmd(words), &log(&[&logged, reply]));
+    }
+    r.roundtrip(&cmd(&["c"]), b"*1\r\n+<endsession>\r\n:1\r\n");
+}
