@@ -59,7 +59,7 @@
 //! UNKILLABLE). A script queued in MULTI runs inline under EXEC's exclusive gate. Functions
 //! (`functions.rs`) share all of this, with their own Lua state.
 //!
-//! **Not implemented**: SCRIPT DEBUG.
+//! **SCRIPT DEBUG** (the Lua debugger, sync sessions only; YES is refused): `ldb.rs`.
 use crate::commands::args::{Args, CommandError};
 use crate::commands::spec::{acl, family, flag::*, CmdResult, CommandSpec, KeySpec};
 use crate::commands::{execute, help_reply, resolve, table, Ctx};
@@ -72,6 +72,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod functions;
+pub mod ldb;
 mod lua_struct;
 use crate::state::gate::{busy_text, SCRIPT_EVAL, SCRIPT_FUNCTION};
 pub use functions::stats as function_stats;
@@ -124,6 +125,9 @@ static SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("2.6.0", "Remove all the scripts from the script cache.")
         .complexity("O(N) with N being the number of scripts in cache")
         .args("[flush_type:(ASYNC|SYNC)]"),
+    FAMILY.cmd("script|debug", 3, script_debug).flags(NOSCRIPT)
+        .doc("3.2.0", "Set the debug mode for executed scripts.").complexity("O(1)")
+        .args("mode:(YES|SYNC|NO)"),
     FAMILY.cmd("script|exists", -3, script_exists).flags(NOSCRIPT)
         .doc("2.6.0", "Check existence of scripts in the script cache.")
         .complexity("O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation).")
@@ -483,7 +487,8 @@ thread_local! {
 /// Runs `job` inline (under EXEC's gate, or [`run_inline`]'s), with the hand-off armed when
 /// this thread is a runtime worker of the multi-thread runtime.
 fn run_armed(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> Reply) -> Reply {
-    let arm = inline();
+    // Never on the script thread or a debugging session's: neither is a runtime worker.
+    let arm = inline() && !on_script_thread();
     if arm {
         INLINE_SINCE.with(|s| s.set(Some(std::time::Instant::now())));
         HAND_OFF_TRIES.with(|t| t.set(0));
@@ -733,8 +738,8 @@ redis.status_reply = api.status_reply
 redis.log = api.log
 redis.set_repl = api.set_repl
 redis.replicate_commands = function() return true end
-redis.breakpoint = function() return false end
-redis.debug = function() end
+redis.breakpoint = api.breakpoint or function() return false end
+redis.debug = api.debug or function() end
 redis.acl_check_cmd = api.acl_check_cmd
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
@@ -867,6 +872,20 @@ impl Engine {
             "killed",
             lua.create_function(|_, ()| Ok(KILL.load(Ordering::Relaxed)))?,
         )?;
+        if !functions {
+            // The debugger's (`ldb`): no-ops outside a debugging session, as in Redis.
+            api.set(
+                "breakpoint",
+                lua.create_function(|_, ()| Ok(ldb::breakpoint()))?,
+            )?;
+            api.set(
+                "debug",
+                lua.create_function(|_, args: MultiValue| {
+                    ldb::debug(&args);
+                    Ok(())
+                })?,
+            )?;
+        }
         api.set("version", "7.0.15")?;
         api.set("version_num", 0x0007_000f)?;
         api.set(
@@ -1155,6 +1174,10 @@ fn raise_table(t: &Table) -> mlua::Error {
 }
 
 fn fail(lua: &Lua, msg: &str) -> mlua::Result<(Value, Value)> {
+    // Logged in a debugging session that steps, as Redis's `luaPushErrorBuff`.
+    if ldb::enabled() {
+        ldb::log_error(msg);
+    }
     Ok((Value::Nil, Value::Table(err_table(lua, msg)?)))
 }
 
@@ -1408,6 +1431,7 @@ fn eval(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }))
 }
 fn evalsha(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    no_debug_evalsha(ctx, args.all())?;
     Ok(detach(ctx, args.all(), |ctx, argv| {
         eval_generic(ctx, argv, true, false)
     }))
@@ -1418,9 +1442,21 @@ fn eval_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }))
 }
 fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    no_debug_evalsha(ctx, args.all())?;
     Ok(detach(ctx, args.all(), |ctx, argv| {
         eval_generic(ctx, argv, true, true)
     }))
+}
+
+/// A client in debug mode debugs EVAL only (a SHA of the wrong length is NOSCRIPT first, as
+/// in Redis's `evalShaCommand`).
+fn no_debug_evalsha(ctx: &Ctx<'_>, argv: &[Bytes]) -> Result<(), CommandError> {
+    if ctx.client.script_debug && argv.get(1).is_some_and(|sha| sha.len() == 40) {
+        return Err(CommandError::msg(
+            "ERR Please use EVAL instead of EVALSHA for debugging",
+        ));
+    }
+    Ok(())
 }
 
 const NO_REPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
@@ -1437,6 +1473,9 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
     if evalsha && argv[1].len() != 40 {
         return noscript();
     }
+    // On a debugging session's thread, this EVAL is the session (`ldb`): it starts before
+    // the arguments are checked, as Redis's `evalGenericCommandWithDebugging`.
+    let debugging = !evalsha && ldb::begin(&argv[1]);
     let numkeys = match crate::util::num::parse_i64(&argv[2]) {
         Some(n) => n,
         None => return Reply::error("ERR value is not an integer or out of range"),
@@ -1484,6 +1523,16 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
         name: sha,
         function: false,
     };
+    if debugging {
+        // The line hook for this run only: other runs keep the instruction hook alone.
+        ldb::set_env(&eng.env);
+        let _ = eng.lua.set_hook(
+            mlua::HookTriggers::new()
+                .every_line()
+                .every_nth_instruction(100_000),
+            ldb::hook,
+        );
+    }
     let reply = run_callable(
         eng,
         ctx,
@@ -1492,6 +1541,12 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
         &argv[3 + numkeys..],
         ro,
     );
+    if debugging {
+        let _ = eng.lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            |_, _| interrupt(),
+        );
+    }
     LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
     reply
 }
@@ -1550,6 +1605,7 @@ fn run_callable(
     // The script's client: RESP2 until redis.setresp(3), its own SELECT, never blocking.
     let saved_db = ctx.client.db;
     let saved_resp3 = ctx.client.resp3;
+    CALLER_RESP3.with(|c| c.set(saved_resp3));
     let saved_in_exec = ctx.client.in_exec;
     ctx.client.resp3 = false;
     ctx.client.in_exec = true;
@@ -1790,6 +1846,10 @@ thread_local! {
     /// The RESP version the running script chose (redis.setresp); reset at each run.
     static RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static GC_COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The protocol of the client the running script answers: a `big_number` reply is a
+    /// RESP3 big number to a RESP3 client, a bulk string to a RESP2 one (Redis's
+    /// `addReplyBigNum`).
+    static CALLER_RESP3: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn ctx_resp3_set(v: bool) {
@@ -1869,8 +1929,18 @@ fn redis_call(
 ) -> mlua::Result<(Value, Value)> {
     let argv = match lua_args(lua, args)? {
         Ok(a) => a,
-        Err(e) => return Ok((Value::Nil, Value::Table(e))),
+        Err(e) => {
+            if ldb::enabled() {
+                ldb::log_error(&e.raw_get::<String>("err").unwrap_or_default());
+            }
+            return Ok((Value::Nil, Value::Table(e)));
+        }
     };
+    // A debugging session that steps logs the command and its reply (Redis's
+    // `luaRedisGenericCommand`).
+    if ldb::enabled() {
+        ldb::log_command(&argv);
+    }
     let spec = match resolve(&argv) {
         Ok(s) => s,
         Err(Reply::Error(e)) if e.starts_with("ERR wrong number") => {
@@ -1946,6 +2016,14 @@ fn redis_call(
     let resp3 = RESP3.with(|c| c.get());
     ctx.client.resp3 = resp3;
     let reply = execute(ctx, spec, &argv);
+    if ldb::enabled() {
+        // An error reply is logged twice, as Redis converts it to Lua through
+        // `luaPushError` (which logs it) and then logs the reply.
+        if let Reply::Error(e) = &reply {
+            ldb::log_error(&format!("-{e}"));
+        }
+        ldb::log_reply(&reply, resp3);
+    }
     if let Reply::Error(e) = &reply {
         let mut text = String::with_capacity(e.len() + 1);
         text.push('-');
@@ -2139,7 +2217,11 @@ fn table_to_reply(t: &Table, resp3: bool, depth: usize) -> Reply {
         _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        return Reply::Bulk(Bytes::from(one_line(&s.as_bytes())));
+        let text = one_line(&s.as_bytes());
+        if CALLER_RESP3.with(|c| c.get()) {
+            return Reply::Encoded(Bytes::from(format!("({text}\r\n")));
+        }
+        return Reply::Bulk(Bytes::from(text));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let (Ok(Value::String(_)), Ok(Value::String(s))) =
@@ -2222,6 +2304,24 @@ fn script_flush(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // A fresh interpreter, as Redis's scriptingReset.
     *ENGINE.lock() = None;
     publish_stats(None);
+    Ok(Reply::ok())
+}
+
+/// SCRIPT DEBUG YES|SYNC|NO. YES (Redis's forked session, whose writes are thrown away) is
+/// refused: this server cannot fork, and a sync session keeps the writes (see `ldb`).
+fn script_debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let mode = args.next_arg()?;
+    if crate::commands::is(mode, "no") {
+        ctx.client.script_debug = false;
+    } else if crate::commands::is(mode, "sync") {
+        ctx.client.script_debug = true;
+    } else if crate::commands::is(mode, "yes") {
+        return Err(CommandError::msg(
+            "ERR SCRIPT DEBUG YES (a forked session whose changes are discarded) is not supported: use SCRIPT DEBUG SYNC, whose changes are kept",
+        ));
+    } else {
+        return Err(CommandError::msg("ERR Use SCRIPT DEBUG YES/SYNC/NO"));
+    }
     Ok(Reply::ok())
 }
 

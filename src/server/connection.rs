@@ -50,6 +50,12 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {
 
     /// Writes all of `out` to the peer (not just into a TLS session's buffer).
     fn write_reply(&mut self, out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send;
+
+    /// A blocking-capable duplicate of the socket for a Lua debugging session, which talks
+    /// to the client directly (`commands::scripting::ldb`); None over TLS.
+    fn debug_socket(&self) -> Option<std::net::TcpStream> {
+        None
+    }
 }
 
 impl ClientStream for TcpStream {
@@ -74,6 +80,12 @@ impl ClientStream for TcpStream {
 
     async fn write_reply(&mut self, out: &[u8]) -> std::io::Result<()> {
         self.write_all(out).await
+    }
+
+    fn debug_socket(&self) -> Option<std::net::TcpStream> {
+        use std::os::fd::AsFd;
+        let fd = self.as_fd().try_clone_to_owned().ok()?;
+        Some(std::net::TcpStream::from(fd))
     }
 }
 
@@ -224,6 +236,29 @@ pub async fn serve<S: ClientStream>(server: Arc<Server>, mut stream: S, handle: 
                         .await;
                         if ended {
                             break 'conn;
+                        }
+                    }
+                    // SCRIPT DEBUG SYNC: this EVAL is a debugging session, which talks to
+                    // the client over the socket itself (commands::scripting::ldb).
+                    if crate::commands::scripting::ldb::starts_session(&client, args) {
+                        let argv = args.to_vec();
+                        match Box::pin(debug_session(
+                            &server,
+                            &handle,
+                            &mut stream,
+                            &mut inbuf,
+                            &mut out,
+                            &mut client,
+                            argv,
+                        ))
+                        .await
+                        {
+                            Some(true) => continue,
+                            Some(false) => {
+                                close = true;
+                                break;
+                            }
+                            None => break 'conn,
                         }
                     }
                     // Scripts, with one I/O thread: this one and the scripts buffered right
@@ -590,6 +625,47 @@ async fn wait_blocked<S: ClientStream>(
             }
         }
     }
+}
+
+/// Serves an EVAL as a Lua debugging session: what is owed goes out first, then the session
+/// owns the socket until the script ends, and its reply goes into `out`. Some(true): the
+/// connection goes on (the EVAL was refused before its run, or the stream has no plain
+/// socket); Some(false): the session ran, close after the reply (Redis's sync mode);
+/// None: close now.
+async fn debug_session<S: ClientStream>(
+    server: &Arc<Server>,
+    handle: &Arc<ClientHandle>,
+    stream: &mut S,
+    inbuf: &mut BytesMut,
+    out: &mut BytesMut,
+    client: &mut ClientState,
+    argv: Vec<bytes::Bytes>,
+) -> Option<bool> {
+    let Some(sock) = stream.debug_socket() else {
+        client.script_debug = false;
+        Reply::error("ERR SCRIPT DEBUG is not available over TLS: debug mode turned off")
+            .encode(out, client.resp3);
+        return Some(true);
+    };
+    if !out.is_empty()
+        && write_out(
+            server,
+            handle,
+            stream,
+            out,
+            (&mut client.journal_wait, &mut client.journal_written),
+        )
+        .await
+        .is_err()
+    {
+        return None;
+    }
+    let pending = inbuf.split().to_vec();
+    let state = std::mem::replace(client, ClientState::new(handle.clone(), false));
+    let done = crate::commands::scripting::ldb::run(server, state, argv, sock, pending).await?;
+    *client = done.client;
+    done.reply.encode(out, client.resp3);
+    Some(!done.ended)
 }
 
 /// Writes `out` unless the client is killed first (a stalled reader must not keep its task,

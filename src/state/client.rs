@@ -506,6 +506,9 @@ pub struct ClientState {
     pub blocked_slow: Option<Vec<Bytes>>,
     /// CLIENT NO-TOUCH (the copy the dispatcher reads; `ClientMeta::no_touch` is CLIENT LIST's).
     pub no_touch: bool,
+    /// SCRIPT DEBUG SYNC is on: this client's next EVAL is a Lua debugging session
+    /// (`commands::scripting::ldb`), which the connection serves apart.
+    pub script_debug: bool,
     /// The journal's sequence number of this client's last write (WAITAOF waits for it).
     pub journal_seq: u64,
     /// Replies written after this must wait until this journal number is on disk
@@ -627,6 +630,7 @@ impl ClientState {
             blocked_stat: None,
             blocked_slow: None,
             no_touch: false,
+            script_debug: false,
             journal_seq: 0,
             journal_wait: 0,
             journal_written: 0,
