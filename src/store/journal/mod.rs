@@ -25,6 +25,7 @@
 
 pub mod aof;
 pub mod base;
+pub mod child;
 pub mod feed;
 pub mod pacing;
 pub mod rdb_save;
