@@ -75,6 +75,11 @@ impl Blocking {
         self.blocked.load(Ordering::Relaxed)
     }
 
+    /// Whether client `id` waits on keys (CLIENT LIST's `b` flag).
+    pub fn is_blocked(&self, id: u64) -> bool {
+        self.blocked.load(Ordering::Relaxed) > 0 && self.inner.lock().waiters.contains_key(&id)
+    }
+
     /// Blocks client `id` on `keys` of `db`. The keys are marked ready at once, so data that
     /// arrived between the command's own check and this registration is not missed.
     pub fn block(
