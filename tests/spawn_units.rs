@@ -246,3 +246,62 @@ fn scan_journals_the_expired_keys_it_meets() {
     assert!(!text.contains("multi"), "{text:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A transaction that fills a key a client waits on and lets it expire: the client stays
+/// blocked, and the DEL of the expired key the serving met is journaled after the EXEC
+/// block, not inside it (Redis serves blocked clients after EXEC as a whole).
+#[test]
+fn exec_over_an_expired_key_journals_its_del_after_the_block() {
+    let dir = temp_dir("exec");
+    let s = TestServer::start(&[
+        "--dir",
+        &dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["CLIENT", "ID"]));
+    let idline = String::from_utf8(waiter.read_until(b"\r\n")).expect("utf8");
+    let id: i64 = idline.trim().trim_start_matches(':').parse().expect("id");
+    waiter.send(&resp(&["BRPOP", "k", "0"]));
+    assert!(eventually(5.0, || client_line_of(&mut c, id).contains(" flags=b ")));
+    let mut raw = s.raw();
+    raw.send(&resp(&["MULTI"]));
+    raw.send(&resp(&["RPUSH", "k", "hello"]));
+    raw.send(&resp(&["PEXPIRE", "k", "100"]));
+    raw.send(&resp(&["DEBUG", "SLEEP", "0.2"]));
+    raw.send(&resp(&["EXEC"]));
+    raw.read_until(b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+    assert!(
+        client_line_of(&mut c, id).contains(" flags=b "),
+        "still blocked"
+    );
+    assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
+    waiter.roundtrip(b"", b"*-1\r\n");
+    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            text.contains("$3\r\ndel\r\n")
+        }),
+        "{text:?}"
+    );
+    let exec = text.find("$4\r\nexec\r\n").expect("exec");
+    let del = text.find("$3\r\ndel\r\n$1\r\nk\r\n").expect("del");
+    assert!(exec < del, "{text:?}");
+    assert!(!text.contains("brpop"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -197,6 +197,12 @@ impl Blocking {
             return;
         }
         let _one = self.serving.lock();
+        // Out of the running command's record: what the attempts change (a pop, the DEL of
+        // an expired key they meet) is journaled after it, as Redis propagates it.
+        crate::store::journal::detached(|| self.serve_loop(server));
+    }
+
+    fn serve_loop(&self, server: &Server) {
         loop {
             let ready = {
                 let mut g = self.inner.lock();
@@ -233,8 +239,9 @@ impl Blocking {
                 };
                 (id, a)
             };
-            // A pop made for a blocked client is journaled in this command's record, as the
-            // plain pop its attempt names (`commands::journal::journal_as`).
+            // A pop made for a blocked client is journaled as a record of its own (the
+            // serving is `detached` from the command that woke it), as the plain pop its
+            // attempt names (`commands::journal::journal_as`).
             crate::store::journal::enter(db);
             let got = attempt(server, &key);
             crate::store::journal::leave(&[], false, false);
