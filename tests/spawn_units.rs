@@ -305,3 +305,28 @@ fn exec_over_an_expired_key_journals_its_del_after_the_block() {
     assert!(!text.contains("brpop"), "{text:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DEBUG HTSTATS <dbid>: Redis's two sections with the counts of keys and of keys with a
+/// deadline; a database out of range is Redis's error.
+#[test]
+fn debug_htstats_counts_keys_and_deadlines() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let empty: String = q(&mut c, &["DEBUG", "HTSTATS", "9"]).expect("htstats");
+    assert_eq!(
+        empty,
+        "[Dictionary HT]\nNo stats available for empty dictionaries\n[Expires HT]\nNo stats available for empty dictionaries\n"
+    );
+    let _: () = q(&mut c, &["SELECT", "9"]).expect("select");
+    for i in 0..5 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    let _: i64 = q(&mut c, &["EXPIRE", "k0", "100"]).expect("expire");
+    let full: String = q(&mut c, &["DEBUG", "HTSTATS", "9", "full"]).expect("htstats");
+    assert_eq!(
+        full,
+        "[Dictionary HT]\nHash table 0 stats (main hash table):\n number of elements: 5\n[Expires HT]\nHash table 0 stats (main hash table):\n number of elements: 1\n"
+    );
+    let e = err_text(q::<String>(&mut c, &["DEBUG", "HTSTATS", "16"]));
+    assert_eq!(e, "ERR Out of range database");
+}
