@@ -330,3 +330,50 @@ fn debug_htstats_counts_keys_and_deadlines() {
     let e = err_text(q::<String>(&mut c, &["DEBUG", "HTSTATS", "16"]));
     assert_eq!(e, "ERR Out of range database");
 }
+
+/// A blocking pop whose key had expired blocks; the journal has the DEL of the expired key
+/// and not the BRPOP itself (replayed, it would pop what a later push brought).
+#[test]
+fn a_blocked_pop_is_not_journaled_as_itself() {
+    let dir = temp_dir("blocked");
+    let s = TestServer::start(&[
+        "--dir",
+        &dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let _: i64 = q(&mut c, &["RPUSH", "k", "hello"]).expect("rpush");
+    let _: i64 = q(&mut c, &["PEXPIRE", "k", "50"]).expect("pexpire");
+    std::thread::sleep(Duration::from_millis(100));
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["BRPOP", "k", "0"]));
+    assert!(eventually(5.0, || {
+        let info: String = q(&mut c, &["INFO", "clients"]).expect("info");
+        info.contains("blocked_clients:1")
+    }));
+    let _: () = q(&mut c, &["SET", "after", "1"]).expect("set");
+    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            text.contains("$5\r\nafter\r\n")
+        }),
+        "{text:?}"
+    );
+    assert!(text.contains("$3\r\ndel\r\n$1\r\nk\r\n"), "{text:?}");
+    assert!(!text.contains("brpop"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

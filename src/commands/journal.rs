@@ -669,6 +669,10 @@ pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
     // its own arguments are never journaled, even when it changed a key (the change
     // stream's appends are journaled as their XADDs), or a replay would insert again.
     let own = spec.has(WRITE) && (spec.group != "document" || ddl);
+    // A blocking command that blocked is not journaled as itself (Redis never propagates
+    // it): what it changed before blocking (the DEL of an expired key it met) is, and the
+    // pop made for it later is journaled as that pop.
+    let own = own && !(spec.has(BLOCKING) && matches!(reply, Reply::NoReply));
     journal::leave(args, own, ddl);
 }
 
