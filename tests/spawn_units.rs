@@ -377,3 +377,38 @@ fn a_blocked_pop_is_not_journaled_as_itself() {
     assert!(!text.contains("brpop"), "{text:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A command allowed while a script is BUSY does not serve blocked clients in the middle of
+/// the script: the client blocked on `x` gets what the script left at its end.
+#[test]
+fn a_busy_script_is_not_interrupted_by_serving_blocked_clients() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["BLPOP", "x", "0"]));
+    assert!(eventually(5.0, || {
+        let info: String = q(&mut c, &["INFO", "clients"]).expect("info");
+        info.contains("blocked_clients:1")
+    }));
+    let _: () = q(&mut c, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]).expect("debug");
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "10"]).expect("config");
+    let mut script = s.raw();
+    script.send(&resp(&[
+        "EVAL",
+        "redis.call('lpush',KEYS[1],'y') \
+         while true do \
+           if string.find(redis.call('client','list'), 'abortscript') ~= nil then break end \
+         end \
+         redis.call('lpush',KEYS[1],'z') return 1",
+        "1",
+        "x",
+    ]));
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = err_text(q::<String>(&mut c, &["PING"]));
+    assert!(busy.starts_with("BUSY"), "{busy}");
+    // Allowed while BUSY; it lets the script end.
+    let mut other = s.raw();
+    other.send(&resp(&["HELLO", "2", "SETNAME", "abortscript"]));
+    script.read_until(b":1\r\n");
+    waiter.roundtrip(b"", b"*2\r\n$1\r\nx\r\n$1\r\nz\r\n");
+}

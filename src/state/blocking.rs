@@ -196,6 +196,12 @@ impl Blocking {
         if !self.has_ready.load(Ordering::Acquire) {
             return;
         }
+        // A script holds the exec gate (only commands allowed while BUSY run meanwhile, and
+        // they call this too): a pop now would land in the middle of the script. The keys
+        // stay ready; the script's end serves them.
+        if server.exec_gate.script_running().is_some() {
+            return;
+        }
         let _one = self.serving.lock();
         // Out of the running command's record: what the attempts change (a pop, the DEL of
         // an expired key they meet) is journaled after it, as Redis propagates it.
