@@ -16,6 +16,11 @@ fn main() {
     let mut argv = std::env::args();
     let arg0 = argv.next().unwrap_or_default();
     let args: Vec<String> = argv.collect();
+    if args.first().map(String::as_str) == Some(tidecache::store::journal::child::CHILD_ARG) {
+        // A background save's stand-in child (store::journal::child).
+        tidecache::store::journal::child::run_child();
+        return;
+    }
     if args.iter().any(|a| a == "--version" || a == "-v") {
         println!("tidecache-server v={VERSION}");
         return;

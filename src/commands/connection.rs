@@ -290,9 +290,14 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn client_line(
     h: &crate::state::client::ClientHandle,
     argv_mem: usize,
-    tracking: &crate::state::tracking::Tracking,
+    server: &crate::state::Server,
 ) -> String {
-    h.info_line(argv_mem, tracking.list_fields(h.id))
+    let (tracking, redir) = server.tracking.list_fields(h.id);
+    // `b` (blocked on keys) comes right before the tracking letters in Redis's order.
+    if server.blocking.is_blocked(h.id) {
+        return h.info_line(argv_mem, (&format!("b{tracking}"), redir));
+    }
+    h.info_line(argv_mem, (tracking, redir))
 }
 
 /// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.
@@ -353,7 +358,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         {
             // Only the asking client is inside a command (the others' arguments are gone).
             let argv = if h.id == ctx.client.id() { own_argv } else { 0 };
-            out.push_str(&client_line(&h, argv, &ctx.server.tracking));
+            out.push_str(&client_line(&h, argv, ctx.server));
         }
     }
     Ok(Reply::Verbatim(Bytes::from(out)))
@@ -363,7 +368,7 @@ fn client_info(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::Verbatim(Bytes::from(client_line(
         &ctx.client.handle,
         args_mem(args),
-        &ctx.server.tracking,
+        ctx.server,
     ))))
 }
 

@@ -291,19 +291,24 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
 /// meanwhile; the data is emptied under the exec gate (no command half-way), every record
 /// numbered by then is written to the file first, and the replay journals nothing.
 pub fn debug_loadaof(ctx: &mut Ctx<'_>) -> CmdResult {
-    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
-        // Redis exits when there is no AOF to load; here nothing changes.
-        return Err(CommandError::msg(
-            "ERR DEBUG LOADAOF needs appendonly yes: there is no journal to load",
-        ));
-    };
+    // With appendonly no, Redis 7.0 still loads the files its manifest on disk names (the
+    // base a BGREWRITEAOF wrote with the journal off); it exits when there are none: here
+    // nothing changes then.
+    let j = journal::journal().filter(|_| journal::enabled()).cloned();
+    if j.is_none() {
+        let (dir, prefix) = paths(ctx.server);
+        if !dir.join(aof::Manifest::manifest_name(&prefix)).exists() {
+            return Err(CommandError::msg(
+                "ERR DEBUG LOADAOF: there is no append only file to load (appendonly no and no BGREWRITEAOF yet)",
+            ));
+        }
+    }
     if ctx.client.multi.is_some() || ctx.client.in_exec || LOAD.on.load(Relaxed) {
         return Err(CommandError::msg(
             "ERR DEBUG LOADAOF cannot run inside a transaction, a script or a load",
         ));
     }
     let server = ctx.server.clone();
-    let j = j.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let s = server.clone();
@@ -317,7 +322,9 @@ pub fn debug_loadaof(ctx: &mut Ctx<'_>) -> CmdResult {
         .await;
         let reply = match emptied {
             Ok(last) => {
-                j.wait_written(last).await;
+                if let Some(j) = &j {
+                    j.wait_written(last).await;
+                }
                 let s = server.clone();
                 match tokio::task::spawn_blocking(move || replay_journal(&s)).await {
                     Ok(Ok(())) => {
@@ -662,6 +669,10 @@ pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
     // its own arguments are never journaled, even when it changed a key (the change
     // stream's appends are journaled as their XADDs), or a replay would insert again.
     let own = spec.has(WRITE) && (spec.group != "document" || ddl);
+    // A blocking command that blocked is not journaled as itself (Redis never propagates
+    // it): what it changed before blocking (the DEL of an expired key it met) is, and the
+    // pop made for it later is journaled as that pop.
+    let own = own && !(spec.has(BLOCKING) && matches!(reply, Reply::NoReply));
     journal::leave(args, own, ddl);
 }
 
@@ -848,10 +859,13 @@ fn each_item(
     let mut items = Vec::new();
     let mut n = 0;
     let mut pacer = Pacer::new();
+    // rdb-key-save-delay, and the stand-in child whose death aborts the copy (`child`).
+    let mut child = crate::store::journal::child::SaveChild::start(paced);
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk(&server.store, shard, &mut items) {
             for it in &items {
                 sink(it)?;
+                child.key_saved()?;
                 n += 1;
             }
             // The next lock hold comes first thing after the rest (see `pacing`).

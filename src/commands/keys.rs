@@ -317,10 +317,11 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut pos = cursor;
     let mut keys = Vec::new();
     let mut visited = 0usize;
+    let mut expired: Vec<Bytes> = Vec::new();
     while pos < total && visited < o.count {
         let shard = (pos / SEGMENTS as u64) as usize;
-        let s = store.lock(shard);
-        let ks = &s.dbs[db].keys;
+        let mut s = store.lock(shard);
+        let ks = &mut s.dbs[db].keys;
         // Several segments per lock, bounded so the lock stays brief.
         let mut n = 0;
         while pos < total
@@ -328,7 +329,15 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             && visited < o.count
             && n < 256
         {
-            ks.scan_segment((pos % SEGMENTS as u64) as usize, now, |e: &Entry| {
+            // Expired keys met are deleted as any read deletes them (a DEL in the journal
+            // and the replication stream, each its own, as Redis's SCAN does), so the walk
+            // sees them all (`i64::MIN`: nothing is due) and tells them apart itself.
+            expired.clear();
+            ks.scan_segment((pos % SEGMENTS as u64) as usize, i64::MIN, |e: &Entry| {
+                if ks.deadline_of(e).is_some_and(|at| at <= now) {
+                    expired.push(Bytes::copy_from_slice(e.key()));
+                    return;
+                }
                 visited += 1;
                 let ok_pat = o
                     .pattern
@@ -342,6 +351,10 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                     keys.push(Reply::Bulk(Bytes::copy_from_slice(e.key())));
                 }
             });
+            for key in &expired {
+                let h = ks.hash(key);
+                ks.contains(h, key);
+            }
             pos += 1;
             n += 1;
         }

@@ -132,6 +132,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "What SIGINT (Ctrl-C) does, as shutdown-on-sigterm." },
     Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
+    Setting { name: "rdb-key-save-delay", default: "0", live: true, kind: Kind::Int(i32::MIN as i64, i32::MAX as i64),
+        doc: "Microseconds of delay per key a snapshot writes (dump.rdb, the journal's base, a full sync), as Redis's rdb-key-save-delay (negative: 1 us once in that many keys): for tests that watch a save in progress. Read when a save starts. 0: none." },
     Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
         doc: "Keep an append-only journal of every write (Redis 7's multi-part AOF in dir/appenddirname) and replay it at start. Turned on at run time, a base is written from a snapshot of the data so far while new writes go to the journal; turned off, the files are closed." },
     Setting { name: "appendfsync", default: "everysec", live: true, kind: Kind::Enum(&["always", "everysec", "no"]),
@@ -336,7 +338,7 @@ pub const DENY_LOADING: &[&str] = &["dir", "appendonly"];
 
 /// Test knobs left out of `CONFIG GET` with a pattern (Redis's `HIDDEN_CONFIG`): named
 /// exactly, they answer.
-pub const HIDDEN: &[&str] = &["key-load-delay"];
+pub const HIDDEN: &[&str] = &["key-load-delay", "rdb-key-save-delay"];
 
 /// Settings that `CONFIG SET` changes only where `enable-protected-configs` allows (Redis's
 /// `PROTECTED_CONFIG`): where the server writes its files.

@@ -6,6 +6,7 @@ use crate::server::connection::{self, ClientStream};
 use crate::state::client::ClientHandle;
 use crate::state::Server;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,10 +214,11 @@ fn spawn_accept(
     tx: tokio::sync::mpsc::Sender<Accepted>,
 ) -> tokio::task::AbortHandle {
     let mut stop = server.shutdown_signal();
+    let l = Registered::new(l);
     accepts.spawn(async move {
         loop {
             tokio::select! {
-                r = l.accept() => match r {
+                r = l.socket.accept() => match r {
                     Ok((stream, peer)) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         let a = Accepted { stream, peer, local, tls };
@@ -224,6 +226,9 @@ fn spawn_accept(
                             return;
                         }
                     }
+                    // Shut by `state::listeners::close_all` (the shutdown): it never
+                    // listens again.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,
                     // Out of descriptors and the like: back off instead of spinning.
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
@@ -234,6 +239,25 @@ fn spawn_accept(
             }
         }
     })
+}
+
+/// A listening socket known to `state::listeners` (so a shutdown stops it at once) for as
+/// long as it is open: it leaves the list before the socket is closed.
+struct Registered {
+    socket: TcpListener,
+}
+
+impl Registered {
+    fn new(socket: TcpListener) -> Registered {
+        crate::state::listeners::register(socket.as_raw_fd());
+        Registered { socket }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        crate::state::listeners::unregister(self.socket.as_raw_fd());
+    }
 }
 
 /// An accepted socket on its way to admission.

@@ -75,6 +75,11 @@ impl Blocking {
         self.blocked.load(Ordering::Relaxed)
     }
 
+    /// Whether client `id` waits on keys (CLIENT LIST's `b` flag).
+    pub fn is_blocked(&self, id: u64) -> bool {
+        self.blocked.load(Ordering::Relaxed) > 0 && self.inner.lock().waiters.contains_key(&id)
+    }
+
     /// Blocks client `id` on `keys` of `db`. The keys are marked ready at once, so data that
     /// arrived between the command's own check and this registration is not missed.
     pub fn block(
@@ -191,7 +196,19 @@ impl Blocking {
         if !self.has_ready.load(Ordering::Acquire) {
             return;
         }
+        // A script holds the exec gate (only commands allowed while BUSY run meanwhile, and
+        // they call this too): a pop now would land in the middle of the script. The keys
+        // stay ready; the script's end serves them.
+        if server.exec_gate.script_running().is_some() {
+            return;
+        }
         let _one = self.serving.lock();
+        // Out of the running command's record: what the attempts change (a pop, the DEL of
+        // an expired key they meet) is journaled after it, as Redis propagates it.
+        crate::store::journal::detached(|| self.serve_loop(server));
+    }
+
+    fn serve_loop(&self, server: &Server) {
         loop {
             let ready = {
                 let mut g = self.inner.lock();
@@ -228,8 +245,9 @@ impl Blocking {
                 };
                 (id, a)
             };
-            // A pop made for a blocked client is journaled in this command's record, as the
-            // plain pop its attempt names (`commands::journal::journal_as`).
+            // A pop made for a blocked client is journaled as a record of its own (the
+            // serving is `detached` from the command that woke it), as the plain pop its
+            // attempt names (`commands::journal::journal_as`).
             crate::store::journal::enter(db);
             let got = attempt(server, &key);
             crate::store::journal::leave(&[], false, false);

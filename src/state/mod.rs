@@ -10,6 +10,7 @@ pub mod client;
 pub mod cmdstats;
 pub mod gate;
 pub mod lazyfree;
+pub mod listeners;
 pub mod outbox;
 pub mod pause;
 pub mod pubsub;
@@ -171,6 +172,7 @@ impl Server {
             LIMITS.apply(name, config.get_i64(name));
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
+        crate::store::journal::child::set_key_save_delay(config.get_i64("rdb-key-save-delay"));
         replication::refresh_good_replicas(
             config.get_u64("min-replicas-to-write"),
             config.get_u64("min-replicas-max-lag"),
@@ -316,6 +318,10 @@ impl Server {
 
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // Before anything else, as Redis: a client connecting from now on is refused.
+        listeners::close_all();
+        // As Redis kills its save child: a background save in progress stops.
+        crate::store::journal::child::abort_running();
         let _ = self.shutdown_tx.send(true);
         for c in self.clients.all() {
             c.wake();
@@ -368,6 +374,10 @@ impl Server {
     pub fn config_changed(&self, name: &str) {
         if matches!(name, "save" | "stop-writes-on-bgsave-error") {
             self.update_misconf();
+        }
+        if name == "rdb-key-save-delay" {
+            let v = self.config.read().get_i64(name);
+            crate::store::journal::child::set_key_save_delay(v);
         }
         if name == "busy-reply-threshold" {
             let v = self.config.read().get_u64(name);

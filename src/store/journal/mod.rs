@@ -25,6 +25,7 @@
 
 pub mod aof;
 pub mod base;
+pub mod child;
 pub mod feed;
 pub mod pacing;
 pub mod rdb_save;
@@ -428,6 +429,24 @@ pub fn mark() {
         }
         take(&mut c);
     })
+}
+
+/// Runs `f` outside the running command's journal context (put aside and restored after):
+/// what `f` changes is journaled as records of its own, numbered after everything the
+/// command changed so far, so they follow its record. Serving blocked clients after a
+/// command uses it: Redis propagates a served pop, or the DEL of an expired key the serving
+/// met, after the command (after EXEC, not inside its MULTI … EXEC).
+pub fn detached<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Ctx>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(saved) = self.0.take() {
+                CTX.with(|c| *c.borrow_mut() = saved);
+            }
+        }
+    }
+    let _restore = Restore(Some(CTX.with(|c| std::mem::take(&mut *c.borrow_mut()))));
+    f()
 }
 
 /// Opens a frame for a handler about to run on database `db`.

@@ -1,0 +1,414 @@
+//! What Redis 7.0's own test units need when their runner starts the server itself
+//! (`redis-tcl --spawn`): the save's child process and `rdb-key-save-delay`, DEBUG LOADAOF
+//! with the journal off, SHUTDOWN closing the listening sockets at once.
+
+mod support;
+
+use std::time::Duration;
+use support::*;
+
+fn temp_dir(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("tidecache-spawn-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d.to_string_lossy().into_owned()
+}
+
+/// The children of process `pid`, from /proc (what `pgrep -P` reads).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+        let ppid = after.split_whitespace().nth(1).and_then(|x| x.parse().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = q(c, &["INFO", section]).expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// `rdb-key-save-delay` is Redis's hidden test knob (named exactly it answers, `*` leaves it
+/// out; negative values are valid); a BGSAVE has a child process while it runs, and killing
+/// that child fails the save, as Redis's tests (`kill -9 [get_child_pid 0]`) expect.
+#[test]
+fn rdb_key_save_delay_and_the_save_child() {
+    let dir = temp_dir("delay");
+    let s = TestServer::start(&["--dir", &dir, "--save", ""]);
+    let mut c = s.conn();
+    let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]).expect("config get");
+    assert!(!all.iter().any(|k| k == "rdb-key-save-delay"));
+    assert_eq!(
+        strs(&mut c, &["CONFIG", "GET", "rdb-key-save-delay"]),
+        ["rdb-key-save-delay", "0"]
+    );
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "-50"]).expect("negative");
+    for i in 0..20 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    // One second per key: the save is still running when we look.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).expect("set");
+    let started: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    assert_eq!(started, "Background saving started");
+    assert_eq!(
+        info_field(&mut c, "persistence", "rdb_bgsave_in_progress"),
+        "1"
+    );
+    let pid = s.child.id();
+    let mut kids = Vec::new();
+    assert!(eventually(5.0, || {
+        kids = children(pid);
+        !kids.is_empty()
+    }));
+    assert_eq!(kids.len(), 1, "one child while the save runs");
+    // Killed, the save ends at once (not after 20 s of delays) and failed.
+    unsafe_kill(kids[0]);
+    assert!(eventually(2.0, || info_field(
+        &mut c,
+        "persistence",
+        "rdb_bgsave_in_progress"
+    ) == "0"));
+    assert_eq!(
+        info_field(&mut c, "persistence", "rdb_last_bgsave_status"),
+        "err"
+    );
+    // Without the delay the next save succeeds and its child is gone when it ends.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).expect("set");
+    let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    assert!(eventually(5.0, || info_field(
+        &mut c,
+        "persistence",
+        "rdb_bgsave_in_progress"
+    ) == "0"));
+    assert_eq!(
+        info_field(&mut c, "persistence", "rdb_last_bgsave_status"),
+        "ok"
+    );
+    assert!(eventually(2.0, || children(pid).is_empty()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn unsafe_kill(pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+}
+
+/// DEBUG LOADAOF with `appendonly no`, as Redis 7.0: the data is emptied and the files of
+/// the manifest on disk (the base the last BGREWRITEAOF wrote) are loaded.
+#[test]
+fn debug_loadaof_with_the_journal_off() {
+    let dir = temp_dir("loadaof");
+    let s = TestServer::start(&["--dir", &dir, "--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let e = err_text(q::<String>(&mut c, &["DEBUG", "LOADAOF"]));
+    assert!(e.contains("no append only file"), "{e}");
+    let _: () = q(&mut c, &["SET", "kept", "1"]).expect("set");
+    let _: String = q(&mut c, &["BGREWRITEAOF"]).expect("bgrewriteaof");
+    assert!(eventually(10.0, || info_field(
+        &mut c,
+        "persistence",
+        "aof_rewrite_in_progress"
+    ) == "0"));
+    // Written after the rewrite, with no journal: gone after the load.
+    let _: () = q(&mut c, &["SET", "after", "1"]).expect("set");
+    let ok: String = q(&mut c, &["DEBUG", "LOADAOF"]).expect("loadaof");
+    assert_eq!(ok, "OK");
+    assert_eq!(int(&mut c, &["EXISTS", "kept"]), 1);
+    assert_eq!(int(&mut c, &["EXISTS", "after"]), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SHUTDOWN closes the listening sockets before the connection that sent it is closed: a
+/// client connecting right after is refused (Redis's scripting unit checks this).
+#[test]
+fn shutdown_refuses_the_next_connection_at_once() {
+    for flags in [&["NOSAVE"][..], &[][..]] {
+        let mut s = TestServer::start(&[]);
+        let mut raw = s.raw();
+        let mut words = vec!["SHUTDOWN"];
+        words.extend_from_slice(flags);
+        raw.send(&resp(&words));
+        assert!(
+            raw.closed(),
+            "SHUTDOWN closes the connection without a reply"
+        );
+        let r = std::net::TcpStream::connect_timeout(
+            &([127, 0, 0, 1], s.port).into(),
+            Duration::from_secs(1),
+        );
+        assert!(r.is_err(), "connection accepted after SHUTDOWN {flags:?}");
+        assert_eq!(s.wait_exit(), Some(0));
+    }
+}
+
+/// The `id=` field's client's CLIENT LIST line.
+fn client_line_of(c: &mut redis::Connection, id: i64) -> String {
+    let list: String = q(c, &["CLIENT", "LIST", "ID", &id.to_string()]).expect("client list");
+    list
+}
+
+/// A blocked client shows Redis's `b` flag; SWAPDB bringing an expired key in front of it
+/// does not serve it (the key is deleted as expired), it stays blocked until unblocked.
+#[test]
+fn swapdb_does_not_serve_an_expired_key() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let _: () = q(&mut c, &["SELECT", "1"]).expect("select");
+    let _: i64 = q(&mut c, &["RPUSH", "k", "hello"]).expect("rpush");
+    let _: i64 = q(&mut c, &["PEXPIRE", "k", "100"]).expect("pexpire");
+    let mut waiter = s.raw();
+    waiter.roundtrip(&resp(&["SELECT", "9"]), b"+OK\r\n");
+    waiter.send(&resp(&["CLIENT", "ID"]));
+    let idline = String::from_utf8(waiter.read_until(b"\r\n")).expect("utf8");
+    let id: i64 = idline.trim().trim_start_matches(':').parse().expect("id");
+    waiter.send(&resp(&["BRPOP", "k", "0"]));
+    assert!(eventually(5.0, || {
+        let info: String = q(&mut c, &["INFO", "clients"]).expect("info");
+        info.contains("blocked_clients:1")
+    }));
+    assert!(client_line_of(&mut c, id).contains(" flags=b "));
+    std::thread::sleep(Duration::from_millis(150));
+    let _: () = q(&mut c, &["SWAPDB", "1", "9"]).expect("swapdb");
+    assert!(
+        client_line_of(&mut c, id).contains(" flags=b "),
+        "still blocked"
+    );
+    assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
+    waiter.roundtrip(b"", b"*-1\r\n");
+    assert!(client_line_of(&mut c, id).contains(" flags=N "));
+}
+
+/// SCAN deletes the expired keys it meets, each as its own DEL in the journal (not wrapped
+/// in MULTI/EXEC), as Redis propagates a lazy expiry.
+#[test]
+fn scan_journals_the_expired_keys_it_meets() {
+    let dir = temp_dir("scan");
+    let s = TestServer::start(&[
+        "--dir",
+        &dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let _: () = q(&mut c, &["SET", "foo1", "bar", "PX", "1"]).expect("set");
+    let _: () = q(&mut c, &["SET", "foo2", "bar", "PX", "1"]).expect("set");
+    let _: () = q(&mut c, &["SET", "kept", "bar"]).expect("set");
+    std::thread::sleep(Duration::from_millis(5));
+    let (_, keys): (String, Vec<String>) =
+        q(&mut c, &["SCAN", "0", "COUNT", "1000"]).expect("scan");
+    assert_eq!(keys, ["kept"]);
+    assert_eq!(int(&mut c, &["DBSIZE"]), 1, "the expired keys are gone");
+    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            text.contains("foo2\r\n") && text.matches("$3\r\ndel\r\n").count() == 2
+        }),
+        "{text:?}"
+    );
+    for k in ["foo1", "foo2"] {
+        assert!(
+            text.contains(&format!("*2\r\n$3\r\ndel\r\n$4\r\n{k}\r\n")),
+            "{text:?}"
+        );
+    }
+    assert!(!text.contains("multi"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A transaction that fills a key a client waits on and lets it expire: the client stays
+/// blocked, and the DEL of the expired key the serving met is journaled after the EXEC
+/// block, not inside it (Redis serves blocked clients after EXEC as a whole).
+#[test]
+fn exec_over_an_expired_key_journals_its_del_after_the_block() {
+    let dir = temp_dir("exec");
+    let s = TestServer::start(&[
+        "--dir",
+        &dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["CLIENT", "ID"]));
+    let idline = String::from_utf8(waiter.read_until(b"\r\n")).expect("utf8");
+    let id: i64 = idline.trim().trim_start_matches(':').parse().expect("id");
+    waiter.send(&resp(&["BRPOP", "k", "0"]));
+    assert!(eventually(5.0, || client_line_of(&mut c, id).contains(" flags=b ")));
+    let mut raw = s.raw();
+    raw.send(&resp(&["MULTI"]));
+    raw.send(&resp(&["RPUSH", "k", "hello"]));
+    raw.send(&resp(&["PEXPIRE", "k", "100"]));
+    raw.send(&resp(&["DEBUG", "SLEEP", "0.2"]));
+    raw.send(&resp(&["EXEC"]));
+    raw.read_until(b"*3\r\n:1\r\n:1\r\n+OK\r\n");
+    assert!(
+        client_line_of(&mut c, id).contains(" flags=b "),
+        "still blocked"
+    );
+    assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
+    waiter.roundtrip(b"", b"*-1\r\n");
+    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            text.contains("$3\r\ndel\r\n")
+        }),
+        "{text:?}"
+    );
+    let exec = text.find("$4\r\nexec\r\n").expect("exec");
+    let del = text.find("$3\r\ndel\r\n$1\r\nk\r\n").expect("del");
+    assert!(exec < del, "{text:?}");
+    assert!(!text.contains("brpop"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// DEBUG HTSTATS <dbid>: Redis's two sections with the counts of keys and of keys with a
+/// deadline; a database out of range is Redis's error.
+#[test]
+fn debug_htstats_counts_keys_and_deadlines() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let empty: String = q(&mut c, &["DEBUG", "HTSTATS", "9"]).expect("htstats");
+    assert_eq!(
+        empty,
+        "[Dictionary HT]\nNo stats available for empty dictionaries\n[Expires HT]\nNo stats available for empty dictionaries\n"
+    );
+    let _: () = q(&mut c, &["SELECT", "9"]).expect("select");
+    for i in 0..5 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    let _: i64 = q(&mut c, &["EXPIRE", "k0", "100"]).expect("expire");
+    let full: String = q(&mut c, &["DEBUG", "HTSTATS", "9", "full"]).expect("htstats");
+    assert_eq!(
+        full,
+        "[Dictionary HT]\nHash table 0 stats (main hash table):\n number of elements: 5\n[Expires HT]\nHash table 0 stats (main hash table):\n number of elements: 1\n"
+    );
+    let e = err_text(q::<String>(&mut c, &["DEBUG", "HTSTATS", "16"]));
+    assert_eq!(e, "ERR Out of range database");
+}
+
+/// A blocking pop whose key had expired blocks; the journal has the DEL of the expired key
+/// and not the BRPOP itself (replayed, it would pop what a later push brought).
+#[test]
+fn a_blocked_pop_is_not_journaled_as_itself() {
+    let dir = temp_dir("blocked");
+    let s = TestServer::start(&[
+        "--dir",
+        &dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
+    let _: i64 = q(&mut c, &["RPUSH", "k", "hello"]).expect("rpush");
+    let _: i64 = q(&mut c, &["PEXPIRE", "k", "50"]).expect("pexpire");
+    std::thread::sleep(Duration::from_millis(100));
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["BRPOP", "k", "0"]));
+    assert!(eventually(5.0, || {
+        let info: String = q(&mut c, &["INFO", "clients"]).expect("info");
+        info.contains("blocked_clients:1")
+    }));
+    let _: () = q(&mut c, &["SET", "after", "1"]).expect("set");
+    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            text.contains("$5\r\nafter\r\n")
+        }),
+        "{text:?}"
+    );
+    assert!(text.contains("$3\r\ndel\r\n$1\r\nk\r\n"), "{text:?}");
+    assert!(!text.contains("brpop"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command allowed while a script is BUSY does not serve blocked clients in the middle of
+/// the script: the client blocked on `x` gets what the script left at its end.
+#[test]
+fn a_busy_script_is_not_interrupted_by_serving_blocked_clients() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let mut waiter = s.raw();
+    waiter.send(&resp(&["BLPOP", "x", "0"]));
+    assert!(eventually(5.0, || {
+        let info: String = q(&mut c, &["INFO", "clients"]).expect("info");
+        info.contains("blocked_clients:1")
+    }));
+    let _: () = q(&mut c, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"]).expect("debug");
+    let _: () = q(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "10"]).expect("config");
+    let mut script = s.raw();
+    script.send(&resp(&[
+        "EVAL",
+        "redis.call('lpush',KEYS[1],'y') \
+         while true do \
+           if string.find(redis.call('client','list'), 'abortscript') ~= nil then break end \
+         end \
+         redis.call('lpush',KEYS[1],'z') return 1",
+        "1",
+        "x",
+    ]));
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = err_text(q::<String>(&mut c, &["PING"]));
+    assert!(busy.starts_with("BUSY"), "{busy}");
+    // Allowed while BUSY; it lets the script end.
+    let mut other = s.raw();
+    other.send(&resp(&["HELLO", "2", "SETNAME", "abortscript"]));
+    script.read_until(b":1\r\n");
+    waiter.roundtrip(b"", b"*2\r\n$1\r\nx\r\n$1\r\nz\r\n");
+}
