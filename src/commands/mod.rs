@@ -503,11 +503,9 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         None => return scripting::refuse_busy(ctx, spec),
     };
     let reply = execute(ctx, spec, args);
-    // Not while a script runs (an ALLOW_BUSY command without the gate): a client blocked
-    // on a key the script filled is served after the script, which serves it then.
-    if _shared.is_some() {
-        ctx.server.blocking.serve_ready(ctx.server);
-    }
+    // While a script runs (an ALLOW_BUSY command without the gate) this serves nobody: a
+    // client blocked on a key the script filled is served at the script's end.
+    ctx.server.blocking.serve_ready(ctx.server);
     reply
 }
 
