@@ -57,16 +57,19 @@ fn main() {
     // the client for a core); see docs/BENCHMARKS.md.
     let threads = config.io_threads();
     config.set_normalized("io-threads", threads.to_string());
-    // One thread: the current-thread scheduler. It runs the connections that became ready
-    // in the order they did, as Redis's event loop does (the multi-thread scheduler's LIFO
-    // slot runs the last one woken first, so a command sent just after another client's
-    // could run before it: Redis's tests that block one client and then write from another
-    // failed), and it costs fewer instructions per request (P1 SET: 14.1k against 14.8k,
-    // callgrind). Scripts then run on the script thread (commands::scripting). More threads:
-    // the multi-thread scheduler, where a script runs on its caller's thread and, once it
-    // runs long, hands that thread's worker to another (`block_in_place`).
+    // One thread: the multi-thread scheduler with one worker and its LIFO slot off, so
+    // scripts run inline on that worker and a long one hands the worker to another thread
+    // (`block_in_place`; commands::scripting), where the current-thread scheduler needed a
+    // script thread and two cross-thread wake-ups per batch of scripts. Without the LIFO
+    // slot the worker runs the connections that became ready in the order they did, as
+    // Redis's event loop does (with it, the last one woken ran first: a command sent just
+    // after another client's could run before it, and Redis's tests that block one client
+    // and then write from another failed). The current-thread scheduler is kept for a
+    // build without tokio's unstable API (see .cargo/config.toml) and when
+    // TIDECACHE_CURRENT_THREAD is set (to compare the two). More threads: the multi-thread
+    // scheduler, its LIFO slot on.
     let mut builder = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
+        one_worker().unwrap_or_else(tokio::runtime::Builder::new_current_thread)
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(threads);
@@ -86,6 +89,24 @@ fn main() {
     };
     let code = runtime.block_on(run(config));
     std::process::exit(code);
+}
+
+/// The runtime of `io-threads 1`: the multi-thread scheduler with one worker and no LIFO
+/// slot (see `main`); None where it cannot be had (a build without `tokio_unstable`) or
+/// the current-thread scheduler is asked for.
+#[allow(unexpected_cfgs)]
+fn one_worker() -> Option<tokio::runtime::Builder> {
+    if std::env::var_os("TIDECACHE_CURRENT_THREAD").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    #[cfg(tokio_unstable)]
+    {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(1).disable_lifo_slot();
+        Some(b)
+    }
+    #[cfg(not(tokio_unstable))]
+    None
 }
 
 /// Redis's `adjustOpenFilesLimit`: `maxclients` clients need as many descriptors plus 32

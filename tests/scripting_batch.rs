@@ -1,5 +1,5 @@
 //! Consecutive script requests of one read go to the script thread as one batch (one I/O
-//! thread, the default here): each still runs on its own, replies and errors in order, the
+//! thread on the current-thread runtime): each still runs on its own, replies and errors in order, the
 //! commands around the batch keep their place, and a batch cut short by a protocol error
 //! answers what came before it. Also KEYS/ARGV as `eval_run` builds them (pushed onto the
 //! stack) against the tables built in Rust (more than six, or not UTF-8).
@@ -7,6 +7,14 @@
 mod support;
 
 use support::{resp, TestServer};
+
+/// The batch hand-off is the current-thread runtime's (`io-threads 1` in a build without
+/// tokio_unstable); the default one-worker runtime runs scripts inline, so these tests ask
+/// for the current-thread runtime (the server inherits the variable).
+fn start() -> TestServer {
+    std::env::set_var("TIDECACHE_CURRENT_THREAD", "1");
+    TestServer::start(&[])
+}
 
 const INCR: &str = "return redis.call('INCR', KEYS[1])";
 
@@ -22,7 +30,7 @@ fn resp_bytes(args: &[&[u8]]) -> Vec<u8> {
 
 #[test]
 fn a_batch_of_scripts_answers_each_in_order_with_its_own_errors() {
-    let s = TestServer::start(&[]);
+    let s = start();
     let mut c = s.conn();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -75,7 +83,7 @@ fn a_batch_of_scripts_answers_each_in_order_with_its_own_errors() {
 
 #[test]
 fn a_protocol_error_after_scripts_answers_them_first_then_closes() {
-    let s = TestServer::start(&[]);
+    let s = start();
     let mut r = s.raw();
     let mut req = Vec::new();
     req.extend(resp(&["EVAL", INCR, "1", "p"]));
@@ -93,7 +101,7 @@ fn a_protocol_error_after_scripts_answers_them_first_then_closes() {
 
 #[test]
 fn keys_and_argv_are_the_same_pushed_or_built() {
-    let s = TestServer::start(&[]);
+    let s = start();
     let mut r = s.raw();
     let body = "return {#KEYS, #ARGV, KEYS[1] or 'none', ARGV[#ARGV] or 'none'}";
     let cases: &[(&[&[u8]], &[u8])] = &[
@@ -149,7 +157,7 @@ fn keys_and_argv_are_the_same_pushed_or_built() {
 
 #[test]
 fn numbers_passed_to_redis_call_are_formatted_as_redis_does() {
-    let s = TestServer::start(&[]);
+    let s = start();
     let mut r = s.raw();
     let body = "redis.call('set', 'a', 0.1) redis.call('set', 'b', 60000) \
                 redis.call('set', 'c', -0.0) redis.call('set', 'd', 1e20) \

@@ -28,8 +28,8 @@
 //! refuses bytecode. `cjson`, `bit`, `cmsgpack` and `struct` (`lua_struct.rs`) are implemented
 //! here in Rust.
 //!
-//! **Where a script runs.** On the multi-thread runtime (`io-threads` above 1), on its
-//! caller's thread: the dispatcher hands the script commands to [`run_inline`], which takes
+//! **Where a script runs.** On the multi-thread runtime (any `io-threads`: with 1, one worker
+//! with its LIFO slot off, see `main.rs`), on its caller's thread: the dispatcher hands the script commands to [`run_inline`], which takes
 //! the exec gate exclusively, runs the script with the caller's client state (its database,
 //! RESP2 until `redis.setresp`, never blocking: `in_exec`), then serves the clients blocked on
 //! keys the script filled. No hand-off, so a short script costs what a command costs. The
@@ -38,7 +38,8 @@
 //! connections queued there, its share of the I/O) to a fresh thread with `block_in_place`,
 //! so other clients are still read, hear `-BUSY` once it runs past `busy-reply-threshold`
 //! (`state::gate`), and may send SCRIPT KILL / FUNCTION KILL. On the current-thread runtime
-//! (one I/O thread) that thread must never run a script: scripts go to one dedicated thread,
+//! (`io-threads 1` in a build without `tokio_unstable`, or with TIDECACHE_CURRENT_THREAD set)
+//! its one thread must never run a script: scripts go to one dedicated thread,
 //! the script thread. The connection hands it the script request it just parsed together
 //! with the script requests buffered right behind it ([`run_batch`]), and its own client
 //! state: there each goes through the whole dispatcher and runs inline as on the
