@@ -519,6 +519,10 @@ fn zadd(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             "ERR INCR option supports a single increment-element pair",
         ));
     }
+    // The common single pair is parsed onto the stack (no allocation per ZADD).
+    if let [score, member] = rest {
+        return zadd_generic(ctx, key, f, &[(parse_score(score)?, member)]);
+    }
     let mut pairs = Vec::new();
     for p in rest.chunks_exact(2) {
         pairs.push((parse_score(&p[0])?, &p[1]));
