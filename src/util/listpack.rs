@@ -366,7 +366,13 @@ impl Listpack {
             return;
         }
         let at = self.offset_of(i);
-        let size = self.entry_at(at).1;
+        let (n, l) = get_varint(&self.buf, at);
+        if n == data.len() {
+            // Same length, same frame: only the bytes change.
+            self.buf.as_mut_slice()[at + l..at + l + n].copy_from_slice(data);
+            return;
+        }
+        let size = entry_size(n);
         let (head, back) = frame(data.len());
         let new = head.len + data.len() + back.len;
         let write = |gap: &mut [u8]| {
