@@ -138,6 +138,14 @@ impl Small {
 
 /// The length varint and the back-length of an entry of `n` bytes.
 fn frame(n: usize) -> (Small, Small) {
+    if n < 127 {
+        // The usual short element: one byte each (the back-length `n + 1` is below 128).
+        let one = |b: usize| Small {
+            buf: [b as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            len: 1,
+        };
+        return (one(n), one(n + 1));
+    }
     let varint = |mut x: usize, backward: bool| {
         let mut out = Small {
             buf: [0; 10],
