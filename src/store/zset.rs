@@ -107,6 +107,22 @@ fn put_score(out: &mut Vec<u8>, score: f64) {
     out.extend_from_slice(&score.to_le_bytes());
 }
 
+/// Reads a forward varint at `pos`: (value, bytes read).
+fn read_varint(buf: &[u8], pos: usize) -> (usize, usize) {
+    let mut n = 0usize;
+    let mut shift = 0;
+    let mut i = pos;
+    loop {
+        let b = buf[i];
+        i += 1;
+        n |= ((b & 0x7f) as usize) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            return (n, i - pos);
+        }
+    }
+}
+
 /// Reads a score written by [`put_score`] at `pos`; returns it and the position after it.
 fn get_score(buf: &[u8], mut pos: usize) -> (f64, usize) {
     let mut n = 0u64;
@@ -128,6 +144,10 @@ fn get_score(buf: &[u8], mut pos: usize) -> (f64, usize) {
     }
     let zigzag = n >> 4;
     let m = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
+    if e == 0 {
+        // An integer score (the usual case): no power of ten to divide by.
+        return (m as f64, pos);
+    }
     (m as f64 / 10f64.powi(e as i32), pos)
 }
 
@@ -179,10 +199,29 @@ impl Pack {
         }
     }
     fn find(&self, member: &[u8]) -> Option<(usize, f64, usize, usize)> {
-        self.iter()
-            .enumerate()
-            .find(|(_, e)| e.0 == member)
-            .map(|(i, (_, s, a, b))| (i, s, a, b))
+        // Members are compared before any score is decoded: only the match's score is
+        // (decoding every entry's score cost as much as the rest of a ZADD's lookup).
+        let buf: &[u8] = &self.buf;
+        let mut pos = 0;
+        let mut i = 0;
+        while pos < buf.len() {
+            let start = pos;
+            let (n, l) = read_varint(buf, pos);
+            pos += l;
+            let m = &buf[pos..pos + n];
+            pos += n;
+            if m == member {
+                let (score, end) = get_score(buf, pos);
+                return Some((i, score, start, end));
+            }
+            let (tag, l) = read_varint(buf, pos);
+            pos += l;
+            if tag as u64 & 0xf == RAW_SCORE {
+                pos += 8;
+            }
+            i += 1;
+        }
+        None
     }
     fn insert(&mut self, member: &[u8], score: f64) {
         // Redis's listpack keeps a negative zero as 0.
@@ -646,9 +685,11 @@ impl ZSetValue {
     /// Sets the member's score (adding it when absent); returns its previous score. Converts
     /// to the skiplist form past the listpack limits, as Redis's `zsetAdd`.
     pub fn insert(&mut self, member: &[u8], score: f64) -> Option<f64> {
+        // One search of a packed set: its result decides the conversion and the change.
+        let mut found = None;
         if let Inner::Pack(p) = &self.inner {
-            let old = p.find(member).map(|e| e.1);
-            if old.is_none()
+            found = p.find(member);
+            if found.is_none()
                 && (p.len as usize + 1 > limit(&LIMITS.zset_entries)
                     || member.len() > limit(&LIMITS.zset_value))
             {
@@ -657,15 +698,14 @@ impl ZSetValue {
         }
         match &mut self.inner {
             Inner::Pack(p) => {
-                let old = p.find(member);
-                if let Some((_, s, a, b)) = old {
+                if let Some((_, s, a, b)) = found {
                     if s == score {
                         return Some(s);
                     }
                     p.remove_bytes(a, b, 1);
                 }
                 p.insert(member, score);
-                old.map(|e| e.1)
+                found.map(|e| e.1)
             }
             Inner::Tree(t) => match t.find(member) {
                 Some(i) => {

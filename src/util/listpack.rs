@@ -138,6 +138,14 @@ impl Small {
 
 /// The length varint and the back-length of an entry of `n` bytes.
 fn frame(n: usize) -> (Small, Small) {
+    if n < 127 {
+        // The usual short element: one byte each (the back-length `n + 1` is below 128).
+        let one = |b: usize| Small {
+            buf: [b as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            len: 1,
+        };
+        return (one(n), one(n + 1));
+    }
     let varint = |mut x: usize, backward: bool| {
         let mut out = Small {
             buf: [0; 10],
@@ -160,15 +168,6 @@ fn frame(n: usize) -> (Small, Small) {
     let head = varint(n, false);
     let back = varint(head.len + n, true);
     (head, back)
-}
-
-fn encode(data: &[u8]) -> Vec<u8> {
-    let mut e = Vec::with_capacity(entry_size(data.len()));
-    put_varint(&mut e, data.len());
-    e.extend_from_slice(data);
-    let head = e.len();
-    put_backlen(&mut e, head);
-    e
 }
 
 impl Listpack {
@@ -367,15 +366,42 @@ impl Listpack {
         Some(out)
     }
 
-    /// Replaces entry `i`.
+    /// Replaces entry `i`. An entry of the same encoded size is overwritten in place (HSET of
+    /// an existing field with a value of the same length: no reallocation, no temporary);
+    /// otherwise the tail moves once and the buffer is resized once.
     pub fn replace(&mut self, i: usize, data: &[u8]) {
         if i >= self.len() {
             return;
         }
         let at = self.offset_of(i);
-        let size = self.entry_at(at).1;
-        self.edit(entry_size(data.len()).saturating_sub(size), |buf| {
-            drop(buf.splice(at..at + size, encode(data)));
+        let (n, l) = get_varint(&self.buf, at);
+        if n == data.len() {
+            // Same length, same frame: only the bytes change.
+            self.buf.as_mut_slice()[at + l..at + l + n].copy_from_slice(data);
+            return;
+        }
+        let size = entry_size(n);
+        let (head, back) = frame(data.len());
+        let new = head.len + data.len() + back.len;
+        let write = |gap: &mut [u8]| {
+            gap[..head.len].copy_from_slice(head.bytes());
+            gap[head.len..head.len + data.len()].copy_from_slice(data);
+            gap[head.len + data.len()..].copy_from_slice(back.bytes());
+        };
+        if new == size {
+            write(&mut self.buf.as_mut_slice()[at..at + new]);
+            return;
+        }
+        self.edit(new.saturating_sub(size), |buf| {
+            let old = buf.len();
+            if new > size {
+                buf.resize(old + new - size, 0);
+                buf.copy_within(at + size..old, at + new);
+            } else {
+                buf.copy_within(at + size..old, at + new);
+                buf.truncate(old - (size - new));
+            }
+            write(&mut buf[at..at + new]);
         });
     }
 
