@@ -82,7 +82,7 @@ impl PackedBytes {
     pub fn edit<R>(&mut self, extra: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let me = std::mem::ManuallyDrop::new(std::mem::take(self));
         let (ptr, len) = (me.ptr, me.len as usize);
-        let cap = block_size(len);
+        let cap = block_size(len, ptr);
         // SAFETY: `ptr` owns a block of `cap` bytes (`block_size`) whose first `len` are
         // initialized; the allocator frees or resizes it whatever size within its class it
         // is told (`block_size`), so a `Vec` may own it with that capacity. `me` is not
@@ -90,7 +90,7 @@ impl PackedBytes {
         let mut v = unsafe { Vec::from_raw_parts(ptr.as_ptr(), len, cap) };
         v.reserve_exact(extra);
         let r = f(&mut v);
-        if block_size(v.len()) != v.capacity() {
+        if class_capacity(v.len()) != v.capacity() {
             v.shrink_to_fit();
         }
         let mut v = std::mem::ManuallyDrop::new(v);
@@ -113,7 +113,28 @@ impl PackedBytes {
 /// so a block given back as any length of the same class is counted out exactly as it was
 /// counted in. Elsewhere (unit tests on the system allocator) nothing is assumed. Blocks
 /// above 64 KiB (huge pages in mimalloc, where the estimate is not exact) are not used so.
-fn block_size(n: usize) -> usize {
+///
+/// The estimate is also checked against the block itself (`mi_usable_size`, a few
+/// instructions): should the model ever claim more than the block holds, the buffer is
+/// taken at its exact length instead, so no write can pass the block's end.
+fn block_size(n: usize, ptr: NonNull<u8>) -> usize {
+    let class = class_capacity(n);
+    if class == n {
+        return n;
+    }
+    // SAFETY: `ptr` is a live block of the global allocator, which is mimalloc (a class
+    // above `n` is only given under it).
+    let usable = unsafe { libmimalloc_sys::mi_usable_size(ptr.as_ptr().cast()) };
+    if class <= usable {
+        class
+    } else {
+        n
+    }
+}
+
+/// The capacity a buffer of `n` bytes keeps: its mimalloc size class (up to 64 KiB) under
+/// the binary's counting mimalloc, else exactly `n`.
+fn class_capacity(n: usize) -> usize {
     use std::sync::atomic::{AtomicU8, Ordering};
     /// 0: not asked yet, 1: mimalloc with counting, 2: another allocator.
     static MIMALLOC: AtomicU8 = AtomicU8::new(0);
