@@ -554,6 +554,9 @@ impl CollectionShard {
             if nmoves == MAX_MOVES {
                 return InPlace::NotApplicable;
             }
+            // Room for the keys of the usual move at once (grown a push at a time, the buffer
+            // reallocated four times for one 12-character string).
+            keybuf.reserve(64);
             let (off, w) = found[i];
             match sets[i].1 {
                 SetValue::Fixed(f) => {
