@@ -26,22 +26,7 @@ fn journaled() -> CommandResult<()> {
 }
 
 fn id_reply(id: &bson::Bson) -> Reply {
-    match id {
-        // A generated `_id` (every insert without one): `{"$oid":"<24 hex digits>"}`, as
-        // `value_json` writes it, in one buffer of its exact size.
-        bson::Bson::ObjectId(o) => {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let mut out = Vec::with_capacity(34);
-            out.extend_from_slice(br#"{"$oid":""#);
-            for b in o.bytes() {
-                out.push(HEX[(b >> 4) as usize]);
-                out.push(HEX[(b & 15) as usize]);
-            }
-            out.extend_from_slice(br#""}"#);
-            Reply::bulk(out)
-        }
-        _ => Reply::bulk(codec::value_json(id)),
-    }
+    Reply::bulk(codec::value_json(id))
 }
 
 /// `DOC.INSERT coll [BSON] doc [doc ...] [J]`: the `_id`s in order, all or nothing.
