@@ -8,6 +8,21 @@ use bson::{Bson, DateTime, Document, RawDocumentBuf};
 /// Deepest nesting a stored document may have (MongoDB's limit).
 pub const MAX_DEPTH: usize = 100;
 
+/// `max-document-size`, mirrored here (at start and on `CONFIG SET`): every insert and
+/// update checks it, and reading it from the configuration map was about 400 instructions
+/// of a 10k-instruction write.
+static MAX_SIZE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(16 << 20);
+
+/// The largest stored document, in bytes (`max-document-size`).
+pub fn max_size() -> usize {
+    MAX_SIZE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Follows `max-document-size`.
+pub fn set_max_size(n: usize) {
+    MAX_SIZE.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Parses Extended JSON text (relaxed or canonical) into a document. Errors name the byte
 /// where parsing stopped: `invalid JSON at byte 17: expected value`.
 pub fn parse_json(text: &[u8]) -> Result<Document, String> {

@@ -157,6 +157,9 @@ pub struct CollectionShard {
     mem: MemoryBooks,
 }
 
+/// Most fields one update in place writes.
+const MAX_FIELDS: usize = 8;
+
 /// What [`CollectionShard::set_in_place`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InPlace {
@@ -419,7 +422,54 @@ impl CollectionShard {
         sets: &[(&str, SetValue<'_>)],
         max_size: usize,
     ) -> InPlace {
-        const MAX_FIELDS: usize = 8;
+        let done = self.write_in_place(slot, sets, max_size);
+        if done == InPlace::Changed {
+            for (_, t) in &mut self.ttl {
+                for (f, v) in sets {
+                    if let (true, SetValue::Fixed(Fixed::Date(ms))) = (t.is_on(f), v) {
+                        t.set_date(slot, Some(*ms));
+                    }
+                }
+            }
+        }
+        done
+    }
+
+    /// `DOC.TOUCH` of the document in `slot` in place: every TTL index's field set to the
+    /// date `ms`, as [`CollectionShard::set_in_place`] of those fields would (`NotApplicable`
+    /// also when there is no TTL index or one is on a dotted path: the general `$set` then
+    /// runs). Why: the list of field names a touch built for that call was two allocations
+    /// of every touch.
+    pub fn touch_in_place(&mut self, slot: u32, ms: i64) -> InPlace {
+        let n = self.ttl.len();
+        if n == 0 || n > MAX_FIELDS || self.ttl.iter().any(|(_, t)| t.top_field().is_none()) {
+            return InPlace::NotApplicable;
+        }
+        // The names are borrowed from the wheels while this part's bytes and indexes change:
+        // the wheels are set aside for that call (`write_in_place` does not read them).
+        let ttl = std::mem::take(&mut self.ttl);
+        let date = SetValue::Fixed(Fixed::Date(ms));
+        let mut sets = [("", date); MAX_FIELDS];
+        for (s, (_, t)) in sets.iter_mut().zip(&ttl) {
+            s.0 = t.top_field().unwrap_or("");
+        }
+        let done = self.write_in_place(slot, &sets[..n], usize::MAX);
+        self.ttl = ttl;
+        if done == InPlace::Changed {
+            for (_, t) in &mut self.ttl {
+                t.set_date(slot, Some(ms));
+            }
+        }
+        done
+    }
+
+    /// [`CollectionShard::set_in_place`] but for the TTL wheels, which the caller moves.
+    fn write_in_place(
+        &mut self,
+        slot: u32,
+        sets: &[(&str, SetValue<'_>)],
+        max_size: usize,
+    ) -> InPlace {
         let Some(doc) = self.get(slot) else {
             return InPlace::NotApplicable;
         };
@@ -486,9 +536,14 @@ impl CollectionShard {
         if new_len != old_len && (self.is_capped() || new_len > max_size) {
             return InPlace::NotApplicable;
         }
-        // The old values of the fields an index reads, to move its entries (read before the
-        // bytes change; an index that is not built yet has no entries to move).
-        let mut moves: Vec<(usize, Bson, Bson)> = Vec::new();
+        // The old values' KeyStrings of the fields an index reads, to move its entries (read
+        // before the bytes change; an index that is not built yet has no entries to move):
+        // all in one buffer, each move as (index, field, end of its old key there). Why: a
+        // `Bson` and a key vector per value were four allocations of an upsert.
+        const MAX_MOVES: usize = 8;
+        let mut keybuf: Vec<u8> = Vec::new();
+        let mut moves = [(0usize, 0usize, 0usize); MAX_MOVES];
+        let mut nmoves = 0;
         for (n, ix) in self.indexes.iter().enumerate() {
             let (Some(i), Some(o)) = (reads(ix), ix.as_ordered()) else {
                 continue;
@@ -496,19 +551,29 @@ impl CollectionShard {
             if o.is_dormant() {
                 continue;
             }
+            if nmoves == MAX_MOVES {
+                return InPlace::NotApplicable;
+            }
+            // Room for the keys of the usual move at once (grown a push at a time, the buffer
+            // reallocated four times for one 12-character string).
+            keybuf.reserve(64);
             let (off, w) = found[i];
-            let old = match sets[i].1 {
+            match sets[i].1 {
                 SetValue::Fixed(f) => {
                     let mut b = [0u8; 8];
                     b[..w].copy_from_slice(&bytes[off..off + w]);
-                    f.with_bytes(&b).to_bson()
+                    keys::encode_into(&f.with_bytes(&b).to_bson(), &mut keybuf);
                 }
-                SetValue::Str(_) => match std::str::from_utf8(&bytes[off + 4..off + w - 1]) {
-                    Ok(t) => Bson::String(t.to_string()),
-                    Err(_) => return InPlace::NotApplicable,
-                },
-            };
-            moves.push((n, old, sets[i].1.to_bson()));
+                SetValue::Str(_) => {
+                    let s = &bytes[off + 4..off + w - 1];
+                    if std::str::from_utf8(s).is_err() {
+                        return InPlace::NotApplicable;
+                    }
+                    keys::encode_str_into(s, &mut keybuf);
+                }
+            }
+            moves[nmoves] = (n, i, keybuf.len());
+            nmoves += 1;
         }
         // Every value as wide as the one it replaces (not just the same total: one string
         // may grow by what another shrinks).
@@ -552,17 +617,20 @@ impl CollectionShard {
             self.doc_heap = self.doc_heap.saturating_sub(alloc_size(old_len)) + alloc_size(new_len);
             self.sync_memory();
         }
-        for (n, old, new) in moves {
+        // Each new key goes after every old one, for its move only.
+        let olds = keybuf.len();
+        let mut start = 0;
+        for &(n, i, end) in &moves[..nmoves] {
+            match sets[i].1 {
+                SetValue::Fixed(f) => keys::encode_into(&f.to_bson(), &mut keybuf),
+                SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), &mut keybuf),
+            }
+            let (old, new) = keybuf.split_at(olds);
             if let Some(o) = self.indexes[n].as_ordered_mut() {
-                o.move_scalar(slot, &old, &new);
+                o.move_key(slot, &old[start..end], new);
             }
-        }
-        for (_, t) in &mut self.ttl {
-            for (f, v) in sets {
-                if let (true, SetValue::Fixed(Fixed::Date(ms))) = (t.is_on(f), v) {
-                    t.set_date(slot, Some(*ms));
-                }
-            }
+            keybuf.truncate(olds);
+            start = end;
         }
         InPlace::Changed
     }

@@ -598,13 +598,28 @@ fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         }
     }
     let n = a.len().min(b.len()) & !7;
-    // The tail byte by byte (a slice comparison would call `memcmp` again).
-    for (x, y) in a[n..].iter().zip(&b[n..]) {
-        if x != y {
-            return x.cmp(y);
-        }
+    // The tail as one more word each, zero-padded (a slice comparison would call `memcmp`
+    // again, and a byte loop cost a compare and branch a byte: entries are 19 bytes for a
+    // 12-character string key). The shorter side has fewer than 8 bytes left; where the
+    // padded words differ, the first differing byte decides as in byte order (a zero pad
+    // below a longer side's byte is a prefix sorting first); where they are equal, the
+    // shorter is a prefix of the longer.
+    let (x, y) = (tail_word(&a[n..]), tail_word(&b[n..]));
+    if x != y {
+        return x.cmp(&y);
     }
     a.len().cmp(&b.len())
+}
+
+/// Up to the first 8 bytes of `t` as a big-endian word, zero-padded.
+#[inline]
+fn tail_word(t: &[u8]) -> u64 {
+    // Shifted in byte by byte: a copy of a variable length would call `memcpy`.
+    let mut w = 0u64;
+    for (i, &c) in t.iter().take(8).enumerate() {
+        w |= (c as u64) << (56 - 8 * i);
+    }
+    w
 }
 
 impl std::fmt::Debug for IxKey {
@@ -797,8 +812,9 @@ impl OrderedIndex {
 
     /// The one key of a stored document for an index on one top-level field that holds no
     /// array there (the commonest index: `{accessTime: 1}`, `{user: 1}`), read straight from
-    /// the raw BSON; `None` when the general path ([`IndexSpec::keys_and_arrays`]) is needed.
-    fn single_key(&self, raw: &bson::RawDocument) -> Option<Vec<u8>> {
+    /// the raw BSON, appended to `k`; `None` when the general path
+    /// ([`IndexSpec::keys_and_arrays`]) is needed.
+    fn single_key(&self, raw: &bson::RawDocument, k: &mut Vec<u8>) -> Option<()> {
         let [f] = self.spec.fields.as_slice() else {
             return None;
         };
@@ -808,9 +824,9 @@ impl OrderedIndex {
         // Found by byte comparison of the names (`RawDocument::get` checks each name it passes
         // as UTF-8), and a string keyed from its bytes without building a `Bson`.
         let bytes = raw.as_bytes();
-        let mut k = match crate::documents::codec::top_level_value(bytes, top) {
+        match crate::documents::codec::top_level_value(bytes, top) {
             None => match raw.get(top) {
-                Ok(None) => keys::encode(&Bson::Null),
+                Ok(None) => keys::encode_into(&Bson::Null, k),
                 _ => return None,
             },
             Some((0x04, _)) => return None,
@@ -819,28 +835,68 @@ impl OrderedIndex {
                 let n = usize::try_from(i32::from_le_bytes([n[0], n[1], n[2], n[3]])).ok()?;
                 let s = bytes.get(at + 4..(at + 4 + n).checked_sub(1)?)?;
                 std::str::from_utf8(s).ok()?;
-                keys::encode_str(s)
+                keys::encode_str_into(s, k);
             }
             Some(_) => match raw.get(top) {
-                Ok(Some(v)) => keys::encode(&Bson::try_from(v).ok()?),
+                Ok(Some(v)) => keys::encode_into(&Bson::try_from(v).ok()?, k),
                 _ => return None,
             },
         };
-        orient(&mut k, f.descending);
-        Some(k)
+        orient(k, f.descending);
+        Some(())
     }
 
-    /// Moves a document's entry from the scalar `old` to the scalar `new`, for an index on
-    /// one top-level field whose value changed between two non-array values (a touch).
-    pub fn move_scalar(&mut self, slot: u32, old: &Bson, new: &Bson) {
+    /// Runs `f` with the entry of a stored document's one key ([`OrderedIndex::single_key`])
+    /// in `slot`, built in a buffer kept per thread (no key vector per write); `false` when
+    /// the general path is needed.
+    fn with_single_entry(
+        &mut self,
+        raw: &bson::RawDocument,
+        slot: u32,
+        f: impl FnOnce(&mut Self, IxKey),
+    ) -> bool {
+        thread_local! {
+            static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let e = KEY.with(|cell| {
+            let mut fresh = Vec::new();
+            let mut held = cell.try_borrow_mut().ok();
+            let k = held.as_deref_mut().unwrap_or(&mut fresh);
+            k.clear();
+            let e = self.single_key(raw, k).map(|()| entry(k, slot));
+            // A very long key does not keep its space for good.
+            if k.capacity() > 1 << 12 {
+                *k = Vec::new();
+            }
+            e
+        });
+        match e {
+            Some(e) => {
+                f(self, e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Moves a document's entry from the key `old` to the key `new` (KeyStrings of two
+    /// non-array values, as `keys::encode` makes them), for an index on one top-level field
+    /// whose value changed (an update in place). Each entry is built in place (no key
+    /// vector of its own): inverted there for a descending index.
+    pub fn move_key(&mut self, slot: u32, old: &[u8], new: &[u8]) {
         if self.dormant {
             return;
         }
         let descending = self.spec.fields.first().is_some_and(|f| f.descending);
-        for (v, add) in [(old, false), (new, true)] {
-            let mut k = keys::encode(v);
-            orient(&mut k, descending);
-            let e = entry(&k, slot);
+        for (k, add) in [(old, false), (new, true)] {
+            let mut e = entry(k, slot);
+            if descending {
+                let n = k.len();
+                match &mut e.0 {
+                    InlineBytes::Inline { buf, .. } => orient(&mut buf[..n], true),
+                    InlineBytes::Heap(b) => orient(&mut b[..n], true),
+                }
+            }
             if add {
                 self.put(e);
             } else {
@@ -854,14 +910,11 @@ impl OrderedIndex {
         if self.dormant {
             return;
         }
-        match self.single_key(raw) {
-            Some(k) => {
-                self.put(entry(&k, slot));
-            }
-            None => {
-                let d = self.spec.project(raw);
-                self.insert_doc(slot, &d);
-            }
+        if !self.with_single_entry(raw, slot, |ix, e| {
+            ix.put(e);
+        }) {
+            let d = self.spec.project(raw);
+            self.insert_doc(slot, &d);
         }
     }
 
@@ -870,12 +923,9 @@ impl OrderedIndex {
         if self.dormant {
             return;
         }
-        match self.single_key(raw) {
-            Some(k) => self.take(&entry(&k, slot)),
-            None => {
-                let d = self.spec.project(raw);
-                self.remove_doc(slot, &d);
-            }
+        if !self.with_single_entry(raw, slot, |ix, e| ix.take(&e)) {
+            let d = self.spec.project(raw);
+            self.remove_doc(slot, &d);
         }
     }
 

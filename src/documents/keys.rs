@@ -68,9 +68,14 @@ pub fn encode(v: &Bson) -> Vec<u8> {
 /// the same bytes as [`encode`] of the `Bson::String`).
 pub fn encode_str(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len() + 3);
-    out.push(order::rank(&Bson::String(String::new())) + 1);
-    string(s, &mut out);
+    encode_str_into(s, &mut out);
     out
+}
+
+/// Appends [`encode_str`]'s bytes to `out` (several keys built in one buffer).
+pub fn encode_str_into(s: &[u8], out: &mut Vec<u8>) {
+    out.push(order::rank(&Bson::String(String::new())) + 1);
+    string(s, out);
 }
 
 /// Appends the encoding of `v` to `out` (compound keys are concatenations).

@@ -122,6 +122,14 @@ impl TtlShard {
             .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
     }
 
+    /// The field, when it is a top-level one.
+    pub fn top_field(&self) -> Option<&str> {
+        match self.path.as_slice() {
+            [p] => Some(p),
+            _ => None,
+        }
+    }
+
     /// Whether the index is on the top-level field `name`.
     pub fn is_on(&self, name: &str) -> bool {
         matches!(self.path.as_slice(), [p] if p == name)

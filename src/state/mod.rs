@@ -191,6 +191,7 @@ impl Server {
             config.get_u64("slowlog-max-len"),
         );
         crate::documents::ttl::set_strict_reads(config.get_bool("ttl-strict-reads"));
+        crate::documents::codec::set_max_size(config.get_u64("max-document-size") as usize);
         let (shutdown_tx, _) = watch::channel(false);
         let pubsub = Arc::new(PubSub::new());
         let watches = Arc::new(Watches::default());
@@ -463,6 +464,10 @@ impl Server {
         if name == "ttl-strict-reads" {
             let on = self.config.read().get_bool("ttl-strict-reads");
             crate::documents::ttl::set_strict_reads(on);
+        }
+        if name == "max-document-size" {
+            let n = self.config.read().get_u64(name) as usize;
+            crate::documents::codec::set_max_size(n);
         }
         if name == "notify-keyspace-events" || name == "client-output-buffer-limit" {
             let cfg = self.config.read();

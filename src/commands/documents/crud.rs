@@ -26,7 +26,20 @@ fn journaled() -> CommandResult<()> {
 }
 
 fn id_reply(id: &bson::Bson) -> Reply {
-    Reply::bulk(codec::value_json(id))
+    match id {
+        // A generated `_id` (every insert without one): `{"$oid":"<24 hex digits>"}`, as
+        // `value_json` writes it, filled in a fixed buffer on the stack and copied once.
+        bson::Bson::ObjectId(o) => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let mut out = *br#"{"$oid":"000000000000000000000000"}"#;
+            for (i, b) in o.bytes().iter().enumerate() {
+                out[9 + 2 * i] = HEX[(b >> 4) as usize];
+                out[10 + 2 * i] = HEX[(b & 15) as usize];
+            }
+            Reply::bulk(bytes::Bytes::copy_from_slice(&out))
+        }
+        _ => Reply::bulk(codec::value_json(id)),
+    }
 }
 
 /// `DOC.INSERT coll [BSON] doc [doc ...] [J]`: the `_id`s in order, all or nothing.

@@ -14,8 +14,10 @@ pub const NO_JOURNAL: &str = "ERR J (journaled write concern) needs the journal 
 
 /// The collection a command works on, how its documents are encoded, and the time `$$NOW`
 /// stands for in this command.
-pub struct Target {
-    pub coll: String,
+pub struct Target<'a> {
+    /// Borrowed from the argument when it is valid UTF-8 (always, in practice): an owned
+    /// copy was an allocation of every document command.
+    pub coll: std::borrow::Cow<'a, str>,
     pub bson: bool,
     pub now: DateTime,
 }
@@ -27,8 +29,8 @@ pub fn fail(e: String) -> CommandError {
 
 /// Reads the collection name (checked as MongoDB does) and the optional `BSON` flag, which
 /// counts as the flag only when something follows it.
-pub fn target(args: &mut Args<'_>) -> CommandResult<Target> {
-    let coll = args.next_text()?;
+pub fn target<'a>(args: &mut Args<'a>) -> CommandResult<Target<'a>> {
+    let coll = String::from_utf8_lossy(args.next_arg()?);
     check_name(&coll).map_err(fail)?;
     let bson = args.len() >= 2 && args.eat("BSON");
     Ok(Target {
@@ -65,8 +67,9 @@ pub fn parse_filter(arg: &[u8], t: &Target) -> CommandResult<query::Node> {
 
 pub use crate::store::collections::with_code;
 
-pub fn max_doc_size(ctx: &Ctx<'_>) -> usize {
-    ctx.server.config.read().get_u64("max-document-size") as usize
+/// `max-document-size` (mirrored in `codec`, kept current by the server's configuration).
+pub fn max_doc_size(_ctx: &Ctx<'_>) -> usize {
+    codec::max_size()
 }
 
 /// A document as a reply: relaxed Extended JSON, or raw BSON with the `BSON` flag. The

@@ -258,6 +258,25 @@ impl<'a> Coll<'a> {
 /// Every index of a collection must be able to key a document before it is stored (no
 /// parallel arrays, not too many keys).
 fn check_keyable(specs: &[std::sync::Arc<IndexSpec>], doc: &RawDocument) -> DocResult<()> {
+    check_keyable_by(specs.iter().map(|s| &**s), doc)
+}
+
+/// [`check_keyable`] against the indexes of a locked part, read in place (no list of its
+/// specs built per insert).
+fn check_keyable_in(cs: &CollectionShard, doc: &RawDocument) -> DocResult<()> {
+    check_keyable_by(
+        cs.indexes
+            .iter()
+            .filter_map(|ix| ix.as_ordered())
+            .map(|ix| &*ix.spec),
+        doc,
+    )
+}
+
+fn check_keyable_by<'s>(
+    specs: impl Iterator<Item = &'s IndexSpec>,
+    doc: &RawDocument,
+) -> DocResult<()> {
     for spec in specs {
         if !scalar_keys(spec, doc) {
             spec.keys_of(&spec.project(doc)).map_err(with_code)?;

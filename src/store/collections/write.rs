@@ -7,7 +7,9 @@
 //! each change to the hooks. An expired document met on the way is purged (and reported)
 //! at once, whatever happens to the write after.
 
-use super::{check_keyable, with_code, Change, Coll, DocResult, Guards, Prepared};
+use super::{
+    check_keyable, check_keyable_in, with_code, Change, Coll, DocResult, Guards, Prepared,
+};
 use crate::documents::capped;
 use crate::documents::codec;
 use crate::documents::codec::{Fixed, NewDoc, SetValue};
@@ -80,10 +82,9 @@ impl Coll<'_> {
         let Some(first) = guards.first().and_then(|(_, g)| self.part(g)) else {
             return Err("ERR internal: collection vanished".into());
         };
-        let specs = first.index_specs();
         let capped = first.meta.capped.clone();
         for p in &batch {
-            check_keyable(&specs, &p.raw)?;
+            check_keyable_in(first, &p.raw)?;
             if let Some(spec) = &capped {
                 capped::check_fits(spec, p.raw.as_bytes().len())?;
             }
@@ -398,10 +399,12 @@ impl Coll<'_> {
         now: DateTime,
         max_size: &dyn Fn() -> usize,
     ) -> DocResult<u64> {
-        // With FIELD the fields are known now; otherwise they are the TTL indexes' fields,
-        // which every shard's part of the collection lists alike. The general update is built
-        // only for a document the in-place path cannot touch, and then once.
-        let mut fields: Option<Vec<String>> = field.map(|f| vec![f]);
+        // With FIELD the field is known now; otherwise they are the TTL indexes' fields,
+        // which every shard's part of the collection lists alike (listed only if a document
+        // needs the general update). The general update is built only for a document the
+        // in-place path cannot touch, and then once.
+        let field: Option<Vec<String>> = field.map(|f| vec![f]);
+        let mut ttl_fields: Option<Vec<String>> = None;
         let mut upd: Option<Update> = None;
         let mut n = 0;
         // By `_id`: the KeyString is made once, to pick the shard and probe the `_id` map.
@@ -418,42 +421,61 @@ impl Coll<'_> {
             let Some(cs) = self.part_mut(&mut guard) else {
                 continue;
             };
-            let fields = fields.get_or_insert_with(|| cs.ttl_fields());
-            if fields.is_empty() {
+            if field.is_none() && cs.ttl.is_empty() {
                 return Ok(0);
             }
             let by_id = id_key.as_deref().map(|k| cs.lookup_id_key(filter, k));
             if let Some(Ok(found)) = by_id {
                 if let Some(slot) = found.map(|(slot, _)| slot) {
-                    self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
+                    let f = field.as_deref();
+                    self.touch_slot(cs, slot, f, &mut ttl_fields, &mut upd, now, max_size)?;
                     n += 1;
                 }
                 continue;
             }
             for slot in match_slots(cs, filter, false) {
-                self.touch_slot(cs, slot, fields, &mut upd, now, max_size)?;
+                let f = field.as_deref();
+                self.touch_slot(cs, slot, f, &mut ttl_fields, &mut upd, now, max_size)?;
                 n += 1;
             }
         }
         Ok(n)
     }
 
-    /// Sets `fields` of the document in `slot` to `now`: its dates rewritten in place when it
-    /// can (`CollectionShard::set_in_place`), else through the general `$set`.
+    /// Sets `field` (or, without it, every TTL index's field: `ttl_fields` lists them once
+    /// the general path needs them) of the document in `slot` to `now`: its dates rewritten
+    /// in place when it can (`CollectionShard::set_in_place`), else through the general
+    /// `$set`.
+    #[allow(clippy::too_many_arguments)]
     fn touch_slot(
         &self,
         cs: &mut CollectionShard,
         slot: u32,
-        fields: &[String],
+        field: Option<&[String]>,
+        ttl_fields: &mut Option<Vec<String>>,
         upd: &mut Option<Update>,
         now: DateTime,
         max_size: &dyn Fn() -> usize,
     ) -> DocResult<()> {
-        let date = SetValue::Fixed(Fixed::Date(now.timestamp_millis()));
-        let sets: Vec<(&str, SetValue<'_>)> = fields.iter().map(|f| (f.as_str(), date)).collect();
+        let ms = now.timestamp_millis();
         // A date replaces only a date of the same width in place, so the size bound is never
         // reached there: `usize::MAX` stands for it without reading the configuration.
-        match cs.set_in_place(slot, &sets, usize::MAX) {
+        let done = match field {
+            Some(fields) => {
+                let date = SetValue::Fixed(Fixed::Date(ms));
+                let mut sets = [("", date); 8];
+                if fields.len() <= sets.len() {
+                    for (s, f) in sets.iter_mut().zip(fields) {
+                        s.0 = f.as_str();
+                    }
+                    cs.set_in_place(slot, &sets[..fields.len()], usize::MAX)
+                } else {
+                    InPlace::NotApplicable
+                }
+            }
+            None => cs.touch_in_place(slot, ms),
+        };
+        match done {
             InPlace::Changed => {
                 self.report_update(cs, slot, false);
                 return Ok(());
@@ -461,6 +483,10 @@ impl Coll<'_> {
             InPlace::Unchanged => return Ok(()),
             InPlace::NotApplicable => {}
         }
+        let fields: &[String] = match field {
+            Some(f) => f,
+            None => ttl_fields.get_or_insert_with(|| cs.ttl_fields()),
+        };
         let u = match upd {
             Some(u) => u,
             None => upd.insert(touch_update(fields, now)?),
@@ -509,14 +535,15 @@ impl Coll<'_> {
             if !cs.visible(slot, cs.visibility_clock()) {
                 continue;
             }
-            let fields = cs.ttl_fields();
-            if fields.is_empty() {
+            if cs.ttl.is_empty() {
                 // No TTL index: nothing to refresh.
                 out.push(f);
                 continue;
             }
+            // The fields are listed again for each document (each under its own lock).
+            let mut fields = None;
             if self
-                .touch_slot(cs, slot, &fields, &mut upd, now, max_size)
+                .touch_slot(cs, slot, None, &mut fields, &mut upd, now, max_size)
                 .is_err()
             {
                 out.push(f);
