@@ -121,6 +121,16 @@ fn exec_of_a_queued_script_that_may_write_on_a_replica() {
     assert_eq!(reply, [1]);
 
     let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    // EVALSHA of a cached script and FCALL of a function without flags count as writes too.
+    let sha: String = q(&mut r, &["SCRIPT", "LOAD", "#!lua\nreturn 1"]).unwrap();
+    let lib = "#!lua name=w\nredis.register_function('w', function() return 1 end)";
+    let _: String = q(&mut r, &["FUNCTION", "LOAD", lib]).unwrap();
+    let mut by_sha = replica.conn();
+    let mut by_fcall = replica.conn();
+    let _: () = q(&mut by_sha, &["MULTI"]).unwrap();
+    let _: String = q(&mut by_sha, &["EVALSHA", &sha, "0"]).unwrap();
+    let _: () = q(&mut by_fcall, &["MULTI"]).unwrap();
+    let _: String = q(&mut by_fcall, &["FCALL", "w", "0"]).unwrap();
     let mut rr = replica.conn();
     let mut rr2 = replica.conn();
     let _: () = q(&mut rr, &["MULTI"]).unwrap();
@@ -133,6 +143,10 @@ fn exec_of_a_queued_script_that_may_write_on_a_replica() {
     let _: () = q(&mut r, &replicaof).unwrap();
     let e = err_text(q::<redis::Value>(&mut rr, &["EXEC"]));
     assert!(e.contains("EXECABORT") && e.contains("READONLY"), "{e}");
+    for c in [&mut by_sha, &mut by_fcall] {
+        let e = err_text(q::<redis::Value>(c, &["EXEC"]));
+        assert!(e.contains("EXECABORT") && e.contains("READONLY"), "{e}");
+    }
     // The transaction is over: a second EXEC has no MULTI.
     assert!(err_text(q::<redis::Value>(&mut rr, &["EXEC"])).contains("EXEC without MULTI"));
     let e = err_text(q::<redis::Value>(&mut rr2, &["EXEC"]));

@@ -366,18 +366,22 @@ pub fn command_flags(spec: &'static CommandSpec, args: &[Bytes]) -> u32 {
     }
     let script_flags = match spec.name {
         "eval" | "eval_ro" => shebang(&args[1]).ok().map(|(f, _)| f),
+        // A script debugging session holds the engine for its whole length: rather than
+        // wait for it, the command keeps its table flags while the engine is busy.
         "evalsha" | "evalsha_ro" if args[1].len() == 40 => {
             let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-            let guard = ENGINE.lock();
+            let guard = ENGINE.try_lock();
             guard
                 .as_ref()
+                .and_then(|g| g.as_ref())
                 .and_then(|e| e.scripts.get(&sha).map(|s| s.flags))
         }
         "fcall" | "fcall_ro" => {
             let name = String::from_utf8_lossy(&args[1]);
-            let guard = functions::FENGINE.lock();
+            let guard = functions::FENGINE.try_lock();
             guard
                 .as_ref()
+                .and_then(|g| g.as_ref())
                 .and_then(|e| e.functions.function(&name).map(|d| d.flags))
         }
         _ => None,
