@@ -7,7 +7,7 @@ use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
 use crate::store::{Ttl, Value};
-use crate::util::clock::now_ms;
+use crate::util::clock::{expiry_now_ms, now_ms};
 use crate::util::num::{parse_f64, parse_i64};
 use bytes::Bytes;
 
@@ -220,7 +220,9 @@ fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         match at {
             // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
             // (While the journal is replayed the deadline is kept: `journal::loading`.)
-            Some(at) if at <= now_ms() && !crate::store::journal::loading() => {
+            // Compared with the expiry clock: in a script or EXEC, whose time is frozen, a
+            // millisecond that passed since `at` was computed does not delete a PX 1 key.
+            Some(at) if at <= expiry_now_ms() && !crate::store::journal::loading() => {
                 if ks.remove(h, key).is_some() {
                     ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
                 }
@@ -257,7 +259,7 @@ fn setex_generic(
     let at_text = at.to_string();
     crate::commands::journal::journal_as(&[b"SET", key, val, b"PXAT", at_text.as_bytes()]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        if at <= now_ms() && !crate::store::journal::loading() {
+        if at <= expiry_now_ms() && !crate::store::journal::loading() {
             if ks.remove(h, key).is_some() {
                 ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
             }
