@@ -260,39 +260,47 @@ fn with_entry<R>(
 /// footer), `lru` the access clock in seconds (24 bits, as Redis's LRU clock).
 fn object(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult {
     let fill = ctx.server.config.read().get_i64("list-max-listpack-size");
-    let line = with_entry(ctx, key, |e| {
-        let serialized = crate::store::rdb::dump(&e.value).len().saturating_sub(11);
-        let access = e.access();
-        let lru = if crate::store::eviction::policy().is_lfu() {
-            access
-        } else {
-            (access / 10) & 0xFF_FFFF
-        };
-        let idle = crate::store::eviction::idle_ms(access) / 1000;
-        let mut extra = String::new();
-        if let Value::List(l) = &e.value {
-            let nodes = l.node_count().max(1);
-            // A node's bytes as Redis counts them: the listpack header (6) and end (1) plus
-            // each entry's encoded size.
-            let size: usize = l
-                .iter()
-                .map(|v| crate::util::listpack::entry_size(v.len()))
-                .sum::<usize>()
-                + 7 * l.node_count();
-            extra = format!(
-                " ql_nodes:{} ql_avg_node:{:.2} ql_listpack_max:{fill} ql_compressed:{} ql_uncompressed_size:{size}",
-                l.node_count(),
-                l.len() as f64 / nodes as f64,
-                u8::from(crate::store::encoding::limit(&crate::store::encoding::LIMITS.list_compress_depth) != 0),
-            );
-        }
-        format!(
-            "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}{extra}",
-            e as *const Entry,
-            e.value.encoding(),
-        )
-    })?;
-    Ok(Reply::Status(line))
+    // Redis looks the key up with `dictFind`: a key past its deadline that nothing removed
+    // yet is still shown (tests use this to see that lazy expiry has not happened).
+    let found = ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
+        ks.find_raw(h, key).map(|e| object_line(e, fill))
+    });
+    found
+        .map(Reply::Status)
+        .ok_or_else(|| CommandError::msg("ERR no such key"))
+}
+
+fn object_line(e: &Entry, fill: i64) -> String {
+    let serialized = crate::store::rdb::dump(&e.value).len().saturating_sub(11);
+    let access = e.access();
+    let lru = if crate::store::eviction::policy().is_lfu() {
+        access
+    } else {
+        (access / 10) & 0xFF_FFFF
+    };
+    let idle = crate::store::eviction::idle_ms(access) / 1000;
+    let mut extra = String::new();
+    if let Value::List(l) = &e.value {
+        let nodes = l.node_count().max(1);
+        // A node's bytes as Redis counts them: the listpack header (6) and end (1) plus
+        // each entry's encoded size.
+        let size: usize = l
+            .iter()
+            .map(|v| crate::util::listpack::entry_size(v.len()))
+            .sum::<usize>()
+            + 7 * l.node_count();
+        extra = format!(
+            " ql_nodes:{} ql_avg_node:{:.2} ql_listpack_max:{fill} ql_compressed:{} ql_uncompressed_size:{size}",
+            l.node_count(),
+            l.len() as f64 / nodes as f64,
+            u8::from(crate::store::encoding::limit(&crate::store::encoding::LIMITS.list_compress_depth) != 0),
+        );
+    }
+    format!(
+        "Value at:{:p} refcount:1 encoding:{} serializedlength:{serialized} lru:{lru} lru_seconds_idle:{idle}{extra}",
+        e as *const Entry,
+        e.value.encoding(),
+    )
 }
 
 /// `DEBUG LISTPACK` / `DEBUG QUICKLIST`: Redis prints the structure on its standard output;

@@ -413,6 +413,8 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     // flags of everything it queued, as Redis does.
     let flags = match (&ctx.client.multi, spec.name) {
         (Some(m), "exec") => m.queued.iter().fold(0, |f, (flags, _)| f | flags),
+        // A script queued in MULTI counts with its shebang's flags (Redis's getCommandFlags).
+        (Some(_), _) => scripting::command_flags(spec, args),
         _ => spec.flags,
     };
     // (Not while the journal is replayed: Redis loads whatever it holds.)
@@ -462,7 +464,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     if crate::state::replication::refuses_stale() && !journal::is_loader() {
         let stale = match (&ctx.client.multi, spec.name) {
             (Some(m), "exec") => m.queued.iter().all(|(f, _)| f & flag::STALE != 0),
-            _ => spec.has(flag::STALE),
+            _ => flags & flag::STALE != 0,
         };
         if !stale {
             let masterdown = crate::state::replication::MASTERDOWN_ERR;
@@ -470,7 +472,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     if in_multi && !transactions::runs_inside_multi(spec) {
-        return transactions::queue(ctx, spec, args);
+        return transactions::queue(ctx, args, flags);
     }
     if !std::ptr::eq(ctx.client.last_cmd, spec.name) {
         ctx.client.last_cmd = spec.name;

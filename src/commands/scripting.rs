@@ -355,6 +355,56 @@ pub fn is_script_name(name: &[u8]) -> bool {
         && NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
+/// A script command's flags as Redis's `getCommandFlags` sees them when it is queued in
+/// MULTI (`evalGetCommandFlags`, `fcallGetCommandFlags`, `scriptFlagsToCmdFlags`): a script
+/// or function that declared flags in a shebang is a write (and `denyoom`) unless it says
+/// `no-writes` (`allow-oom`), and `stale` only with `allow-stale`, so EXEC of a transaction
+/// holding it is refused on a read-only replica (EXECABORT) as Redis does. A script without
+/// a shebang, an unknown SHA or function, and every other command keep the table's flags.
+pub fn command_flags(spec: &'static CommandSpec, args: &[Bytes]) -> u32 {
+    if !is_script_name(spec.name.as_bytes()) || args.len() < 2 {
+        return spec.flags;
+    }
+    let script_flags = match spec.name {
+        "eval" | "eval_ro" => shebang(&args[1]).ok().map(|(f, _)| f),
+        // A script debugging session holds the engine for its whole length: rather than
+        // wait for it, the command keeps its table flags while the engine is busy.
+        "evalsha" | "evalsha_ro" if args[1].len() == 40 => {
+            let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+            let guard = ENGINE.try_lock();
+            guard
+                .as_ref()
+                .and_then(|g| g.as_ref())
+                .and_then(|e| e.scripts.get(&sha).map(|s| s.flags))
+        }
+        "fcall" | "fcall_ro" => {
+            let name = String::from_utf8_lossy(&args[1]);
+            let guard = functions::FENGINE.try_lock();
+            guard
+                .as_ref()
+                .and_then(|g| g.as_ref())
+                .and_then(|e| e.functions.function(&name).map(|d| d.flags))
+        }
+        _ => None,
+    };
+    match script_flags {
+        Some(f) if f & sflag::COMPAT == 0 => {
+            let mut flags = spec.flags & !(STALE | DENYOOM | WRITE);
+            if f & (sflag::ALLOW_OOM | sflag::NO_WRITES) == 0 {
+                flags |= DENYOOM;
+            }
+            if f & sflag::NO_WRITES == 0 {
+                flags |= WRITE;
+            }
+            if f & sflag::ALLOW_STALE != 0 {
+                flags |= STALE;
+            }
+            flags
+        }
+        _ => spec.flags,
+    }
+}
+
 /// Whether the connection may hand `args` (a request just parsed) to the script thread as
 /// the start of a batch ([`run_batch`]): a script request, one I/O thread (on the
 /// multi-thread runtime scripts run inline), and a client in its plain state (no MULTI, its
@@ -1619,7 +1669,10 @@ fn run_callable(
     };
     ctx.server.exec_gate.script_started(kind);
     IN_SCRIPT.with(|s| s.set(true));
+    // Keys do not expire mid-run: the run sees the time it started (util/clock).
+    let frozen = crate::util::clock::freeze();
     let result = run_script(eng, ctx, &mut run, &c, keys, args);
+    drop(frozen);
     IN_SCRIPT.with(|s| s.set(false));
     ctx.server.exec_gate.script_ended();
     KILL.store(false, Ordering::Release);

@@ -7,7 +7,7 @@ use crate::commands::Ctx;
 use crate::protocol::Reply;
 use crate::state::pubsub::class;
 use crate::store::{Ttl, Value};
-use crate::util::clock::now_ms;
+use crate::util::clock::{expiry_now_ms, now_ms};
 use crate::util::num::{parse_f64, parse_i64};
 use bytes::Bytes;
 
@@ -185,6 +185,7 @@ fn parse_set_opts(
 fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (key, val) = (args.next_key()?, args.next_arg()?);
     let (o, at) = parse_set_opts(args, false, "set")?;
+    let absolute = o.expire.as_ref().is_some_and(|e| e.kind.ends_with("AT"));
     if let Some(at) = at {
         // Journaled with its absolute deadline (Redis 7 propagates SET … PXAT).
         let at = at.to_string();
@@ -220,7 +221,12 @@ fn set(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         match at {
             // A deadline already past: the key is gone at once (Redis 7's checkAlreadyExpired).
             // (While the journal is replayed the deadline is kept: `journal::loading`.)
-            Some(at) if at <= now_ms() && !crate::store::journal::loading() => {
+            // Only an absolute deadline (EXAT/PXAT) can be already past: a relative one is
+            // at least a millisecond after the time it was computed from, and a second clock
+            // read here would delete a PX 1 key whenever a millisecond passed since (Redis
+            // compares with the command's cached time). The expiry clock is frozen in a
+            // script or EXEC.
+            Some(at) if absolute && at <= expiry_now_ms() && !crate::store::journal::loading() => {
                 if ks.remove(h, key).is_some() {
                     ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
                 }
@@ -257,7 +263,8 @@ fn setex_generic(
     let at_text = at.to_string();
     crate::commands::journal::journal_as(&[b"SET", key, val, b"PXAT", at_text.as_bytes()]);
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        if at <= now_ms() && !crate::store::journal::loading() {
+        // A relative deadline is never already past (see `set`): only for EXAT/PXAT kinds.
+        if kind.ends_with("AT") && at <= expiry_now_ms() && !crate::store::journal::loading() {
             if ks.remove(h, key).is_some() {
                 ctx.server.notify(ctx.client.db, class::GENERIC, "del", key);
             }

@@ -47,9 +47,11 @@ pub fn refuse(ctx: &mut Ctx<'_>, error: Reply) -> Reply {
     error
 }
 
-pub fn queue(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Reply {
+/// Queues a command inside MULTI with `flags`, its flags as EXEC's checks count them (a
+/// script's shebang flags: `scripting::command_flags`).
+pub fn queue(ctx: &mut Ctx<'_>, args: &[Bytes], flags: u32) -> Reply {
     if let Some(m) = ctx.client.multi.as_mut() {
-        m.queued.push((spec.flags, args.to_vec()));
+        m.queued.push((flags, args.to_vec()));
         // CLIENT LIST `multi-mem`, counted as Redis: argument bytes plus a pointer each.
         m.argv_len += args.iter().map(|a| a.len() + 8).sum::<usize>();
         let bufs = &ctx.client.handle.bufs;
@@ -99,6 +101,8 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
         return Reply::NilArray;
     }
     let mut replies = Vec::with_capacity(m.queued.len());
+    // As Redis's cached command time: no key expires between the transaction's commands.
+    let _frozen = crate::util::clock::freeze();
     ctx.client.in_exec = true;
     for (_, args) in &m.queued {
         // Resolved when queued (a refusal aborts the transaction), and the table is static.

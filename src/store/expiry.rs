@@ -34,6 +34,8 @@ pub fn sweep(store: &Store, now: i64) -> usize {
         while db < store.databases() {
             let more = {
                 let mut s = store.lock(shard);
+                // Not past the frozen time of a script or EXEC in progress (util/clock).
+                let now = crate::util::clock::sweep_now(now);
                 let (n, more) = s.dbs[db].keys.expire_due(now, BATCH, &mut buf);
                 total += n;
                 more

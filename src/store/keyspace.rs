@@ -46,7 +46,7 @@ pub fn hash_key(hasher: &hashbrown::DefaultHashBuilder, key: &[u8]) -> u64 {
 }
 
 /// Current Unix time in milliseconds.
-use crate::util::clock::now_ms;
+use crate::util::clock::{expiry_now_ms, now_ms};
 
 /// A value in the key space.
 #[derive(Debug, Clone)]
@@ -512,7 +512,7 @@ fn live_entry<'a>(
     let seg = segs.get_mut(segment_of(hash))?;
     match seg.find_entry(hash, |e| *e.key == *key) {
         Err(_) => None,
-        Ok(occ) if books.due(occ.get(), now_ms) => {
+        Ok(occ) if books.due(occ.get(), expiry_now_ms) => {
             let (e, _) = occ.remove();
             books.removed(&e, Removal::Expired, None);
             None
@@ -660,6 +660,13 @@ impl Keyspace {
         Some(e)
     }
 
+    /// The entry of `key` even if it is past its deadline, left in place, without stats or
+    /// access clocks: DEBUG OBJECT (Redis's `dictFind` there, no lazy expiry).
+    pub fn find_raw(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        let seg = self.segs.get(segment_of(hash))?;
+        seg.find(hash, |e| *e.key == *key).map(|e| &**e)
+    }
+
     /// TOUCH: refreshes the access clock of a live key.
     pub fn touch(&mut self, hash: u64, key: &[u8]) -> bool {
         match self.lookup(hash, key, false) {
@@ -686,7 +693,7 @@ impl Keyspace {
         let seg = &mut self.segs[segment_of(hash)];
         let books = &mut self.books;
         match seg.find_mut(hash, |e| *e.key == *key) {
-            Some(e) if books.due(e, now_ms) => {
+            Some(e) if books.due(e, expiry_now_ms) => {
                 // The old key expired: it leaves through the expiry path (stats, hooks), and
                 // the write creates a new key.
                 books.removed(e, Removal::Expired, None);

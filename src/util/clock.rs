@@ -8,16 +8,83 @@
 //!   stamp of every key and each client's last activity, read per request as a load rather
 //!   than a clock call; [`tick`] refreshes it (the expiry task, every `hz`, and eviction).
 //!
+//! - **Frozen time for expiry** ([`expiry_now_ms`], [`freeze`]): while a script or a
+//!   MULTI/EXEC runs, the keys it sees do not expire mid-run (Redis 7.0's
+//!   `scriptTimeSnapshot` / `server.mstime` in `keyIsExpired`): the runner freezes the time
+//!   its own thread's lookups compare deadlines with, and the active-expiry sweep (its own
+//!   thread) clamps its "now" to the frozen time ([`sweep_now`]) so it cannot delete a key the
+//!   run still sees alive. Deadlines that commands set are still computed from [`now_ms`].
+//!
 //! Durations (latency, timeouts, the TTL monitor's schedule) are measured with
 //! `std::time::Instant` and tokio's timers, which the offset does not move: no test needs
 //! them to jump.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
 static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
 static COARSE: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// The time this thread's expiry checks use while a run is frozen; 0: not frozen.
+    static FROZEN: Cell<i64> = const { Cell::new(0) };
+}
+/// The frozen time of the run in progress, for the sweep on other threads; 0: none. Runs that
+/// freeze (scripts, EXEC) hold the exec gate exclusively, so there is at most one at a time.
+static FROZEN_ANY: AtomicI64 = AtomicI64::new(0);
+
+/// The time key deadlines are compared with on this thread: [`now_ms`], or the time the
+/// script or transaction running on this thread started. One thread-local load more than
+/// [`now_ms`], and only read for a key that has a deadline.
+#[inline]
+pub fn expiry_now_ms() -> i64 {
+    match FROZEN.with(Cell::get) {
+        0 => now_ms(),
+        t => t,
+    }
+}
+
+/// The "now" the active-expiry sweep may expire keys at, given the one it took: no later
+/// than the frozen time of a run in progress, so the sweep never removes a key the run still
+/// sees alive. Read under the shard's lock, after which a run that starts later freezes a time
+/// at least as late as `now`.
+pub fn sweep_now(now: i64) -> i64 {
+    match FROZEN_ANY.load(Ordering::Acquire) {
+        0 => now,
+        t => now.min(t),
+    }
+}
+
+/// Freezes [`expiry_now_ms`] on this thread (and [`sweep_now`]) at the current time until
+/// the guard drops. Nested freezes (a script inside EXEC) keep the outer time, as a key the
+/// transaction saw alive must stay so.
+#[must_use]
+pub fn freeze() -> Frozen {
+    let prev = FROZEN.with(Cell::get);
+    if prev == 0 {
+        // 0 means "not frozen": a clock at the epoch's first millisecond freezes at 1.
+        let t = now_ms().max(1);
+        FROZEN.with(|c| c.set(t));
+        FROZEN_ANY.store(t, Ordering::Release);
+    }
+    Frozen { prev }
+}
+
+/// Unfreezes (or restores the outer freeze) when dropped; see [`freeze`].
+pub struct Frozen {
+    prev: i64,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if self.prev == 0 {
+            FROZEN.with(|c| c.set(0));
+            FROZEN_ANY.store(0, Ordering::Release);
+        }
+    }
+}
 
 /// Wall-clock milliseconds since the Unix epoch, plus whatever [`advance`] added.
 pub fn now_ms() -> i64 {
@@ -154,6 +221,25 @@ mod tests {
         COARSE.fetch_max(a + 1000, Ordering::Relaxed);
         tick();
         assert!(coarse() >= a + 1000);
+    }
+
+    #[test]
+    fn frozen_time_holds_until_the_outer_guard_drops() {
+        let outer = freeze();
+        let t = expiry_now_ms();
+        assert_eq!(sweep_now(i64::MAX), t);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        {
+            let _inner = freeze();
+            assert_eq!(expiry_now_ms(), t);
+        }
+        assert_eq!(expiry_now_ms(), t);
+        // Other threads' lookups are not frozen.
+        let other = std::thread::spawn(expiry_now_ms).join().unwrap_or(0);
+        assert!(other > t, "{other} {t}");
+        drop(outer);
+        assert!(expiry_now_ms() > t);
+        assert_eq!(sweep_now(5), 5);
     }
 
     #[test]

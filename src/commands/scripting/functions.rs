@@ -66,7 +66,7 @@ pub(super) struct Registry {
 }
 
 impl Registry {
-    fn function(&self, name: &str) -> Option<&FunctionDef> {
+    pub(super) fn function(&self, name: &str) -> Option<&FunctionDef> {
         let lower = name.to_ascii_lowercase();
         let lib = self.owner.get(&lower)?;
         self.libraries
