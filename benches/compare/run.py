@@ -1257,7 +1257,8 @@ def spread(row):
 
 
 def markdown(results):
-    lines = [f"Run of {results['date']} on {results['machine']}; mode: {results['mode']}.", ""]
+    lines = [f"Run of {results['date']} on {results['machine']}; mode: {results['mode']}; "
+             f"tidecache build: {results.get('build', 'cargo build --release')}.", ""]
     if "throughput" in results:
         lines += ["### Throughput (requests/s, redis-benchmark -c 50)", "",
                   "| workload | redis-server | tidecache | tidecache / redis | CPU µs/request redis / tidecache | CPU tidecache / redis | p50 ms redis / tidecache | spread of the rounds |",
@@ -1979,7 +1980,13 @@ def main():
                     help="also write docs/BENCHMARKS.md and docs/compare.svg (after a full run)")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
+    ap.add_argument("--pgo", action="store_true",
+                    help="measure the profile-guided build of scripts/pgo-build.sh (built here "
+                    "unless --no-build; the one docs/BENCHMARKS.md publishes)")
     args = ap.parse_args()
+    if args.pgo:
+        args.tidecache = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
+                                      "pgo", "tidecache-server")
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "tls", "threads",
                             "persistence"}
@@ -1997,7 +2004,12 @@ def main():
                 raise HarnessError(f"{tool} not found (apt-get install redis-tools)")
         if run([args.redis_server, "--version"], 10)[0] != 0:
             raise HarnessError(f"{args.redis_server} not found (apt-get install redis-server)")
-        if not args.no_build:
+        if args.pgo and not args.no_build:
+            log("scripts/pgo-build.sh (instrumented build, training run, build with the profile)")
+            rc, _, err = run(["bash", os.path.join(ROOT, "scripts", "pgo-build.sh")], 5400)
+            if rc != 0:
+                raise HarnessError(f"scripts/pgo-build.sh failed: {err[-2000:]}")
+        elif not args.no_build:
             log("cargo build --release")
             rc, _, err = run(["cargo", "build", "--release", "--manifest-path",
                               os.path.join(ROOT, "Cargo.toml")], 1800)
@@ -2006,6 +2018,8 @@ def main():
         env = Env(args)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         results = {"date": stamp, "machine": machine(), "mode": "quick" if args.quick else "full",
+                   "build": "profile-guided (scripts/pgo-build.sh)" if args.pgo
+                   else "cargo build --release",
                    "redis_version": run([args.redis_server, "--version"], 10)[1].strip()}
         if "throughput" in parts:
             results["throughput"] = throughput(env, args.quick)

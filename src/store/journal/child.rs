@@ -13,7 +13,7 @@
 //! after each key a snapshot writes (negative: 1 µs once in `-n` keys on average, Redis's
 //! `debugDelay`). As in Redis, where the child keeps the value it was forked with, a copy
 //! reads it once when it starts. The sleep is cut into short slices, so a killed child or a
-//! SHUTDOWN/FLUSHALL ([`abort_running`]) ends even a copy that sleeps for minutes per key.
+//! SHUTDOWN ([`abort_running`]) ends even a copy that sleeps for minutes per key.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -36,7 +36,7 @@ pub fn set_key_save_delay(us: i64) {
 }
 
 /// Ends the snapshot copies in progress at their next key, as Redis kills its save child
-/// (SHUTDOWN, FLUSHALL): they fail and their files are removed.
+/// at SHUTDOWN: they fail and their files are removed.
 pub fn abort_running() {
     ABORTS.fetch_add(1, Relaxed);
 }
