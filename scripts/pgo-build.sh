@@ -8,8 +8,9 @@
 # together and the cold paths moved aside: callgrind, GET at pipeline 16, 6,106 → 4,875
 # instructions and 26.4 → 1.2 instruction-cache misses per request (redis-server 7.0.15: 6.2).
 #
-# Steps: an instrumented build (no LTO, many codegen units: it only has to count), a training
-# run of the compare harness's quick throughput part against it (the commands a web tier
+# Steps: an instrumented build (with the release profile's LTO and single codegen unit: a
+# profile names each crate-local function after its codegen unit, so a build split otherwise
+# would not find those functions' counts), a training run of the compare harness's quick throughput part against it (the commands a web tier
 # sends: strings, hashes, lists, sets, sorted sets, streams, scripts, DOC.* at pipeline 1 and
 # 16; redis-server and redis-benchmark must be installed), then the release build (fat LTO,
 # Cargo.toml) with the merged profile. Both builds are made from the same tree, so the profile
@@ -33,11 +34,12 @@ fi
 # RUSTFLAGS replaces .cargo/config.toml's list, so its flags are repeated here.
 base="--cfg tokio_unstable --check-cfg cfg(tokio_unstable)"
 rm -rf "$out"
-mkdir -p "$out/raw"
+mkdir -p "$out/raw" "$out/build-scripts"
 
+# RUSTFLAGS reach the build scripts too: their counts go to a directory of their own, the
+# server's (LLVM_PROFILE_FILE below) to raw/.
 echo "pgo: instrumented build" >&2
-RUSTFLAGS="$base -Cprofile-generate=$out/raw" CARGO_PROFILE_RELEASE_LTO=false \
-  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_DEBUG=0 \
+RUSTFLAGS="$base -Cprofile-generate=$out/build-scripts" \
   cargo build --release --bin tidecache-server --target-dir "$target/pgo-gen"
 
 echo "pgo: training run" >&2
