@@ -34,6 +34,40 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
+/// A server journaling every write at once (`appendfsync always`), with DEBUG on.
+fn journaled_server(dir: &str) -> TestServer {
+    TestServer::start(&[
+        "--dir",
+        dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ])
+}
+
+/// The incremental journal file's text (lower case) once `ready` holds for it (2 s at most).
+fn incr_journal_when(dir: &str, ready: impl Fn(&str) -> bool) -> String {
+    let incr = std::fs::read_dir(std::path::Path::new(dir).join("appendonlydir"))
+        .expect("aof dir")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
+        .expect("incr file");
+    let mut text = String::new();
+    assert!(
+        eventually(2.0, || {
+            text = std::fs::read_to_string(incr.path())
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            ready(&text)
+        }),
+        "{text:?}"
+    );
+    text
+}
+
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let info: String = q(c, &["INFO", section]).expect("info");
     info.lines()
@@ -202,16 +236,7 @@ fn swapdb_does_not_serve_an_expired_key() {
 #[test]
 fn scan_journals_the_expired_keys_it_meets() {
     let dir = temp_dir("scan");
-    let s = TestServer::start(&[
-        "--dir",
-        &dir,
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let s = journaled_server(&dir);
     let mut c = s.conn();
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
     let _: () = q(&mut c, &["SET", "foo1", "bar", "PX", "1"]).expect("set");
@@ -222,21 +247,9 @@ fn scan_journals_the_expired_keys_it_meets() {
         q(&mut c, &["SCAN", "0", "COUNT", "1000"]).expect("scan");
     assert_eq!(keys, ["kept"]);
     assert_eq!(int(&mut c, &["DBSIZE"]), 1, "the expired keys are gone");
-    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
-        .expect("aof dir")
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
-        .expect("incr file");
-    let mut text = String::new();
-    assert!(
-        eventually(2.0, || {
-            text = std::fs::read_to_string(incr.path())
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            text.contains("foo2\r\n") && text.matches("$3\r\ndel\r\n").count() == 2
-        }),
-        "{text:?}"
-    );
+    let text = incr_journal_when(&dir, |text| {
+        text.contains("foo2\r\n") && text.matches("$3\r\ndel\r\n").count() == 2
+    });
     for k in ["foo1", "foo2"] {
         assert!(
             text.contains(&format!("*2\r\n$3\r\ndel\r\n$4\r\n{k}\r\n")),
@@ -253,16 +266,7 @@ fn scan_journals_the_expired_keys_it_meets() {
 #[test]
 fn exec_over_an_expired_key_journals_its_del_after_the_block() {
     let dir = temp_dir("exec");
-    let s = TestServer::start(&[
-        "--dir",
-        &dir,
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let s = journaled_server(&dir);
     let mut c = s.conn();
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
     let mut waiter = s.raw();
@@ -284,21 +288,7 @@ fn exec_over_an_expired_key_journals_its_del_after_the_block() {
     );
     assert_eq!(int(&mut c, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
     waiter.roundtrip(b"", b"*-1\r\n");
-    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
-        .expect("aof dir")
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
-        .expect("incr file");
-    let mut text = String::new();
-    assert!(
-        eventually(2.0, || {
-            text = std::fs::read_to_string(incr.path())
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            text.contains("$3\r\ndel\r\n")
-        }),
-        "{text:?}"
-    );
+    let text = incr_journal_when(&dir, |text| text.contains("$3\r\ndel\r\n"));
     let exec = text.find("$4\r\nexec\r\n").expect("exec");
     let del = text.find("$3\r\ndel\r\n$1\r\nk\r\n").expect("del");
     assert!(exec < del, "{text:?}");
@@ -336,16 +326,7 @@ fn debug_htstats_counts_keys_and_deadlines() {
 #[test]
 fn a_blocked_pop_is_not_journaled_as_itself() {
     let dir = temp_dir("blocked");
-    let s = TestServer::start(&[
-        "--dir",
-        &dir,
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let s = journaled_server(&dir);
     let mut c = s.conn();
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("debug");
     let _: i64 = q(&mut c, &["RPUSH", "k", "hello"]).expect("rpush");
@@ -358,21 +339,7 @@ fn a_blocked_pop_is_not_journaled_as_itself() {
         info.contains("blocked_clients:1")
     }));
     let _: () = q(&mut c, &["SET", "after", "1"]).expect("set");
-    let incr = std::fs::read_dir(std::path::Path::new(&dir).join("appendonlydir"))
-        .expect("aof dir")
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(".incr.aof"))
-        .expect("incr file");
-    let mut text = String::new();
-    assert!(
-        eventually(2.0, || {
-            text = std::fs::read_to_string(incr.path())
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            text.contains("$5\r\nafter\r\n")
-        }),
-        "{text:?}"
-    );
+    let text = incr_journal_when(&dir, |text| text.contains("$5\r\nafter\r\n"));
     assert!(text.contains("$3\r\ndel\r\n$1\r\nk\r\n"), "{text:?}");
     assert!(!text.contains("brpop"), "{text:?}");
     let _ = std::fs::remove_dir_all(&dir);
