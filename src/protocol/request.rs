@@ -267,15 +267,25 @@ fn decode_whole(buf: &mut BytesMut, state: &mut ParseState, limits: ParseLimits)
     if pos != used || buf[0] != b'*' {
         return false;
     }
-    let frame = buf.split_to(used).freeze();
+    let Some((last, init)) = items.split_last() else {
+        return false;
+    };
+    let mut frame = buf.split_to(used).freeze();
     // Every item was checked to be a bulk string above: one reservation and a plain push
     // each (an `extend` from a `filter_map` grows and checks the vector per element, which
     // cost 100-150 instructions a request at pipeline 16).
     state.args.reserve(count);
-    for item in &items {
+    for item in init {
         if let RangeFrame::BulkString((start, end)) = *item {
             state.args.push(frame.slice(start..end));
         }
+    }
+    // The last argument is the frame itself, narrowed: a slice would take a reference
+    // (an atomic increment) that dropping the frame gives back at once (another).
+    if let RangeFrame::BulkString((start, end)) = *last {
+        frame.truncate(end);
+        frame.advance(start);
+        state.args.push(frame);
     }
     true
 }
@@ -445,6 +455,30 @@ mod tests {
             r[2],
             vec![Bytes::from("set"), Bytes::from("a"), Bytes::from("b c")]
         );
+    }
+
+    /// The last argument of a whole frame is the frame itself narrowed (see `decode_whole`):
+    /// it holds exactly its bytes (an empty one too), and once the arguments are dropped the
+    /// read buffer is whole again.
+    #[test]
+    fn last_argument_is_narrowed_and_releases_the_buffer() {
+        let mut buf = BytesMut::with_capacity(256);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
+        buf.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n");
+        let mut st = ParseState::default();
+        let mut seen = vec![];
+        while let Some(a) = next_request(&mut buf, &mut st, LIM).unwrap() {
+            seen.push(a.to_vec());
+        }
+        assert_eq!(seen[0], vec![Bytes::from("PING")]);
+        assert_eq!(
+            seen[1],
+            vec![Bytes::from("SET"), Bytes::from("k"), Bytes::new()]
+        );
+        assert_eq!(seen[2], vec![Bytes::from("GET"), Bytes::from("key")]);
+        drop(seen);
+        assert!(buf.is_empty());
+        assert!(buf.try_reclaim(256));
     }
 
     #[test]

@@ -196,7 +196,10 @@ impl Store {
     /// CONFIG RESETSTAT: zeroes expired/evicted keys and hits/misses.
     pub fn reset_stats(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        for c in &self.counters {
+        // Under each shard's lock: these counters' writers hold it and add with a plain
+        // load and store, which would put back a count reset in between.
+        for (i, c) in self.counters.iter().enumerate() {
+            let _shard = self.lock(i);
             c.expired.store(0, Relaxed);
             c.evicted.store(0, Relaxed);
             c.hits.store(0, Relaxed);
