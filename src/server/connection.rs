@@ -467,18 +467,20 @@ pub fn serve<S: ClientStream>(
                 break;
             }
 
-            let mut idle = match server.conn_settings.timeout.load(Ordering::Relaxed) {
+            let idle_secs = match server.conn_settings.timeout.load(Ordering::Relaxed) {
                 // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they
-                // are expected to sit idle. Boxed, and only when a timeout is set: a timer entry
-                // in every connection's task would cost each idle connection its size.
+                // are expected to sit idle. Boxed, only when a timeout is set, and only once
+                // the client waits (`idle_timer`): a timer entry in every connection's task
+                // would cost each idle connection its size.
                 secs if secs > 0
                     && client.subscriptions() == 0
                     && !handle.monitor.load(Ordering::Relaxed) =>
                 {
-                    Some(Box::pin(tokio::time::sleep(Duration::from_secs(secs))))
+                    secs
                 }
-                _ => None,
+                _ => 0,
             };
+            let mut idle = None;
             tokio::select! {
                 biased;
                 // Input first: when the socket is readable the other futures are not polled
@@ -516,7 +518,7 @@ pub fn serve<S: ClientStream>(
                         parse_state = ParseState::default();
                     }
                 }
-                _ = timer(&mut idle) => break,
+                _ = idle_timer(&mut idle, idle_secs) => break,
             }
         }
         {
@@ -547,6 +549,23 @@ fn timer(
     std::future::poll_fn(move |cx| match t.as_mut() {
         Some(t) => t.as_mut().poll(cx),
         None => std::task::Poll::Pending,
+    })
+}
+
+/// Resolves `secs` seconds after its first poll (never when 0): the timer is made only
+/// when the connection waits, not when input is already there (the select polls input
+/// first).
+fn idle_timer(
+    t: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    secs: u64,
+) -> impl Future<Output = ()> + Send + '_ {
+    std::future::poll_fn(move |cx| {
+        if secs == 0 {
+            return std::task::Poll::Pending;
+        }
+        t.get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_secs(secs))))
+            .as_mut()
+            .poll(cx)
     })
 }
 
