@@ -379,3 +379,51 @@ fn a_busy_script_is_not_interrupted_by_serving_blocked_clients() {
     script.read_until(b":1\r\n");
     waiter.roundtrip(b"", b"*2\r\n$1\r\nx\r\n$1\r\nz\r\n");
 }
+
+/// FLUSHALL under a `save` schedule saves the emptied data set before it answers, as Redis
+/// does, so the dirty counter is back to 0 (unit/other); inside MULTI/EXEC, where a command
+/// cannot wait, it flushes without saving.
+#[test]
+fn flushall_with_a_save_schedule_saves_in_the_foreground() {
+    let dir = temp_dir("flushall");
+    let s = TestServer::start(&["--dir", &dir]);
+    let mut c = s.conn();
+    let dump = std::path::Path::new(&dir).join("dump.rdb");
+    // No schedule: nothing written, the change is still counted.
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    assert!(!dump.exists());
+    assert_ne!(
+        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("save")
+        .arg("3600 1 300 100 60 10000")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let ok: String = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    assert!(dump.exists(), "FLUSHALL wrote no dump.rdb");
+    // In a transaction: flushed, answered, not saved.
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let (n,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("FLUSHALL")
+        .ignore()
+        .cmd("DBSIZE")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 0);
+    assert_ne!(
+        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

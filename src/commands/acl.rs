@@ -412,7 +412,7 @@ pub fn set_user(ctx: &mut Ctx<'_>, user: Arc<User>) {
     ctx.client.acl_seen = 0;
     ctx.client.acl_fast = 0;
     ctx.client.user = Some(user);
-    ctx.client.with_meta(|m| m.user = name);
+    ctx.client.with_meta(|m| m.user = name.into());
 }
 
 /// After a change of the default user: whether new connections must authenticate.
@@ -429,7 +429,7 @@ fn kill_users(ctx: &mut Ctx<'_>, names: &[Vec<u8>]) {
         return;
     }
     for h in ctx.server.clients.all() {
-        let user = h.meta.lock().user.clone();
+        let user = h.meta.lock().user.to_string();
         let user = if user.is_empty() {
             "default".into()
         } else {
@@ -456,7 +456,7 @@ fn kill_revoked_subscribers(ctx: &mut Ctx<'_>, new: &User, old: &User) {
         if !h.is_pubsub() {
             continue;
         }
-        let user = h.meta.lock().user.clone();
+        let user = h.meta.lock().user.to_string();
         let user = if user.is_empty() {
             "default".into()
         } else {

@@ -152,7 +152,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ));
     }
     if let Some(name) = setname {
-        ctx.client.with_meta(|m| m.name = name);
+        ctx.client.with_meta(|m| m.name = name.into());
     }
     ctx.client.resp3 = proto == 3;
     ctx.client.with_meta(|m| m.resp = proto as u8);
@@ -239,7 +239,7 @@ fn client_id(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
 }
 
 fn client_getname(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    let name = ctx.client.handle.meta.lock().name.clone();
+    let name = ctx.client.handle.meta.lock().name.to_string();
     Ok(if name.is_empty() {
         Reply::Nil
     } else {
@@ -261,7 +261,7 @@ fn client_setname(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let name = args.next_arg()?;
     valid_name(name, "Client names")?;
     let name = text(name);
-    ctx.client.with_meta(|m| m.name = name);
+    ctx.client.with_meta(|m| m.name = name.into());
     Ok(Reply::ok())
 }
 
@@ -270,11 +270,11 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     match &*Token::of(option) {
         b"LIB-NAME" => {
             valid_name(value, "lib-name")?;
-            ctx.client.with_meta(|m| m.lib_name = text(value));
+            ctx.client.with_meta(|m| m.lib_name = text(value).into());
         }
         b"LIB-VER" => {
             valid_name(value, "lib-ver")?;
-            ctx.client.with_meta(|m| m.lib_ver = text(value));
+            ctx.client.with_meta(|m| m.lib_ver = text(value).into());
         }
         _ => {
             return Err(CommandError::msg(format!(

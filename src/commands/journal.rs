@@ -1432,6 +1432,45 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::NoReply)
 }
 
+/// FLUSHALL under a `save` schedule saves the emptied data set in the foreground, as Redis
+/// does (`flushAllDataAndResetRDB`): `rdb_changes_since_last_save` goes back to 0, so no
+/// scheduled save follows the flush. The client waits for it as for SAVE (true: it waits,
+/// answered OK whatever the outcome, as Redis only logs a failed save). Inside MULTI/EXEC
+/// or a script, where a command cannot wait, and while another snapshot is being written
+/// (Redis kills a running BGSAVE's child first), nothing is saved here: the schedule saves
+/// later, as after any other write.
+pub fn save_after_flushall(ctx: &mut Ctx<'_>) -> bool {
+    if crate::config::save_schedule(ctx.server.config.read().get("save")).is_empty()
+        || ctx.client.in_exec
+        || crate::commands::scripting::in_script()
+        || P.rewrite_running.load(Relaxed)
+        || P.bgsave_running.swap(true, Relaxed)
+    {
+        return false;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = ctx.server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("save".into())
+        .spawn(move || {
+            if let Err(e) = save_rdb(&s, true) {
+                tracing::warn!("{e}");
+            }
+            P.bgsave_running.store(false, Relaxed);
+            let _ = tx.send(Reply::ok());
+        });
+    if spawned.is_err() {
+        P.bgsave_running.store(false, Relaxed);
+        return false;
+    }
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    true
+}
+
 /// `BGSAVE [SCHEDULE]`, as Redis 7.0 answers it.
 pub fn bgsave(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let schedule = match args.next_token() {

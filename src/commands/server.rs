@@ -660,7 +660,12 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn flushall(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
-    flush(ctx, args, None)
+    let reply = flush(ctx, args, None)?;
+    if super::journal::save_after_flushall(ctx) {
+        // Answered once the save is written (the client waits, as for SAVE).
+        return Ok(Reply::NoReply);
+    }
+    Ok(reply)
 }
 
 fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {

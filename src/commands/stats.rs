@@ -120,7 +120,7 @@ fn log_slow(client: &ClientState, spec: &CommandSpec, args: &[Bytes], micros: u6
 
 #[cold]
 fn push_slow(client: &ClientState, argv: Vec<Bytes>, micros: u64) {
-    let name = client.handle.meta.lock().name.clone();
+    let name = client.handle.meta.lock().name.to_string();
     slowlog::push(argv, micros, client.handle.addr.to_string(), name);
 }
 
