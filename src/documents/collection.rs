@@ -566,7 +566,8 @@ impl CollectionShard {
                 }
                 SetValue::Str(_) => {
                     let s = &bytes[off + 4..off + w - 1];
-                    if std::str::from_utf8(s).is_err() {
+                    // (ASCII, the usual value, is checked a word at a time.)
+                    if !s.is_ascii() && std::str::from_utf8(s).is_err() {
                         return InPlace::NotApplicable;
                     }
                     keys::encode_str_into(s, &mut keybuf);
@@ -626,8 +627,12 @@ impl CollectionShard {
                 SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), &mut keybuf),
             }
             let (old, new) = keybuf.split_at(olds);
-            if let Some(o) = self.indexes[n].as_ordered_mut() {
-                o.move_key(slot, &old[start..end], new);
+            // A field set to what it held (another field of the same update changed) keeps
+            // its entry where it is: a B-tree remove and insert of the same key for nothing.
+            if old[start..end] != *new {
+                if let Some(o) = self.indexes[n].as_ordered_mut() {
+                    o.move_key(slot, &old[start..end], new);
+                }
             }
             keybuf.truncate(olds);
             start = end;
