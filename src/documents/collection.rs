@@ -1080,6 +1080,27 @@ impl CollectionShard {
         filter: &Node,
         key: &[u8],
     ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        self.lookup_by_id_key(filter, key, false)
+    }
+
+    /// [`lookup_id_key`](Self::lookup_id_key) for a write that refreshes or drops the
+    /// document's TTL entries next (an update in place, a touch): whether it is due is read
+    /// from those entries, whose cache lines the write loads anyway, instead of walking
+    /// the document for its dates (the same dates: every write keeps them in step).
+    pub fn lookup_id_key_for_write(
+        &self,
+        filter: &Node,
+        key: &[u8],
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        self.lookup_by_id_key(filter, key, true)
+    }
+
+    fn lookup_by_id_key(
+        &self,
+        filter: &Node,
+        key: &[u8],
+        dates_from_wheels: bool,
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
@@ -1093,7 +1114,12 @@ impl CollectionShard {
         // rather than from the TTL wheels' tables (the same dates, kept in step by every
         // write).
         if let Some(now) = self.visibility_clock() {
-            if self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now)) {
+            let due = if dates_from_wheels {
+                self.is_expired(slot, now)
+            } else {
+                self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now))
+            };
+            if due {
                 return Ok(None);
             }
         }

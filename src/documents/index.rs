@@ -577,6 +577,7 @@ impl PartialOrd for IxKey {
     }
 }
 impl Ord for IxKey {
+    #[inline]
     fn cmp(&self, o: &IxKey) -> std::cmp::Ordering {
         // Both held in the node (nearly every entry): their buffers are zero past their
         // lengths (`InlineBytes::concat` starts from zeros, and a descending key is inverted
