@@ -566,7 +566,8 @@ impl CollectionShard {
                 }
                 SetValue::Str(_) => {
                     let s = &bytes[off + 4..off + w - 1];
-                    if std::str::from_utf8(s).is_err() {
+                    // (ASCII, the usual value, is checked a word at a time.)
+                    if !s.is_ascii() && std::str::from_utf8(s).is_err() {
                         return InPlace::NotApplicable;
                     }
                     keys::encode_str_into(s, &mut keybuf);
@@ -626,8 +627,12 @@ impl CollectionShard {
                 SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), &mut keybuf),
             }
             let (old, new) = keybuf.split_at(olds);
-            if let Some(o) = self.indexes[n].as_ordered_mut() {
-                o.move_key(slot, &old[start..end], new);
+            // A field set to what it held (another field of the same update changed) keeps
+            // its entry where it is: a B-tree remove and insert of the same key for nothing.
+            if old[start..end] != *new {
+                if let Some(o) = self.indexes[n].as_ordered_mut() {
+                    o.move_key(slot, &old[start..end], new);
+                }
             }
             keybuf.truncate(olds);
             start = end;
@@ -1075,6 +1080,27 @@ impl CollectionShard {
         filter: &Node,
         key: &[u8],
     ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        self.lookup_by_id_key(filter, key, false)
+    }
+
+    /// [`lookup_id_key`](Self::lookup_id_key) for a write that refreshes or drops the
+    /// document's TTL entries next (an update in place, a touch): whether it is due is read
+    /// from those entries, whose cache lines the write loads anyway, instead of walking
+    /// the document for its dates (the same dates: every write keeps them in step).
+    pub fn lookup_id_key_for_write(
+        &self,
+        filter: &Node,
+        key: &[u8],
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
+        self.lookup_by_id_key(filter, key, true)
+    }
+
+    fn lookup_by_id_key(
+        &self,
+        filter: &Node,
+        key: &[u8],
+        dates_from_wheels: bool,
+    ) -> Result<Option<(u32, &RawDocument)>, NotById> {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
@@ -1088,7 +1114,12 @@ impl CollectionShard {
         // rather than from the TTL wheels' tables (the same dates, kept in step by every
         // write).
         if let Some(now) = self.visibility_clock() {
-            if self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now)) {
+            let due = if dates_from_wheels {
+                self.is_expired(slot, now)
+            } else {
+                self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now))
+            };
+            if due {
                 return Ok(None);
             }
         }

@@ -30,7 +30,14 @@ pub fn fail(e: String) -> CommandError {
 /// Reads the collection name (checked as MongoDB does) and the optional `BSON` flag, which
 /// counts as the flag only when something follows it.
 pub fn target<'a>(args: &mut Args<'a>) -> CommandResult<Target<'a>> {
-    let coll = String::from_utf8_lossy(args.next_arg()?);
+    let raw = args.next_arg()?;
+    let coll = if raw.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8 (the usual name, read without `from_utf8`'s fixed
+        // cost in every document command).
+        std::borrow::Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(raw) })
+    } else {
+        String::from_utf8_lossy(raw)
+    };
     check_name(&coll).map_err(fail)?;
     let bson = args.len() >= 2 && args.eat("BSON");
     Ok(Target {

@@ -84,7 +84,8 @@ pub fn with_code(e: String) -> String {
 
 /// MongoDB's collection name rules: not empty, no `$`, no NUL.
 pub fn check_name(name: &str) -> DocResult<()> {
-    if name.is_empty() || name.contains(['$', '\0']) {
+    // A byte scan: `str::contains` with a set of chars decodes every character.
+    if name.is_empty() || name.bytes().any(|b| b == b'$' || b == 0) {
         return Err(format!("ERR Invalid collection name: '{name}'"));
     }
     Ok(())

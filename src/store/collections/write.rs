@@ -299,7 +299,7 @@ impl Coll<'_> {
         };
         let cs = self.part_mut(g)?;
         let found = match key {
-            Some(key) => cs.lookup_id_key(filter, key),
+            Some(key) => cs.lookup_id_key_for_write(filter, key),
             None => cs.lookup_id(filter),
         };
         let slot = match found {
@@ -424,7 +424,9 @@ impl Coll<'_> {
             if field.is_none() && cs.ttl.is_empty() {
                 return Ok(0);
             }
-            let by_id = id_key.as_deref().map(|k| cs.lookup_id_key(filter, k));
+            let by_id = id_key
+                .as_deref()
+                .map(|k| cs.lookup_id_key_for_write(filter, k));
             if let Some(Ok(found)) = by_id {
                 if let Some(slot) = found.map(|(slot, _)| slot) {
                     let f = field.as_deref();
