@@ -82,7 +82,7 @@ impl ClientStream for TcpStream {
                     }
                 }
                 r => return std::task::Poll::Ready(r),
-        }
+            }
         })
     }
 
@@ -193,50 +193,210 @@ pub fn serve<S: ClientStream>(
     // An `async` block rather than an `async fn`: the latter's future keeps its arguments
     // (56 bytes) besides the locals they are moved into, in every connection's task.
     async move {
-    let _running = Running::start();
-    let authenticated = !server.auth_required.load(Ordering::Relaxed);
-    let mut client = ClientState::new(handle.clone(), authenticated);
-    // Every connection starts as the default user (authenticated if it needs no password).
-    client.user = Some(server.acl.default_user());
-    // Both buffers start empty. The read buffer is taken when the socket is first readable
-    // and kept between requests, trimmed as Redis trims its query buffer
-    // (`state::client::resize_query_buffer`): `qpeak` is the most input held since the last
-    // trim check, made at most every tenth of a second after a batch, and by `qtimer`,
-    // armed while a buffer is held, which gives the buffer back once the client has been
-    // quiet for `QUERYBUF_IDLE` (Redis waits 2 seconds; see there why not here). So an
-    // idle connection holds no buffer (10,000 idle connections cost what their sockets
-    // and client state cost), and one that just ran a command holds its 16 KiB briefly.
-    let mut inbuf = BytesMut::new();
-    let mut out = BytesMut::new();
-    let mut parse_state = ParseState::default();
-    handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
-    let mut qpeak = 0usize;
-    let mut qchecked = crate::util::clock::coarse();
-    let mut qtimer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-    'conn: loop {
-        // The settings are read where they are used rather than held for the iteration:
-        // what a loop iteration holds sits in every idle connection's task.
-        // Execute every complete request already buffered.
-        let mut close = false;
-        loop {
-            match next_request(&mut inbuf, &mut parse_state, parse_limits(&server, &client)) {
-                Ok(Some(args)) => {
-                    // CLIENT KILL sets the flag before it replies, so once the killer has its
-                    // answer, nothing more of this client's runs.
-                    if handle.killed.load(Ordering::Acquire) {
-                        close = true;
-                        break;
-                    }
-                    // CLIENT PAUSE: a covered request waits (replies so far go out first),
-                    // asleep until the pause ends or the client is killed.
-                    if crate::state::pause::active()
-                        && crate::commands::connection::postponed_by_pause(
-                            &client,
-                            args,
-                            crate::state::pause::current().0,
-                        )
-                    {
-                        if !out.is_empty()
+        let _running = Running::start();
+        let authenticated = !server.auth_required.load(Ordering::Relaxed);
+        let mut client = ClientState::new(handle.clone(), authenticated);
+        // Every connection starts as the default user (authenticated if it needs no password).
+        client.user = Some(server.acl.default_user());
+        // Both buffers start empty. The read buffer is taken when the socket is first readable
+        // and kept between requests, trimmed as Redis trims its query buffer
+        // (`state::client::resize_query_buffer`): `qpeak` is the most input held since the last
+        // trim check, made at most every tenth of a second after a batch, and by `qtimer`,
+        // armed while a buffer is held, which gives the buffer back once the client has been
+        // quiet for `QUERYBUF_IDLE` (Redis waits 2 seconds; see there why not here). So an
+        // idle connection holds no buffer (10,000 idle connections cost what their sockets
+        // and client state cost), and one that just ran a command holds its 16 KiB briefly.
+        let mut inbuf = BytesMut::new();
+        let mut out = BytesMut::new();
+        let mut parse_state = ParseState::default();
+        handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
+        let mut qpeak = 0usize;
+        let mut qchecked = crate::util::clock::coarse();
+        let mut qtimer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        'conn: loop {
+            // The settings are read where they are used rather than held for the iteration:
+            // what a loop iteration holds sits in every idle connection's task.
+            // Execute every complete request already buffered.
+            let mut close = false;
+            loop {
+                match next_request(&mut inbuf, &mut parse_state, parse_limits(&server, &client)) {
+                    Ok(Some(args)) => {
+                        // CLIENT KILL sets the flag before it replies, so once the killer has its
+                        // answer, nothing more of this client's runs.
+                        if handle.killed.load(Ordering::Acquire) {
+                            close = true;
+                            break;
+                        }
+                        // CLIENT PAUSE: a covered request waits (replies so far go out first),
+                        // asleep until the pause ends or the client is killed.
+                        if crate::state::pause::active()
+                            && crate::commands::connection::postponed_by_pause(
+                                &client,
+                                args,
+                                crate::state::pause::current().0,
+                            )
+                        {
+                            if !out.is_empty()
+                                && write_out(
+                                    &server,
+                                    &handle,
+                                    &mut stream,
+                                    &mut out,
+                                    (&mut client.journal_wait, &mut client.journal_written),
+                                )
+                                .await
+                                .is_err()
+                            {
+                                break 'conn;
+                            }
+                            let c = &client;
+                            // Boxed: the pause's timer and notification would otherwise sit
+                            // in every connection's task, paused or not.
+                            let ended = Box::pin(async {
+                            tokio::select! {
+                                _ = crate::state::pause::wait_while(|mode| {
+                                    crate::commands::connection::postponed_by_pause(c, args, mode)
+                                }) => false,
+                                _ = handle.ended(&server) => true,
+                            }
+                        })
+                        .await;
+                            if ended {
+                                break 'conn;
+                            }
+                        }
+                        // SCRIPT DEBUG SYNC: this EVAL is a debugging session, which talks to
+                        // the client over the socket itself (commands::scripting::ldb).
+                        if crate::commands::scripting::ldb::starts_session(&client, args) {
+                            let argv = args.to_vec();
+                            match Box::pin(debug_session(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut inbuf,
+                                &mut out,
+                                &mut client,
+                                argv,
+                            ))
+                            .await
+                            {
+                                Some(true) => continue,
+                                Some(false) => {
+                                    close = true;
+                                    break;
+                                }
+                                None => break 'conn,
+                            }
+                        }
+                        // Scripts, with one I/O thread: this one and the scripts buffered right
+                        // behind it go to the script thread together (commands::scripting).
+                        if crate::commands::scripting::batchable(&client, args) {
+                            let mut batch = vec![args.to_vec()];
+                            let mut bad = None;
+                            while batch.len() < SCRIPT_BATCH
+                                && crate::commands::scripting::next_is_script(&inbuf)
+                            {
+                                let limits = parse_limits(&server, &client);
+                                match next_request(&mut inbuf, &mut parse_state, limits) {
+                                    Ok(Some(a)) => batch.push(a.to_vec()),
+                                    Ok(None) => break,
+                                    Err(e) => {
+                                        bad = Some(e);
+                                        break;
+                                    }
+                                }
+                            }
+                            let n = batch.len();
+                            let state = std::mem::replace(
+                                &mut client,
+                                ClientState::new(handle.clone(), false),
+                            );
+                            let Some(done) = Box::pin(crate::commands::scripting::run_batch(
+                                &server, state, batch,
+                            ))
+                            .await
+                            else {
+                                break 'conn;
+                            };
+                            client = done.client;
+                            for reply in &done.replies {
+                                reply.encode(&mut out, client.resp3);
+                            }
+                            if let Some(e) = bad {
+                                crate::state::cmdstats::error_reply(&e.0);
+                                Reply::Error(e.0).encode(&mut out, client.resp3);
+                                close = true;
+                                break;
+                            }
+                            if done.replies.len() < n || handle.killed.load(Ordering::Relaxed) {
+                                close = true;
+                                break;
+                            }
+                            continue;
+                        }
+                        // In a block of its own: a borrowed local lives until its scope ends,
+                        // and one alive across the awaits below would take its own room in
+                        // every connection's task.
+                        {
+                            let skip_this = client.reply_mode == ReplyMode::Skip;
+                            let reply = {
+                                let mut ctx = Ctx {
+                                    server: &server,
+                                    client: &mut client,
+                                };
+                                dispatch(&mut ctx, args)
+                            };
+                            if skip_this && client.reply_mode == ReplyMode::Skip {
+                                client.reply_mode = ReplyMode::On;
+                                if reply.is_push() {
+                                    reply.encode(&mut out, client.resp3);
+                                }
+                            } else if client.reply_mode != ReplyMode::Off || reply.is_push() {
+                                reply.encode(&mut out, client.resp3);
+                            }
+                        }
+                        // PSYNC/SYNC: once what precedes is out, the socket carries the
+                        // replication stream until the replica goes. Boxed with the request
+                        // (`map`, so no `Option<Psync>` is held across the await): the replica's
+                        // loop is rare and large, and an idle connection's task must not carry
+                        // its state.
+                        if let Some(replica) =
+                            crate::state::replication::take_hand_off().map(|req| {
+                                Box::pin(hand_off(
+                                    &server,
+                                    &handle,
+                                    &mut stream,
+                                    &mut inbuf,
+                                    &mut out,
+                                    &mut client,
+                                    req,
+                                ))
+                            })
+                        {
+                            replica.await;
+                            break 'conn;
+                        }
+                        // Blocked on keys: boxed, as above, with the blocked request.
+                        if let Some(wait) = client.blocked.take().map(|blocked| {
+                            Box::pin(serve_blocked(
+                                &server,
+                                &handle,
+                                &mut stream,
+                                &mut inbuf,
+                                &mut out,
+                                &mut client,
+                                blocked,
+                            ))
+                        }) {
+                            if wait.await.is_none() {
+                                break 'conn;
+                            }
+                        }
+                        if client.close_after_reply || handle.killed.load(Ordering::Relaxed) {
+                            close = true;
+                            break;
+                        }
+                        if out.len() >= FLUSH_AT
                             && write_out(
                                 &server,
                                 &handle,
@@ -249,239 +409,79 @@ pub fn serve<S: ClientStream>(
                         {
                             break 'conn;
                         }
-                        let c = &client;
-                        // Boxed: the pause's timer and notification would otherwise sit
-                        // in every connection's task, paused or not.
-                        let ended = Box::pin(async {
-                            tokio::select! {
-                                _ = crate::state::pause::wait_while(|mode| {
-                                    crate::commands::connection::postponed_by_pause(c, args, mode)
-                                }) => false,
-                                _ = handle.ended(&server) => true,
-                            }
-                        })
-                        .await;
-                        if ended {
-                            break 'conn;
-                        }
                     }
-                    // SCRIPT DEBUG SYNC: this EVAL is a debugging session, which talks to
-                    // the client over the socket itself (commands::scripting::ldb).
-                    if crate::commands::scripting::ldb::starts_session(&client, args) {
-                        let argv = args.to_vec();
-                        match Box::pin(debug_session(
-                            &server,
-                            &handle,
-                            &mut stream,
-                            &mut inbuf,
-                            &mut out,
-                            &mut client,
-                            argv,
-                        ))
-                        .await
-                        {
-                            Some(true) => continue,
-                            Some(false) => {
-                                close = true;
-                                break;
-                            }
-                            None => break 'conn,
-                        }
-                    }
-                    // Scripts, with one I/O thread: this one and the scripts buffered right
-                    // behind it go to the script thread together (commands::scripting).
-                    if crate::commands::scripting::batchable(&client, args) {
-                        let mut batch = vec![args.to_vec()];
-                        let mut bad = None;
-                        while batch.len() < SCRIPT_BATCH
-                            && crate::commands::scripting::next_is_script(&inbuf)
-                        {
-                            let limits = parse_limits(&server, &client);
-                            match next_request(&mut inbuf, &mut parse_state, limits) {
-                                Ok(Some(a)) => batch.push(a.to_vec()),
-                                Ok(None) => break,
-                                Err(e) => {
-                                    bad = Some(e);
-                                    break;
-                                }
-                            }
-                        }
-                        let n = batch.len();
-                            let state = std::mem::replace(
-                                &mut client,
-                                ClientState::new(handle.clone(), false),
-                            );
-                            let Some(done) = Box::pin(crate::commands::scripting::run_batch(
-                                &server, state, batch,
-                            ))
-                                .await
-                        else {
-                            break 'conn;
-                        };
-                        client = done.client;
-                        for reply in &done.replies {
-                            reply.encode(&mut out, client.resp3);
-                        }
-                        if let Some(e) = bad {
-                            crate::state::cmdstats::error_reply(&e.0);
-                            Reply::Error(e.0).encode(&mut out, client.resp3);
-                            close = true;
-                            break;
-                        }
-                        if done.replies.len() < n || handle.killed.load(Ordering::Relaxed) {
-                            close = true;
-                            break;
-                        }
-                        continue;
-                    }
-                        // In a block of its own: a borrowed local lives until its scope ends,
-                        // and one alive across the awaits below would take its own room in
-                        // every connection's task.
-                        {
-                    let skip_this = client.reply_mode == ReplyMode::Skip;
-                    let reply = {
-                        let mut ctx = Ctx {
-                            server: &server,
-                            client: &mut client,
-                        };
-                        dispatch(&mut ctx, args)
-                    };
-                    if skip_this && client.reply_mode == ReplyMode::Skip {
-                        client.reply_mode = ReplyMode::On;
-                        if reply.is_push() {
-                            reply.encode(&mut out, client.resp3);
-                        }
-                    } else if client.reply_mode != ReplyMode::Off || reply.is_push() {
-                        reply.encode(&mut out, client.resp3);
-                    }
-                        }
-                    // PSYNC/SYNC: once what precedes is out, the socket carries the
-                        // replication stream until the replica goes. Boxed with the request
-                        // (`map`, so no `Option<Psync>` is held across the await): the replica's
-                        // loop is rare and large, and an idle connection's task must not carry
-                        // its state.
-                        if let Some(replica) =
-                            crate::state::replication::take_hand_off().map(|req| {
-                                Box::pin(hand_off(
-                                &server,
-                                &handle,
-                                &mut stream,
-                                &mut inbuf,
-                                    &mut out,
-                                    &mut client,
-                                req,
-                            ))
-                            })
-                        {
-                            replica.await;
-                            break 'conn;
-                        }
-                        // Blocked on keys: boxed, as above, with the blocked request.
-                        if let Some(wait) = client.blocked.take().map(|blocked| {
-                            Box::pin(serve_blocked(
-                            &server,
-                            &handle,
-                            &mut stream,
-                            &mut inbuf,
-                                &mut out,
-                                &mut client,
-                            blocked,
-                        ))
-                        }) {
-                            if wait.await.is_none() {
-                                break 'conn;
-                        }
-                    }
-                    if client.close_after_reply || handle.killed.load(Ordering::Relaxed) {
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(client = handle.id, "protocol error: {}", e.0);
+                        crate::state::cmdstats::error_reply(&e.0);
+                        Reply::Error(e.0).encode(&mut out, client.resp3);
                         close = true;
                         break;
                     }
-                    if out.len() >= FLUSH_AT
-                        && write_out(
-                            &server,
-                            &handle,
-                            &mut stream,
-                            &mut out,
-                            (&mut client.journal_wait, &mut client.journal_written),
-                        )
-                        .await
-                        .is_err()
-                    {
-                        break 'conn;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::debug!(client = handle.id, "protocol error: {}", e.0);
-                    crate::state::cmdstats::error_reply(&e.0);
-                    Reply::Error(e.0).encode(&mut out, client.resp3);
-                    close = true;
-                    break;
                 }
             }
-        }
-        // The replies wait until every other connection that was ready has read and run its
-        // batch: as Redis, which writes all its replies just before it waits for events
-        // again. Each write wakes its client, and a client woken while the server still has
-        // reads to do takes the server's core from it (the kernel places a socket's wakee on
-        // the waker's core): written one connection at a time, between reads, that was an
-        // involuntary context switch every other batch at GET pipeline 16, two to three
-        // times as many as Redis has. `yield_now` runs this task again only after the worker
-        // has polled its I/O driver, so connections that became readable meanwhile read
-        // first too. (Waking itself instead, to the back of the run queue without that
-        // poll, measured no better than not yielding.)
-        if !out.is_empty() && !close {
-            tokio::task::yield_now().await;
-        }
-        // Messages pushed by other clients go after this batch's replies.
-        let (pushed, cost) = handle.outbox.drain();
-        for m in pushed {
-            m.into_reply().encode(&mut out, client.resp3);
-        }
-        let written = out.is_empty()
-            || write_out(
-                &server,
-                &handle,
-                &mut stream,
-                &mut out,
-                (&mut client.journal_wait, &mut client.journal_written),
-            )
-            .await
-            .is_ok();
-        // (An atomic subtraction: skipped for the usual batch, which had nothing pushed.)
-        if cost > 0 {
-            handle.outbox.written(cost);
-        }
-        if !written || handle.is_killed() {
-            break;
-        }
-        if close || server.is_shutting_down() {
-            break;
-        }
-        if inbuf.is_empty() {
-            // Back to the start of the whole allocation once no argument borrows from it
-            // (no copy, never an allocation), so its size is what CLIENT LIST reports.
-            let _ = inbuf.try_reclaim(inbuf.capacity() + 1);
-        }
-        if crate::util::clock::coarse() != qchecked {
-            qchecked = crate::util::clock::coarse();
-            crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, false);
-        }
-        if inbuf.capacity() > 0 && qtimer.is_none() {
-            qtimer = Some(Box::pin(tokio::time::sleep(QUERYBUF_CHECK)));
-        }
-        if out.capacity() > OUT_KEEP {
-            out = BytesMut::new();
-            handle.bufs.output(0, 0);
-        }
-        handle.bufs.input(inbuf.len(), inbuf.capacity());
-        if inbuf.len() > server.conn_settings.qbuf_limit.load(Ordering::Relaxed) as usize {
-            tracing::warn!(
-                client = handle.id,
-                "closing client that reached max query buffer length"
-            );
-            break;
-        }
+            // The replies wait until every other connection that was ready has read and run its
+            // batch: as Redis, which writes all its replies just before it waits for events
+            // again. Each write wakes its client, and a client woken while the server still has
+            // reads to do takes the server's core from it (the kernel places a socket's wakee on
+            // the waker's core): written one connection at a time, between reads, that was an
+            // involuntary context switch every other batch at GET pipeline 16, two to three
+            // times as many as Redis has. `yield_now` runs this task again only after the worker
+            // has polled its I/O driver, so connections that became readable meanwhile read
+            // first too. (Waking itself instead, to the back of the run queue without that
+            // poll, measured no better than not yielding.)
+            if !out.is_empty() && !close {
+                tokio::task::yield_now().await;
+            }
+            // Messages pushed by other clients go after this batch's replies.
+            let (pushed, cost) = handle.outbox.drain();
+            for m in pushed {
+                m.into_reply().encode(&mut out, client.resp3);
+            }
+            let written = out.is_empty()
+                || write_out(
+                    &server,
+                    &handle,
+                    &mut stream,
+                    &mut out,
+                    (&mut client.journal_wait, &mut client.journal_written),
+                )
+                .await
+                .is_ok();
+            // (An atomic subtraction: skipped for the usual batch, which had nothing pushed.)
+            if cost > 0 {
+                handle.outbox.written(cost);
+            }
+            if !written || handle.is_killed() {
+                break;
+            }
+            if close || server.is_shutting_down() {
+                break;
+            }
+            if inbuf.is_empty() {
+                // Back to the start of the whole allocation once no argument borrows from it
+                // (no copy, never an allocation), so its size is what CLIENT LIST reports.
+                let _ = inbuf.try_reclaim(inbuf.capacity() + 1);
+            }
+            if crate::util::clock::coarse() != qchecked {
+                qchecked = crate::util::clock::coarse();
+                crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, false);
+            }
+            if inbuf.capacity() > 0 && qtimer.is_none() {
+                qtimer = Some(Box::pin(tokio::time::sleep(QUERYBUF_CHECK)));
+            }
+            if out.capacity() > OUT_KEEP {
+                out = BytesMut::new();
+                handle.bufs.output(0, 0);
+            }
+            handle.bufs.input(inbuf.len(), inbuf.capacity());
+            if inbuf.len() > server.conn_settings.qbuf_limit.load(Ordering::Relaxed) as usize {
+                tracing::warn!(
+                    client = handle.id,
+                    "closing client that reached max query buffer length"
+                );
+                break;
+            }
 
             let idle_secs = match server.conn_settings.timeout.load(Ordering::Relaxed) {
                 // As in Redis, `timeout` never closes a subscriber or a MONITOR client: they
@@ -493,67 +493,67 @@ pub fn serve<S: ClientStream>(
                     && !handle.monitor.load(Ordering::Relaxed) =>
                 {
                     secs
-            }
+                }
                 _ => 0,
-        };
+            };
             let mut idle = None;
-        tokio::select! {
-            biased;
-                // Input first: when the socket is readable the other futures are not polled
-                // at all. A kill or a shutdown that arrives with input is still seen before
-                // the next command runs: the request loop checks the kill flag before each
-                // command, and the shutdown flag after each batch. Input before pushes also
-                // means a flood of messages cannot keep a subscriber from being heard (every
-                // iteration drains the outbox anyway).
-            r = stream.read_into(&mut inbuf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
-                    handle.bufs.input(inbuf.len(), inbuf.capacity());
-                    qpeak = qpeak.max(inbuf.len());
+            tokio::select! {
+                biased;
+                    // Input first: when the socket is readable the other futures are not polled
+                    // at all. A kill or a shutdown that arrives with input is still seen before
+                    // the next command runs: the request loop checks the kill flag before each
+                    // command, and the shutdown flag after each batch. Input before pushes also
+                    // means a flood of messages cannot keep a subscriber from being heard (every
+                    // iteration drains the outbox anyway).
+                r = stream.read_into(&mut inbuf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                        handle.bufs.input(inbuf.len(), inbuf.capacity());
+                        qpeak = qpeak.max(inbuf.len());
+                    }
+                },
+                // Killed, pushed to, or shutting down: the loop's own checks tell which.
+                _ = handle.attention(&server) => {}
+                    _ = timer(&mut qtimer) => {
+                    // Re-armed after this iteration while a buffer is still held.
+                    qtimer = None;
+                    let idle = crate::util::clock::coarse()
+                        .wrapping_sub(handle.last_active.load(Ordering::Relaxed)) >= QUERYBUF_IDLE;
+                    if crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, idle) {
+                        handle.bufs.input(inbuf.len(), inbuf.capacity());
+                    }
+                    if idle && inbuf.is_empty() {
+                        // The reply buffer and the argument list go too (kept while the client
+                        // is active, so a busy client allocates neither per request): an idle
+                        // connection holds no buffer at all. With nothing buffered, the parse
+                        // state holds no partial frame.
+                        out = BytesMut::new();
+                        handle.bufs.rbs.store(0, Ordering::Relaxed);
+                        parse_state = ParseState::default();
+                    }
                 }
-            },
-            // Killed, pushed to, or shutting down: the loop's own checks tell which.
-            _ = handle.attention(&server) => {}
-                _ = timer(&mut qtimer) => {
-                // Re-armed after this iteration while a buffer is still held.
-                qtimer = None;
-                let idle = crate::util::clock::coarse()
-                    .wrapping_sub(handle.last_active.load(Ordering::Relaxed)) >= QUERYBUF_IDLE;
-                if crate::state::client::resize_query_buffer(&mut inbuf, &mut qpeak, idle) {
-                    handle.bufs.input(inbuf.len(), inbuf.capacity());
-                }
-                if idle && inbuf.is_empty() {
-                    // The reply buffer and the argument list go too (kept while the client
-                    // is active, so a busy client allocates neither per request): an idle
-                    // connection holds no buffer at all. With nothing buffered, the parse
-                    // state holds no partial frame.
-                    out = BytesMut::new();
-                    handle.bufs.rbs.store(0, Ordering::Relaxed);
-                    parse_state = ParseState::default();
-                }
+                    _ = idle_timer(&mut idle, idle_secs) => break,
             }
-                _ = idle_timer(&mut idle, idle_secs) => break,
         }
-    }
-    {
-        // Leave pub/sub, MONITOR and WATCH so no one keeps pushing to a closed client.
-        let mut ctx = Ctx {
-            server: &server,
-            client: &mut client,
-        };
-        crate::commands::pubsub::leave_all(&mut ctx);
-        crate::commands::transactions::reset_state(&mut ctx);
-    }
-    server.blocking.forget(handle.id);
-    server.tracking.client_closed(handle.id);
-    let (_, cost) = handle.outbox.drain();
-    handle.outbox.written(cost);
-    if !handle.is_killed() {
-        let _ = stream.shutdown().await;
-    }
-    server.clients.unregister(handle.id);
+        {
+            // Leave pub/sub, MONITOR and WATCH so no one keeps pushing to a closed client.
+            let mut ctx = Ctx {
+                server: &server,
+                client: &mut client,
+            };
+            crate::commands::pubsub::leave_all(&mut ctx);
+            crate::commands::transactions::reset_state(&mut ctx);
+        }
+        server.blocking.forget(handle.id);
+        server.tracking.client_closed(handle.id);
+        let (_, cost) = handle.outbox.drain();
+        handle.outbox.written(cost);
+        if !handle.is_killed() {
+            let _ = stream.shutdown().await;
+        }
+        server.clients.unregister(handle.id);
     }
 }
 
@@ -787,35 +787,35 @@ fn write_out<'a, S: ClientStream>(
     // An `async` block rather than an `async fn`, whose future would hold its arguments
     // twice, in every connection's task.
     async move {
-    // A reply to a write journaled under `appendfsync always` (or with J) leaves only once
-    // the journal holds it on disk, and under everysec/no once it is written to the file;
-    // no lock is held here, and concurrent writers share the fsync the journal thread makes.
-    let (durable, written) = (std::mem::take(journal.0), std::mem::take(journal.1));
-    // Boxed, and only when there is something to wait for: the journal's wait would
-    // otherwise sit in every connection's task. It waits for the journal thread anyway (a
-    // cross-thread wake-up at least), next to which the allocation is noise.
-    if durable > 0 {
-        Box::pin(crate::store::journal::wait_durable(durable)).await;
-    } else if written > 0 {
-        Box::pin(crate::store::journal::wait_written(written)).await;
-    }
-    server
-        .stats
-        .net_output_bytes
-        .fetch_add(out.len() as u64, Ordering::Relaxed);
-    handle.bufs.output(out.len(), out.capacity());
-    tokio::select! {
-        // The write first: it usually completes at once, and then the kill signal is not
-        // polled.
-        biased;
-        r = stream.write_reply(out) => r?,
-        _ = handle.killed_signal() => {
-            return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
+        // A reply to a write journaled under `appendfsync always` (or with J) leaves only once
+        // the journal holds it on disk, and under everysec/no once it is written to the file;
+        // no lock is held here, and concurrent writers share the fsync the journal thread makes.
+        let (durable, written) = (std::mem::take(journal.0), std::mem::take(journal.1));
+        // Boxed, and only when there is something to wait for: the journal's wait would
+        // otherwise sit in every connection's task. It waits for the journal thread anyway (a
+        // cross-thread wake-up at least), next to which the allocation is noise.
+        if durable > 0 {
+            Box::pin(crate::store::journal::wait_durable(durable)).await;
+        } else if written > 0 {
+            Box::pin(crate::store::journal::wait_written(written)).await;
         }
-    }
-    out.clear();
-    handle.bufs.output(0, out.capacity());
-    Ok(())
+        server
+            .stats
+            .net_output_bytes
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        handle.bufs.output(out.len(), out.capacity());
+        tokio::select! {
+            // The write first: it usually completes at once, and then the kill signal is not
+            // polled.
+            biased;
+            r = stream.write_reply(out) => r?,
+            _ = handle.killed_signal() => {
+                return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
+            }
+        }
+        out.clear();
+        handle.bufs.output(0, out.capacity());
+        Ok(())
     }
 }
 
