@@ -145,6 +145,53 @@ fn probe_hides_expired_documents_and_wakes_dormant_ttl_indexes() {
 }
 
 #[test]
+fn probe_reads_dates_and_stored_types_in_one_walk_as_the_planner_does() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    // Two TTL indexes, the probed field before, between and after their dates.
+    run(&mut c, &["DOC.EXPIREINDEX", "w", "a", "3600"]);
+    run(&mut c, &["DOC.EXPIREINDEX", "w", "b", "3600"]);
+    run(&mut c, &["DOC.CREATEINDEX", "w", r#"{"u":1}"#]);
+    let (old, new) = (
+        r#"{"$date":"2000-01-01T00:00:00Z"}"#,
+        r#"{"$date":"2999-01-01T00:00:00Z"}"#,
+    );
+    let docs = [
+        // Visible: both dates in the future, in any order around `u`.
+        format!(r#"{{"_id":1,"u":"k","a":{new},"b":{new}}}"#),
+        format!(r#"{{"_id":2,"a":{new},"u":"k","b":{new}}}"#),
+        format!(r#"{{"_id":3,"b":{new},"a":{new},"u":"k"}}"#),
+        // Due under one index or the other.
+        format!(r#"{{"_id":4,"u":"k","a":{old},"b":{new}}}"#),
+        format!(r#"{{"_id":5,"b":{old},"u":"k"}}"#),
+        // Not a date: never due. An array of dates: due by its earliest.
+        r#"{"_id":6,"u":"k","a":"soon","b":7}"#.to_string(),
+        format!(r#"{{"_id":7,"u":"k","a":[{new},{old}]}}"#),
+        format!(r#"{{"_id":8,"a":[{new}],"u":"k"}}"#),
+        // A stored type the KeyString does not tell apart from the probe's string (a
+        // symbol): matched by the general matcher.
+        format!(r#"{{"_id":9,"u":{{"$symbol":"k"}},"a":{new}}}"#),
+    ];
+    let mut args = vec!["DOC.INSERT", "w"];
+    args.extend(docs.iter().map(String::as_str));
+    run(&mut c, &args);
+    // Visible: 1, 2, 3, 6, 8, and 9 (a symbol equals the string, as in MongoDB).
+    agree(&mut c, "w", r#"{"u":"k"}"#, Some(6));
+    // A TTL index on a dotted path: the one walk leaves it to the general reads.
+    run(&mut c, &["DOC.EXPIREINDEX", "d", "s.at", "3600"]);
+    run(&mut c, &["DOC.CREATEINDEX", "d", r#"{"u":1}"#]);
+    let docs = [
+        format!(r#"{{"_id":1,"u":1,"s":{{"at":{old}}}}}"#),
+        format!(r#"{{"_id":2,"u":1,"s":{{"at":{new}}}}}"#),
+        r#"{"_id":3,"u":1}"#.to_string(),
+    ];
+    let mut args = vec!["DOC.INSERT", "d"];
+    args.extend(docs.iter().map(String::as_str));
+    run(&mut c, &args);
+    agree(&mut c, "d", r#"{"u":1}"#, Some(2));
+}
+
+#[test]
 fn capped_collections_keep_insertion_order() {
     let s = TestServer::start(&[]);
     let mut c = s.conn();

@@ -922,13 +922,20 @@ impl CollectionShard {
                 return true;
             };
             // The dates are read from the document, which the match reads anyway (as
-            // `lookup_id` does).
-            if let Some(now) = clock {
-                if self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now)) {
-                    return true;
-                }
+            // `lookup_id` does): one walk answers both where it can.
+            let (due, exact_hit) = match self.walk_for_probe(raw, clock, exact) {
+                Some(answers) => answers,
+                None => (
+                    clock.is_some_and(|now| {
+                        self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now))
+                    }),
+                    exact.is_some_and(|f| stored_exact(raw, f)),
+                ),
+            };
+            if due {
+                return true;
             }
-            let matched = exact.is_some_and(|f| stored_exact(raw, f))
+            let matched = exact_hit
                 || matches(
                     p.filter,
                     fields.get_or_insert_with(|| p.filter.field_paths()),
@@ -1171,6 +1178,73 @@ fn index_hit_is_match<'a>(filter: &'a Node, ix: &OrderedIndex) -> Option<&'a str
     let on_f =
         matches!(ix.spec.fields.as_slice(), [k] if matches!(k.path.as_slice(), [p] if p == f));
     (on_f && !ix.is_multikey()).then_some(f.as_str())
+}
+
+impl CollectionShard {
+    /// One walk of a stored document for an equality probe's hit: whether a TTL index makes
+    /// it due at `clock` (as [`TtlShard::doc_is_expired`]) and whether the stored `exact`
+    /// field is of a type the KeyString encodes exactly (as [`stored_exact`]). `None` when
+    /// one walk of the top level cannot tell — a TTL index on a dotted path, a TTL field
+    /// holding an array, bytes the walker refuses — and the caller asks each question
+    /// apart. Why: the two questions walked the same leading fields twice, about 300
+    /// instructions of an indexed DOC.FIND or DOC.COUNT.
+    fn walk_for_probe(
+        &self,
+        raw: &RawDocument,
+        clock: Option<i64>,
+        exact: Option<&str>,
+    ) -> Option<(bool, bool)> {
+        /// TTL indexes one walk serves at once (each wants its field's first element).
+        const MAX_TTL: usize = 4;
+        let ttl: &[(String, TtlShard)] = if clock.is_some() { &self.ttl } else { &[] };
+        if ttl.len() > MAX_TTL {
+            return None;
+        }
+        let mut ttl_fields: [&[u8]; MAX_TTL] = [&[]; MAX_TTL];
+        for (slot, (_, t)) in ttl_fields.iter_mut().zip(ttl) {
+            *slot = t.top_field()?.as_bytes();
+        }
+        let mut ttl_seen = [false; MAX_TTL];
+        let (mut due, mut exact_hit) = (false, false);
+        let mut exact_left = exact.map(str::as_bytes);
+        let mut ttl_left = ttl.len();
+        for e in rawbson::elements(raw.as_bytes()) {
+            if exact_left.is_none() && ttl_left == 0 {
+                break;
+            }
+            let e = e?;
+            if exact_left == Some(e.key) {
+                exact_left = None;
+                exact_hit = matches!(
+                    e.ty,
+                    rawbson::INT32
+                        | rawbson::INT64
+                        | rawbson::DOUBLE
+                        | rawbson::STRING
+                        | rawbson::OBJECT_ID
+                );
+            }
+            for (i, (_, t)) in ttl.iter().enumerate() {
+                if ttl_seen[i] || ttl_fields[i] != e.key {
+                    continue;
+                }
+                ttl_seen[i] = true;
+                ttl_left -= 1;
+                match e.ty {
+                    rawbson::DATE_TIME => {
+                        let date = rawbson::i64_of(e.value)?;
+                        let now = clock?;
+                        due |= date.saturating_add(t.expire_after_secs * 1000) <= now;
+                    }
+                    // An array's earliest date is the general walk's.
+                    rawbson::ARRAY => return None,
+                    // No date: never due under this index.
+                    _ => {}
+                }
+            }
+        }
+        Some((due, exact_hit))
+    }
 }
 
 /// The stored `field` is of a type the KeyString encodes exactly (Decimal128 goes through
