@@ -909,6 +909,34 @@ const WRAPPERS: [&str; 16] = [
     "$undefined",
 ];
 
+/// The one field of the object `{"<name>": v}` (white space allowed around its parts), for
+/// `v` a string without escapes other than `"$$NOW"`, or an integer that fits 64 bits (not
+/// `-0`): what a filter on one field by equality most often is (a session by `_id`,
+/// sessions by `userID`). `None` for any other text. Read with the same reader as
+/// [`parse_scalar_sets`] (ASCII names and values skip UTF-8 validation).
+pub fn single_scalar_field(text: &[u8]) -> Option<(&str, Bson)> {
+    let mut p = Plain { s: text, at: 0 };
+    p.eat(b'{')?;
+    p.ws();
+    let name = p.string()?;
+    p.eat(b':')?;
+    p.ws();
+    let value = match p.peek()? {
+        b'"' => match p.string()? {
+            NOW => return None,
+            s => Bson::String(s.to_string()),
+        },
+        b'-' | b'0'..=b'9' => match p.number()? {
+            v @ (Bson::Int32(_) | Bson::Int64(_)) => v,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    p.eat(b'}')?;
+    p.ws();
+    (p.at == text.len()).then_some((name, value))
+}
+
 struct Plain<'a> {
     s: &'a [u8],
     at: usize,
@@ -1057,15 +1085,15 @@ impl<'a> Plain<'a> {
             let f: f64 = serde_json::from_slice(&self.s[start..self.at]).ok()?;
             return Some(Bson::Double(f));
         }
-        // serde_json reads `-0` as the double -0.0, and 19+ digits may not fit an i64.
-        if digits.len() > 18 || (neg && digits == b"0") {
+        // serde_json reads `-0` as the double -0.0; past i64 its reading is not an integer.
+        if digits.len() > 19 || (neg && digits == b"0") {
             return None;
         }
-        let mut n: i64 = 0;
+        let mut n: i128 = 0;
         for &c in digits {
-            n = n * 10 + i64::from(c - b'0');
+            n = n * 10 + i128::from(c - b'0');
         }
-        let n = if neg { -n } else { n };
+        let n = i64::try_from(if neg { -n } else { n }).ok()?;
         Some(match i32::try_from(n) {
             Ok(i) => Bson::Int32(i),
             Err(_) => Bson::Int64(n),

@@ -60,84 +60,11 @@ pub type Result<T> = std::result::Result<T, String>;
 /// building a document. `None` for any other text, which the general parser then reads (and
 /// refuses, if it must).
 pub fn parse_eq_json(text: &[u8]) -> Option<Node> {
-    let ws = |i: &mut usize| {
-        while text
-            .get(*i)
-            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            *i += 1;
-        }
-    };
-    let mut i = 0;
-    ws(&mut i);
-    let rest = text.get(i..)?.strip_prefix(b"{")?;
-    i = text.len() - rest.len();
-    ws(&mut i);
-    let rest = text.get(i..)?.strip_prefix(b"\"")?;
-    i = text.len() - rest.len();
-    let name_start = i;
-    while text
-        .get(i)
-        .is_some_and(|&c| c >= 0x20 && !matches!(c, b'"' | b'\\' | b'.' | b'$'))
-    {
-        i += 1;
-    }
-    if text.get(i) != Some(&b'"') || i == name_start {
+    let (name, value) = crate::documents::json::single_scalar_field(text)?;
+    if name.is_empty() || name.contains(['.', '$']) {
         return None;
     }
-    let name = std::str::from_utf8(&text[name_start..i]).ok()?;
-    i += 1;
-    ws(&mut i);
-    let rest = text.get(i..)?.strip_prefix(b":")?;
-    i = text.len() - rest.len();
-    ws(&mut i);
-    let start = i;
-    let value = match *text.get(i)? {
-        b'"' => {
-            i += 1;
-            while text
-                .get(i)
-                .is_some_and(|&c| c != b'"' && c != b'\\' && c >= 0x20)
-            {
-                i += 1;
-            }
-            if text.get(i) != Some(&b'"') {
-                return None;
-            }
-            let s = std::str::from_utf8(&text[start + 1..i]).ok()?;
-            i += 1;
-            if s == "$$NOW" {
-                return None;
-            }
-            Bson::String(s.to_string())
-        }
-        b'-' | b'0'..=b'9' => {
-            i += usize::from(text[i] == b'-');
-            let digits = i;
-            while text.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-            // JSON: no leading zeros, no fraction or exponent here.
-            let n = i - digits;
-            if n == 0 || (n > 1 && text[digits] == b'0') {
-                return None;
-            }
-            if matches!(text.get(i), Some(b'.' | b'e' | b'E')) {
-                return None;
-            }
-            let v: i64 = std::str::from_utf8(&text[start..i]).ok()?.parse().ok()?;
-            match i32::try_from(v) {
-                Ok(v) => Bson::Int32(v),
-                Err(_) => Bson::Int64(v),
-            }
-        }
-        _ => return None,
-    };
-    ws(&mut i);
-    let rest = text.get(i..)?.strip_prefix(b"}")?;
-    i = text.len() - rest.len();
-    ws(&mut i);
-    (i == text.len()).then(|| Node::Field {
+    Some(Node::Field {
         path: vec![name.to_string()],
         pred: Pred::Eq(value),
     })
@@ -740,6 +667,7 @@ mod tests {
             r#"{"_id":-7}"#,
             r#"{"_id":2147483648}"#,
             r#"{"_id":-9223372036854775808}"#,
+            r#"{"_id":9223372036854775807}"#,
             "{\"_id\":\"caf\u{e9}\"}",
         ];
         for t in taken {
@@ -758,6 +686,9 @@ mod tests {
             r#"{"_id":1.5}"#,
             r#"{"_id":1e3}"#,
             r#"{"_id":99999999999999999999}"#,
+            r#"{"_id":9223372036854775808}"#,
+            // serde_json reads `-0` as the double -0.0: the general parser's.
+            r#"{"_id":-0}"#,
             r#"{"_id":{"$gt":1}}"#,
             r#"{"_id":1,"a":2}"#,
             r#"{"_idx":1}"#,
