@@ -221,7 +221,15 @@ impl Store {
     /// Locks the given shards in ascending order (the one order every multi-shard command
     /// uses, so two of them cannot deadlock). Duplicates are locked once.
     pub fn lock_many(&self, shards: &[usize]) -> Vec<(usize, MutexGuard<'_, ShardData>)> {
-        let mut ids: Vec<usize> = shards.to_vec();
+        // One shard (a document write by `_id`): no copy to sort.
+        if let [s] = *shards {
+            return vec![(s, self.shards[s].lock())];
+        }
+        self.lock_sorted(shards.to_vec())
+    }
+
+    /// [`Store::lock_many`] of shards the caller owns: sorted and deduplicated in place.
+    pub fn lock_sorted(&self, mut ids: Vec<usize>) -> Vec<(usize, MutexGuard<'_, ShardData>)> {
         ids.sort_unstable();
         ids.dedup();
         ids.into_iter()
