@@ -1421,6 +1421,25 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   35.4k at pipeline 1 and 29.5k at 16 (Redis: 24.6k, 22.8k). At pipeline 1 the two
   cross-thread wake-ups per script dominate the CPU; `redis.call`'s argument conversion
   through mlua is about 540 instructions a call. See ARCHITECTURE.md, "Scripts".
+- **Allocations per request** (callgrind, pipeline 16, release without LTO, 100k keys): an
+  allocation and its free through the counting layer cost 150-200 instructions. A GET makes
+  two (the decoder's frame vector, the reply's copy of the value), DOC.COUNT on an index five,
+  an upsert by `_id` nine. Multi-key locking made five for one key (hashes, shards, a sorted
+  copy, guards, key → guard); it now makes two for one key and three for more: EXISTS 5,394
+  → 4,345 instructions, MGET of 10 keys 22,002 → 20,980, the upsert 19,244 → 18,606.
+- **DOC.COUNT / DOC.FIND on a secondary index, what is left** (fat LTO, pipeline 16): COUNT
+  9.2k instructions against EXISTS's 3.7k, FIND 11.9k against HGETALL's 6.8k. Per command:
+  the request decoder 2.1k, the filter parse and probe 1.5k; per shard (4): the lock, the
+  collection's part found by name (about 110) and the key filter; in the shard holding the
+  key, the B-tree descent (1.5-1.7k: `std`'s B-tree compares linearly within a node, about
+  30 comparisons for 25k entries) and the hit's check (about 880 before one walk of the
+  document answered both its TTL dates and its stored type). An upsert's index move is two
+  such descents (2.8k).
+- **redis.call's arguments** (EVALSHA at pipeline 16, 27.4k instructions): mlua hands a Rust
+  callback its arguments as a `MultiValue`, each string a reference into the auxiliary
+  thread (about 1.3k instructions for INCR's and PEXPIRE's arguments, made and dropped),
+  then they are copied into `Bytes` (1.0k). Reading them off the Lua stack would take a
+  C function or mlua's `FromLua::from_stack`, which mlua does not let other crates implement.
 - **appendfsync always and J**: the replies waiting for the disk were each woken by the
   journal thread (1.8-2 wake-ups per request) and fsyncs were twice Redis's. The waiting
   reply now writes and fdatasyncs the buffer itself once the other ready connections added
@@ -1433,9 +1452,10 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
 ### Threads
 
 `io-threads` is the number of threads that read, execute and write (Redis's I/O threads
-only read and write). One thread (the default on 2 cores) runs tokio's current-thread
-scheduler: connections are served in the order they became ready, as Redis's event loop,
-with no cross-thread wake-ups. Two or more run the multi-thread scheduler, each thread
+only read and write). One thread (the default on 2 cores) runs tokio's multi-thread
+scheduler with one worker and its LIFO slot off (ARCHITECTURE.md, "Scripts"): connections
+are served in the order they became ready, as Redis's event loop, with no cross-thread
+wake-ups. Two or more run the multi-thread scheduler, each thread
 locking only the shards a command touches. The table "Throughput by io-threads" measures
 both on the 2-core machine. Pinned, the server has one core to itself, as Redis: at
 pipeline 1 both are bound by the load generator and system calls and come out level; at
