@@ -431,3 +431,40 @@ redis.register_function{function_name='f4', callback=function() return redis.cal
     let info: String = q(&mut r, &["FCALL", "f4", "0"]).unwrap();
     assert!(info.contains("redis_version"), "{info}");
 }
+
+/// Redis 7.0's "MULTI propagation of PUBLISH" (unit/multi): PUBLISH reaches the replication
+/// stream in its client's database like any propagated command, so a stream that has not
+/// selected it yet (as after a full sync) sends SELECT first.
+#[test]
+fn publish_in_the_stream_comes_after_its_select() {
+    let master = TestServer::start(&[]);
+    let mut r = master.raw();
+    r.send(b"SYNC\r\n");
+    // "\n" keep-alives may come first, then `$<len>` and the RDB.
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        let b = r.read_n(1);
+        assert!(!b.is_empty(), "no sync payload");
+        if !(line.is_empty() && b[0] == b'\n') {
+            line.extend(b);
+        }
+    }
+    let len: usize = std::str::from_utf8(&line[1..line.len() - 2])
+        .unwrap()
+        .parse()
+        .expect("$<len>");
+    assert_eq!(r.read_n(len).len(), len);
+    let mut c = master.conn();
+    let _: String = q(&mut c, &["SELECT", "9"]).unwrap();
+    let _: String = q(&mut c, &["MULTI"]).unwrap();
+    let _: String = q(&mut c, &["PUBLISH", "bla", "bla"]).unwrap();
+    let _: Vec<i64> = q(&mut c, &["EXEC"]).unwrap();
+    let stream = r.read_until(b"*3\r\n$7\r\nPUBLISH\r\n$3\r\nbla\r\n$3\r\nbla\r\n");
+    assert!(
+        stream.ends_with(
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n*3\r\n$7\r\nPUBLISH\r\n$3\r\nbla\r\n$3\r\nbla\r\n"
+        ),
+        "stream: {}",
+        String::from_utf8_lossy(&stream)
+    );
+}
