@@ -427,3 +427,49 @@ fn flushall_with_a_save_schedule_saves_in_the_foreground() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `CONFIG SET appendonly yes` during a BGSAVE is scheduled, as Redis schedules the rewrite
+/// that turns its AOF on while another child runs (unit/expire turns it on in a replica that
+/// is saving after a FLUSHALL): answered OK, `aof_enabled:1` and `aof_rewrite_scheduled:1`
+/// meanwhile, the journal started once the save is done; `no` before then cancels it.
+#[test]
+fn appendonly_yes_during_a_bgsave_starts_the_journal_after_it() {
+    let dir = temp_dir("aof-after-bgsave");
+    let s = TestServer::start(&["--dir", &dir, "--save", ""]);
+    let mut c = s.conn();
+    for i in 0..10 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    // 0.2 s a key: the save runs for 2 s; the value is read when it starts.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]).expect("set");
+    let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).expect("set");
+    let aof = |c: &mut redis::Connection| {
+        [
+            "rdb_bgsave_in_progress",
+            "aof_enabled",
+            "aof_rewrite_scheduled",
+        ]
+        .map(|f| info_field(c, "persistence", f))
+    };
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("scheduled");
+    assert_eq!(aof(&mut c), ["1", "1", "1"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("cancelled");
+    assert_eq!(aof(&mut c), ["1", "0", "0"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("scheduled");
+    assert_eq!(aof(&mut c), ["1", "1", "1"]);
+    assert!(
+        eventually(10.0, || aof(&mut c) == ["0", "1", "0"]
+            && info_field(&mut c, "persistence", "aof_rewrite_in_progress")
+                == "0"),
+        "{:?}",
+        aof(&mut c)
+    );
+    assert_eq!(
+        info_field(&mut c, "persistence", "aof_last_bgrewrite_status"),
+        "ok"
+    );
+    let _: () = q(&mut c, &["SET", "after", "start"]).expect("set");
+    incr_journal_when(&dir, |t| t.contains("after"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -760,8 +760,11 @@ struct Persist {
     last_bgsave_try: AtomicU64,
     /// Unix seconds of the last check of the `save` schedule.
     schedule_checked: AtomicU64,
-    /// `CONFIG SET appendonly yes` is writing the first base (INFO shows aof_enabled:1).
+    /// `CONFIG SET appendonly yes` is writing the first base, or waits to (INFO shows
+    /// aof_enabled:1).
     aof_starting: AtomicBool,
+    /// `CONFIG SET appendonly yes` came during a save: the journal starts after it.
+    aof_start_scheduled: AtomicBool,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
     /// Snapshot cuts taken (BGSAVE, SAVE, BGREWRITEAOF, the journal's start), and how long
@@ -793,6 +796,7 @@ static P: Persist = Persist {
     last_bgsave_try: AtomicU64::new(0),
     schedule_checked: AtomicU64::new(0),
     aof_starting: AtomicBool::new(false),
+    aof_start_scheduled: AtomicBool::new(false),
     cron: AtomicBool::new(false),
     cuts: AtomicU64::new(0),
     last_cut_us: AtomicU64::new(0),
@@ -898,10 +902,18 @@ fn paths(server: &Server) -> (std::path::PathBuf, String) {
 /// snapshot taken at that cut and the manifest names both; INFO shows `aof_enabled:1` and
 /// `aof_rewrite_in_progress:1` meanwhile. If the base cannot be written the journal stops
 /// again and `appendonly` goes back to `no`. `no`: at a cut, no more records are taken; what
-/// is buffered is written and fsynced and the files are closed.
+/// is buffered is written and fsynced and the files are closed. During a BGSAVE (or the
+/// save that follows FLUSHALL), `yes` is scheduled instead, as Redis schedules the rewrite
+/// that turns its AOF on while another child runs: the persistence thread starts it once
+/// the save is done, and a `no` before then cancels it.
 pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
     let running = journal::enabled() || P.aof_starting.load(Relaxed);
     if on == running {
+        return Ok(());
+    }
+    // Whoever takes the flag first, this or the persistence thread, decides.
+    if !on && P.aof_start_scheduled.swap(false, Relaxed) {
+        P.aof_starting.store(false, Relaxed);
         return Ok(());
     }
     if P.rewrite_running.load(Relaxed) {
@@ -925,8 +937,19 @@ pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
         return Ok(());
     }
     if P.bgsave_running.load(Relaxed) {
-        return Err("a BGSAVE is in progress: retry when it is done".into());
+        // INFO shows aof_enabled:1 and aof_rewrite_scheduled:1 meanwhile, as Redis's.
+        P.aof_starting.store(true, Relaxed);
+        P.aof_start_scheduled.store(true, Relaxed);
+        ensure_cron(server);
+        tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
+        return Ok(());
     }
+    start_aof(server)
+}
+
+/// Starts the journal on a thread of its own (see [`set_appendonly`]).
+fn start_aof(server: &Arc<Server>) -> Result<(), String> {
+    let s = server.clone();
     P.aof_starting.store(true, Relaxed);
     P.rewrite_running.store(true, Relaxed);
     P.rewrite_started
@@ -1646,6 +1669,21 @@ fn cron(server: &Arc<Server>) {
     if busy {
         return;
     }
+    // Claimed as a rewrite first, so an `appendonly no` from then on is told to retry (as
+    // during any start) rather than stopping a journal that is not started yet.
+    if P.aof_start_scheduled.load(Relaxed) && !P.rewrite_running.swap(true, Relaxed) {
+        if !P.aof_start_scheduled.swap(false, Relaxed) {
+            P.rewrite_running.store(false, Relaxed);
+        } else if let Err(e) = start_aof(server) {
+            tracing::warn!("Can't turn on the append only file: {e}");
+            P.aof_starting.store(false, Relaxed);
+            server
+                .config
+                .write()
+                .set_normalized("appendonly", "no".into());
+        }
+        return;
+    }
     if P.rewrite_scheduled.load(Relaxed) {
         start_rewrite(server);
         return;
@@ -1772,7 +1810,8 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
         ),
         (
             "aof_rewrite_scheduled",
-            (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+            ((P.rewrite_scheduled.load(Relaxed) || P.aof_start_scheduled.load(Relaxed)) as u8)
+                .to_string(),
         ),
         (
             "aof_last_rewrite_time_sec",
