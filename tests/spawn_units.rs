@@ -473,3 +473,48 @@ fn appendonly_yes_during_a_bgsave_starts_the_journal_after_it() {
     incr_journal_when(&dir, |t| t.contains("after"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `CONFIG SET appendonly no` while the journal starts is answered OK, as Redis kills its
+/// AOF child then (unit/expire turns it off right after turning it on): the journal is
+/// stopped once its start ends; a `yes` before that takes the `no` back.
+#[test]
+fn appendonly_no_during_the_start_stops_the_journal_after_it() {
+    let dir = temp_dir("aof-no-during-start");
+    let s = TestServer::start(&["--dir", &dir, "--save", ""]);
+    let mut c = s.conn();
+    for i in 0..10 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    let state = |c: &mut redis::Connection| {
+        ["aof_rewrite_in_progress", "aof_enabled"].map(|f| info_field(c, "persistence", f))
+    };
+    let done = |c: &mut redis::Connection| {
+        eventually(10.0, || {
+            info_field(c, "persistence", "aof_rewrite_in_progress") == "0"
+        })
+    };
+    // 0.2 s a key: each start's base takes 2 s.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]).expect("set");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("start");
+    assert_eq!(state(&mut c), ["1", "1"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("no while starting");
+    assert_eq!(state(&mut c), ["1", "0"]);
+    assert!(done(&mut c));
+    assert_eq!(state(&mut c), ["0", "0"]);
+    let _: () = q(&mut c, &["SET", "while", "off"]).expect("set");
+    // yes, no, yes: the journal is on at the end.
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("start");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("no");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("yes again");
+    assert_eq!(state(&mut c), ["1", "1"]);
+    assert!(done(&mut c));
+    assert_eq!(state(&mut c), ["0", "1"]);
+    assert_eq!(
+        strs(&mut c, &["CONFIG", "GET", "appendonly"]),
+        ["appendonly", "yes"]
+    );
+    let _: () = q(&mut c, &["SET", "after", "start"]).expect("set");
+    let text = incr_journal_when(&dir, |t| t.contains("after"));
+    assert!(!text.contains("while"), "{text:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

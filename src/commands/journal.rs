@@ -765,6 +765,10 @@ struct Persist {
     aof_starting: AtomicBool,
     /// `CONFIG SET appendonly yes` came during a save: the journal starts after it.
     aof_start_scheduled: AtomicBool,
+    /// `CONFIG SET appendonly no` came while the journal starts: it stops once started.
+    aof_stop_requested: AtomicBool,
+    /// The start that ended is stopping the journal again.
+    aof_stopping: AtomicBool,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
     /// Snapshot cuts taken (BGSAVE, SAVE, BGREWRITEAOF, the journal's start), and how long
@@ -797,6 +801,8 @@ static P: Persist = Persist {
     schedule_checked: AtomicU64::new(0),
     aof_starting: AtomicBool::new(false),
     aof_start_scheduled: AtomicBool::new(false),
+    aof_stop_requested: AtomicBool::new(false),
+    aof_stopping: AtomicBool::new(false),
     cron: AtomicBool::new(false),
     cuts: AtomicU64::new(0),
     last_cut_us: AtomicU64::new(0),
@@ -905,8 +911,21 @@ fn paths(server: &Server) -> (std::path::PathBuf, String) {
 /// is buffered is written and fsynced and the files are closed. During a BGSAVE (or the
 /// save that follows FLUSHALL), `yes` is scheduled instead, as Redis schedules the rewrite
 /// that turns its AOF on while another child runs: the persistence thread starts it once
-/// the save is done, and a `no` before then cancels it.
+/// the save is done, and a `no` before then cancels it. A `no` while the start runs is
+/// answered at once, as Redis kills its AOF child then: the start stops the journal again
+/// when it ends (a `yes` before that takes the `no` back).
 pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
+    // Decisions about a running start are taken under this lock, and so is its end's.
+    let end = START_END.lock();
+    if P.aof_stop_requested.load(Relaxed) {
+        if on {
+            P.aof_stop_requested.store(false, Relaxed);
+        }
+        return Ok(());
+    }
+    if P.aof_stopping.load(Relaxed) {
+        return Err("a rewrite of the journal is in progress: retry when it is done".into());
+    }
     let running = journal::enabled() || P.aof_starting.load(Relaxed);
     if on == running {
         return Ok(());
@@ -916,23 +935,19 @@ pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
         P.aof_starting.store(false, Relaxed);
         return Ok(());
     }
+    if !on && P.aof_starting.load(Relaxed) && P.rewrite_running.load(Relaxed) {
+        P.aof_stop_requested.store(true, Relaxed);
+        return Ok(());
+    }
+    drop(end);
     if P.rewrite_running.load(Relaxed) {
         return Err("a rewrite of the journal is in progress: retry when it is done".into());
     }
-    let s = server.clone();
     if !on {
+        let s = server.clone();
         std::thread::Builder::new()
             .name("aof-stop".into())
-            .spawn(move || {
-                {
-                    let _gate = s.exec_gate.exclusive();
-                    let all: Vec<usize> = (0..s.store.shard_count()).collect();
-                    let _locks = s.store.lock_many(&all);
-                    journal::disable();
-                }
-                journal::close();
-                tracing::info!("Background append only file stopped (appendonly no)");
-            })
+            .spawn(move || stop_journal(&s))
             .map_err(|e| e.to_string())?;
         return Ok(());
     }
@@ -945,6 +960,22 @@ pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
         return Ok(());
     }
     start_aof(server)
+}
+
+/// Held while deciding about a running start of the journal, and by the start as it ends.
+static START_END: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// `appendonly no`: at a cut no more records are taken; the buffer is written and fsynced
+/// and the files closed.
+fn stop_journal(s: &Arc<Server>) {
+    {
+        let _gate = s.exec_gate.exclusive();
+        let all: Vec<usize> = (0..s.store.shard_count()).collect();
+        let _locks = s.store.lock_many(&all);
+        journal::disable();
+    }
+    journal::close();
+    tracing::info!("Background append only file stopped (appendonly no)");
 }
 
 /// Starts the journal on a thread of its own (see [`set_appendonly`]).
@@ -977,7 +1008,18 @@ fn start_aof(server: &Arc<Server>) -> Result<(), String> {
                     s.config.write().set_normalized("appendonly", "no".into());
                 }
             }
-            P.aof_starting.store(false, Relaxed);
+            let stop = {
+                let _end = START_END.lock();
+                let stop = P.aof_stop_requested.swap(false, Relaxed);
+                P.aof_stopping.store(stop, Relaxed);
+                P.aof_starting.store(false, Relaxed);
+                stop
+            };
+            // `appendonly no` came while it started.
+            if stop && journal::enabled() {
+                stop_journal(&s);
+            }
+            P.aof_stopping.store(false, Relaxed);
             P.rewrite_running.store(false, Relaxed);
         });
     if let Err(e) = spawned {
@@ -1803,7 +1845,13 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
     let j = journal::journal().filter(|_| journal::enabled());
     let starting = P.aof_starting.load(Relaxed);
     v.extend([
-        ("aof_enabled", ((j.is_some() || starting) as u8).to_string()),
+        (
+            "aof_enabled",
+            (((j.is_some() || starting)
+                && !P.aof_stop_requested.load(Relaxed)
+                && !P.aof_stopping.load(Relaxed)) as u8)
+                .to_string(),
+        ),
         (
             "aof_rewrite_in_progress",
             (P.rewrite_running.load(Relaxed) as u8).to_string(),
