@@ -726,6 +726,7 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
 // ---------------------------------------------------------------------------------------
 // Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
 
+use crate::store::journal::child::SaveChild;
 use crate::store::journal::pacing::{Pacer, SyncingFile};
 use crate::store::journal::snapshot::{self, Item, Snapshot};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -859,18 +860,20 @@ fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Inst
 }
 
 /// Copies every key of the snapshot, chunk by chunk, into `sink`; `paced`: resting
-/// between chunks while clients are served (`pacing`), not at shutdown.
+/// between chunks while clients are served (`pacing`), not at shutdown. `child`: the
+/// stand-in child started when the copy was asked for (BGSAVE), else one is started here.
 fn each_item(
     server: &Server,
     snap: &Snapshot,
     paced: bool,
+    child: Option<SaveChild>,
     mut sink: impl FnMut(&Item) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
     let mut items = Vec::new();
     let mut n = 0;
     let mut pacer = Pacer::new();
     // rdb-key-save-delay, and the stand-in child whose death aborts the copy (`child`).
-    let mut child = crate::store::journal::child::SaveChild::start(paced);
+    let mut child = child.unwrap_or_else(|| SaveChild::start(paced));
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk(&server.store, shard, &mut items) {
             for it in &items {
@@ -1325,7 +1328,7 @@ fn write_base(
         aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
     }
     let mut db = usize::MAX;
-    let keys = each_item(server, snap, true, |it| {
+    let keys = each_item(server, snap, true, None, |it| {
         crate::store::journal::base::item(&mut buf, &mut db, it);
         if buf.len() >= 1 << 16 {
             f.write_all(&buf)?;
@@ -1474,7 +1477,7 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            let r = save_rdb(&s, true);
+            let r = save_rdb(&s, true, None);
             P.bgsave_running.store(false, Relaxed);
             let reply = match r {
                 Ok(()) => Reply::ok(),
@@ -1518,7 +1521,7 @@ pub fn save_after_flushall(ctx: &mut Ctx<'_>) -> bool {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            if let Err(e) = save_rdb(&s, true) {
+            if let Err(e) = save_rdb(&s, true, None) {
                 tracing::warn!("{e}");
             }
             P.bgsave_running.store(false, Relaxed);
@@ -1570,11 +1573,14 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     P.bgsave_started.store(now, Relaxed);
     P.last_bgsave_try.store(now / 1000, Relaxed);
     let s = server.clone();
+    // The child exists before BGSAVE answers, as Redis's forked one: a test that sees the
+    // save in progress finds it (`pgrep -P`) and may kill it.
+    let child = SaveChild::start(true);
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = save_rdb(&s, true);
+            let r = save_rdb(&s, true, Some(child));
             P.last_bgsave_secs
                 .store(started.elapsed().as_secs() as i64, Relaxed);
             P.last_bgsave_ok.store(r.is_ok(), Relaxed);
@@ -1593,8 +1599,9 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     true
 }
 
-/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` as for [`each_item`].
-fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
+/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` and `child` as for
+/// [`each_item`].
+fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Result<(), String> {
     let (dir, file) = {
         let c = server.config.read();
         (
@@ -1614,7 +1621,7 @@ fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
     let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, paced, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, paced, child, |it| w.item(it)));
     if let Ok(keys) = &r {
         log_snapshot("RDB snapshot written", &snap, *keys, copying);
     }
@@ -1665,7 +1672,7 @@ pub fn shutdown_save(server: &Arc<Server>) {
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
     // The connections have ended: nobody to make room for.
-    if let Err(e) = save_rdb(server, false) {
+    if let Err(e) = save_rdb(server, false, None) {
         tracing::warn!("Error trying to save the DB: {e}");
     }
 }
@@ -1942,7 +1949,7 @@ pub fn replication_snapshot(
     };
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, true, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, true, None, |it| w.item(it)));
     if let Err(e) = r {
         w.abort();
         return Err(io(e));
