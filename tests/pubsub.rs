@@ -591,6 +591,34 @@ fn keyspace_notifications_for_writes_expiry_and_eviction() {
     run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
 }
 
+/// Redis 7.0's "Keyspace notifications: evicted events" (unit/pubsub): `CONFIG SET maxmemory`
+/// under the memory in use evicts then and there, so the subscriber hears of it while no
+/// client sends another command (eviction before each command would wait for one).
+#[test]
+fn lowering_maxmemory_evicts_at_once() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    run(&mut c, &["SELECT", "9"]);
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    run(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+    );
+    let mut sub_con = srv.conn();
+    let mut ps = sub_con.as_pubsub();
+    ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ps.psubscribe("*").unwrap();
+    run(&mut c, &["SET", "foo", "bar"]);
+    run(&mut c, &["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(
+        events(&mut ps, 1),
+        vec![("__keyevent@9__:evicted".to_string(), "foo".to_string())]
+    );
+    run(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}
+
 #[test]
 fn idle_timeout_spares_subscribers_and_monitors() {
     let srv = TestServer::start(&["--timeout", "1"]);

@@ -431,3 +431,77 @@ redis.register_function{function_name='f4', callback=function() return redis.cal
     let info: String = q(&mut r, &["FCALL", "f4", "0"]).unwrap();
     assert!(info.contains("redis_version"), "{info}");
 }
+
+/// Redis 7.0's "MULTI propagation of PUBLISH" (unit/multi): PUBLISH reaches the replication
+/// stream in its client's database like any propagated command, so a stream that has not
+/// selected it yet (as after a full sync) sends SELECT first.
+#[test]
+fn publish_in_the_stream_comes_after_its_select() {
+    let master = TestServer::start(&[]);
+    let mut r = sync_stream(&master);
+    let mut c = master.conn();
+    let _: String = q(&mut c, &["SELECT", "9"]).unwrap();
+    let _: String = q(&mut c, &["MULTI"]).unwrap();
+    let _: String = q(&mut c, &["PUBLISH", "bla", "bla"]).unwrap();
+    let _: Vec<i64> = q(&mut c, &["EXEC"]).unwrap();
+    let stream = r.read_until(b"*3\r\n$7\r\nPUBLISH\r\n$3\r\nbla\r\n$3\r\nbla\r\n");
+    assert!(
+        stream.ends_with(
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n*3\r\n$7\r\nPUBLISH\r\n$3\r\nbla\r\n$3\r\nbla\r\n"
+        ),
+        "stream: {}",
+        String::from_utf8_lossy(&stream)
+    );
+}
+
+/// Redis 7.0's "GETEX propagate as to replica as PERSIST, DEL, or nothing" (unit/expire):
+/// GETEX PERSIST goes as PERSIST, a plain GETEX as nothing, and GETEX EXAT in the past,
+/// which deletes the key, as DEL.
+#[test]
+fn getex_reaches_the_stream_as_persist_del_or_nothing() {
+    let master = TestServer::start(&[]);
+    let mut r = sync_stream(&master);
+    let mut c = master.conn();
+    let _: String = q(&mut c, &["SET", "foo", "bar", "EX", "100"]).unwrap();
+    let _: String = q(&mut c, &["GETEX", "foo", "PERSIST"]).unwrap();
+    let _: String = q(&mut c, &["GETEX", "foo"]).unwrap();
+    let past = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 100)
+        .to_string();
+    let _: String = q(&mut c, &["GETEX", "foo", "EXAT", &past]).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "foo"]).unwrap(), 0);
+    let _: String = q(&mut c, &["SET", "end", "x"]).unwrap();
+    let stream = r.read_until(b"$3\r\nend\r\n$1\r\nx\r\n");
+    let text = String::from_utf8_lossy(&stream);
+    let tail = text.split_once("PXAT").expect("SET … PXAT").1;
+    assert!(
+        tail.ends_with(
+            "*2\r\n$7\r\nPERSIST\r\n$3\r\nfoo\r\n*2\r\n$3\r\nDEL\r\n$3\r\nfoo\r\n*3\r\n$3\r\nSET\r\n$3\r\nend\r\n$1\r\nx\r\n"
+        ),
+        "stream: {text}"
+    );
+}
+
+/// A raw connection that sent SYNC and read the snapshot: what follows is the stream.
+fn sync_stream(master: &TestServer) -> Raw {
+    let mut r = master.raw();
+    r.send(b"SYNC\r\n");
+    // "\n" keep-alives may come first, then `$<len>` and the RDB.
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        let b = r.read_n(1);
+        assert!(!b.is_empty(), "no sync payload");
+        if !(line.is_empty() && b[0] == b'\n') {
+            line.extend(b);
+        }
+    }
+    let len: usize = std::str::from_utf8(&line[1..line.len() - 2])
+        .unwrap()
+        .parse()
+        .expect("$<len>");
+    assert_eq!(r.read_n(len).len(), len);
+    r
+}

@@ -103,12 +103,10 @@ fn rdb_key_save_delay_and_the_save_child() {
         info_field(&mut c, "persistence", "rdb_bgsave_in_progress"),
         "1"
     );
+    // The child exists when BGSAVE answers, as Redis's forked one (unit/other's "Don't
+    // rehash if redis has child process" looks for it right after the save shows as running).
     let pid = s.child.id();
-    let mut kids = Vec::new();
-    assert!(eventually(5.0, || {
-        kids = children(pid);
-        !kids.is_empty()
-    }));
+    let kids = children(pid);
     assert_eq!(kids.len(), 1, "one child while the save runs");
     // Killed, the save ends at once (not after 20 s of delays) and failed.
     unsafe_kill(kids[0]);
@@ -425,5 +423,96 @@ fn flushall_with_a_save_schedule_saves_in_the_foreground() {
         info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
         "0"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `CONFIG SET appendonly yes` during a BGSAVE is scheduled, as Redis schedules the rewrite
+/// that turns its AOF on while another child runs (unit/expire turns it on in a replica that
+/// is saving after a FLUSHALL): answered OK, `aof_enabled:1` and `aof_rewrite_scheduled:1`
+/// meanwhile, the journal started once the save is done; `no` before then cancels it.
+#[test]
+fn appendonly_yes_during_a_bgsave_starts_the_journal_after_it() {
+    let dir = temp_dir("aof-after-bgsave");
+    let s = TestServer::start(&["--dir", &dir, "--save", ""]);
+    let mut c = s.conn();
+    for i in 0..10 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    // 0.2 s a key: the save runs for 2 s; the value is read when it starts.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]).expect("set");
+    let _: String = q(&mut c, &["BGSAVE"]).expect("bgsave");
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).expect("set");
+    let aof = |c: &mut redis::Connection| {
+        [
+            "rdb_bgsave_in_progress",
+            "aof_enabled",
+            "aof_rewrite_scheduled",
+        ]
+        .map(|f| info_field(c, "persistence", f))
+    };
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("scheduled");
+    assert_eq!(aof(&mut c), ["1", "1", "1"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("cancelled");
+    assert_eq!(aof(&mut c), ["1", "0", "0"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("scheduled");
+    assert_eq!(aof(&mut c), ["1", "1", "1"]);
+    assert!(
+        eventually(10.0, || aof(&mut c) == ["0", "1", "0"]
+            && info_field(&mut c, "persistence", "aof_rewrite_in_progress")
+                == "0"),
+        "{:?}",
+        aof(&mut c)
+    );
+    assert_eq!(
+        info_field(&mut c, "persistence", "aof_last_bgrewrite_status"),
+        "ok"
+    );
+    let _: () = q(&mut c, &["SET", "after", "start"]).expect("set");
+    incr_journal_when(&dir, |t| t.contains("after"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `CONFIG SET appendonly no` while the journal starts is answered OK, as Redis kills its
+/// AOF child then (unit/expire turns it off right after turning it on): the journal is
+/// stopped once its start ends; a `yes` before that takes the `no` back.
+#[test]
+fn appendonly_no_during_the_start_stops_the_journal_after_it() {
+    let dir = temp_dir("aof-no-during-start");
+    let s = TestServer::start(&["--dir", &dir, "--save", ""]);
+    let mut c = s.conn();
+    for i in 0..10 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]).expect("set");
+    }
+    let state = |c: &mut redis::Connection| {
+        ["aof_rewrite_in_progress", "aof_enabled"].map(|f| info_field(c, "persistence", f))
+    };
+    let done = |c: &mut redis::Connection| {
+        eventually(10.0, || {
+            info_field(c, "persistence", "aof_rewrite_in_progress") == "0"
+        })
+    };
+    // 0.2 s a key: each start's base takes 2 s.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]).expect("set");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("start");
+    assert_eq!(state(&mut c), ["1", "1"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("no while starting");
+    assert_eq!(state(&mut c), ["1", "0"]);
+    assert!(done(&mut c));
+    assert_eq!(state(&mut c), ["0", "0"]);
+    let _: () = q(&mut c, &["SET", "while", "off"]).expect("set");
+    // yes, no, yes: the journal is on at the end.
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("start");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]).expect("no");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]).expect("yes again");
+    assert_eq!(state(&mut c), ["1", "1"]);
+    assert!(done(&mut c));
+    assert_eq!(state(&mut c), ["0", "1"]);
+    assert_eq!(
+        strs(&mut c, &["CONFIG", "GET", "appendonly"]),
+        ["appendonly", "yes"]
+    );
+    let _: () = q(&mut c, &["SET", "after", "start"]).expect("set");
+    let text = incr_journal_when(&dir, |t| t.contains("after"));
+    assert!(!text.contains("while"), "{text:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

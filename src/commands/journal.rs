@@ -726,6 +726,7 @@ pub fn refused(spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
 // ---------------------------------------------------------------------------------------
 // Snapshots: BGREWRITEAOF (and the automatic rewrite), SAVE, BGSAVE, LASTSAVE
 
+use crate::store::journal::child::SaveChild;
 use crate::store::journal::pacing::{Pacer, SyncingFile};
 use crate::store::journal::snapshot::{self, Item, Snapshot};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -760,8 +761,15 @@ struct Persist {
     last_bgsave_try: AtomicU64,
     /// Unix seconds of the last check of the `save` schedule.
     schedule_checked: AtomicU64,
-    /// `CONFIG SET appendonly yes` is writing the first base (INFO shows aof_enabled:1).
+    /// `CONFIG SET appendonly yes` is writing the first base, or waits to (INFO shows
+    /// aof_enabled:1).
     aof_starting: AtomicBool,
+    /// `CONFIG SET appendonly yes` came during a save: the journal starts after it.
+    aof_start_scheduled: AtomicBool,
+    /// `CONFIG SET appendonly no` came while the journal starts: it stops once started.
+    aof_stop_requested: AtomicBool,
+    /// The start that ended is stopping the journal again.
+    aof_stopping: AtomicBool,
     /// Whether the scheduling thread runs.
     cron: AtomicBool,
     /// Snapshot cuts taken (BGSAVE, SAVE, BGREWRITEAOF, the journal's start), and how long
@@ -793,6 +801,9 @@ static P: Persist = Persist {
     last_bgsave_try: AtomicU64::new(0),
     schedule_checked: AtomicU64::new(0),
     aof_starting: AtomicBool::new(false),
+    aof_start_scheduled: AtomicBool::new(false),
+    aof_stop_requested: AtomicBool::new(false),
+    aof_stopping: AtomicBool::new(false),
     cron: AtomicBool::new(false),
     cuts: AtomicU64::new(0),
     last_cut_us: AtomicU64::new(0),
@@ -849,18 +860,20 @@ fn log_snapshot(what: &str, snap: &Snapshot, keys: u64, started: std::time::Inst
 }
 
 /// Copies every key of the snapshot, chunk by chunk, into `sink`; `paced`: resting
-/// between chunks while clients are served (`pacing`), not at shutdown.
+/// between chunks while clients are served (`pacing`), not at shutdown. `child`: the
+/// stand-in child started when the copy was asked for (BGSAVE), else one is started here.
 fn each_item(
     server: &Server,
     snap: &Snapshot,
     paced: bool,
+    child: Option<SaveChild>,
     mut sink: impl FnMut(&Item) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
     let mut items = Vec::new();
     let mut n = 0;
     let mut pacer = Pacer::new();
     // rdb-key-save-delay, and the stand-in child whose death aborts the copy (`child`).
-    let mut child = crate::store::journal::child::SaveChild::start(paced);
+    let mut child = child.unwrap_or_else(|| SaveChild::start(paced));
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk(&server.store, shard, &mut items) {
             for it in &items {
@@ -898,35 +911,79 @@ fn paths(server: &Server) -> (std::path::PathBuf, String) {
 /// snapshot taken at that cut and the manifest names both; INFO shows `aof_enabled:1` and
 /// `aof_rewrite_in_progress:1` meanwhile. If the base cannot be written the journal stops
 /// again and `appendonly` goes back to `no`. `no`: at a cut, no more records are taken; what
-/// is buffered is written and fsynced and the files are closed.
+/// is buffered is written and fsynced and the files are closed. During a BGSAVE (or the
+/// save that follows FLUSHALL), `yes` is scheduled instead, as Redis schedules the rewrite
+/// that turns its AOF on while another child runs: the persistence thread starts it once
+/// the save is done, and a `no` before then cancels it. A `no` while the start runs is
+/// answered at once, as Redis kills its AOF child then: the start stops the journal again
+/// when it ends (a `yes` before that takes the `no` back).
 pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
+    // Decisions about a running start are taken under this lock, and so is its end's.
+    let end = START_END.lock();
+    if P.aof_stop_requested.load(Relaxed) {
+        if on {
+            P.aof_stop_requested.store(false, Relaxed);
+        }
+        return Ok(());
+    }
+    if P.aof_stopping.load(Relaxed) {
+        return Err("a rewrite of the journal is in progress: retry when it is done".into());
+    }
     let running = journal::enabled() || P.aof_starting.load(Relaxed);
     if on == running {
         return Ok(());
     }
+    // Whoever takes the flag first, this or the persistence thread, decides.
+    if !on && P.aof_start_scheduled.swap(false, Relaxed) {
+        P.aof_starting.store(false, Relaxed);
+        return Ok(());
+    }
+    if !on && P.aof_starting.load(Relaxed) && P.rewrite_running.load(Relaxed) {
+        P.aof_stop_requested.store(true, Relaxed);
+        return Ok(());
+    }
+    drop(end);
     if P.rewrite_running.load(Relaxed) {
         return Err("a rewrite of the journal is in progress: retry when it is done".into());
     }
-    let s = server.clone();
     if !on {
+        let s = server.clone();
         std::thread::Builder::new()
             .name("aof-stop".into())
-            .spawn(move || {
-                {
-                    let _gate = s.exec_gate.exclusive();
-                    let all: Vec<usize> = (0..s.store.shard_count()).collect();
-                    let _locks = s.store.lock_many(&all);
-                    journal::disable();
-                }
-                journal::close();
-                tracing::info!("Background append only file stopped (appendonly no)");
-            })
+            .spawn(move || stop_journal(&s))
             .map_err(|e| e.to_string())?;
         return Ok(());
     }
     if P.bgsave_running.load(Relaxed) {
-        return Err("a BGSAVE is in progress: retry when it is done".into());
+        // INFO shows aof_enabled:1 and aof_rewrite_scheduled:1 meanwhile, as Redis's.
+        P.aof_starting.store(true, Relaxed);
+        P.aof_start_scheduled.store(true, Relaxed);
+        ensure_cron(server);
+        tracing::warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
+        return Ok(());
     }
+    start_aof(server)
+}
+
+/// Held while deciding about a running start of the journal, and by the start as it ends.
+static START_END: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// `appendonly no`: at a cut no more records are taken; the buffer is written and fsynced
+/// and the files closed.
+fn stop_journal(s: &Arc<Server>) {
+    {
+        let _gate = s.exec_gate.exclusive();
+        let all: Vec<usize> = (0..s.store.shard_count()).collect();
+        let _locks = s.store.lock_many(&all);
+        journal::disable();
+    }
+    journal::close();
+    tracing::info!("Background append only file stopped (appendonly no)");
+}
+
+/// Starts the journal on a thread of its own (see [`set_appendonly`]).
+fn start_aof(server: &Arc<Server>) -> Result<(), String> {
+    let s = server.clone();
     P.aof_starting.store(true, Relaxed);
     P.rewrite_running.store(true, Relaxed);
     P.rewrite_started
@@ -954,7 +1011,18 @@ pub fn set_appendonly(server: &Arc<Server>, on: bool) -> Result<(), String> {
                     s.config.write().set_normalized("appendonly", "no".into());
                 }
             }
-            P.aof_starting.store(false, Relaxed);
+            let stop = {
+                let _end = START_END.lock();
+                let stop = P.aof_stop_requested.swap(false, Relaxed);
+                P.aof_stopping.store(stop, Relaxed);
+                P.aof_starting.store(false, Relaxed);
+                stop
+            };
+            // `appendonly no` came while it started.
+            if stop && journal::enabled() {
+                stop_journal(&s);
+            }
+            P.aof_stopping.store(false, Relaxed);
             P.rewrite_running.store(false, Relaxed);
         });
     if let Err(e) = spawned {
@@ -1260,7 +1328,7 @@ fn write_base(
         aof::encode(&mut buf, &[b"FUNCTION", b"LOAD", b"REPLACE", code]);
     }
     let mut db = usize::MAX;
-    let keys = each_item(server, snap, true, |it| {
+    let keys = each_item(server, snap, true, None, |it| {
         crate::store::journal::base::item(&mut buf, &mut db, it);
         if buf.len() >= 1 << 16 {
             f.write_all(&buf)?;
@@ -1409,7 +1477,7 @@ pub fn save(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            let r = save_rdb(&s, true);
+            let r = save_rdb(&s, true, None);
             P.bgsave_running.store(false, Relaxed);
             let reply = match r {
                 Ok(()) => Reply::ok(),
@@ -1453,7 +1521,7 @@ pub fn save_after_flushall(ctx: &mut Ctx<'_>) -> bool {
     let spawned = std::thread::Builder::new()
         .name("save".into())
         .spawn(move || {
-            if let Err(e) = save_rdb(&s, true) {
+            if let Err(e) = save_rdb(&s, true, None) {
                 tracing::warn!("{e}");
             }
             P.bgsave_running.store(false, Relaxed);
@@ -1505,11 +1573,14 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     P.bgsave_started.store(now, Relaxed);
     P.last_bgsave_try.store(now / 1000, Relaxed);
     let s = server.clone();
+    // The child exists before BGSAVE answers, as Redis's forked one: a test that sees the
+    // save in progress finds it (`pgrep -P`) and may kill it.
+    let child = SaveChild::start(true);
     let spawned = std::thread::Builder::new()
         .name("bgsave".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = save_rdb(&s, true);
+            let r = save_rdb(&s, true, Some(child));
             P.last_bgsave_secs
                 .store(started.elapsed().as_secs() as i64, Relaxed);
             P.last_bgsave_ok.store(r.is_ok(), Relaxed);
@@ -1528,8 +1599,9 @@ fn start_bgsave(server: &Arc<Server>) -> bool {
     true
 }
 
-/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` as for [`each_item`].
-fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
+/// Writes the snapshot as `dump.rdb` (RDB version 10); `paced` and `child` as for
+/// [`each_item`].
+fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Result<(), String> {
     let (dir, file) = {
         let c = server.config.read();
         (
@@ -1549,7 +1621,7 @@ fn save_rdb(server: &Arc<Server>, paced: bool) -> Result<(), String> {
     let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, paced, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, paced, child, |it| w.item(it)));
     if let Ok(keys) = &r {
         log_snapshot("RDB snapshot written", &snap, *keys, copying);
     }
@@ -1600,7 +1672,7 @@ pub fn shutdown_save(server: &Arc<Server>) {
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
     // The connections have ended: nobody to make room for.
-    if let Err(e) = save_rdb(server, false) {
+    if let Err(e) = save_rdb(server, false, None) {
         tracing::warn!("Error trying to save the DB: {e}");
     }
 }
@@ -1644,6 +1716,21 @@ fn ensure_cron(server: &Arc<Server>) {
 fn cron(server: &Arc<Server>) {
     let busy = P.rewrite_running.load(Relaxed) || P.bgsave_running.load(Relaxed);
     if busy {
+        return;
+    }
+    // Claimed as a rewrite first, so an `appendonly no` from then on is told to retry (as
+    // during any start) rather than stopping a journal that is not started yet.
+    if P.aof_start_scheduled.load(Relaxed) && !P.rewrite_running.swap(true, Relaxed) {
+        if !P.aof_start_scheduled.swap(false, Relaxed) {
+            P.rewrite_running.store(false, Relaxed);
+        } else if let Err(e) = start_aof(server) {
+            tracing::warn!("Can't turn on the append only file: {e}");
+            P.aof_starting.store(false, Relaxed);
+            server
+                .config
+                .write()
+                .set_normalized("appendonly", "no".into());
+        }
         return;
     }
     if P.rewrite_scheduled.load(Relaxed) {
@@ -1765,14 +1852,21 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
     let j = journal::journal().filter(|_| journal::enabled());
     let starting = P.aof_starting.load(Relaxed);
     v.extend([
-        ("aof_enabled", ((j.is_some() || starting) as u8).to_string()),
+        (
+            "aof_enabled",
+            (((j.is_some() || starting)
+                && !P.aof_stop_requested.load(Relaxed)
+                && !P.aof_stopping.load(Relaxed)) as u8)
+                .to_string(),
+        ),
         (
             "aof_rewrite_in_progress",
             (P.rewrite_running.load(Relaxed) as u8).to_string(),
         ),
         (
             "aof_rewrite_scheduled",
-            (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
+            ((P.rewrite_scheduled.load(Relaxed) || P.aof_start_scheduled.load(Relaxed)) as u8)
+                .to_string(),
         ),
         (
             "aof_last_rewrite_time_sec",
@@ -1855,7 +1949,7 @@ pub fn replication_snapshot(
     };
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, true, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, true, None, |it| w.item(it)));
     if let Err(e) = r {
         w.abort();
         return Err(io(e));

@@ -216,8 +216,9 @@ fn sunsubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn spublish(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (channel, message) = (args.next_arg()?, args.next_arg()?);
     // Replicas deliver it to their own subscribers too (Redis propagates it to replicas,
-    // not to the AOF).
-    crate::store::journal::replicate_only(None, &[b"SPUBLISH", channel, message]);
+    // not to the AOF), in the client's database as every propagated command: a stream that
+    // has not selected it yet gets a SELECT first, as Redis's.
+    crate::store::journal::replicate_only(Some(ctx.client.db), &[b"SPUBLISH", channel, message]);
     Ok(Reply::Int(
         ctx.server.pubsub.spublish(channel, message) as i64
     ))
@@ -301,7 +302,8 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn publish(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (channel, message) = (args.next_arg()?, args.next_arg()?);
-    crate::store::journal::replicate_only(None, &[b"PUBLISH", channel, message]);
+    // In the client's database, as SPUBLISH.
+    crate::store::journal::replicate_only(Some(ctx.client.db), &[b"PUBLISH", channel, message]);
     Ok(Reply::Int(
         ctx.server.pubsub.publish(channel, message) as i64
     ))

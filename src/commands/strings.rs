@@ -301,7 +301,11 @@ fn setnx(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn getex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let (o, at) = parse_set_opts(args, true, "getex")?;
+    // A deadline not in the future (EXAT/PXAT) deletes the key: journaled as the DEL it is,
+    // as Redis propagates it, and reported as `del`.
+    let past = at.is_some_and(|at| at <= now_ms());
     match at {
+        Some(_) if past => crate::commands::journal::journal_as(&[b"DEL", key]),
         Some(at) => {
             let at = at.to_string();
             crate::commands::journal::journal_as(&[b"PEXPIREAT", key, at.as_bytes()]);
@@ -315,7 +319,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         };
         if let Some(at) = at {
             // set_deadline deletes the key when the deadline is already past.
-            let event = if at <= now_ms() { "del" } else { "expire" };
+            let event = if past { "del" } else { "expire" };
             ks.set_deadline(h, key, Some(at));
             ctx.server.notify(ctx.client.db, class::GENERIC, event, key);
         } else if o.persist && had_deadline && ks.set_deadline(h, key, None) {

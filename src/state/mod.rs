@@ -346,6 +346,23 @@ impl Server {
         );
     }
 
+    /// A `maxmemory` lowered under the memory in use evicts at once, as Redis's
+    /// `updateMaxmemory` starts its eviction job: otherwise keys would stay until some client
+    /// sends its next command (eviction runs before each command), and a subscriber waiting
+    /// for `evicted` events on an idle server would hear nothing. The work is bounded as
+    /// before a command; the commands that follow go on if the overshoot was larger.
+    fn evict_to_new_limit(&self) {
+        let max = crate::store::eviction::maxmemory();
+        let used = self.used_memory();
+        if max == 0 || used <= max {
+            return;
+        }
+        tracing::warn!(
+            "WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy."
+        );
+        crate::store::eviction::make_room(&self.store);
+    }
+
     /// INFO's `used_memory`: every live heap block of the process, as the counting allocator
     /// sees them (`util::alloc`), as Redis counts every allocation; where the allocator does
     /// not count (the library without the binary), the baseline at start plus the key
@@ -429,6 +446,9 @@ impl Server {
         }
         if name.starts_with("maxmemory") {
             Self::apply_memory_config(&self.config.read());
+        }
+        if name == "maxmemory" {
+            self.evict_to_new_limit();
         }
         if name == "requirepass" {
             // An alias of the default user's password, as in Redis.
