@@ -1215,14 +1215,7 @@ impl CollectionShard {
             let e = e?;
             if exact_left == Some(e.key) {
                 exact_left = None;
-                exact_hit = matches!(
-                    e.ty,
-                    rawbson::INT32
-                        | rawbson::INT64
-                        | rawbson::DOUBLE
-                        | rawbson::STRING
-                        | rawbson::OBJECT_ID
-                );
+                exact_hit = exact_type(e.ty);
             }
             for (i, (_, t)) in ttl.iter().enumerate() {
                 if ttl_seen[i] || ttl_fields[i] != e.key {
@@ -1232,9 +1225,7 @@ impl CollectionShard {
                 ttl_left -= 1;
                 match e.ty {
                     rawbson::DATE_TIME => {
-                        let date = rawbson::i64_of(e.value)?;
-                        let now = clock?;
-                        due |= date.saturating_add(t.expire_after_secs * 1000) <= now;
+                        due |= t.date_is_due(rawbson::i64_of(e.value)?, clock?);
                     }
                     // An array's earliest date is the general walk's.
                     rawbson::ARRAY => return None,
@@ -1247,22 +1238,21 @@ impl CollectionShard {
     }
 }
 
+/// A stored type byte whose KeyString is exact ([`stored_exact`]).
+fn exact_type(ty: u8) -> bool {
+    matches!(
+        ty,
+        rawbson::INT32 | rawbson::INT64 | rawbson::DOUBLE | rawbson::STRING | rawbson::OBJECT_ID
+    )
+}
+
 /// The stored `field` is of a type the KeyString encodes exactly (Decimal128 goes through
 /// its f64 value, so a hit on a decimal is matched; an array is matched element-wise).
 fn stored_exact(raw: &RawDocument, field: &str) -> bool {
     // The type byte read with the stored-bytes walker (the bson crate's lookup converts
     // every element it passes); the crate's lookup only for bytes the walker refuses.
     if let Some(e) = rawbson::field(raw.as_bytes(), field) {
-        return e.is_some_and(|e| {
-            matches!(
-                e.ty,
-                rawbson::INT32
-                    | rawbson::INT64
-                    | rawbson::DOUBLE
-                    | rawbson::STRING
-                    | rawbson::OBJECT_ID
-            )
-        });
+        return e.is_some_and(|e| exact_type(e.ty));
     }
     matches!(
         raw.get(field),

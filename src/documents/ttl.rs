@@ -118,8 +118,12 @@ impl TtlShard {
     /// Whether `doc`, as stored, is due at `now_ms` under this index (what
     /// [`TtlShard::is_expired`] says of its slot, read from the document instead).
     pub fn doc_is_expired(&self, doc: &RawDocument, now_ms: i64) -> bool {
-        earliest_date(doc, &self.path)
-            .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
+        earliest_date(doc, &self.path).is_some_and(|d| self.date_is_due(d, now_ms))
+    }
+
+    /// Whether a document dated `date` is due at `now_ms` under this index.
+    pub fn date_is_due(&self, date: i64, now_ms: i64) -> bool {
+        date.saturating_add(self.expire_after_secs * 1000) <= now_ms
     }
 
     /// The field, when it is a top-level one.
