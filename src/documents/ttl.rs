@@ -112,7 +112,7 @@ impl TtlShard {
     /// Whether the document in `slot` is past its deadline at `now_ms`.
     pub fn is_expired(&self, slot: u32, now_ms: i64) -> bool {
         self.date_of(slot)
-            .is_some_and(|d| d.saturating_add(self.expire_after_secs * 1000) <= now_ms)
+            .is_some_and(|d| self.date_is_due(d, now_ms))
     }
 
     /// Whether `doc`, as stored, is due at `now_ms` under this index (what
