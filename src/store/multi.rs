@@ -38,7 +38,7 @@ impl Store {
             })
             .collect();
         let guards = match keyed.as_slice() {
-            [(_, s)] => vec![(*s, self.shards[*s].lock())],
+            [(_, s)] => self.lock_many(&[*s]),
             _ => self.lock_sorted(keyed.iter().map(|&(_, s)| s).collect()),
         };
         for (_, g) in keyed.iter_mut() {
