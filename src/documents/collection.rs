@@ -768,6 +768,12 @@ impl CollectionShard {
         self.ttl.iter().any(|(_, t)| t.is_expired(slot, now_ms))
     }
 
+    /// [`CollectionShard::is_expired`] read from the document's stored dates instead of the
+    /// TTL wheels' tables (the same dates, kept in step by every write).
+    fn doc_is_expired(&self, raw: &RawDocument, now_ms: i64) -> bool {
+        self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now_ms))
+    }
+
     /// The clock strict reads compare with, or `None` when expired documents stay visible
     /// until the monitor removes them (no TTL index, or `ttl-strict-reads no`).
     pub fn visibility_clock(&self) -> Option<i64> {
@@ -926,9 +932,7 @@ impl CollectionShard {
             let (due, exact_hit) = match self.walk_for_probe(raw, clock, exact) {
                 Some(answers) => answers,
                 None => (
-                    clock.is_some_and(|now| {
-                        self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now))
-                    }),
+                    clock.is_some_and(|now| self.doc_is_expired(raw, now)),
                     exact.is_some_and(|f| stored_exact(raw, f)),
                 ),
             };
@@ -1124,7 +1128,7 @@ impl CollectionShard {
             let due = if dates_from_wheels {
                 self.is_expired(slot, now)
             } else {
-                self.ttl.iter().any(|(_, t)| t.doc_is_expired(raw, now))
+                self.doc_is_expired(raw, now)
             };
             if due {
                 return Ok(None);
