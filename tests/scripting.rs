@@ -954,3 +954,71 @@ fn monitor_shows_script_commands_from_lua() {
         String::from_utf8_lossy(&m.read_until(b"[0 lua] \"set\" \"foo\" \"bar\"\r\n")).into_owned();
     assert!(got.contains("\"EVAL\""), "{got}");
 }
+
+/// KEYS and ARGV of any count and any bytes, and redis.call's arguments: strings as they
+/// are, numbers as C's `%.17g` (Redis 7.0's luaArgsToRedisArgv), each value kept by the
+/// command intact while later calls reuse the buffer the arguments are read into.
+#[test]
+fn keys_argv_and_call_arguments() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let many: Vec<String> = (1..=12).map(|i| format!("v{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let got: Vec<String> = eval(
+        &mut c,
+        "return {#KEYS, #ARGV, KEYS[1], KEYS[5], ARGV[1], ARGV[7]}",
+        &many[..5],
+        &many[5..],
+    )
+    .unwrap();
+    assert_eq!(got, ["5", "7", "v1", "v5", "v6", "v12"].map(String::from));
+    // A key that is not UTF-8 reaches the script and the command byte for byte.
+    let raw: Vec<u8> = vec![0xff, 0x00, 0xfe];
+    let n: i64 = redis::cmd("EVAL")
+        .arg("redis.call('set', KEYS[1], ARGV[1]) return #KEYS[1]")
+        .arg(1)
+        .arg(&raw[..])
+        .arg(&raw[..])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 3);
+    let back: Vec<u8> = redis::cmd("GET").arg(&raw[..]).query(&mut c).unwrap();
+    assert_eq!(back, raw);
+    for (expr, text) in [
+        ("1e16", "10000000000000000"),
+        ("1e17", "1e+17"),
+        ("-0.5", "-0.5"),
+        ("0.1", "0.10000000000000001"),
+        ("123", "123"),
+    ] {
+        let script = format!("redis.call('set', 'num', {expr}) return redis.call('get', 'num')");
+        let got: String = eval(&mut c, &script, &[], &[]).unwrap();
+        assert_eq!(got, text, "{expr}");
+    }
+    // One script writes many values, then reads them all back.
+    let got: i64 = eval(
+        &mut c,
+        "for i = 1, 200 do redis.call('set', 'k' .. i, string.rep('x', i)) end \
+         local ok = 0 \
+         for i = 1, 200 do if redis.call('get', 'k' .. i) == string.rep('x', i) then ok = ok + 1 end end \
+         return ok",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(got, 200);
+    for i in [1usize, 77, 200] {
+        let v: String = q(&mut c, &["GET", &format!("k{i}")]).unwrap();
+        assert_eq!(v, "x".repeat(i));
+    }
+    let e = err_text(eval::<Value>(
+        &mut c,
+        "return redis.call('set', 'k', {})",
+        &[],
+        &[],
+    ));
+    assert!(
+        e.starts_with("ERR Lua redis lib command arguments must be strings or integers"),
+        "{e}"
+    );
+}

@@ -68,7 +68,6 @@ use crate::protocol::Reply;
 use bytes::{Bytes, BytesMut};
 use mlua::{Function, LightUserData, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -704,7 +703,9 @@ struct Script {
 
 struct Engine {
     lua: Lua,
-    scripts: HashMap<String, Script>,
+    /// By SHA1 (hashbrown's hasher: an EVALSHA hashes 40 bytes, which SipHash made cost
+    /// about 300 instructions).
+    scripts: hashbrown::HashMap<String, Script>,
     /// The environment scripts run in (the read-only proxy of the globals).
     env: Table,
     /// `function(f) return xpcall(f, handler) end`.
@@ -881,22 +882,71 @@ end
 local function set_loading(on)
   if on then env_mt.__index = lib_api else env_mt.__index = G end
 end
--- An EVAL's run: its keys then its arguments come as arguments (pushed straight onto the
--- stack), KEYS and ARGV are built here by the VM. Building them from Rust took a dozen
--- calls into Lua's API a run (13% of a short script's instructions).
-local function eval_run(f, nk, ...)
-  local keys, argv = {...}, {}
-  for i = nk + 1, select('#', ...) do
-    argv[i - nk] = keys[i]
-    keys[i] = nil
-  end
-  rawset(G, "KEYS", keys)
-  rawset(G, "ARGV", argv)
-  return xpcall(f, handler)
-end
 return env, function(f) return xpcall(f, handler) end, redis, set_loading,
-  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end, eval_run
+  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end
 "#;
+
+/// An EVAL's keys and arguments, lent to [`eval_run`] for the call.
+struct EvalItems<'a> {
+    keys: &'a [Bytes],
+    argv: &'a [Bytes],
+}
+
+/// An EVAL's run, called with the script and a light userdata pointing to its
+/// [`EvalItems`]: sets KEYS and ARGV and runs the script as `xpcall(f, handler)` does,
+/// returning (ok, first result). Upvalues: the globals table and the message handler.
+/// Written against Lua's C API: the same steps in Lua, or through mlua's handles, cost about
+/// as much as the script's own command. Its frame holds nothing to drop, so a Lua error
+/// (out of memory) may jump through it to the protected call that called it.
+unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    /// A table of `items` at the top of the stack.
+    unsafe fn push_strings(state: *mut ffi::lua_State, items: &[Bytes]) {
+        let n = i32::try_from(items.len()).unwrap_or(i32::MAX);
+        // SAFETY: as eval_run's, one slot over the table.
+        unsafe {
+            ffi::lua_createtable(state, n, 0);
+            for (i, b) in (1..=n).zip(items) {
+                ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+                ffi::lua_rawseti_(state, -2, i);
+            }
+        }
+    }
+    // SAFETY: called by Lua as the C closure `make_eval_run` makes (two upvalues), only by
+    // `run_script`, with the script and a pointer to an `EvalItems` that outlives the call;
+    // at most four slots are pushed (LUA_MINSTACK is 20).
+    unsafe {
+        let items = ffi::lua_touserdata(state, 2) as *const EvalItems<'_>;
+        let Some(items) = items.as_ref() else {
+            return 0;
+        };
+        let globals = ffi::lua_upvalueindex(1);
+        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+        push_strings(state, items.keys);
+        ffi::lua_rawset(state, globals);
+        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+        push_strings(state, items.argv);
+        ffi::lua_rawset(state, globals);
+        let handler = ffi::lua_gettop(state) + 1;
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
+        ffi::lua_pushvalue(state, 1);
+        let status = ffi::lua_pcall(state, 0, 1, handler);
+        ffi::lua_pushboolean(state, (status == 0) as std::os::raw::c_int);
+        ffi::lua_insert(state, -2);
+    }
+    2
+}
+
+/// [`eval_run`] as a Lua function, closed over the globals and the message handler.
+fn make_eval_run(lua: &Lua, handler: &Function) -> mlua::Result<Function> {
+    // SAFETY: the closure is pushed inside mlua's protected call, over the two values
+    // pushed as its arguments, which become its upvalues.
+    unsafe {
+        lua.exec_raw::<Function>((lua.globals(), handler), |state| {
+            mlua::ffi::lua_pushcclosure(state, eval_run, 2)
+        })
+    }
+}
 
 impl Engine {
     /// `functions`: the engine of FUNCTION/FCALL (with `redis.register_function`), else
@@ -1048,12 +1098,11 @@ impl Engine {
         )?;
         api.set(
             "acl_check_cmd",
-            lua.create_function(|lua, args: MultiValue| {
-                let argv = match lua_args(lua, args)? {
-                    Ok(a) => a,
-                    Err(e) => return Err(raise_table(&e)),
-                };
-                if crate::commands::resolve(&argv).is_err() {
+            lua.create_function(|_, args: CallArgs| {
+                let argv = args.0.map_err(raise)?;
+                let known = crate::commands::resolve(&argv).is_ok();
+                CallArgs::recycle(argv);
+                if !known {
                     return Err(raise("Invalid command passed to redis.acl_check_cmd()"));
                 }
                 Ok(Value::Boolean(true))
@@ -1133,11 +1182,11 @@ impl Engine {
                 })
             })?,
         )?;
-        let (env, runner, redis, set_loading, frunner, eval_run): (
+        let eval_run = make_eval_run(&lua, &handler)?;
+        let (env, runner, redis, set_loading, frunner): (
             Table,
             Function,
             Table,
-            Function,
             Function,
             Function,
         ) = lua
@@ -1173,7 +1222,7 @@ impl Engine {
         run_callbacks(&lua, &redis)?;
         Ok(Engine {
             lua,
-            scripts: HashMap::new(),
+            scripts: hashbrown::HashMap::new(),
             env,
             runner,
             body_bytes: 0,
@@ -1218,10 +1267,6 @@ impl Engine {
 /// Raises Redis's error table for `msg` from a Rust function (see [`Raised`]).
 fn raise(msg: &str) -> mlua::Error {
     mlua::Error::external(Raised(err_text(msg)))
-}
-
-fn raise_table(t: &Table) -> mlua::Error {
-    mlua::Error::external(Raised(t.raw_get::<String>("err").unwrap_or_default()))
 }
 
 fn fail(lua: &Lua, msg: &str) -> mlua::Result<(Value, Value)> {
@@ -1427,40 +1472,132 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-/// The arguments of redis.call as byte strings, or Redis's error table. (One buffer sliced
-/// for all of them costs as many allocations for two or three arguments: the slices share
-/// it through one more.)
-fn lua_args(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Vec<Bytes>, Table>> {
-    if args.is_empty() {
-        return Ok(Err(err_table(
-            lua,
-            "Please specify at least one argument for this redis lib call",
-        )?));
+const NO_CALL_ARGS: &str = "Please specify at least one argument for this redis lib call";
+const BAD_CALL_ARG: &str = "Lua redis lib command arguments must be strings or integers";
+
+/// The arguments of `redis.call` and its siblings as byte strings, or the text of Redis's
+/// error for them. Read straight off the Lua stack (Redis's `luaArgsToRedisArgv`): mlua's
+/// general path makes a handle per argument first, which cost more than the command a
+/// short script runs (about 3,000 instructions for INCR's two arguments).
+struct CallArgs(Result<Vec<Bytes>, &'static str>);
+
+thread_local! {
+    /// The buffer `redis.call`'s arguments are cut from and the vector that lists them,
+    /// kept between calls: once a command has dropped its arguments, the buffer is whole
+    /// again and the next call writes over it, so a call allocates nothing. (Commands copy
+    /// what they keep, as they do with the slices of a connection's read buffer.)
+    static CALL_BUFFERS: std::cell::RefCell<(BytesMut, Vec<Bytes>)> =
+        std::cell::RefCell::new((BytesMut::new(), Vec::new()));
+}
+
+/// What [`CALL_BUFFERS`]'s buffer holds at least before a call's arguments are written:
+/// a call whose arguments fit cuts them all from it.
+const CALL_BUFFER_BYTES: usize = 1024;
+
+impl CallArgs {
+    /// Cuts the arguments from the thread's buffer; `next` writes argument `i`'s bytes
+    /// into it, or says it is neither a string nor a number.
+    fn read(n: usize, mut next: impl FnMut(usize, &mut BytesMut) -> bool) -> CallArgs {
+        if n == 0 {
+            return CallArgs(Err(NO_CALL_ARGS));
+        }
+        CALL_BUFFERS.with(|b| {
+            let Ok(mut b) = b.try_borrow_mut() else {
+                return CallArgs(Err(BAD_CALL_ARG));
+            };
+            let (buf, list) = &mut *b;
+            // Whole again once the last call's arguments are dropped: reserving then takes
+            // the buffer back from its start, where reserving per argument, while the
+            // call's earlier arguments still hold it, would allocate a new one.
+            buf.reserve(CALL_BUFFER_BYTES);
+            let mut argv = std::mem::take(list);
+            argv.reserve(n);
+            for i in 0..n {
+                if !next(i, buf) {
+                    buf.clear();
+                    argv.clear();
+                    *list = argv;
+                    return CallArgs(Err(BAD_CALL_ARG));
+                }
+                argv.push(buf.split().freeze());
+            }
+            CallArgs(Ok(argv))
+        })
     }
-    let mut out = Vec::with_capacity(args.len());
-    for v in args.iter() {
-        out.push(match v {
-            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            Value::Number(n) => number_arg(*n),
-            Value::Integer(n) => Bytes::copy_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
-            _ => {
-                return Ok(Err(err_table(
-                    lua,
-                    "Lua redis lib command arguments must be strings or integers",
-                )?))
+
+    /// Gives the vector back for the next call (the buffer comes back whole as the last
+    /// argument is dropped).
+    fn recycle(mut argv: Vec<Bytes>) {
+        argv.clear();
+        CALL_BUFFERS.with(|b| {
+            if let Ok(mut b) = b.try_borrow_mut() {
+                if b.1.capacity() < argv.capacity() {
+                    b.1 = argv;
+                }
             }
         });
     }
-    Ok(Ok(out))
+}
+
+impl mlua::FromLuaMulti for CallArgs {
+    fn from_lua_multi(values: MultiValue, _: &Lua) -> mlua::Result<Self> {
+        Ok(CallArgs::read(values.len(), |i, buf| match &values[i] {
+            Value::String(s) => {
+                buf.extend_from_slice(&s.as_bytes());
+                true
+            }
+            Value::Number(n) => {
+                number_arg(*n, buf);
+                true
+            }
+            Value::Integer(n) => {
+                number_arg(*n as f64, buf);
+                true
+            }
+            _ => false,
+        }))
+    }
+
+    unsafe fn from_stack_args(
+        nargs: std::os::raw::c_int,
+        _: usize,
+        _: Option<&str>,
+        lua: &mlua::state::RawLua,
+    ) -> mlua::Result<Self> {
+        use mlua::ffi;
+        let state = lua.state();
+        let n = nargs.max(0) as usize;
+        // SAFETY: the callback's `nargs` arguments are the top of `state`'s stack while it
+        // runs; reading a string's bytes or a number raises no Lua error, and the bytes are
+        // copied before the callback returns.
+        Ok(CallArgs::read(n, |i, buf| unsafe {
+            let idx = i as std::os::raw::c_int - nargs;
+            match ffi::lua_type(state, idx) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(state, idx, &mut len);
+                    if !p.is_null() {
+                        buf.extend_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), len));
+                    }
+                    true
+                }
+                ffi::LUA_TNUMBER => {
+                    number_arg(ffi::lua_tonumber(state, idx), buf);
+                    true
+                }
+                _ => false,
+            }
+        }))
+    }
 }
 
 /// A Lua number as redis.call passes it: C's `%.17g` (Redis's `luaRedisGenericCommand`),
 /// whose output for a whole number below 10^15 is its digits.
-fn number_arg(n: f64) -> Bytes {
+fn number_arg(n: f64, buf: &mut BytesMut) {
     if n.fract() == 0.0 && n.abs() < 1e15 && !(n == 0.0 && n.is_sign_negative()) {
-        Bytes::copy_from_slice(itoa::Buffer::new().format(n as i64).as_bytes())
+        buf.extend_from_slice(itoa::Buffer::new().format(n as i64).as_bytes());
     } else {
-        Bytes::from(fmt_g(n, 17))
+        buf.extend_from_slice(fmt_g(n, 17).as_bytes());
     }
 }
 
@@ -1741,7 +1878,7 @@ fn with_run<R>(f: impl FnOnce(&mut Ctx<'_>, &mut Run) -> mlua::Result<R>) -> mlu
 /// `redis.call`, `redis.pcall` and `redis.acl_check_cmd`, made once per engine: the closures
 /// find the run through [`CURRENT`], so a run creates (and the collector frees) none of them.
 fn run_callbacks(lua: &Lua, redis: &Table) -> mlua::Result<()> {
-    let call = lua.create_function(|lua, args: MultiValue| {
+    let call = lua.create_function(|lua, args: CallArgs| {
         match with_run(|ctx, run| redis_call(lua, ctx, run, args))? {
             (_, Value::Table(e)) => {
                 let text: String = e.raw_get("err")?;
@@ -1750,24 +1887,21 @@ fn run_callbacks(lua: &Lua, redis: &Table) -> mlua::Result<()> {
             (v, _) => Ok(v),
         }
     })?;
-    let pcall = lua.create_function(|lua, args: MultiValue| {
+    let pcall = lua.create_function(|lua, args: CallArgs| {
         match with_run(|ctx, run| redis_call(lua, ctx, run, args))? {
             (_, Value::Table(e)) => Ok(Value::Table(e)),
             (v, _) => Ok(v),
         }
     })?;
     // redis.acl_check_cmd: whether the script's user may run a command (ACL).
-    let acl_check = lua.create_function(|lua, args: MultiValue| {
-        let argv = match lua_args(lua, args)? {
-            Ok(a) => a,
-            Err(e) => return Err(raise_table(&e)),
-        };
-        with_run(
-            |ctx, _| match crate::commands::acl::script_may_run(ctx, &argv) {
-                Some(ok) => Ok(Value::Boolean(ok)),
-                None => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
-            },
-        )
+    let acl_check = lua.create_function(|_, args: CallArgs| {
+        let argv = args.0.map_err(raise)?;
+        let may = with_run(|ctx, _| Ok(crate::commands::acl::script_may_run(ctx, &argv)));
+        CallArgs::recycle(argv);
+        match may? {
+            Some(ok) => Ok(Value::Boolean(ok)),
+            None => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
+        }
     })?;
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
@@ -1784,34 +1918,12 @@ fn run_script(
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
     let lua = &eng.lua;
-    // An EVAL of a few UTF-8 keys and arguments (almost every one) pushes them as strings
-    // straight onto the stack for `eval_run`; the rest get their tables built here.
-    let mut few: [&str; EVAL_FEW] = [""; EVAL_FEW];
-    let pushed = !c.function && keys.len() + argv.len() <= EVAL_FEW && {
-        let mut ok = true;
-        for (slot, b) in few.iter_mut().zip(keys.iter().chain(argv.iter())) {
-            match std::str::from_utf8(b) {
-                Ok(s) => *slot = s,
-                Err(_) => {
-                    ok = false;
-                    break;
-                }
-            }
-        }
-        ok
-    };
-    let tables = if pushed {
-        None
+    // A function gets its keys and arguments as tables made here; an EVAL's are made by
+    // `eval_run` as it sets them as globals.
+    let tables = if c.function {
+        Some((string_array(lua, keys)?, string_array(lua, argv)?))
     } else {
-        let keys = string_array(lua, keys)?;
-        let argv = string_array(lua, argv)?;
-        if !c.function {
-            // On EVAL, keys and arguments are globals; a function gets them as its arguments.
-            let globals = lua.globals();
-            globals.raw_set("KEYS", &keys)?;
-            globals.raw_set("ARGV", &argv)?;
-        }
-        Some((keys, argv))
+        None
     };
     // The caller's client state moves into CURRENT for the run (a spare stands in its
     // place) and back after it: the callbacks made once per engine reach it there, with no
@@ -1845,12 +1957,14 @@ fn run_script(
     };
     RESP3.with(|c| c.set(false));
     let res = match tables {
-        None => eval_pushed(eng, &c.func, keys.len(), &few[..keys.len() + argv.len()]),
-        Some((keys, argv)) if c.function => {
-            eng.frunner
-                .call::<(bool, Value)>((c.func.clone(), keys, argv))
+        Some((keys, argv)) => eng
+            .frunner
+            .call::<(bool, Value)>((c.func.clone(), keys, argv)),
+        None => {
+            let items = EvalItems { keys, argv };
+            let at = LightUserData(std::ptr::from_ref(&items).cast_mut().cast());
+            eng.eval_run.call::<(bool, Value)>((&c.func, at))
         }
-        Some(_) => eng.runner.call::<(bool, Value)>(c.func.clone()),
     };
     drop(guard);
     let out = res.map(|(ok, val)| {
@@ -1937,34 +2051,6 @@ fn script_error(val: &Value, sha: &str) -> Reply {
     Reply::Error(out.replace(['\r', '\n'], " "))
 }
 
-/// The most keys and arguments together an EVAL pushes onto the stack ([`eval_pushed`]).
-const EVAL_FEW: usize = 6;
-
-/// Calls `eval_run` with `items` (an EVAL's keys, then its arguments; at most [`EVAL_FEW`])
-/// as its arguments: a tuple of `&str` is pushed onto the stack as is, where a list would
-/// make a handle per string first.
-fn eval_pushed(
-    eng: &Engine,
-    func: &Function,
-    numkeys: usize,
-    items: &[&str],
-) -> mlua::Result<(bool, Value)> {
-    macro_rules! run {
-        ($($i:literal)*) => {
-            eng.eval_run.call::<(bool, Value)>((func, numkeys, $(items[$i],)*))
-        };
-    }
-    match items.len() {
-        0 => run!(),
-        1 => run!(0),
-        2 => run!(0 1),
-        3 => run!(0 1 2),
-        4 => run!(0 1 2 3),
-        5 => run!(0 1 2 3 4),
-        _ => run!(0 1 2 3 4 5),
-    }
-}
-
 fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
     let t = lua.create_table_with_capacity(items.len(), 0)?;
     for (i, b) in items.iter().enumerate() {
@@ -1979,23 +2065,35 @@ fn redis_call(
     lua: &Lua,
     ctx: &mut Ctx<'_>,
     run: &mut Run,
-    args: MultiValue,
+    args: CallArgs,
 ) -> mlua::Result<(Value, Value)> {
-    let argv = match lua_args(lua, args)? {
+    let argv = match args.0 {
         Ok(a) => a,
         Err(e) => {
             if ldb::enabled() {
-                ldb::log_error(&e.raw_get::<String>("err").unwrap_or_default());
+                ldb::log_error(&err_text(e));
             }
-            return Ok((Value::Nil, Value::Table(e)));
+            return Ok((Value::Nil, Value::Table(err_table(lua, e)?)));
         }
     };
+    let out = call_with(lua, ctx, run, &argv);
+    CallArgs::recycle(argv);
+    out
+}
+
+/// [`redis_call`] once its arguments are read.
+fn call_with(
+    lua: &Lua,
+    ctx: &mut Ctx<'_>,
+    run: &mut Run,
+    argv: &[Bytes],
+) -> mlua::Result<(Value, Value)> {
     // A debugging session that steps logs the command and its reply (Redis's
     // `luaRedisGenericCommand`).
     if ldb::enabled() {
-        ldb::log_command(&argv);
+        ldb::log_command(argv);
     }
-    let spec = match resolve(&argv) {
+    let spec = match resolve(argv) {
         Ok(s) => s,
         Err(Reply::Error(e)) if e.starts_with("ERR wrong number") => {
             return fail(
@@ -2015,7 +2113,7 @@ fn redis_call(
     if spec.has(NOSCRIPT) && !DENY_SCRIPTS_DISABLED.load(Ordering::Relaxed) {
         return refuse(lua, "This Redis command is not allowed from script");
     }
-    if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, &argv) {
+    if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, argv) {
         return refuse(lua, &e);
     }
     // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
@@ -2069,7 +2167,7 @@ fn redis_call(
     }
     let resp3 = RESP3.with(|c| c.get());
     ctx.client.resp3 = resp3;
-    let reply = execute(ctx, spec, &argv);
+    let reply = execute(ctx, spec, argv);
     if ldb::enabled() {
         // An error reply is logged twice, as Redis converts it to Lua through
         // `luaPushError` (which logs it) and then logs the reply.

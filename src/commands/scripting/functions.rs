@@ -15,7 +15,7 @@
 use super::*;
 use crate::commands::text;
 use crate::state::gate::{SCRIPT_EVAL, SCRIPT_FUNCTION};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub(super) static FENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 
