@@ -894,7 +894,8 @@ struct EvalItems<'a> {
 
 /// An EVAL's run, called with the script and a light userdata pointing to its
 /// [`EvalItems`]: sets KEYS and ARGV and runs the script as `xpcall(f, handler)` does,
-/// returning (ok, first result). Upvalues: the globals table and the message handler.
+/// returning (ok, first result). Upvalues: the globals table, the message handler and the
+/// strings "KEYS" and "ARGV".
 /// Written against Lua's C API: the same steps in Lua, or through mlua's handles, cost about
 /// as much as the script's own command. Its frame holds nothing to drop, so a Lua error
 /// (out of memory) may jump through it to the protected call that called it.
@@ -907,12 +908,19 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
         unsafe {
             ffi::lua_createtable(state, n, 0);
             for (i, b) in (1..=n).zip(items) {
-                ffi::lua_pushlstring(state, b.as_ptr().cast(), b.len());
+                // The bare API function: mlua's wrapper of the same name also reads the
+                // string back. (An empty `Bytes` may hold a dangling pointer.)
+                let at = if b.is_empty() {
+                    c"".as_ptr()
+                } else {
+                    b.as_ptr().cast()
+                };
+                ffi::lua_pushlstring_(state, at, b.len());
                 ffi::lua_rawseti_(state, -2, i);
             }
         }
     }
-    // SAFETY: called by Lua as the C closure `make_eval_run` makes (two upvalues), only by
+    // SAFETY: called by Lua as the C closure `make_eval_run` makes (four upvalues), only by
     // `run_script`, with the script and a pointer to an `EvalItems` that outlives the call;
     // at most four slots are pushed (LUA_MINSTACK is 20).
     unsafe {
@@ -921,10 +929,10 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
             return 0;
         };
         let globals = ffi::lua_upvalueindex(1);
-        ffi::lua_pushlstring(state, c"KEYS".as_ptr(), 4);
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(3));
         push_strings(state, items.keys);
         ffi::lua_rawset(state, globals);
-        ffi::lua_pushlstring(state, c"ARGV".as_ptr(), 4);
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(4));
         push_strings(state, items.argv);
         ffi::lua_rawset(state, globals);
         let handler = ffi::lua_gettop(state) + 1;
@@ -937,13 +945,13 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
     2
 }
 
-/// [`eval_run`] as a Lua function, closed over the globals and the message handler.
+/// [`eval_run`] as a Lua function, closed over its four upvalues.
 fn make_eval_run(lua: &Lua, handler: &Function) -> mlua::Result<Function> {
-    // SAFETY: the closure is pushed inside mlua's protected call, over the two values
+    // SAFETY: the closure is pushed inside mlua's protected call, over the four values
     // pushed as its arguments, which become its upvalues.
     unsafe {
-        lua.exec_raw::<Function>((lua.globals(), handler), |state| {
-            mlua::ffi::lua_pushcclosure(state, eval_run, 2)
+        lua.exec_raw::<Function>((lua.globals(), handler, "KEYS", "ARGV"), |state| {
+            mlua::ffi::lua_pushcclosure(state, eval_run, 4)
         })
     }
 }
