@@ -786,3 +786,51 @@ fn durability_claims_are_refused_while_the_journal_is_off() {
     let info: String = q(&mut c, &["INFO", "persistence"]).expect("info");
     assert!(info.contains("aof_enabled:0"), "{info}");
 }
+
+/// A find by `{"_id": v}` alone (looked up by v's KeyString, the filter's tree made only for
+/// a stored `_id` of another type) answers as the general query: a stored double matches
+/// an integer filter, a string never matches a number, `$$NOW` and escapes take the
+/// general path, and FINDONE agrees with FIND.
+#[test]
+fn find_by_id_alone_matches_as_the_query() {
+    let s = TestServer::start(&["--shards", "4"]);
+    let mut c = s.conn();
+    strs(
+        &mut c,
+        &[
+            "DOC.INSERT",
+            "ids",
+            r#"{"_id":5.0,"k":"double"}"#,
+            r#"{"_id":"5","k":"string"}"#,
+            r#"{"_id":7,"k":"int"}"#,
+            r#"{"_id":{"$numberLong":"8"},"k":"long"}"#,
+            r#"{"_id":"a\"b","k":"quoted"}"#,
+        ],
+    );
+    let k = |c: &mut redis::Connection, filter: &str| -> Vec<String> {
+        strs(c, &["DOC.FIND", "ids", filter])
+            .iter()
+            .map(|d| {
+                let v: serde_json::Value = serde_json::from_str(d).expect("json");
+                v["k"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(k(&mut c, r#"{"_id":5}"#), ["double"]);
+    assert_eq!(k(&mut c, r#"{ "_id" : "5" }"#), ["string"]);
+    assert_eq!(k(&mut c, r#"{"_id":7}"#), ["int"]);
+    assert_eq!(k(&mut c, r#"{"_id":8}"#), ["long"]);
+    assert_eq!(k(&mut c, r#"{"_id":"a\"b"}"#), ["quoted"]);
+    assert!(k(&mut c, r#"{"_id":6}"#).is_empty());
+    assert!(k(&mut c, r#"{"_id":"7"}"#).is_empty());
+    assert!(k(&mut c, r#"{"_id":"$$NOW"}"#).is_empty());
+    let one: Option<String> = q(&mut c, &["DOC.FINDONE", "ids", r#"{"_id":5}"#]).expect("one");
+    assert!(one.is_some_and(|d| d.contains("double")));
+    let none: Option<String> = q(&mut c, &["DOC.FINDONE", "ids", r#"{"_id":9}"#]).expect("nil");
+    assert_eq!(none, None);
+    // A missing collection, and a name that is not one.
+    assert!(k(&mut c, r#"{"_id":5}"#.replace("5", "1").as_str()).is_empty());
+    assert!(strs(&mut c, &["DOC.FIND", "nope", r#"{"_id":1}"#]).is_empty());
+    let e = err_text(q::<Value>(&mut c, &["DOC.FIND", "", r#"{"_id":1}"#]));
+    assert!(e.starts_with("ERR"), "{e}");
+}

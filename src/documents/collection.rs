@@ -1115,12 +1115,34 @@ impl CollectionShard {
         if !id_hit_is_match(filter) {
             return Err(NotById);
         }
-        let Some(slot) = self.slot_of(key) else {
+        let Some((slot, raw)) = self.live_by_id_key(key, dates_from_wheels) else {
             return Ok(None);
         };
-        let Some(raw) = self.get(slot) else {
-            return Ok(None);
-        };
+        // A stored `_id` of another type with the same KeyString (a double for an integer)
+        // is matched as the general path would.
+        let matched = stored_exact(raw, "_id") || matches(filter, &filter.field_paths(), raw);
+        Ok(matched.then_some((slot, raw)))
+    }
+
+    /// The document of `{_id: v}` for `v` a string or an integer given as its KeyString
+    /// (`query::id_key_json`), as [`lookup_id_key`](Self::lookup_id_key) finds it; `filter`
+    /// makes the filter's tree only when the stored `_id` is of another type with the same
+    /// KeyString (a double for an integer), to match it as the general path would.
+    pub fn lookup_id_scalar(
+        &self,
+        key: &[u8],
+        filter: impl FnOnce() -> Option<Node>,
+    ) -> Option<(u32, &RawDocument)> {
+        let (slot, raw) = self.live_by_id_key(key, false)?;
+        let matched = stored_exact(raw, "_id")
+            || filter().is_some_and(|f| matches(&f, &f.field_paths(), raw));
+        matched.then_some((slot, raw))
+    }
+
+    /// The slot and document under KeyString `key` in the `_id` map, unless it is due.
+    fn live_by_id_key(&self, key: &[u8], dates_from_wheels: bool) -> Option<(u32, &RawDocument)> {
+        let slot = self.slot_of(key)?;
+        let raw = self.get(slot)?;
         // The dates are read from the document itself, already in cache for the reply,
         // rather than from the TTL wheels' tables (the same dates, kept in step by every
         // write).
@@ -1131,13 +1153,10 @@ impl CollectionShard {
                 self.doc_is_expired(raw, now)
             };
             if due {
-                return Ok(None);
+                return None;
             }
         }
-        // A stored `_id` of another type with the same KeyString (a double for an integer)
-        // is matched as the general path would.
-        let matched = stored_exact(raw, "_id") || matches(filter, &filter.field_paths(), raw);
-        Ok(matched.then_some((slot, raw)))
+        Some((slot, raw))
     }
 
     /// The ordered index named `name`, if any.

@@ -915,6 +915,25 @@ const WRAPPERS: [&str; 16] = [
 /// sessions by `userID`). `None` for any other text. Read with the same reader as
 /// [`parse_scalar_sets`] (ASCII names and values skip UTF-8 validation).
 pub fn single_scalar_field(text: &[u8]) -> Option<(&str, Bson)> {
+    let (name, value) = single_scalar_field_ref(text)?;
+    Some((
+        name,
+        match value {
+            Scalar::Str(s) => Bson::String(s.to_string()),
+            Scalar::Int(v) => v,
+        },
+    ))
+}
+
+/// A value [`single_scalar_field_ref`] reads: a string borrowed from the text, or an
+/// integer (`Bson::Int32` or `Bson::Int64`).
+pub enum Scalar<'a> {
+    Str(&'a str),
+    Int(Bson),
+}
+
+/// [`single_scalar_field`] with the string borrowed from the text.
+pub fn single_scalar_field_ref(text: &[u8]) -> Option<(&str, Scalar<'_>)> {
     let mut p = Plain { s: text, at: 0 };
     p.eat(b'{')?;
     p.ws();
@@ -924,10 +943,10 @@ pub fn single_scalar_field(text: &[u8]) -> Option<(&str, Bson)> {
     let value = match p.peek()? {
         b'"' => match p.string()? {
             NOW => return None,
-            s => Bson::String(s.to_string()),
+            s => Scalar::Str(s),
         },
         b'-' | b'0'..=b'9' => match p.number()? {
-            v @ (Bson::Int32(_) | Bson::Int64(_)) => v,
+            v @ (Bson::Int32(_) | Bson::Int64(_)) => Scalar::Int(v),
             _ => return None,
         },
         _ => return None,

@@ -70,6 +70,18 @@ pub fn parse_eq_json(text: &[u8]) -> Option<Node> {
     })
 }
 
+/// The KeyString of `v` for a filter text `{"_id": v}` with `v` a string or an integer (as
+/// [`parse_eq_json`] reads them), made without the filter's tree: a find by `_id` looks the
+/// document up by it and builds the tree only if the stored `_id` is of another type.
+pub fn id_key_json(text: &[u8]) -> Option<Vec<u8>> {
+    use crate::documents::json::{single_scalar_field_ref, Scalar};
+    match single_scalar_field_ref(text)? {
+        ("_id", Scalar::Str(s)) => Some(crate::documents::keys::encode_str(s.as_bytes())),
+        ("_id", Scalar::Int(v)) => Some(crate::documents::keys::encode(&v)),
+        _ => None,
+    }
+}
+
 /// [`parse_eq_json`] of a filter `{"_id": v}` only.
 pub fn parse_id_only_json(text: &[u8]) -> Option<Node> {
     parse_eq_json(text).filter(|n| matches!(n, Node::Field { path, .. } if path == &["_id"]))

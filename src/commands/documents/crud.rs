@@ -83,8 +83,8 @@ struct FindOpts {
     touch: bool,
 }
 
-fn parse_find(args: &mut Args<'_>, t: &Target, one: bool) -> CommandResult<FindOpts> {
-    let filter = parse_filter(args.next_arg()?, t)?;
+fn parse_find(f: &[u8], args: &mut Args<'_>, t: &Target, one: bool) -> CommandResult<FindOpts> {
+    let filter = parse_filter(f, t)?;
     let mut o = FindOpts {
         query: FindQuery {
             filter,
@@ -131,16 +131,31 @@ fn parse_find(args: &mut Args<'_>, t: &Target, one: bool) -> CommandResult<FindO
 /// first when asked.
 fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<Vec<Reply>> {
     let t = target(args)?;
-    let o = parse_find(args, &t, one)?;
+    let f = args.next_arg()?;
+    let render = |raw: &bson::RawDocument| {
+        stored_reply(raw, t.bson).unwrap_or_else(|| {
+            let doc = bson::Document::try_from(raw).unwrap_or_default();
+            doc_reply(doc, None, t.bson)
+        })
+    };
+    // `{"_id": v}` alone, v a string or an integer (a session, a user): looked up by v's
+    // KeyString and written from the stored bytes, without the filter's tree (its path,
+    // name and value were three allocations of the eight a find made).
+    if !t.bson && args.is_empty() {
+        if let Some(key) = crate::documents::query::id_key_json(f) {
+            let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
+            let filter = || parse_filter(f, &t).ok();
+            return Ok(coll
+                .find_by_id_key(&key, filter, render)
+                .into_iter()
+                .collect());
+        }
+    }
+    let o = parse_find(f, args, &t, one)?;
     let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
     // By `_id` alone, as stored: the reply is written from the stored bytes in place.
     if o.projection.is_none() && !o.touch && o.query.skip == 0 {
-        let found = coll.find_by_id(&o.query.filter, |raw| {
-            stored_reply(raw, t.bson).unwrap_or_else(|| {
-                let doc = bson::Document::try_from(raw).unwrap_or_default();
-                doc_reply(doc, None, t.bson)
-            })
-        });
+        let found = coll.find_by_id(&o.query.filter, render);
         if let Some(doc) = found {
             return Ok(doc.into_iter().collect());
         }
@@ -149,12 +164,6 @@ fn find_replies(ctx: &Ctx<'_>, args: &mut Args<'_>, one: bool) -> CommandResult<
     // lock (the filter planned once for every shard).
     let q = &o.query;
     if o.projection.is_none() && !o.touch && q.skip == 0 && q.sort.is_none() && !q.reverse {
-        let render = |raw: &bson::RawDocument| {
-            stored_reply(raw, t.bson).unwrap_or_else(|| {
-                let doc = bson::Document::try_from(raw).unwrap_or_default();
-                doc_reply(doc, None, t.bson)
-            })
-        };
         if let Some(replies) = coll.find_rendered(&q.filter, q.limit, render) {
             return Ok(replies);
         }

@@ -189,6 +189,20 @@ impl Coll<'_> {
             .map(|doc| doc.map(|(_, raw)| render(raw)))
     }
 
+    /// [`find_by_id`](Self::find_by_id) for `{_id: v}` given as the KeyString of `v`, a
+    /// string or an integer (`query::id_key_json`): `filter` makes the filter's tree only if
+    /// the stored `_id`'s type asks for the general comparison.
+    pub fn find_by_id_key<R>(
+        &self,
+        key: &[u8],
+        filter: impl FnOnce() -> Option<Node>,
+        render: impl FnOnce(&RawDocument) -> R,
+    ) -> Option<R> {
+        let guard = self.store.lock(self.store.shard_of(key));
+        let cs = self.part(&guard)?;
+        cs.lookup_id_scalar(key, filter).map(|(_, raw)| render(raw))
+    }
+
     /// The shards a filter can match in (as `shards_for`, without a vector).
     fn shard_range(&self, filter: &Node) -> std::ops::Range<usize> {
         match filter.id_equality() {
