@@ -712,8 +712,8 @@ struct Engine {
     runner: Function,
     /// Bytes of script bodies held (INFO's used_memory_scripts).
     body_bytes: usize,
-    /// `function(f, keys, args)`: a function's call, as `runner`.
-    frunner: Function,
+    /// A function's call with its keys and arguments ([`fcall_run`]).
+    fcall_run: Function,
     /// `function(f, numkeys, keys..., args...)`: an EVAL's run with its KEYS and ARGV.
     eval_run: Function,
     /// Switches the globals between the library API (while a library loads) and the
@@ -882,14 +882,34 @@ end
 local function set_loading(on)
   if on then env_mt.__index = lib_api else env_mt.__index = G end
 end
-return env, function(f) return xpcall(f, handler) end, redis, set_loading,
-  function(f, k, a) return xpcall(function() return f(k, a) end, handler) end
+return env, function(f) return xpcall(f, handler) end, redis, set_loading
 "#;
 
 /// An EVAL's keys and arguments, lent to [`eval_run`] for the call.
 struct EvalItems<'a> {
     keys: &'a [Bytes],
     argv: &'a [Bytes],
+}
+
+/// A table of `items` at the top of the stack.
+unsafe fn push_strings(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
+    let n = i32::try_from(items.len()).unwrap_or(i32::MAX);
+    // SAFETY: `state` is a running C closure's ([`eval_run`], [`fcall_run`]), with one
+    // slot over the table.
+    unsafe {
+        mlua::ffi::lua_createtable(state, n, 0);
+        for (i, b) in (1..=n).zip(items) {
+            // The bare API function: mlua's wrapper of the same name also reads the
+            // string back. (An empty `Bytes` may hold a dangling pointer.)
+            let at = if b.is_empty() {
+                c"".as_ptr()
+            } else {
+                b.as_ptr().cast()
+            };
+            mlua::ffi::lua_pushlstring_(state, at, b.len());
+            mlua::ffi::lua_rawseti_(state, -2, i);
+        }
+    }
 }
 
 /// An EVAL's run, called with the script and a light userdata pointing to its
@@ -901,25 +921,6 @@ struct EvalItems<'a> {
 /// (out of memory) may jump through it to the protected call that called it.
 unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
     use mlua::ffi;
-    /// A table of `items` at the top of the stack.
-    unsafe fn push_strings(state: *mut ffi::lua_State, items: &[Bytes]) {
-        let n = i32::try_from(items.len()).unwrap_or(i32::MAX);
-        // SAFETY: as eval_run's, one slot over the table.
-        unsafe {
-            ffi::lua_createtable(state, n, 0);
-            for (i, b) in (1..=n).zip(items) {
-                // The bare API function: mlua's wrapper of the same name also reads the
-                // string back. (An empty `Bytes` may hold a dangling pointer.)
-                let at = if b.is_empty() {
-                    c"".as_ptr()
-                } else {
-                    b.as_ptr().cast()
-                };
-                ffi::lua_pushlstring_(state, at, b.len());
-                ffi::lua_rawseti_(state, -2, i);
-            }
-        }
-    }
     // SAFETY: called by Lua as the C closure `make_eval_run` makes (four upvalues), only by
     // `run_script`, with the script and a pointer to an `EvalItems` that outlives the call;
     // at most four slots are pushed (LUA_MINSTACK is 20).
@@ -943,6 +944,38 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
         ffi::lua_insert(state, -2);
     }
     2
+}
+
+/// A function's call (FCALL): as [`eval_run`], with the keys' and arguments' tables passed
+/// as the function's two arguments instead of set as globals. Upvalue: the message handler.
+unsafe extern "C-unwind" fn fcall_run(state: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    // SAFETY: as eval_run's (one upvalue, made by `make_fcall_run`); at most five slots.
+    unsafe {
+        let items = ffi::lua_touserdata(state, 2) as *const EvalItems<'_>;
+        let Some(items) = items.as_ref() else {
+            return 0;
+        };
+        let handler = ffi::lua_gettop(state) + 1;
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+        ffi::lua_pushvalue(state, 1);
+        push_strings(state, items.keys);
+        push_strings(state, items.argv);
+        let status = ffi::lua_pcall(state, 2, 1, handler);
+        ffi::lua_pushboolean(state, (status == 0) as std::os::raw::c_int);
+        ffi::lua_insert(state, -2);
+    }
+    2
+}
+
+/// [`fcall_run`] as a Lua function, closed over the message handler.
+fn make_fcall_run(lua: &Lua, handler: &Function) -> mlua::Result<Function> {
+    // SAFETY: as make_eval_run's, over one value.
+    unsafe {
+        lua.exec_raw::<Function>(handler, |state| {
+            mlua::ffi::lua_pushcclosure(state, fcall_run, 1)
+        })
+    }
 }
 
 /// [`eval_run`] as a Lua function, closed over its four upvalues.
@@ -1191,13 +1224,8 @@ impl Engine {
             })?,
         )?;
         let eval_run = make_eval_run(&lua, &handler)?;
-        let (env, runner, redis, set_loading, frunner): (
-            Table,
-            Function,
-            Table,
-            Function,
-            Function,
-        ) = lua
+        let fcall_run = make_fcall_run(&lua, &handler)?;
+        let (env, runner, redis, set_loading): (Table, Function, Table, Function) = lua
             .load(PRELUDE)
             .set_name("=prelude")
             .call((api.clone(), handler))?;
@@ -1234,7 +1262,7 @@ impl Engine {
             env,
             runner,
             body_bytes: 0,
-            frunner,
+            fcall_run,
             eval_run,
             set_loading,
             functions: functions::Registry::default(),
@@ -1926,13 +1954,6 @@ fn run_script(
     argv: &[Bytes],
 ) -> mlua::Result<Reply> {
     let lua = &eng.lua;
-    // A function gets its keys and arguments as tables made here; an EVAL's are made by
-    // `eval_run` as it sets them as globals.
-    let tables = if c.function {
-        Some((string_array(lua, keys)?, string_array(lua, argv)?))
-    } else {
-        None
-    };
     // The caller's client state moves into CURRENT for the run (a spare stands in its
     // place) and back after it: the callbacks made once per engine reach it there, with no
     // borrow to tie them to this frame.
@@ -1964,16 +1985,16 @@ fn run_script(
         run,
     };
     RESP3.with(|c| c.set(false));
-    let res = match tables {
-        Some((keys, argv)) => eng
-            .frunner
-            .call::<(bool, Value)>((c.func.clone(), keys, argv)),
-        None => {
-            let items = EvalItems { keys, argv };
-            let at = LightUserData(std::ptr::from_ref(&items).cast_mut().cast());
-            eng.eval_run.call::<(bool, Value)>((&c.func, at))
-        }
+    // The keys and arguments are lent to the C closure that makes their tables: KEYS and
+    // ARGV for an EVAL, a function's two arguments for FCALL.
+    let items = EvalItems { keys, argv };
+    let at = LightUserData(std::ptr::from_ref(&items).cast_mut().cast());
+    let run = if c.function {
+        &eng.fcall_run
+    } else {
+        &eng.eval_run
     };
+    let res = run.call::<(bool, Value)>((&c.func, at));
     drop(guard);
     let out = res.map(|(ok, val)| {
         let resp3 = RESP3.with(|c| c.get());
@@ -2057,14 +2078,6 @@ fn script_error(val: &Value, sha: &str) -> Reply {
         out.push_str(&format!(" script: {sha}, on {source}:{line}."));
     }
     Reply::Error(out.replace(['\r', '\n'], " "))
-}
-
-fn string_array(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, b) in items.iter().enumerate() {
-        t.raw_set(i + 1, lua.create_string(b)?)?;
-    }
-    Ok(t)
 }
 
 /// redis.call / redis.pcall: runs one command through the command table. Returns the
