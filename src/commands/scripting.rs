@@ -1533,32 +1533,43 @@ const CALL_BUFFER_BYTES: usize = 1024;
 impl CallArgs {
     /// Cuts the arguments from the thread's buffer; `next` writes argument `i`'s bytes
     /// into it, or says it is neither a string nor a number.
-    fn read(n: usize, mut next: impl FnMut(usize, &mut BytesMut) -> bool) -> CallArgs {
+    fn read(n: usize, next: impl FnMut(usize, &mut BytesMut) -> bool) -> CallArgs {
         if n == 0 {
             return CallArgs(Err(NO_CALL_ARGS));
         }
-        CALL_BUFFERS.with(|b| {
-            let Ok(mut b) = b.try_borrow_mut() else {
-                return CallArgs(Err(BAD_CALL_ARG));
-            };
-            let (buf, list) = &mut *b;
-            // Whole again once the last call's arguments are dropped: reserving then takes
-            // the buffer back from its start, where reserving per argument, while the
-            // call's earlier arguments still hold it, would allocate a new one.
-            buf.reserve(CALL_BUFFER_BYTES);
-            let mut argv = std::mem::take(list);
-            argv.reserve(n);
-            for i in 0..n {
-                if !next(i, buf) {
-                    buf.clear();
-                    argv.clear();
-                    *list = argv;
-                    return CallArgs(Err(BAD_CALL_ARG));
-                }
-                argv.push(buf.split().freeze());
+        CALL_BUFFERS.with(|b| match b.try_borrow_mut() {
+            Ok(mut b) => {
+                let (buf, list) = &mut *b;
+                Self::cut(n, buf, list, next)
             }
-            CallArgs(Ok(argv))
+            // Never expected (a call reads its arguments before running its command), but
+            // buffers of its own are as good.
+            Err(_) => Self::cut(n, &mut BytesMut::new(), &mut Vec::new(), next),
         })
+    }
+
+    fn cut(
+        n: usize,
+        buf: &mut BytesMut,
+        list: &mut Vec<Bytes>,
+        mut next: impl FnMut(usize, &mut BytesMut) -> bool,
+    ) -> CallArgs {
+        // Whole again once the last call's arguments are dropped: reserving then takes the
+        // buffer back from its start, where reserving per argument, while the call's
+        // earlier arguments still hold it, would allocate a new one.
+        buf.reserve(CALL_BUFFER_BYTES);
+        let mut argv = std::mem::take(list);
+        argv.reserve(n);
+        for i in 0..n {
+            if !next(i, buf) {
+                buf.clear();
+                argv.clear();
+                *list = argv;
+                return CallArgs(Err(BAD_CALL_ARG));
+            }
+            argv.push(buf.split().freeze());
+        }
+        CallArgs(Ok(argv))
     }
 
     /// Gives the vector back for the next call (the buffer comes back whole as the last
