@@ -1449,7 +1449,7 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   reference into the auxiliary thread, then they were copied into `Bytes` (3.0k
   instructions); they are now read off the Lua stack (mlua's `from_stack_args`) into one
   per-thread buffer reclaimed after each call. Building KEYS and ARGV in a Lua function took
-  3.7k; a C closure now builds them from the request's arguments. 28.6k → 20.6k
+  3.7k; a C closure now builds them from the request's arguments. 28.6k → 19.8k
   instructions (redis-server 19.3k), of which the request decoder is 3.8k (Redis's 1.8k).
 - **appendfsync always and J**: the replies waiting for the disk were each woken by the
   journal thread (1.8-2 wake-ups per request) and fsyncs were twice Redis's. The waiting

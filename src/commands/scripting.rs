@@ -885,7 +885,26 @@ end
 return env, function(f) return xpcall(f, handler) end, redis, set_loading
 "#;
 
-/// An EVAL's keys and arguments, lent to [`eval_run`] for the call.
+/// `xpcall`'s results for the function and `nargs` arguments on the top of the stack, with
+/// the message handler at `handler`: (ok, first result), as the run's two return values.
+unsafe fn pcall_ok_first(
+    state: *mut mlua::ffi::lua_State,
+    nargs: std::os::raw::c_int,
+    handler: std::os::raw::c_int,
+) -> std::os::raw::c_int {
+    use mlua::ffi;
+    // SAFETY: as the caller's (`eval_run`, `fcall_run`); the call's result and the flag
+    // take the slots the function and its arguments held.
+    unsafe {
+        let status = ffi::lua_pcall(state, nargs, 1, handler);
+        ffi::lua_pushboolean(state, (status == 0) as std::os::raw::c_int);
+        ffi::lua_insert(state, -2);
+    }
+    2
+}
+
+/// An EVAL's or FCALL's keys and arguments, lent to [`eval_run`] or [`fcall_run`] for the
+/// call.
 struct EvalItems<'a> {
     keys: &'a [Bytes],
     argv: &'a [Bytes],
@@ -939,11 +958,8 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
         let handler = ffi::lua_gettop(state) + 1;
         ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
         ffi::lua_pushvalue(state, 1);
-        let status = ffi::lua_pcall(state, 0, 1, handler);
-        ffi::lua_pushboolean(state, (status == 0) as std::os::raw::c_int);
-        ffi::lua_insert(state, -2);
+        pcall_ok_first(state, 0, handler)
     }
-    2
 }
 
 /// A function's call (FCALL): as [`eval_run`], with the keys' and arguments' tables passed
@@ -961,11 +977,8 @@ unsafe extern "C-unwind" fn fcall_run(state: *mut mlua::ffi::lua_State) -> std::
         ffi::lua_pushvalue(state, 1);
         push_strings(state, items.keys);
         push_strings(state, items.argv);
-        let status = ffi::lua_pcall(state, 2, 1, handler);
-        ffi::lua_pushboolean(state, (status == 0) as std::os::raw::c_int);
-        ffi::lua_insert(state, -2);
+        pcall_ok_first(state, 2, handler)
     }
-    2
 }
 
 /// [`fcall_run`] as a Lua function, closed over the message handler.
