@@ -101,7 +101,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("tidecache-badinput-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
-            .args(["--port", "0", "--loglevel", "notice", "--dir"])
+            .args(["--port", "0", "--loglevel", "notice", "--save", "", "--dir"])
             .arg(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

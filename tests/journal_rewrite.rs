@@ -843,7 +843,14 @@ fn clients_are_answered_loading_during_a_long_replay() {
         .map(|a| a.port())
         .expect("free port");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
-        .args(["--port", &port.to_string(), "--appendonly", "yes"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+        ])
         .args(["--dir", dir.to_str().expect("utf-8")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -984,7 +991,7 @@ fn clients_are_answered_loading_while_dump_rdb_loads() {
         .map(|a| a.port())
         .expect("free port");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
-        .args(["--port", &port.to_string(), "--dir", d])
+        .args(["--port", &port.to_string(), "--dir", d, "--save", ""])
         .args(["--key-load-delay", "200"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

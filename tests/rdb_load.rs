@@ -426,7 +426,7 @@ fn populate(c: &mut Connection) {
 /// The tidecache log (standard error) of a start that must fail, and its exit code.
 fn failed_start(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
-        .args(["--port", "0", "--loglevel", "notice"])
+        .args(["--port", "0", "--loglevel", "notice", "--save", ""])
         .arg("--dir")
         .arg(dir)
         .args(extra)
@@ -730,6 +730,8 @@ fn start_logged(dir: &Path, dbfilename: &str) -> (Child, u16, Vec<String>) {
             "0",
             "--loglevel",
             "notice",
+            "--save",
+            "",
             "--dbfilename",
             dbfilename,
         ])

@@ -3,7 +3,8 @@
 set -euo pipefail
 bin=${1:-target/release/tidecache-server}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" --port "$port" --loglevel warning &
+# No snapshot schedule: SHUTDOWN below would otherwise leave a dump.rdb in this directory.
+"$bin" --port "$port" --loglevel warning --save "" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done

@@ -201,27 +201,71 @@ fn starts_from_redis_default_conf_warns_once_and_stops_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn the_file_schedule_is_kept_and_a_bad_one_stops_the_start() {
-    let dir = temp_dir("schedules");
-    // Without the runner's override the file's `save 900 1` is in force, as in Redis.
-    let (mut child, out, _err) = spawn(&conf(&dir, 0, ""));
-    let lines = until(&out, "Ready to accept connections");
+/// Connects to the server whose log is `out` once it is ready, on the port its banner names.
+fn connect_when_ready(out: &mpsc::Receiver<String>) -> redis::Connection {
+    let lines = until(out, "Ready to accept connections");
     let port: u16 = lines
         .iter()
         .find_map(|l| l.split(", port ").nth(1))
         .and_then(|r| r.split(',').next())
         .and_then(|p| p.parse().ok())
         .expect("port in the banner");
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
         .and_then(|c| c.get_connection())
-        .expect("connect");
-    let save: Vec<String> = redis::cmd("CONFIG")
+        .expect("connect")
+}
+
+fn config_get(c: &mut redis::Connection, name: &str) -> Vec<String> {
+    redis::cmd("CONFIG")
         .arg("GET")
-        .arg("save")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(save, ["save", "900 1"]);
+        .arg(name)
+        .query(c)
+        .expect("config get")
+}
+
+/// unit/introspection's "CONFIG save params special case": with no `save` line Redis's
+/// schedule applies; the first line replaces it, later ones (the command line's too) add.
+#[test]
+fn the_default_schedule_is_redis_and_the_first_save_line_replaces_it() {
+    let dir = temp_dir("default-schedule");
+    let d = dir.display().to_string();
+    let minimal = dir.join("minimal.conf");
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("", &[], "3600 1 300 100 60 10000"),
+        ("save 100 100\n", &[], "100 100"),
+        ("save 900 1\n", &["--save", "100 100"], "900 1 100 100"),
+        ("save 900 1\n", &["--save", ""], ""),
+    ];
+    for (extra, args, want) in cases {
+        std::fs::write(&minimal, format!("dir {d}\nport 0\n{extra}")).expect("write conf");
+        let mut child = Command::new(BIN)
+            .arg(&minimal)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let out = lines_of(child.stdout.take().expect("stdout"));
+        let mut c = connect_when_ready(&out);
+        assert_eq!(
+            config_get(&mut c, "save"),
+            ["save", want],
+            "{extra:?} {args:?}"
+        );
+        // Killed, not stopped: a stop would save under the schedule.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_file_schedule_is_kept_and_a_bad_one_stops_the_start() {
+    let dir = temp_dir("schedules");
+    // Without the runner's override the file's `save 900 1` is in force, as in Redis.
+    let (mut child, out, _err) = spawn(&conf(&dir, 0, ""));
+    let mut c = connect_when_ready(&out);
+    assert_eq!(config_get(&mut c, "save"), ["save", "900 1"]);
     // unit/introspection's CONFIG SET of a schedule, as Redis shows it back.
     let ok: String = redis::cmd("CONFIG")
         .arg("SET")
@@ -230,12 +274,7 @@ fn the_file_schedule_is_kept_and_a_bad_one_stops_the_start() {
         .query(&mut c)
         .unwrap();
     assert_eq!(ok, "OK");
-    let save: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("save")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(save, ["save", "3600 1 300 10"]);
+    assert_eq!(config_get(&mut c, "save"), ["save", "3600 1 300 10"]);
     let _ = child.kill();
     let _ = child.wait();
 

@@ -320,7 +320,7 @@ class Env:
 
     def tide(self, tag, *extra):
         port = free_port()
-        argv = [self.tide_bin, "--port", str(port), "--loglevel", "warning", *extra]
+        argv = [self.tide_bin, "--port", str(port), "--loglevel", "warning", "--save", "", *extra]
         return Server("tidecache", argv, port, tag).start()
 
 
@@ -1799,8 +1799,8 @@ def persistence_restart(env, quick):
              "--logfile", "", "--dir", rdir, "--auto-aof-rewrite-percentage", "0"]
     # No automatic rewrite on either side: the one measured is the BGREWRITEAOF sent here,
     # over every key (an automatic one during the load would cover part of them).
-    targv = [env.tide_bin, "--port", str(tport), "--loglevel", "warning", "--appendonly", "yes",
-             "--dir", tdir, "--auto-aof-rewrite-percentage", "0"]
+    targv = [env.tide_bin, "--port", str(tport), "--loglevel", "warning", "--save", "",
+             "--appendonly", "yes", "--dir", tdir, "--auto-aof-rewrite-percentage", "0"]
     try:
         for kind, argv, d in (("redis", rargv, rdir), ("tidecache", targv, tdir)):
             srv, _ = time_to_ready(argv, d, f"{kind}-persist.log")

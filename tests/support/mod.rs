@@ -23,7 +23,10 @@ impl TestServer {
         if let Some(c) = conf {
             cmd.arg(c);
         }
-        cmd.args(["--port", "0", "--loglevel", "notice"])
+        // No snapshot schedule (Redis's default has one): a test server runs in the
+        // project's directory and must not leave a dump.rdb there for the next one to load.
+        // A test's own `--save` in `extra` still sets one, as the first after `save ""`.
+        cmd.args(["--port", "0", "--loglevel", "notice", "--save", ""])
             .args(extra);
         let mut child = cmd
             .stdout(Stdio::null())
