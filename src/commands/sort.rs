@@ -270,7 +270,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args<'_>, readonly: bool) -> CmdRe
         for v in &out {
             l.push(End::Right, v.as_deref().unwrap_or(b""));
         }
-        ks.set(h, dst, Value::List(Box::new(l)), Ttl::Clear);
+        ks.set(h, dst, Value::List(l), Ttl::Clear);
         ctx.server.notify(db, class::LIST, "sortstore", dst);
     });
     Ok(Reply::Int(n as i64))

@@ -62,11 +62,15 @@ pub enum Value {
     Raw(PackedBytes),
     /// Held in place (12 bytes: see `HashValue`), not boxed like the other aggregates.
     Hash(HashValue),
-    List(Box<ListValue>),
+    /// Held in place while one node (see `ListValue`), as a hash.
+    List(ListValue),
     Set(Box<SetValue>),
     ZSet(Box<ZSetValue>),
     Stream(Box<StreamValue>),
 }
+
+// Strings, hashes and lists in place; every key's entry depends on this size.
+const _: () = assert!(std::mem::size_of::<Value>() == 16);
 
 impl Value {
     /// A string value in Redis's encoding: integers that round-trip are kept as integers.
@@ -146,7 +150,7 @@ impl Value {
             Value::Str(b) | Value::Raw(b) => alloc_size(b.len()),
             Value::Int(_) => 0,
             Value::Hash(h) => h.heap(),
-            Value::List(l) => std::mem::size_of::<ListValue>() + l.heap(),
+            Value::List(l) => l.heap(),
             Value::Set(s) => std::mem::size_of::<SetValue>() + s.heap(),
             Value::ZSet(z) => std::mem::size_of::<ZSetValue>() + z.heap(),
             Value::Stream(x) => std::mem::size_of::<StreamValue>() + x.heap(),
@@ -199,7 +203,7 @@ macro_rules! aggregate {
     };
 }
 aggregate!(HashValue, Hash, std::convert::identity);
-aggregate!(ListValue, List);
+aggregate!(ListValue, List, std::convert::identity);
 aggregate!(SetValue, Set);
 aggregate!(ZSetValue, ZSet);
 aggregate!(StreamValue, Stream);

@@ -6,9 +6,12 @@
 //! reports `quicklist`, as Redis 7.0 does for every list.
 //! Access by index walks node lengths from the nearer end: O(nodes) + O(node size).
 //! Under `list-compress-depth N`, all but the N nodes at each end are kept compressed.
+//! A list of one node of at most 254 elements is that node's listpack alone, held in the
+//! key's entry ([`ListValue`]); pushes, pops, LSET, LINSERT, LREM and LTRIM change it there.
 
 use crate::store::encoding::{limit, LIMITS};
-use crate::util::listpack::{entry_size, Listpack};
+use crate::util::listpack::{entry_size, Listpack, ListpackRef};
+use crate::util::packed::{Thin, ThinRef, THIN_MAX_COUNT};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -113,8 +116,10 @@ impl Node {
     }
 }
 
+/// The node deque: a list of more than one node, or of one node too large to hold in place
+/// (see [`ListValue`]).
 #[derive(Clone, Debug, Default)]
-pub struct ListValue {
+struct Quick {
     nodes: VecDeque<Node>,
     len: usize,
     /// The sum of the nodes' heap bytes, kept as they change, so the key space's memory
@@ -148,28 +153,82 @@ fn fits(node: &Node, n: usize) -> bool {
     node.len() == 0 || !over_limit(node.len() + 1, node.raw_bytes() + entry_size(n))
 }
 
-impl ListValue {
-    pub fn len(&self) -> usize {
-        self.len
+/// Removes up to `budget` entries equal to `v` from `lp`, the first ones from the head when
+/// `from_left`, else the last ones; how many were removed.
+fn remove_in(lp: &mut Listpack, v: &[u8], budget: usize, from_left: bool) -> usize {
+    let hits: Vec<usize> = {
+        let all = lp
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| *e == v)
+            .map(|(i, _)| i);
+        if from_left {
+            all.take(budget).collect()
+        } else {
+            let mut h: Vec<usize> = all.collect();
+            let keep_from = h.len().saturating_sub(budget);
+            h.drain(..keep_from);
+            h
+        }
+    };
+    if hits.is_empty() {
+        return 0;
+    }
+    let mut idx = 0usize;
+    let mut k = 0usize;
+    lp.retain(|_| {
+        let drop = k < hits.len() && hits[k] == idx;
+        if drop {
+            k += 1;
+        }
+        idx += 1;
+        !drop
+    });
+    hits.len()
+}
+
+impl Quick {
+    /// A list of the one node `lp`, laid out for the `list-compress-depth` in force.
+    fn of_node(lp: Listpack) -> Quick {
+        let mut q = Quick::default();
+        if !lp.is_empty() {
+            q.len = lp.len();
+            q.node_heap = lp.heap();
+            q.nodes.reserve_exact(1);
+            q.nodes.push_back(Node::Raw(lp));
+            q.settle(None);
+        }
+        q
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// The list as one listpack, taken out, when it has at most `most` elements in plain
+    /// nodes whose entries fit one node (a trim can leave the ends of two).
+    fn take_small(&mut self, most: usize) -> Option<Listpack> {
+        if self.len > most
+            || self.nodes.len() > 2
+            || self.nodes.iter().any(|n| matches!(n, Node::Packed { .. }))
+            || (self.nodes.len() == 2 && over_limit(self.len, self.node_bytes()))
+        {
+            return None;
+        }
+        let mut nodes = std::mem::take(&mut self.nodes).into_iter();
+        let mut lp = match nodes.next() {
+            Some(Node::Raw(lp)) => lp,
+            _ => Listpack::new(),
+        };
+        if let Some(Node::Raw(more)) = nodes.next() {
+            lp.append(&more);
+        }
+        Some(lp)
     }
 
-    /// Nodes of the list (what freeing it walks).
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// `quicklist`, what Redis 7.0 reports for every list (7.2 says `listpack` for a list of
-    /// one small node; the reference here is 7.0).
-    pub fn encoding(&self) -> &'static str {
-        "quicklist"
+    /// Encoded bytes of the nodes, as uncompressed listpacks.
+    fn node_bytes(&self) -> usize {
+        self.nodes.iter().map(Node::raw_bytes).sum()
     }
 
     /// Heap bytes owned (nodes and the deque), in O(1).
-    pub fn heap(&self) -> usize {
+    fn heap(&self) -> usize {
         self.node_heap
             + crate::util::mem::alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
     }
@@ -443,39 +502,12 @@ impl ListValue {
             if !self.nodes[n].entries().any(|e| *e == *v) {
                 continue;
             }
-            let node = self.nodes[n].lp_mut();
             let budget = if count == 0 {
                 usize::MAX
             } else {
                 count - removed
             };
-            // Which positions to drop inside this node, honouring the direction.
-            let hits: Vec<usize> = {
-                let all = node
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| *e == v)
-                    .map(|(i, _)| i);
-                if from_left {
-                    all.take(budget).collect()
-                } else {
-                    let mut h: Vec<usize> = all.collect();
-                    let keep_from = h.len().saturating_sub(budget);
-                    h.drain(..keep_from);
-                    h
-                }
-            };
-            let mut idx = 0usize;
-            let mut k = 0usize;
-            node.retain(|_| {
-                let drop = k < hits.len() && hits[k] == idx;
-                if drop {
-                    k += 1;
-                }
-                idx += 1;
-                !drop
-            });
-            removed += hits.len();
+            removed += remove_in(self.nodes[n].lp_mut(), v, budget, from_left);
         }
         self.nodes.retain(|n| n.len() > 0);
         self.len -= removed;
@@ -518,9 +550,312 @@ impl ListValue {
     }
 }
 
+/// A list value. A list that is one node of at most [`THIN_MAX_COUNT`] elements (a job
+/// queue, a capped recent-items list, most lists) is that node's listpack held in place in
+/// the key's entry, as a small hash is (`util::packed::Thin`): one allocation per list, where
+/// the node deque costs two more (its box and the deque's buffer, 80 bytes). Past that, or
+/// once a second node is needed, the list is the boxed deque; it comes back in place when it
+/// is one plain node of at most half that count again (the gap keeps a list that shrinks and
+/// grows around the bound from switching on every change).
+pub struct ListValue {
+    repr: Thin<Quick>,
+}
+
+/// The list borrowed in either form.
+enum Form<'a> {
+    Small(ListpackRef<'a>),
+    Big(&'a Quick),
+}
+
+/// One of two iterators (a list's two forms).
+enum Either<A, B> {
+    A(A),
+    B(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Either<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Either::A(a) => a.next(),
+            Either::B(b) => b.next(),
+        }
+    }
+}
+
+impl<T, A: DoubleEndedIterator<Item = T>, B: DoubleEndedIterator<Item = T>> DoubleEndedIterator
+    for Either<A, B>
+{
+    fn next_back(&mut self) -> Option<T> {
+        match self {
+            Either::A(a) => a.next_back(),
+            Either::B(b) => b.next_back(),
+        }
+    }
+}
+
+impl Default for ListValue {
+    fn default() -> ListValue {
+        ListValue {
+            repr: Thin::empty(),
+        }
+    }
+}
+
+impl Clone for ListValue {
+    fn clone(&self) -> ListValue {
+        ListValue {
+            repr: self.repr.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ListValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(
+                self.iter()
+                    .map(|e| String::from_utf8_lossy(&e).into_owned()),
+            )
+            .finish()
+    }
+}
+
+/// Can a one-node list of `len` elements and `bytes` encoded bytes take one more of `n`
+/// bytes and stay one node (as [`fits`] for a node)?
+fn small_fits(len: usize, bytes: usize, n: usize) -> bool {
+    len == 0 || (len < THIN_MAX_COUNT && !over_limit(len + 1, bytes + entry_size(n)))
+}
+
+impl ListValue {
+    fn form(&self) -> Form<'_> {
+        match self.repr.get() {
+            ThinRef::Bytes(buf, n) => Form::Small(ListpackRef::new(buf, n)),
+            ThinRef::Boxed(q) => Form::Big(q),
+        }
+    }
+
+    /// Holds `lp` in place, or boxed as a one-node deque when it does not fit.
+    fn put_small(&mut self, lp: Listpack) {
+        let (buf, n) = lp.into_raw();
+        self.repr = match Thin::bytes(buf, n) {
+            Ok(t) => t,
+            Err(buf) => Thin::boxed(Box::new(Quick::of_node(Listpack::from_raw(buf, n)))),
+        };
+    }
+
+    /// The node deque, made from the in-place listpack first when the list is held in place.
+    fn quick(&mut self) -> &mut Quick {
+        if let Some((buf, n)) = self.repr.take_bytes() {
+            self.repr = Thin::boxed(Box::new(Quick::of_node(Listpack::from_raw(buf, n))));
+        }
+        match self.repr.get_mut() {
+            Some(q) => q,
+            None => unreachable!("boxed above"),
+        }
+    }
+
+    /// Back in place once the deque is one plain node of at most half the in-place count.
+    fn settle_form(&mut self) {
+        if let Some(lp) = self
+            .repr
+            .get_mut()
+            .and_then(|q| q.take_small(THIN_MAX_COUNT / 2))
+        {
+            self.put_small(lp);
+        }
+    }
+
+    /// A change made on the node deque (the in-place form made into one first).
+    fn change<R>(&mut self, f: impl FnOnce(&mut Quick) -> R) -> R {
+        let r = f(self.quick());
+        self.settle_form();
+        r
+    }
+
+    /// A change made on the in-place listpack, `None` (nothing changed) when the list is
+    /// boxed. The listpack goes back in place, or boxed when it no longer fits there.
+    fn change_small<R>(&mut self, f: impl FnOnce(&mut Listpack) -> R) -> Option<R> {
+        let (buf, n) = self.repr.take_bytes()?;
+        let mut lp = Listpack::from_raw(buf, n);
+        let r = f(&mut lp);
+        if lp.len() > 1 && over_limit(lp.len(), lp.bytes()) {
+            // Grown past a node's bound (a replace or insert of a large element): cut in two.
+            let mut q = Quick::of_node(lp);
+            q.split_if_large(0);
+            self.repr = Thin::boxed(Box::new(q));
+        } else {
+            self.put_small(lp);
+        }
+        Some(r)
+    }
+
+    pub fn len(&self) -> usize {
+        match self.form() {
+            Form::Small(lp) => lp.len(),
+            Form::Big(q) => q.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Nodes of the list (what freeing it walks).
+    pub fn node_count(&self) -> usize {
+        match self.form() {
+            Form::Small(lp) => usize::from(!lp.is_empty()),
+            Form::Big(q) => q.nodes.len(),
+        }
+    }
+
+    /// `quicklist`, what Redis 7.0 reports for every list (7.2 says `listpack` for a list of
+    /// one small node; the reference here is 7.0).
+    pub fn encoding(&self) -> &'static str {
+        "quicklist"
+    }
+
+    /// Heap bytes owned, in O(1).
+    pub fn heap(&self) -> usize {
+        match self.form() {
+            Form::Small(lp) => lp.heap(),
+            Form::Big(q) => crate::util::mem::alloc_size(std::mem::size_of::<Quick>()) + q.heap(),
+        }
+    }
+
+    /// Does the in-place listpack have room for one more element of `n` bytes?
+    fn small_room(&self, n: usize) -> bool {
+        matches!(self.repr.get(), ThinRef::Bytes(buf, len) if small_fits(len, buf.len(), n))
+    }
+
+    pub fn push(&mut self, end: End, v: &[u8]) {
+        if self.small_room(v.len()) {
+            self.change_small(|lp| match end {
+                End::Left => lp.push_front(v),
+                End::Right => lp.push_back(v),
+            });
+        } else {
+            self.quick().push(end, v);
+        }
+    }
+
+    pub fn pop(&mut self, end: End) -> Option<Vec<u8>> {
+        if let Some(v) = self.change_small(|lp| match end {
+            End::Left => lp.pop_front(),
+            End::Right => lp.pop_back(),
+        }) {
+            return v;
+        }
+        self.change(|q| q.pop(end))
+    }
+
+    pub fn get(&self, i: usize) -> Option<Cow<'_, [u8]>> {
+        match self.form() {
+            Form::Small(lp) if i < lp.len() / 2 => lp.iter().nth(i).map(Cow::Borrowed),
+            Form::Small(lp) => lp
+                .iter()
+                .nth_back(lp.len().checked_sub(i + 1)?)
+                .map(Cow::Borrowed),
+            Form::Big(q) => q.get(i),
+        }
+    }
+
+    /// Replaces element `i`; false when out of range.
+    pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
+        if i >= self.len() {
+            return false;
+        }
+        if let Some(()) = self.change_small(|lp| lp.replace(i, v)) {
+            return true;
+        }
+        self.change(|q| q.set(i, v))
+    }
+
+    /// Inserts `v` before element `i` (`i == len` appends).
+    pub fn insert(&mut self, i: usize, v: &[u8]) {
+        if i >= self.len() {
+            return self.push(End::Right, v);
+        }
+        if i == 0 {
+            return self.push(End::Left, v);
+        }
+        if self.small_room(v.len()) {
+            self.change_small(|lp| lp.insert(i, v));
+        } else {
+            self.change(|q| q.insert(i, v))
+        }
+    }
+
+    /// Removes element `i`.
+    pub fn remove(&mut self, i: usize) -> Option<Vec<u8>> {
+        if let Some(v) = self.change_small(|lp| lp.remove(i)) {
+            return v;
+        }
+        self.change(|q| q.remove(i))
+    }
+
+    /// Keeps elements `start..=stop` (already clamped by the caller), drops the rest.
+    pub fn trim(&mut self, start: usize, stop: usize) {
+        let small = self.change_small(|lp| {
+            let n = lp.len();
+            if start > stop || start >= n {
+                *lp = Listpack::new();
+            } else {
+                lp.remove_range(stop.min(n - 1) + 1, n);
+                lp.remove_range(0, start);
+            }
+        });
+        if small.is_none() {
+            self.change(|q| q.trim(start, stop))
+        }
+    }
+
+    /// Removes up to `count` elements equal to `v` (0: all), from the head when `from_left`.
+    pub fn remove_matching(&mut self, v: &[u8], count: usize, from_left: bool) -> usize {
+        let budget = if count == 0 { usize::MAX } else { count };
+        if let Some(n) = self.change_small(|lp| remove_in(lp, v, budget, from_left)) {
+            return n;
+        }
+        self.change(|q| q.remove_matching(v, count, from_left))
+    }
+
+    /// Elements from the head (borrowed from plain nodes, copied out of compressed ones).
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Cow<'_, [u8]>> + '_ {
+        match self.form() {
+            Form::Small(lp) => Either::A(lp.iter().map(Cow::Borrowed)),
+            Form::Big(q) => Either::B(q.iter()),
+        }
+    }
+
+    /// Elements `start..=stop` (clamped by the caller to the list).
+    pub fn range(&self, start: usize, stop: usize) -> impl Iterator<Item = Cow<'_, [u8]>> + '_ {
+        match self.form() {
+            Form::Small(lp) => {
+                let take = (stop.saturating_add(1)).saturating_sub(start);
+                Either::A(lp.iter().skip(start).take(take).map(Cow::Borrowed))
+            }
+            Form::Big(q) => Either::B(q.range(start, stop)),
+        }
+    }
+
+    /// Nodes stored compressed (for tests and `DEBUG`-like introspection).
+    pub fn compressed_nodes(&self) -> usize {
+        match self.form() {
+            Form::Small(_) => 0,
+            Form::Big(q) => q.compressed_nodes(),
+        }
+    }
+
+    /// Is the list held in place (for tests)?
+    pub fn in_place(&self) -> bool {
+        matches!(self.form(), Form::Small(_))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{End, ListValue, Node};
+    use crate::util::packed::{ThinRef, THIN_MAX_COUNT};
 
     /// The same random operations with and without compressed inner nodes (the settings are
     /// process-wide, so both layouts are exercised in one test).
@@ -528,16 +863,19 @@ mod tests {
     fn matches_a_deque_model() {
         use crate::store::encoding::LIMITS;
         use std::sync::atomic::Ordering;
-        model_run();
+        model_run(None);
+        // Lists that stay around the in-place bound: both forms and the moves between them.
+        model_run(Some(2 * THIN_MAX_COUNT));
         LIMITS.list_size.store(4, Ordering::Relaxed);
         LIMITS.list_compress_depth.store(1, Ordering::Relaxed);
-        let packed = model_run();
+        let packed = model_run(None);
         LIMITS.list_compress_depth.store(0, Ordering::Relaxed);
         LIMITS.list_size.store(-2, Ordering::Relaxed);
         assert!(packed > 0, "inner nodes were compressed");
     }
 
-    fn model_run() -> usize {
+    fn model_run(cap: Option<usize>) -> usize {
+        let mut forms = [0usize; 2];
         let mut most_packed = 0;
         let mut l = ListValue::default();
         let mut m: std::collections::VecDeque<Vec<u8>> = Default::default();
@@ -600,8 +938,20 @@ mod tests {
                 }
                 _ => {}
             }
+            if let Some(cap) = cap {
+                if m.len() > cap {
+                    // LPUSH + LTRIM, as a capped list: back in place past the half.
+                    let keep = cap / 4 - round % 7;
+                    l.trim(0, keep - 1);
+                    m.truncate(keep);
+                    assert!(l.in_place());
+                }
+                forms[usize::from(l.in_place())] += 1;
+            }
             assert_eq!(l.len(), m.len());
-            assert_eq!(l.node_heap, l.nodes.iter().map(Node::heap).sum::<usize>());
+            if let ThinRef::Boxed(q) = l.repr.get() {
+                assert_eq!(q.node_heap, q.nodes.iter().map(Node::heap).sum::<usize>());
+            }
             most_packed = most_packed.max(l.compressed_nodes());
             if round % 501 == 0 && !m.is_empty() {
                 let got: Vec<Vec<u8>> = l.iter().map(|v| v.into_owned()).collect();
@@ -626,6 +976,9 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(l.iter().map(|v| v.to_vec()).collect::<Vec<_>>(), want);
+        if cap.is_some() {
+            assert!(forms[0] > 1000 && forms[1] > 1000, "both forms: {forms:?}");
+        }
         most_packed
     }
 }

@@ -1338,7 +1338,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             if l.is_empty() {
                 return rd.empty_value();
             }
-            Ok(Value::List(Box::new(l)))
+            Ok(Value::List(l))
         }
         TYPE_SET => {
             let n = rd.len()?;
@@ -1448,7 +1448,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             if l.is_empty() {
                 return rd.empty_value();
             }
-            Ok(Value::List(Box::new(l)))
+            Ok(Value::List(l))
         }
         TYPE_HASH_ZIPMAP => {
             let p = zipmap_pairs(&rd.string()?)?;
@@ -1465,7 +1465,7 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             if l.is_empty() {
                 return rd.empty_value();
             }
-            Ok(Value::List(Box::new(l)))
+            Ok(Value::List(l))
         }
         TYPE_SET_INTSET => {
             let blob = rd.string()?;
