@@ -194,6 +194,11 @@ pub struct UniqueClaims {
 }
 
 impl UniqueClaims {
+    /// Did the write claim no key (no unique index)?
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+
     /// Gives back every key this write claimed (the write failed after claiming).
     pub fn release(self) {
         for (u, keys) in &self.claims {
@@ -998,12 +1003,14 @@ impl CollectionShard {
         doc: &RawDocument,
         owner: &[u8],
     ) -> Result<UniqueClaims, Arc<IndexSpec>> {
-        let mut out = UniqueClaims {
-            owner: owner.to_vec(),
-            claims: Vec::new(),
-        };
+        // The owner is copied only for a unique index: most writes claim nothing and then
+        // allocate nothing here.
+        let mut out = UniqueClaims::default();
         for o in self.indexes.iter().filter_map(IndexShard::as_ordered) {
             let Some(u) = &o.unique else { continue };
+            if out.owner.is_empty() {
+                out.owner = owner.to_vec();
+            }
             match u.claim(&o.unique_keys(doc), owner) {
                 Ok(c) => out.claims.push((u.clone(), c)),
                 Err(_) => {

@@ -67,11 +67,21 @@ impl Coll<'_> {
                 }
             }
         }
-        let mut shards: Vec<usize> = batch.iter().map(|p| p.shard).collect();
-        shards.sort_unstable();
-        shards.dedup();
-        let Some(mut guards) = self.lock_for_write(&shards, true, CollectionShard::is_capped)
-        else {
+        // One document, one shard: no vector for it.
+        let (one, mut many);
+        let shards: &[usize] = match batch.as_slice() {
+            [p] => {
+                one = [p.shard];
+                &one
+            }
+            _ => {
+                many = batch.iter().map(|p| p.shard).collect::<Vec<usize>>();
+                many.sort_unstable();
+                many.dedup();
+                &many
+            }
+        };
+        let Some(mut guards) = self.lock_for_write(shards, true, CollectionShard::is_capped) else {
             return Err("ERR internal: collection vanished".into());
         };
         self.insert_locked(&mut guards, batch)
@@ -89,7 +99,9 @@ impl Coll<'_> {
                 capped::check_fits(spec, p.raw.as_bytes().len())?;
             }
         }
-        let mut claims = Vec::with_capacity(batch.len());
+        // Only the claims that hold keys are kept (to give back on failure): without a
+        // unique index the vector never allocates.
+        let mut claims = Vec::new();
         for p in &batch {
             let i = position(guards, p.shard)?;
             let Some(cs) = self.part_mut(&mut guards[i].1) else {
@@ -103,6 +115,7 @@ impl Coll<'_> {
                 return Err(self.dup_id(&p.id));
             }
             match cs.claim_unique(&p.raw, &p.key) {
+                Ok(c) if c.is_empty() => {}
                 Ok(c) => claims.push(c),
                 Err(spec) => {
                     release_all(claims);
