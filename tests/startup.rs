@@ -227,8 +227,11 @@ fn busy_port_logs_failed_listening_as_redis() {
 fn log_file_gets_the_start_lines() {
     let dir = temp_dir("logfile");
     let logfile = dir.join("server.log");
+    // Its own directory: the SIGTERM below saves under the default schedule, and a
+    // dump.rdb left in the project's directory would be loaded by every later test server.
     let mut child = Command::new(BIN)
         .args(["--port", "0", "--logfile", logfile.to_str().unwrap()])
+        .args(["--dir", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -246,6 +249,8 @@ fn log_file_gets_the_start_lines() {
     assert!(text.contains(&format!(" PID: {pid}\n")), "{text}");
     sigterm(&child);
     assert_eq!(wait_exit(&mut child), Some(0));
+    // Redis's default schedule is in force (no `save` line anywhere): SIGTERM saved.
+    assert!(dir.join("dump.rdb").exists(), "no dump.rdb after SIGTERM");
     let mut stdout = String::new();
     child
         .stdout
