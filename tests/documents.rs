@@ -834,3 +834,71 @@ fn find_by_id_alone_matches_as_the_query() {
     let e = err_text(q::<Value>(&mut c, &["DOC.FIND", "", r#"{"_id":1}"#]));
     assert!(e.starts_with("ERR"), "{e}");
 }
+
+/// DOC.UPDATE by `{_id: v}` alone with `$set`/`$currentDate` (looked up by the `_id`'s
+/// KeyString, the filter's tree made only when needed) updates what the general update
+/// would: a double `_id` by an integer filter, never a string for a number; a miss upserts
+/// with the filter's `_id`, or changes nothing without UPSERT.
+#[test]
+fn update_by_id_alone_matches_as_the_query() {
+    let s = TestServer::start(&["--shards", "4"]);
+    let mut c = s.conn();
+    strs(
+        &mut c,
+        &[
+            "DOC.INSERT",
+            "ids",
+            r#"{"_id":5.0,"k":"double"}"#,
+            r#"{"_id":"5","k":"string"}"#,
+            r#"{"_id":{"$numberLong":"8"},"k":"long"}"#,
+        ],
+    );
+    let set = |c: &mut redis::Connection, filter: &str, v: &str, upsert: bool| -> Value {
+        let u = format!(r#"{{"$set":{{"v":"{v}"}},"$currentDate":{{"at":true}}}}"#);
+        let mut args = vec!["DOC.UPDATE", "ids", filter, u.as_str()];
+        if upsert {
+            args.push("UPSERT");
+        }
+        q::<Value>(c, &args).expect("update")
+    };
+    let ints = |r: &Value| match r {
+        Value::Array(a) => a
+            .iter()
+            .take(2)
+            .map(|v| match v {
+                Value::Int(i) => *i,
+                _ => -1,
+            })
+            .collect::<Vec<i64>>(),
+        _ => vec![],
+    };
+    let v_of = |c: &mut redis::Connection, k: &str| -> Option<String> {
+        strs(c, &["DOC.FIND", "ids", &format!(r#"{{"k":"{k}"}}"#)])
+            .first()
+            .map(|d| {
+                let v: serde_json::Value = serde_json::from_str(d).expect("json");
+                v["v"].as_str().unwrap_or_default().to_string()
+            })
+    };
+    assert_eq!(ints(&set(&mut c, r#"{"_id":5}"#, "a", false)), [1, 1]);
+    assert_eq!(v_of(&mut c, "double").as_deref(), Some("a"));
+    assert_eq!(v_of(&mut c, "string").as_deref(), Some(""));
+    assert_eq!(ints(&set(&mut c, r#"{ "_id" : "5" }"#, "b", true)), [1, 1]);
+    assert_eq!(v_of(&mut c, "string").as_deref(), Some("b"));
+    assert_eq!(ints(&set(&mut c, r#"{"_id":8}"#, "c", false)), [1, 1]);
+    assert_eq!(v_of(&mut c, "long").as_deref(), Some("c"));
+    // A miss without UPSERT changes nothing; with it, inserts the filter's `_id`.
+    assert_eq!(ints(&set(&mut c, r#"{"_id":9}"#, "d", false)), [0, 0]);
+    assert!(strs(&mut c, &["DOC.FIND", "ids", r#"{"_id":9}"#]).is_empty());
+    let r = set(&mut c, r#"{"_id":"9"}"#, "e", true);
+    assert_eq!(ints(&r), [0, 0]);
+    let found = strs(&mut c, &["DOC.FIND", "ids", r#"{"_id":"9"}"#]);
+    assert_eq!(found.len(), 1);
+    let doc: serde_json::Value = serde_json::from_str(&found[0]).expect("json");
+    assert_eq!(doc["v"], "e");
+    assert!(doc["at"]["$date"].is_string(), "{doc}");
+    assert_eq!(
+        q::<i64>(&mut c, &["DOC.COUNT", "ids", "{}"]).expect("count"),
+        4
+    );
+}

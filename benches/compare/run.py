@@ -1404,14 +1404,18 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   `$$NOW` are 40-170 instructions each); the cost was format conversions. A `$set` of strings
   and fixed-width values writes the stored bytes in place (58.2k → 29.1k instructions), and
   such an update is now read from its JSON straight into those in-place sets, with no update
-  document built: 19.8k (Redis's HSET of 2 fields: 8.1k). What is left: moving the `userID`
-  index entry (3.6k, B-tree remove and insert), the `_id` lookup (2.1k), the request decoder
-  (3.3k), the reply (1.8k).
+  document built: 19.8k (Redis's HSET of 2 fields: 8.1k). With a filter of `{_id: v}` alone
+  the filter's tree is no longer built either (the `_id`'s KeyString is read from the text, as
+  a find by `_id` reads it): 18.9k → 17.9k, measured after this run. What is left: moving the
+  `userID` index entry (3.3k, B-tree remove and insert), the `_id` lookup (1.1k), the request
+  decoder (3.8k for its five arguments), reading the `$set`s from the JSON (1.7k).
 - **DOC.INSERT**: scalar index keys are checked without building them (40.3k → 27.2k), and the
   JSON is now encoded in one pass straight into the stored bytes (anything unusual — Extended
   JSON wrappers, escapes — takes the general path, which stays the reference): 18.2k
-  (Redis's HSET of 4 fields: 10.2k). Left: the encoder (3.6k for 6 fields), storing with the
-  `userID` index and the TTL wheel (3.7k), the request decoder (2.3k).
+  (Redis's HSET of 4 fields: 10.2k). One document without a unique index now allocates no
+  shard list, claims list or copy of its `_id` for the unique-key check: 18.5k → 17.9k (in
+  this run's build). Left: the encoder (3.4k for 6 fields), storing with the `userID` index
+  and the TTL wheel (4.0k), the request decoder (2.7k), about ten allocations.
 - **DOC reads by `_id` and TOUCH**: one KeyString per command, the `_id` compared in the
   stored bytes, plain ASCII strings copied whole into the JSON reply: FIND 11.6k → 10.3k
   (GET 3.7k), FINDONE 10.4k (HGETALL 8.2k), TOUCH 11.5k → 9.7k (HSET 6.1k), indexed FIND

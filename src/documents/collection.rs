@@ -1140,7 +1140,26 @@ impl CollectionShard {
         key: &[u8],
         filter: impl FnOnce() -> Option<Node>,
     ) -> Option<(u32, &RawDocument)> {
-        let (slot, raw) = self.live_by_id_key(key, false)?;
+        self.lookup_id_scalar_in(key, filter, false)
+    }
+
+    /// [`lookup_id_scalar`](Self::lookup_id_scalar) for a write, with the dates read from
+    /// the TTL wheels as [`lookup_id_key_for_write`](Self::lookup_id_key_for_write) reads them.
+    pub fn lookup_id_scalar_for_write(
+        &self,
+        key: &[u8],
+        filter: impl FnOnce() -> Option<Node>,
+    ) -> Option<(u32, &RawDocument)> {
+        self.lookup_id_scalar_in(key, filter, true)
+    }
+
+    fn lookup_id_scalar_in(
+        &self,
+        key: &[u8],
+        filter: impl FnOnce() -> Option<Node>,
+        dates_from_wheels: bool,
+    ) -> Option<(u32, &RawDocument)> {
+        let (slot, raw) = self.live_by_id_key(key, dates_from_wheels)?;
         let matched = stored_exact(raw, "_id")
             || filter().is_some_and(|f| matches(&f, &f.field_paths(), raw));
         matched.then_some((slot, raw))

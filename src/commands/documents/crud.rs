@@ -250,7 +250,6 @@ pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             _ => return Err(CommandError::syntax()),
         }
     }
-    let filter = parse_filter(f, &t)?;
     let coll = ctx.server.store.collection(ctx.client.db, &t.coll);
     let max_size = max_doc_size(ctx);
     // Top-level `$set`/`$currentDate` of scalars by `_id` (a session refreshed): read from
@@ -261,10 +260,25 @@ pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     } else {
         json::parse_scalar_sets(u, t.now.timestamp_millis())
     };
-    if let Some(out) =
-        fast.and_then(|sets| coll.update_sets_by_id(&filter, &sets, upsert, max_size))
-    {
-        return Ok(update_reply(out));
+    // By `{_id: v}` alone (a string or an integer), the `_id`'s KeyString is read from the
+    // text and the filter's tree is not built unless the general path runs.
+    let by_key = match (&fast, t.bson) {
+        (Some(_), false) => crate::documents::query::id_key_json(f),
+        _ => None,
+    };
+    if let (Some(sets), Some(key)) = (&fast, &by_key) {
+        let filter = || parse_filter(f, &t).ok();
+        if let Some(out) = coll.update_sets_by_id_key(key, filter, sets, upsert, max_size) {
+            return Ok(update_reply(out));
+        }
+    }
+    let filter = parse_filter(f, &t)?;
+    if by_key.is_none() {
+        if let Some(out) =
+            fast.and_then(|sets| coll.update_sets_by_id(&filter, &sets, upsert, max_size))
+        {
+            return Ok(update_reply(out));
+        }
     }
     let upd = update::parse(&parse_doc(u, &t)?).map_err(|e| fail(with_code(e)))?;
     let out = coll

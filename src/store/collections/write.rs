@@ -168,9 +168,9 @@ impl Coll<'_> {
             });
         };
         if let Some(sets) = upd.scalar_sets(now) {
-            if let Some(out) =
-                self.update_by_id_in_place(&mut guards, filter, None, &sets, max_size)
-            {
+            if let Some(out) = self.update_by_id_in_place(&mut guards, &sets, max_size, |cs| {
+                cs.lookup_id(filter).ok().flatten().map(|(slot, _)| slot)
+            }) {
                 return Ok(out);
             }
         }
@@ -292,34 +292,52 @@ impl Coll<'_> {
         // Locked as `update` locks: a capped upsert holds every shard (and is then not
         // done in place).
         let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
-        self.update_by_id_in_place(&mut guards, filter, Some(&key), sets, max_size)
+        self.update_by_id_in_place(&mut guards, sets, max_size, |cs| {
+            cs.lookup_id_key_for_write(filter, &key)
+                .ok()
+                .flatten()
+                .map(|(slot, _)| slot)
+        })
+    }
+
+    /// [`update_sets_by_id`](Self::update_sets_by_id) for a filter that is `{_id: v}`
+    /// alone, `v` a string or an integer given as its KeyString (`query::id_key_json`):
+    /// the filter's tree is made (by `filter`) only when the stored `_id` is of another
+    /// type with the same KeyString, as a find by such a key does.
+    pub fn update_sets_by_id_key(
+        &self,
+        key: &[u8],
+        filter: impl FnOnce() -> Option<Node>,
+        sets: &[(&str, SetValue<'_>)],
+        upsert: bool,
+        max_size: usize,
+    ) -> Option<UpdateOutcome> {
+        let shard = self.store.shard_of(key);
+        let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
+        self.update_by_id_in_place(&mut guards, sets, max_size, |cs| {
+            cs.lookup_id_scalar_for_write(key, filter)
+                .map(|(slot, _)| slot)
+        })
     }
 
     /// An update of one document by `_id` that only sets top-level fields to fixed-width
     /// values or strings, written into the stored bytes (no decode, no re-encode, index
     /// entries moved directly). `None` when it does not apply (the general path runs;
     /// nothing changed).
+    /// `find` gives the slot of the document the filter matches in the shard's part; none:
+    /// the general path decides (an upsert inserts).
     fn update_by_id_in_place(
         &self,
         guards: &mut Guards<'_>,
-        filter: &Node,
-        key: Option<&[u8]>,
         sets: &[(&str, SetValue<'_>)],
         max_size: usize,
+        find: impl FnOnce(&CollectionShard) -> Option<u32>,
     ) -> Option<UpdateOutcome> {
         let [(_, g)] = guards.as_mut_slice() else {
             return None;
         };
         let cs = self.part_mut(g)?;
-        let found = match key {
-            Some(key) => cs.lookup_id_key_for_write(filter, key),
-            None => cs.lookup_id(filter),
-        };
-        let slot = match found {
-            Ok(Some((slot, _))) => slot,
-            // No match: the general path decides (an upsert inserts).
-            Ok(None) | Err(_) => return None,
-        };
+        let slot = find(cs)?;
         let modified = match cs.set_in_place(slot, sets, max_size) {
             InPlace::Changed => {
                 self.report_update(cs, slot, false);
