@@ -262,10 +262,9 @@ pub fn doc_update(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     };
     // By `{_id: v}` alone (a string or an integer), the `_id`'s KeyString is read from the
     // text and the filter's tree is not built unless the general path runs.
-    let by_key = match (&fast, t.bson) {
-        (Some(_), false) => crate::documents::query::id_key_json(f),
-        _ => None,
-    };
+    let by_key = fast
+        .as_ref()
+        .and_then(|_| crate::documents::query::id_key_json(f));
     if let (Some(sets), Some(key)) = (&fast, &by_key) {
         let filter = || parse_filter(f, &t).ok();
         if let Some(out) = coll.update_sets_by_id_key(key, filter, sets, upsert, max_size) {

@@ -324,6 +324,7 @@ impl Coll<'_> {
     /// values or strings, written into the stored bytes (no decode, no re-encode, index
     /// entries moved directly). `None` when it does not apply (the general path runs;
     /// nothing changed).
+    ///
     /// `find` gives the slot of the document the filter matches in the shard's part; none:
     /// the general path decides (an upsert inserts).
     fn update_by_id_in_place(
