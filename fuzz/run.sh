@@ -58,8 +58,33 @@ done
 for p in "${pids[@]}"; do
   wait "$p" || status=1
 done
+# Nothing a target started may outlive the run: a process still running one of the target
+# binaries is a target that re-executed itself (once, the background save's stand-in child
+# did, and each copy fuzzed forever and saved in turn, until the machine ran out of time).
+# (Matched by executable, not by command line: that child renamed itself.)
+bins=""
+for t in $targets; do
+  bins="$bins $(readlink -f "$bin/$t")"
+done
+left=()
+for p in /proc/[0-9]*; do
+  exe="$(readlink "$p/exe" 2>/dev/null || true)"
+  for b in $bins; do
+    if [ "$exe" = "$b" ]; then
+      left+=("${p#/proc/}")
+    fi
+  done
+done
+if [ "${#left[@]}" -gt 0 ]; then
+  echo "FAIL: ${#left[@]} processes of the fuzz targets outlived the run:" >&2
+  ps -o pid,ppid,etime,args -p "$(IFS=,; echo "${left[*]}")" | head -20 >&2 || true
+  kill -9 "${left[@]}" 2>/dev/null || true
+fi
 if [ "$status" -ne 0 ]; then
   echo "fuzzing found a crash: reproduce with" \
     "RUSTC_BOOTSTRAP=1 cargo fuzz run -O -s none <target> <crash input>" >&2
+fi
+if [ "${#left[@]}" -gt 0 ]; then
+  status=1
 fi
 exit "$status"

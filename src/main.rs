@@ -21,6 +21,7 @@ fn main() {
         tidecache::store::journal::child::run_child();
         return;
     }
+    tidecache::store::journal::child::serve_as_child_binary();
     if args.iter().any(|a| a == "--version" || a == "-v") {
         println!("tidecache-server v={VERSION}");
         return;

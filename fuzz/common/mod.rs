@@ -22,7 +22,9 @@ impl Harness {
         // A directory of its own, so that nothing a command might write lands in the
         // working tree; 1 MB is the smallest `proto-max-bulk-len`, and it also bounds how far
         // SETRANGE/SETBIT/APPEND can grow a string (a 512 MB string per input would only
-        // measure the allocator).
+        // measure the allocator). No `save` schedule: a fuzz run is not a server whose data
+        // is worth a snapshot (and BGSAVE, which a target may send, starts no child process
+        // outside the server binary: store::journal::child).
         let dir = std::env::temp_dir().join(format!("tidecache-fuzz-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         let args: Vec<String> = [
@@ -36,6 +38,8 @@ impl Harness {
             "yes",
             "--loglevel",
             "warning",
+            "--save",
+            "",
         ]
         .iter()
         .map(|s| s.to_string())

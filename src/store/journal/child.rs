@@ -9,6 +9,13 @@
 //! it is done; if it dies first (killed), the copy fails at its next key, as Redis's save
 //! fails when its child is killed. It costs one process start per background save.
 //!
+//! Only the server binary answers [`CHILD_ARG`], and it says so at its start
+//! ([`serve_as_child_binary`]). Any other program that runs the library (the fuzz targets, a
+//! test, an embedding program) gets its background copies without a stand-in child:
+//! re-executed, its binary would not wait for its input but run as itself again — a fuzz
+//! target re-executed per scheduled save would fuzz forever and, under the default `save`
+//! schedule, save and start copies of itself in turn.
+//!
 //! `rdb-key-save-delay` (a hidden test knob, as in Redis) sleeps that many microseconds
 //! after each key a snapshot writes (negative: 1 µs once in `-n` keys on average, Redis's
 //! `debugDelay`). As in Redis, where the child keeps the value it was forked with, a copy
@@ -24,6 +31,15 @@ use std::time::{Duration, Instant};
 
 /// The argument that makes the binary a stand-in child (`main.rs` checks it first).
 pub const CHILD_ARG: &str = "--tidecache-save-child";
+
+/// Set by [`serve_as_child_binary`]: this process's binary is the server's.
+static CHILD_BINARY: AtomicBool = AtomicBool::new(false);
+
+/// Called by the server binary at its start: it answers [`CHILD_ARG`], so background
+/// copies may re-execute it as their stand-in child.
+pub fn serve_as_child_binary() {
+    CHILD_BINARY.store(true, Relaxed);
+}
 
 /// `rdb-key-save-delay` as configured now (µs).
 static KEY_SAVE_DELAY: AtomicI64 = AtomicI64::new(0);
@@ -68,8 +84,8 @@ pub struct SaveChild {
 
 impl SaveChild {
     /// Starts a copy: with a stand-in child when `background` (SAVE and the save at
-    /// shutdown run in the foreground in Redis too, with no child). A child that cannot be
-    /// started is logged and the copy goes on without one.
+    /// shutdown run in the foreground in Redis too, with no child) and this is the server
+    /// binary. A child that cannot be started is logged and the copy goes on without one.
     pub fn start(background: bool) -> SaveChild {
         let mut c = SaveChild {
             delay: KEY_SAVE_DELAY.load(Relaxed),
@@ -80,7 +96,7 @@ impl SaveChild {
             stdin: None,
             watcher: None,
         };
-        if background {
+        if background && CHILD_BINARY.load(Relaxed) {
             c.spawn();
         }
         c
@@ -167,5 +183,20 @@ impl Drop for SaveChild {
         if let Some(w) = self.watcher.take() {
             let _ = w.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test binary is not the server's: re-executed with `CHILD_ARG` it would run its
+    /// tests again instead of waiting, so a background copy here starts no child.
+    #[test]
+    fn only_the_server_binary_is_re_executed_as_the_child() {
+        assert!(!CHILD_BINARY.load(Relaxed));
+        let copy = SaveChild::start(true);
+        assert!(copy.stdin.is_none() && copy.watcher.is_none());
+        assert!(copy.check().is_ok());
     }
 }
