@@ -83,7 +83,6 @@ pub fn next_request<'a>(
     if state.args.capacity() > KEEP_RANGES {
         state.args = Vec::new();
     }
-
     loop {
         if buf.is_empty() {
             return Ok(None);
