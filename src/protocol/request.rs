@@ -571,31 +571,22 @@ mod tests {
                 vec![Bytes::from_static(b"PING")]
             ]
         );
-        assert_eq!(
-            parse_all(b"*1\r\n$03\r\nfoo\r\n").unwrap_err().0,
-            "ERR Protocol error: invalid bulk length"
-        );
-        assert_eq!(
-            parse_all(b"*01\r\n$3\r\nfoo\r\n").unwrap_err().0,
-            "ERR Protocol error: invalid multibulk length"
-        );
-        assert_eq!(
-            parse_all(b"*1\r\n$+3\r\nfoo\r\n").unwrap_err().0,
-            "ERR Protocol error: invalid bulk length"
-        );
-        // Elements the crate decodes but a request may not hold, and a bulk without its CRLF.
-        assert_eq!(
-            parse_all(b"*2\r\n$1\r\na\r\n$-1\r\n").unwrap_err().0,
-            "ERR Protocol error: invalid bulk length"
-        );
-        assert_eq!(
-            parse_all(b"*2\r\n$1\r\na\r\n:1\r\n").unwrap_err().0,
-            "ERR Protocol error: expected '$', got ':'"
-        );
-        assert_eq!(
-            parse_all(b"*1\r\n$3\r\nfooXY").unwrap_err().0,
-            "ERR Protocol error: invalid bulk format"
-        );
+        // Non-canonical headers; elements the crate decodes but a request may not hold; a
+        // bulk without its CRLF.
+        let bad: [(&[u8], &str); 6] = [
+            (b"*1\r\n$03\r\nfoo\r\n", "invalid bulk length"),
+            (b"*01\r\n$3\r\nfoo\r\n", "invalid multibulk length"),
+            (b"*1\r\n$+3\r\nfoo\r\n", "invalid bulk length"),
+            (b"*2\r\n$1\r\na\r\n$-1\r\n", "invalid bulk length"),
+            (b"*2\r\n$1\r\na\r\n:1\r\n", "expected '$', got ':'"),
+            (b"*1\r\n$3\r\nfooXY", "invalid bulk format"),
+        ];
+        for (frame, error) in bad {
+            assert_eq!(
+                parse_all(frame).unwrap_err().0,
+                format!("ERR Protocol error: {error}")
+            );
+        }
         // Many elements, empty ones among them, decoded one by one.
         let many: Vec<Vec<u8>> = (0..300).map(|i| "x".repeat(i % 3).into_bytes()).collect();
         let mut frame = format!("*{}\r\n", many.len()).into_bytes();
