@@ -288,11 +288,7 @@ impl Coll<'_> {
     ) -> Option<UpdateOutcome> {
         // The `_id`'s KeyString is built once, for the shard and the lookup.
         let key = crate::documents::keys::encode(filter.id_equality()?);
-        let shard = self.store.shard_of(&key);
-        // Locked as `update` locks: a capped upsert holds every shard (and is then not
-        // done in place).
-        let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
-        self.update_by_id_in_place(&mut guards, sets, max_size, |cs| {
+        self.update_sets_in_shard_of(&key, sets, upsert, max_size, |cs| {
             cs.lookup_id_key_for_write(filter, &key)
                 .ok()
                 .flatten()
@@ -312,12 +308,26 @@ impl Coll<'_> {
         upsert: bool,
         max_size: usize,
     ) -> Option<UpdateOutcome> {
-        let shard = self.store.shard_of(key);
-        let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
-        self.update_by_id_in_place(&mut guards, sets, max_size, |cs| {
+        self.update_sets_in_shard_of(key, sets, upsert, max_size, |cs| {
             cs.lookup_id_scalar_for_write(key, filter)
                 .map(|(slot, _)| slot)
         })
+    }
+
+    /// The shard of the `_id` KeyString `key` locked for the in-place update of `sets` on
+    /// the document `find` gives there. Locked as `update` locks: a capped upsert holds
+    /// every shard (and is then not done in place).
+    fn update_sets_in_shard_of(
+        &self,
+        key: &[u8],
+        sets: &[(&str, SetValue<'_>)],
+        upsert: bool,
+        max_size: usize,
+        find: impl FnOnce(&CollectionShard) -> Option<u32>,
+    ) -> Option<UpdateOutcome> {
+        let shard = self.store.shard_of(key);
+        let mut guards = self.lock_for_write(&[shard], false, |cs| upsert && cs.is_capped())?;
+        self.update_by_id_in_place(&mut guards, sets, max_size, find)
     }
 
     /// An update of one document by `_id` that only sets top-level fields to fixed-width
