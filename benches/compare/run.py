@@ -1391,6 +1391,17 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   upsert by `_id` 17.9k → 17.2k, DOC.COUNT on an index 11.4k → 10.7k.
   What separates the CPU per request is cycles, not instructions (cache misses; the machine
   has no hardware counters to show more).
+- **LRANGE_100/300/600 at pipeline 1**: the throughput ratio stays near 0.9 while the
+  server's CPU per request is 10-35% below Redis's: redis-benchmark, one thread on the other
+  core, is what limits both, and it spends more per request against this server (LRANGE_100,
+  4 pinned rounds: 18.7 against 17.5 µs of client CPU per LPUSH + LRANGE pair). The system
+  calls of both sides are the same in number (`strace -c`: one read and one write per
+  request), but this server, having less to do per request, sleeps in `epoll_wait` twice as
+  often (LRANGE_100: 19,085 against 10,175 context switches for 100k LPUSH + 100k LRANGE;
+  LRANGE_600: 4,435 against 970 `epoll_wait` calls for 20k + 20k), and each time the
+  client's next write has to wake it. A spin of 20-100 µs before the worker parks (tokio's
+  `on_thread_park`) raised LRANGE_100's throughput by 3-4% and the server's CPU per request
+  by 5-6%, so it was left out.
 - **MGET of 10 keys at pipeline 16**: the same lookups, 28%: ten random keys, two misses each.
 - **DOC.COUNT / DOC.FIND on a secondary index**: the query visits every shard (documents are
   placed by `_id`, so an index on another field has a part in each shard). Planning per shard
@@ -1458,7 +1469,15 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   key, the B-tree descent (1.5-1.7k: `std`'s B-tree compares linearly within a node, about
   30 comparisons for 25k entries) and the hit's check (about 880 before one walk of the
   document answered both its TTL dates and its stored type). An upsert's index move is two
-  such descents (2.8k).
+  such descents (2.8k). Fewer comparisons did not mean less time: a stand-alone test of 25k
+  entries of 24 bytes (remove one, insert one, find the first at or after a random key, 2M
+  times; release build) took 495 ns a round with `std`'s B-tree, 640 ns with sorted blocks
+  of 128 entries found by bisection over a contiguous array of the blocks' last keys, and
+  709-810 ns with the `indexset` crate's two-level B-tree (nodes of 64 to 1024); at 250k
+  entries 1.19, 1.40 and 1.54-2.16 µs. The time is cache misses (callgrind's cache
+  simulation of the upsert: 30 of its 62 L1 data misses a request are the index move's two
+  descents), and the blocks' inserts and removes also move half a block. `std`'s B-tree
+  stays.
 - **redis.call's arguments and an EVAL's KEYS/ARGV** (EVALSHA at pipeline 16, release
   without LTO): mlua handed a Rust callback its arguments as a `MultiValue`, each string a
   reference into the auxiliary thread, then they were copied into `Bytes` (3.0k
