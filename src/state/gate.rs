@@ -8,8 +8,9 @@
 //! more than one stripe). Two stripes a core (at least 4, at most 32): enough that clients on
 //! different cores rarely share one, and few enough that an exclusive taker (EXEC, every
 //! script) moves a handful of cache lines, not 32 (on 2 cores a script's gate went from 32
-//! lock/unlock pairs, most lines last written by the other core, to 4). parking_lot's RwLock makes new readers wait behind a waiting writer,
-//! so EXEC cannot starve.
+//! lock/unlock pairs, most lines last written by the other core, to 4). With one I/O thread
+//! there is one stripe ([`ExecGate::for_io_threads`]). parking_lot's RwLock makes new readers
+//! wait behind a waiting writer, so EXEC cannot starve.
 //!
 //! **Busy scripts.** A script holds the gate exclusively for its whole run (on its caller's
 //! thread, or on the script thread with one I/O thread: `commands::scripting`), and records
@@ -59,7 +60,25 @@ const SLICE: Duration = Duration::from_millis(5);
 impl Default for ExecGate {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let n = (2 * cores).next_power_of_two().clamp(4, MAX_STRIPES);
+        ExecGate::with_stripes((2 * cores).next_power_of_two().clamp(4, MAX_STRIPES))
+    }
+}
+
+impl ExecGate {
+    /// The gate for a server running `io_threads` worker threads. With one, commands never
+    /// take the gate from two cores at once, so striping buys nothing and one stripe makes
+    /// an exclusive taker (EXEC, every script) lock one word instead of four.
+    pub fn for_io_threads(io_threads: usize) -> ExecGate {
+        if io_threads <= 1 {
+            ExecGate::with_stripes(1)
+        } else {
+            ExecGate::default()
+        }
+    }
+
+    /// `n` stripes (a power of two).
+    fn with_stripes(n: usize) -> ExecGate {
+        debug_assert!(n.is_power_of_two());
         ExecGate {
             stripes: (0..n).map(|_| Stripe::default()).collect(),
             mask: n - 1,
@@ -206,12 +225,16 @@ mod tests {
 
     #[test]
     fn exclusive_excludes_every_stripe() {
-        let gate = ExecGate::default();
-        let w = gate.exclusive();
-        for id in 0..64 {
-            assert!(gate.stripes[id as usize & gate.mask].0.try_read().is_none());
+        for (threads, stripes) in [(1, 1), (2, ExecGate::default().stripes.len())] {
+            let gate = ExecGate::for_io_threads(threads);
+            assert_eq!(gate.stripes.len(), stripes);
+            let w = gate.exclusive_unless_busy().expect("no script runs");
+            assert_eq!(w.len(), stripes);
+            for id in 0..64 {
+                assert!(gate.stripes[id as usize & gate.mask].0.try_read().is_none());
+            }
+            drop(w);
+            assert!(gate.stripes[5 & gate.mask].0.try_read().is_some());
         }
-        drop(w);
-        assert!(gate.stripes[5 & gate.mask].0.try_read().is_some());
     }
 }

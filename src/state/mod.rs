@@ -225,6 +225,7 @@ impl Server {
         let stats = Stats::default();
         let lazyfree =
             lazyfree::LazyFree::new(stats.lazyfree_pending.clone(), stats.lazyfreed.clone());
+        let exec_gate = gate::ExecGate::for_io_threads(config.io_threads());
         Arc::new(Server {
             store,
             conn_settings,
@@ -240,7 +241,7 @@ impl Server {
             auth_required: AtomicBool::new(auth_required),
             pubsub,
             watches,
-            exec_gate: gate::ExecGate::default(),
+            exec_gate,
             base_memory: crate::util::proc::rss_bytes(),
             ttl: ttl::TtlMonitors::new(shards),
             blocking,
