@@ -908,6 +908,39 @@ unsafe fn pcall_ok_first(
 struct EvalItems<'a> {
     keys: &'a [Bytes],
     argv: &'a [Bytes],
+    /// The engine's memory after the run (Lua's own count), written by the closure: read
+    /// through mlua it took the state's lock once more a run.
+    used_memory: std::cell::Cell<usize>,
+}
+
+/// The script's (or function's) [`RegistryKey::id`] at argument 1 replaced by the function
+/// it names in the registry: read there by the closure, since mlua's `registry_value`
+/// took the state's lock and made a handle (and dropped it) on every run.
+///
+/// [`RegistryKey::id`]: mlua::RegistryKey::id
+unsafe fn function_from_registry(state: *mut mlua::ffi::lua_State) {
+    use mlua::ffi;
+    // SAFETY: as the caller's; one slot is pushed and taken back by the replace.
+    unsafe {
+        let id = ffi::lua_tointeger(state, 1);
+        ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, id);
+        ffi::lua_replace(state, 1);
+    }
+}
+
+/// Lua's count of the bytes it holds (`collectgarbage("count")` in bytes), into `items`.
+unsafe fn note_used_memory(state: *mut mlua::ffi::lua_State, items: &EvalItems<'_>) {
+    use mlua::ffi;
+    // SAFETY: as the caller's; reads the collector's counters, pushes nothing.
+    let (kb, rem) = unsafe {
+        (
+            ffi::lua_gc(state, ffi::LUA_GCCOUNT, 0),
+            ffi::lua_gc(state, ffi::LUA_GCCOUNTB, 0),
+        )
+    };
+    items
+        .used_memory
+        .set(kb.max(0) as usize * 1024 + rem.max(0) as usize);
 }
 
 /// A table of `items` at the top of the stack.
@@ -931,7 +964,7 @@ unsafe fn push_strings(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
     }
 }
 
-/// An EVAL's run, called with the script and a light userdata pointing to its
+/// An EVAL's run, called with the script's registry id and a light userdata pointing to its
 /// [`EvalItems`]: sets KEYS and ARGV and runs the script as `xpcall(f, handler)` does,
 /// returning (ok, first result). Upvalues: the globals table, the message handler and the
 /// strings "KEYS" and "ARGV".
@@ -948,6 +981,7 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
         let Some(items) = items.as_ref() else {
             return 0;
         };
+        function_from_registry(state);
         let globals = ffi::lua_upvalueindex(1);
         ffi::lua_pushvalue(state, ffi::lua_upvalueindex(3));
         push_strings(state, items.keys);
@@ -958,7 +992,9 @@ unsafe extern "C-unwind" fn eval_run(state: *mut mlua::ffi::lua_State) -> std::o
         let handler = ffi::lua_gettop(state) + 1;
         ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
         ffi::lua_pushvalue(state, 1);
-        pcall_ok_first(state, 0, handler)
+        let n = pcall_ok_first(state, 0, handler);
+        note_used_memory(state, items);
+        n
     }
 }
 
@@ -972,12 +1008,15 @@ unsafe extern "C-unwind" fn fcall_run(state: *mut mlua::ffi::lua_State) -> std::
         let Some(items) = items.as_ref() else {
             return 0;
         };
+        function_from_registry(state);
         let handler = ffi::lua_gettop(state) + 1;
         ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
         ffi::lua_pushvalue(state, 1);
         push_strings(state, items.keys);
         push_strings(state, items.argv);
-        pcall_ok_first(state, 2, handler)
+        let n = pcall_ok_first(state, 2, handler);
+        note_used_memory(state, items);
+        n
     }
 }
 
@@ -1761,12 +1800,8 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
     let Some(script) = eng.scripts.get(sha) else {
         return noscript();
     };
-    let func = match eng.lua.registry_value::<Function>(&script.func) {
-        Ok(f) => f,
-        Err(e) => return Reply::error(format!("ERR {e}")),
-    };
     let callable = Callable {
-        func,
+        func: script.func.id(),
         flags: script.flags,
         name: sha,
         function: false,
@@ -1795,13 +1830,13 @@ fn eval_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], evalsha: bool, ro: bool) -> R
             |_, _| interrupt(),
         );
     }
-    LUA_MEMORY.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
     reply
 }
 
 /// What a run calls: a cached script (named by its SHA1) or a library's function.
 struct Callable<'n> {
-    func: Function,
+    /// The function's [`mlua::RegistryKey::id`] (the closures read it from the registry).
+    func: std::os::raw::c_int,
     flags: u32,
     name: &'n str,
     function: bool,
@@ -2011,15 +2046,24 @@ fn run_script(
     RESP3.with(|c| c.set(false));
     // The keys and arguments are lent to the C closure that makes their tables: KEYS and
     // ARGV for an EVAL, a function's two arguments for FCALL.
-    let items = EvalItems { keys, argv };
+    let items = EvalItems {
+        keys,
+        argv,
+        used_memory: std::cell::Cell::new(0),
+    };
     let at = LightUserData(std::ptr::from_ref(&items).cast_mut().cast());
     let run = if c.function {
         &eng.fcall_run
     } else {
         &eng.eval_run
     };
-    let res = run.call::<(bool, Value)>((&c.func, at));
+    let res = run.call::<(bool, Value)>((c.func, at));
     drop(guard);
+    if c.function {
+        functions::note_vm_memory(items.used_memory.get());
+    } else {
+        LUA_MEMORY.store(items.used_memory.get() as u64, Ordering::Relaxed);
+    }
     let out = res.map(|(ok, val)| {
         let resp3 = RESP3.with(|c| c.get());
         if ok {

@@ -43,6 +43,11 @@ pub fn stats() -> (u64, u64, u64, u64) {
     )
 }
 
+/// The functions engine's memory after a call (Lua's own count; see `scripting::run_script`).
+pub(super) fn note_vm_memory(bytes: usize) {
+    FUNCTION_VM.store(bytes as u64, Ordering::Relaxed);
+}
+
 pub(super) struct FunctionDef {
     pub name: String,
     /// In the Lua registry, as a cached script (see `scripting::Script`): a `Function`
@@ -469,12 +474,8 @@ fn fcall_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], ro: bool) -> Reply {
         return Reply::error("ERR Number of keys can't be negative");
     }
     let numkeys = numkeys as usize;
-    let func = match eng.lua.registry_value::<Function>(&def.func) {
-        Ok(f) => f,
-        Err(e) => return Reply::error(format!("ERR {e}")),
-    };
     let callable = Callable {
-        func,
+        func: def.func.id(),
         flags: def.flags,
         name: &def.name,
         function: true,
@@ -489,7 +490,6 @@ fn fcall_generic(ctx: &mut Ctx<'_>, argv: &[Bytes], ro: bool) -> Reply {
         ro,
     );
     *RUNNING.lock() = None;
-    FUNCTION_VM.store(eng.lua.used_memory() as u64, Ordering::Relaxed);
     reply
 }
 
