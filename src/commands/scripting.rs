@@ -516,8 +516,10 @@ pub fn run_inline(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes])
     crate::store::journal::set_atomic();
     let reply = crate::commands::execute(ctx, spec, args);
     drop(exclusive);
-    if let Some(_shared) = server.exec_gate.shared_unless_busy(ctx.client.id()) {
-        server.blocking.serve_ready(server);
+    if server.blocking.has_ready() {
+        if let Some(_shared) = server.exec_gate.shared_unless_busy(ctx.client.id()) {
+            server.blocking.serve_ready(server);
+        }
     }
     reply
 }

@@ -190,10 +190,16 @@ impl Blocking {
         }
     }
 
+    /// Whether some key a client blocks on was filled and waits to be served (one atomic
+    /// load): lets a script's or EXEC's end skip taking the gate when nobody waits.
+    pub fn has_ready(&self) -> bool {
+        self.has_ready.load(Ordering::Acquire)
+    }
+
     /// Serves the ready keys: for each, its waiters in arrival order while their attempts
     /// succeed. Called after each command (cheap when nothing is ready).
     pub fn serve_ready(&self, server: &Server) {
-        if !self.has_ready.load(Ordering::Acquire) {
+        if !self.has_ready() {
             return;
         }
         // A script holds the exec gate (only commands allowed while BUSY run meanwhile, and
