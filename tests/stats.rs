@@ -44,6 +44,53 @@ fn resetstat(c: &mut redis::Connection) {
     let _: () = q(c, &["CONFIG", "RESETSTAT"]).unwrap();
 }
 
+fn total_commands(c: &mut redis::Connection) -> u64 {
+    info_value(c, "stats", "total_commands_processed")
+        .expect("total_commands_processed")
+        .parse()
+        .expect("number")
+}
+
+/// `total_commands_processed` as Redis 7.0 counts it (`stat_numcommands`, bumped after a
+/// command ran): commands that ran, those a script or EXEC called included; refused ones
+/// (unknown, wrong arity, queued in MULTI, an EXEC discarded) not. The figures are what
+/// redis-server 7.0.15 answers to the same requests.
+#[test]
+fn total_commands_processed_counts_what_ran() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    resetstat(&mut c);
+    // The RESETSTAT itself, counted once it ran.
+    assert_eq!(total_commands(&mut c), 1);
+    let _ = err_text(q::<()>(&mut c, &["NOSUCHCMD"]));
+    let _ = err_text(q::<()>(&mut c, &["GET"]));
+    // The INFO above.
+    assert_eq!(total_commands(&mut c), 2);
+    let _: i64 = q(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('set','a','1') redis.call('get','a') return 1",
+            "0",
+        ],
+    )
+    .unwrap();
+    // The INFO, the EVAL and its two commands.
+    assert_eq!(total_commands(&mut c), 6);
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    let _: String = q(&mut c, &["SET", "x", "1"]).unwrap();
+    let _: String = q(&mut c, &["GET", "x"]).unwrap();
+    let _: Vec<redis::Value> = q(&mut c, &["EXEC"]).unwrap();
+    // The INFO, MULTI, EXEC and the two commands it ran.
+    assert_eq!(total_commands(&mut c), 11);
+    let _: () = q(&mut c, &["MULTI"]).unwrap();
+    let _: String = q(&mut c, &["SET", "x", "1"]).unwrap();
+    let _ = err_text(q::<()>(&mut c, &["NOSUCHCMD"]));
+    let _ = err_text(q::<()>(&mut c, &["EXEC"]));
+    // The INFO, MULTI and the EXEC that answered EXECABORT.
+    assert_eq!(total_commands(&mut c), 14);
+}
+
 #[test]
 fn calls_rejections_and_failures_are_counted_as_redis_counts_them() {
     let s = TestServer::start(&[]);

@@ -366,10 +366,6 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
-    ctx.server
-        .stats
-        .commands_processed
-        .fetch_add(1, Ordering::Relaxed);
     let spec = match lookup(args) {
         Ok(s) => s,
         Err((spec, e)) => return refuse(ctx, spec, e),

@@ -898,7 +898,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             let st = &s.stats;
             let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
             kv("total_connections_received", &g(&st.connections_received));
-            kv("total_commands_processed", &g(&st.commands_processed));
+            kv(
+                "total_commands_processed",
+                &crate::state::cmdstats::total_calls(),
+            );
             kv("total_net_input_bytes", &g(&st.net_input_bytes));
             kv("total_net_output_bytes", &g(&st.net_output_bytes));
             kv("rejected_connections", &g(&st.rejected_connections));

@@ -133,7 +133,7 @@ async fn sampler(admin: Arc<Admin>) {
             let s = &a.server;
             let sample = Sample {
                 at_ms: s.started.elapsed().as_millis() as u64,
-                commands: s.stats.commands_processed.load(Ordering::Relaxed),
+                commands: crate::state::cmdstats::total_calls(),
                 used_memory: s.used_memory(),
                 rss: crate::util::proc::rss_bytes(),
                 ttl_deleted: s
@@ -457,7 +457,7 @@ impl Snapshot {
             used_memory: s.used_memory(),
             rss: crate::util::proc::rss_bytes(),
             maxmemory: s.config.read().get_u64("maxmemory"),
-            commands_processed: s.stats.commands_processed.load(Ordering::Relaxed),
+            commands_processed: crate::state::cmdstats::total_calls(),
             counters,
             keyspace: s.store.keyspace_info(),
             commands,

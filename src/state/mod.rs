@@ -45,7 +45,6 @@ pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
 #[derive(Default)]
 pub struct Stats {
     pub connections_received: AtomicU64,
-    pub commands_processed: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
@@ -61,7 +60,6 @@ impl Stats {
     pub fn reset(&self) {
         for c in [
             &self.connections_received,
-            &self.commands_processed,
             &self.rejected_connections,
             &self.net_input_bytes,
             &self.net_output_bytes,
