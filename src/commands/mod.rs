@@ -484,11 +484,9 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             feed_monitors(ctx, spec, args);
         }
         // Clients blocked on keys the transaction filled are served after it, as a whole.
-        if ctx.server.blocking.has_ready() {
-            if let Some(_shared) = ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
-                ctx.server.blocking.serve_ready(ctx.server);
-            }
-        }
+        ctx.server
+            .blocking
+            .serve_after_exclusive(ctx.server, ctx.client.id());
         return reply;
     }
     // On the multi-thread runtime a script runs here, holding the gate exclusively itself.

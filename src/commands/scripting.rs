@@ -516,11 +516,9 @@ pub fn run_inline(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes])
     crate::store::journal::set_atomic();
     let reply = crate::commands::execute(ctx, spec, args);
     drop(exclusive);
-    if server.blocking.has_ready() {
-        if let Some(_shared) = server.exec_gate.shared_unless_busy(ctx.client.id()) {
-            server.blocking.serve_ready(server);
-        }
-    }
+    server
+        .blocking
+        .serve_after_exclusive(server, ctx.client.id());
     reply
 }
 

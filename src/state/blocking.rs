@@ -190,16 +190,23 @@ impl Blocking {
         }
     }
 
-    /// Whether some key a client blocks on was filled and waits to be served (one atomic
-    /// load): lets a script's or EXEC's end skip taking the gate when nobody waits.
-    pub fn has_ready(&self) -> bool {
-        self.has_ready.load(Ordering::Acquire)
+    /// Serves the keys an EXEC or a script of `client_id` filled, once its exclusive gate is
+    /// released: under the shared gate, so the pops land between two scripts, never inside
+    /// one (as a whole, after it). When no key is ready it takes nothing: one atomic load,
+    /// where taking and releasing the gate were two locked instructions after every script.
+    pub fn serve_after_exclusive(&self, server: &Server, client_id: u64) {
+        if !self.has_ready.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(_shared) = server.exec_gate.shared_unless_busy(client_id) {
+            self.serve_ready(server);
+        }
     }
 
     /// Serves the ready keys: for each, its waiters in arrival order while their attempts
     /// succeed. Called after each command (cheap when nothing is ready).
     pub fn serve_ready(&self, server: &Server) {
-        if !self.has_ready() {
+        if !self.has_ready.load(Ordering::Acquire) {
             return;
         }
         // A script holds the exec gate (only commands allowed while BUSY run meanwhile, and
