@@ -33,11 +33,16 @@ fn errorstat(c: &mut redis::Connection, code: &str) -> Option<String> {
     info_value(c, "errorstats", &format!("errorstat_{code}"))
 }
 
-fn total_errors(c: &mut redis::Connection) -> u64 {
-    info_value(c, "stats", "total_error_replies")
-        .expect("total_error_replies")
+/// A number of INFO stats.
+fn stats_number(c: &mut redis::Connection, field: &str) -> u64 {
+    info_value(c, "stats", field)
+        .expect(field)
         .parse()
         .expect("number")
+}
+
+fn total_errors(c: &mut redis::Connection) -> u64 {
+    stats_number(c, "total_error_replies")
 }
 
 fn resetstat(c: &mut redis::Connection) {
@@ -45,10 +50,7 @@ fn resetstat(c: &mut redis::Connection) {
 }
 
 fn total_commands(c: &mut redis::Connection) -> u64 {
-    info_value(c, "stats", "total_commands_processed")
-        .expect("total_commands_processed")
-        .parse()
-        .expect("number")
+    stats_number(c, "total_commands_processed")
 }
 
 /// `total_commands_processed` as Redis 7.0 counts it (`stat_numcommands`, bumped after a
