@@ -99,6 +99,16 @@ fn probe_agrees_with_the_planner() {
         e.contains(r#""plan":"IXSCAN""#) && e.contains(r#""index":"u_1""#),
         "{e}"
     );
+    // Two indexes on the same field: each shard probes the one the first shard chose (by
+    // its shared spec); after a drop, the one left serves every shard.
+    run(&mut c, &["DOC.CREATEINDEX", "s", r#"{"u":-1}"#]);
+    agree(&mut c, "s", r#"{"u":"x0"}"#, Some(10));
+    agree(&mut c, "s", r#"{"u":"x2"}"#, Some(11));
+    run(&mut c, &["DOC.DROPINDEX", "s", "u_1"]);
+    agree(&mut c, "s", r#"{"u":"x0"}"#, Some(10));
+    agree(&mut c, "s", r#"{"u":"y"}"#, Some(1));
+    let e = explain(&mut c, "s", r#"{"u":"x0"}"#);
+    assert!(e.contains(r#""index":"u_-1""#), "{e}");
 }
 
 #[test]

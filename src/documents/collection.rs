@@ -903,15 +903,25 @@ impl CollectionShard {
         now: &mut Option<i64>,
         visit: &mut dyn FnMut(u32, &RawDocument) -> bool,
     ) -> bool {
-        let Some(ix) = self
-            .indexes
-            .iter()
-            .filter_map(IndexShard::as_ordered)
-            .filter(|ix| ix.ready)
-            .find(|ix| matches!(ix.spec.fields.as_slice(), [f] if f.path == p.path))
+        let ordered = || {
+            self.indexes
+                .iter()
+                .filter_map(IndexShard::as_ordered)
+                .filter(|ix| ix.ready)
+        };
+        let Some(ix) = p
+            .index
+            .get()
+            .and_then(|spec| ordered().find(|ix| Arc::ptr_eq(&ix.spec, spec)))
+            .or_else(|| {
+                ordered().find(|ix| matches!(ix.spec.fields.as_slice(), [f] if f.path == p.path))
+            })
         else {
             return false;
         };
+        if p.index.get().is_none() {
+            let _ = p.index.set(ix.spec.clone());
+        }
         if ix.is_dormant() {
             return false;
         }
