@@ -123,10 +123,17 @@ pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
 }
 
 fn string(s: &[u8], out: &mut Vec<u8>) {
-    for &b in s {
-        out.push(b);
-        if b == 0 {
-            out.push(0xFF);
+    // Nearly every string has no zero byte: one copy (`contains` on bytes is a word-wise
+    // memchr) instead of a push per byte, which was half the cost of a short key.
+    if !s.contains(&0) {
+        out.reserve(s.len() + 2);
+        out.extend_from_slice(s);
+    } else {
+        for &b in s {
+            out.push(b);
+            if b == 0 {
+                out.push(0xFF);
+            }
         }
     }
     out.extend_from_slice(&[0, 0]);
