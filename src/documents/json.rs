@@ -959,10 +959,8 @@ fn string_stop<const DOT: bool>(s: &[u8]) -> Option<usize> {
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let mut at = 0;
-    while let Some(chunk) = s.get(at..at + 8) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(b);
+    while let Some(Ok(chunk)) = s.get(at..at + 8).map(<[u8; 8]>::try_from) {
+        let w = u64::from_le_bytes(chunk);
         let mut hit = zero(w ^ (ONES * u64::from(b'"')))
             | zero(w ^ (ONES * u64::from(b'\\')))
             | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
