@@ -1481,7 +1481,7 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
 - **Fewer instructions that did not make less CPU** (DOC.COUNT on an index and the upsert,
   pipeline 16, 100k sessions, callgrind over the LTO build): an equality probe found its
   index in each of the 4 shards by comparing index paths (two or three `Vec<String>`
-  comparisons a shard, about 500 instructions); it now keeps the spec the first shard chose
+  comparisons a shard); it now keeps the spec the first shard chose
   and the next shards find their part by that shared spec's pointer. Index entries held in
   the node compare all their words without length checks first; JSON strings are scanned
   eight bytes at a time; a KeyString string without a zero byte is copied whole. COUNT 8,586

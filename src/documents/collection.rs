@@ -919,9 +919,7 @@ impl CollectionShard {
         else {
             return false;
         };
-        if p.index.get().is_none() {
-            let _ = p.index.set(ix.spec.clone());
-        }
+        p.index.get_or_init(|| ix.spec.clone());
         if ix.is_dormant() {
             return false;
         }

@@ -949,10 +949,11 @@ pub fn single_scalar_field_ref(text: &[u8]) -> Option<(&str, Scalar<'_>)> {
 }
 
 /// The offset of the first byte of `s` that ends or interrupts a JSON string's plain run:
-/// `"`, `\\`, a control character, and with `DOT` also `.` (a member name the fast paths
+/// `"`, `\`, a control character, and with `DOT` also `.` (a member name the fast paths
 /// refuse). Eight bytes at a time (the lowest flagged byte of each "has a byte equal to /
-/// below" word test is exact, so their union's lowest bit is the first stop). Why: a
-/// byte-at-a-time scan of the names and values was a tenth of a short update's parse.
+/// below" word test is exact, so their union's lowest bit is the first stop). Why: every
+/// name and value of a filter, an update or an inserted document passes here, and a long
+/// value (a path, a user agent) cost a loop turn per byte.
 #[inline]
 fn string_stop<const DOT: bool>(s: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);

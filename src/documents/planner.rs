@@ -64,7 +64,7 @@ pub struct EqProbe<'a> {
     pub exact: Option<&'a str>,
     /// The index the first shard answered with. Each shard holds its own part of an index
     /// under the same shared spec, so the next shards find theirs by pointer instead of
-    /// comparing paths: those comparisons, two or three per shard, were a twentieth of a
+    /// comparing paths: those comparisons, two or three per shard, were about 3% of a
     /// `DOC.COUNT` on an index. (Held, not just its address, so a spec dropped meanwhile
     /// cannot be mistaken for another.)
     pub index: OnceCell<Arc<IndexSpec>>,
