@@ -304,12 +304,23 @@ fn compound_index_order_shows_in_explain() {
 }
 
 /// The filters the maintenance test compares: each is answered through an index on the
-/// indexed collection and by a collection scan on its twin.
-fn filters(rng: &mut Rng) -> Vec<String> {
+/// indexed collection and by a collection scan on its twin. Without `ranges`, only
+/// equalities on every field of an index: the parts of those indexes then stay hashed (a
+/// range or a sort puts a part in order for good).
+fn filters(rng: &mut Rng, ranges: bool) -> Vec<String> {
     let k = rng.below(20);
     let g = rng.below(5);
     let v = rng.below(100) as i64 - 50;
     let t = rng.below(8);
+    if !ranges {
+        return vec![
+            format!(r#"{{"k": {k}}}"#),
+            format!(r#"{{"k": "s{k}"}}"#),
+            r#"{"k": null}"#.to_string(),
+            format!(r#"{{"tags": "t{t}"}}"#),
+            format!(r#"{{"sub.x": {v}}}"#),
+        ];
+    }
     vec![
         format!(r#"{{"k": {k}}}"#),
         format!(r#"{{"k": {{"$gte": {k}, "$lt": {}}}}}"#, k + 5),
@@ -472,8 +483,10 @@ fn indexes_stay_exact_under_random_writes() {
                 }
             }
         }
-        // Reads: the indexed answer equals the scan's.
-        for f in filters(&mut rng) {
+        // Reads: the indexed answer equals the scan's; the first rounds only by equality, so
+        // the writes meet the indexes' hashed parts before they are ordered.
+        let ranges = round >= 8;
+        for f in filters(&mut rng, ranges) {
             let e = explain(&mut con, "ix", &f, &[]);
             assert_eq!(e.get_str("plan").expect("plan"), "IXSCAN", "{f}");
             assert_eq!(
@@ -481,6 +494,9 @@ fn indexes_stay_exact_under_random_writes() {
                 find_ids(&mut con, "twin", &f),
                 "round {round}: {f}"
             );
+        }
+        if !ranges {
+            continue;
         }
         // A sort the index provides, with a limit: each shard stops early; the values (ties
         // aside) equal the scan's.

@@ -963,11 +963,13 @@ impl CollectionShard {
         true
     }
 
-    /// Builds, before a scan of `filter` with `sort`, a TTL index's ordered part that is
-    /// still dormant (see `OrderedIndex::wake`) if the planner would serve the scan with
-    /// it; every read and write that scans calls it first, so every shard it scans makes
-    /// the same choice. Without it the scan is planned over the built indexes only (a
-    /// collection scan where only the dormant part would have served), never wrong.
+    /// Readies, before a scan of `filter` with `sort`, the index the planner would serve it
+    /// with: builds a TTL index's ordered part that is still dormant (see
+    /// `OrderedIndex::wake`), and puts a hashed part in order when the scan is more than
+    /// one key's entries (`OrderedIndex::order`). Every read and write that scans calls it
+    /// first, so every shard it scans makes the same choice. Without it the scan is planned
+    /// over the built indexes only (a collection scan where only the dormant part would
+    /// have served), never wrong.
     pub fn prepare(&mut self, filter: &Node, sort: &[(Vec<String>, bool)]) {
         loop {
             let candidates: Vec<&OrderedIndex> = self
@@ -976,15 +978,36 @@ impl CollectionShard {
                 .filter_map(IndexShard::as_ordered)
                 .filter(|ix| ix.ready)
                 .collect();
-            if !candidates.iter().any(|ix| ix.is_dormant()) {
+            if candidates
+                .iter()
+                .all(|ix| ix.is_ordered() && !ix.is_dormant())
+            {
                 return;
             }
-            let spec = match planner::plan(filter, &candidates, sort).0 {
+            let (spec, wake) = match planner::plan(filter, &candidates, sort).0 {
                 Plan::IxScan { index, .. } if candidates[index].is_dormant() => {
-                    candidates[index].spec.clone()
+                    (candidates[index].spec.clone(), true)
+                }
+                Plan::IxScan { index, bounds }
+                    if !candidates[index].is_ordered()
+                        && !candidates[index].is_point_scan(&bounds) =>
+                {
+                    (candidates[index].spec.clone(), false)
                 }
                 _ => return,
             };
+            if !wake {
+                if let Some(ix) = self
+                    .indexes
+                    .iter_mut()
+                    .filter_map(IndexShard::as_ordered_mut)
+                    .find(|ix| Arc::ptr_eq(&ix.spec, &spec))
+                {
+                    ix.order();
+                }
+                self.sync_memory();
+                continue;
+            }
             let slots = &self.slots;
             let docs = slots
                 .iter()

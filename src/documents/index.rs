@@ -11,6 +11,7 @@
 //! compound key may hold arrays in several fields only when they come from the same array
 //! (`a.b` and `a.c`), otherwise the document is refused with "cannot index parallel arrays".
 
+use crate::documents::hashed::HashedEntries;
 use crate::documents::keyfilter::KeyFilter;
 use crate::documents::keys;
 use crate::documents::path::{self, Leaf};
@@ -507,12 +508,21 @@ impl ScanStats {
 /// the keys instead of narrowing the ranges.
 const MAX_RANGES: usize = 4096;
 
+/// An index part's entries: by key in a hash table while every scan of the part has been an
+/// equality on all its key fields (`documents::hashed`), then ordered for good.
+#[derive(Debug)]
+enum Entries {
+    Hashed(HashedEntries),
+    Ordered(BTreeSet<IxKey>),
+}
+
 /// One shard's part of an ordered index.
 #[derive(Debug)]
 pub struct OrderedIndex {
     pub spec: Arc<IndexSpec>,
-    entries: BTreeSet<IxKey>,
-    /// Which keys may be held, so an equality lookup skips a shard without the B-tree.
+    entries: Entries,
+    /// Which keys may be held, so an equality lookup skips a shard without the B-tree (kept
+    /// only while ordered: a hashed part's lookup is as cheap as the filter's).
     filter: KeyFilter,
     bytes: usize,
     /// Whether some document ever held an array in a key field (bounds on one field from two
@@ -710,13 +720,21 @@ fn entry(key: &[u8], slot: u32) -> IxKey {
     IxKey(InlineBytes::concat(key, &slot.to_be_bytes()))
 }
 
+/// A hashed part's entries as the ordered B-tree.
+fn ordered_entries(h: &HashedEntries) -> BTreeSet<IxKey> {
+    // Sorted first: the set is then built from the sorted run in one pass.
+    let mut v: Vec<IxKey> = h.iter().map(|(k, s)| entry(k, s)).collect();
+    v.sort_unstable();
+    v.into_iter().collect()
+}
+
 impl OrderedIndex {
     pub fn new(spec: Arc<IndexSpec>) -> OrderedIndex {
         OrderedIndex {
             dormant: spec.expire_after.is_some() && !spec.unique,
             unique: spec_unique(&spec),
             spec,
-            entries: BTreeSet::new(),
+            entries: Entries::Hashed(HashedEntries::default()),
             filter: KeyFilter::default(),
             bytes: 0,
             multikey: false,
@@ -735,11 +753,32 @@ impl OrderedIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        match &self.entries {
+            Entries::Hashed(h) => h.len(),
+            Entries::Ordered(o) => o.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
+    }
+
+    /// Whether the entries are held in index order (else by key, see `Entries`).
+    pub fn is_ordered(&self) -> bool {
+        matches!(self.entries, Entries::Ordered(_))
+    }
+
+    /// Puts a hashed part's entries in index order, for good: called before a scan that
+    /// needs more than one key's entries or their order (`CollectionShard::prepare`).
+    pub fn order(&mut self) {
+        let Entries::Hashed(h) = &self.entries else {
+            return;
+        };
+        let ordered = ordered_entries(h);
+        self.bytes = ordered.iter().map(IxKey::heap).sum();
+        self.filter
+            .rebuild(ordered.len(), ordered.iter().map(|e| key_of(e)));
+        self.entries = Entries::Ordered(ordered);
     }
 
     pub fn is_multikey(&self) -> bool {
@@ -766,15 +805,19 @@ impl OrderedIndex {
     /// Adds an entry (a no-op when present), counting its heap bytes and its key in the
     /// shard-skipping filter. Returns whether it was new.
     fn put(&mut self, e: IxKey) -> bool {
+        let entries = match &mut self.entries {
+            Entries::Hashed(h) => return h.insert(key_of(&e), slot_of(&e)),
+            Entries::Ordered(o) => o,
+        };
         let n = e.heap();
         let h = self.filter.hash(key_of(&e));
-        if !self.entries.insert(e) {
+        if !entries.insert(e) {
             return false;
         }
         self.bytes += n;
         if self.filter.full() {
-            let keys = self.entries.iter().map(|e| key_of(e));
-            self.filter.rebuild(self.entries.len(), keys);
+            let keys = entries.iter().map(|e| key_of(e));
+            self.filter.rebuild(entries.len(), keys);
         } else {
             self.filter.add_hashed(h);
         }
@@ -783,19 +826,29 @@ impl OrderedIndex {
 
     /// Removes an entry if present, uncounting its heap bytes and its key.
     fn take(&mut self, e: &IxKey) {
-        if self.entries.remove(e) {
-            self.bytes -= e.heap();
-            self.filter.remove(key_of(e));
+        match &mut self.entries {
+            Entries::Hashed(h) => {
+                h.remove(key_of(e), slot_of(e));
+            }
+            Entries::Ordered(o) => {
+                if o.remove(e) {
+                    self.bytes -= e.heap();
+                    self.filter.remove(key_of(e));
+                }
+            }
         }
     }
 
     /// Approximate memory held, for `DOC.STATS`: entries, the key filter and this part's
     /// share of a unique index's key table.
     pub fn bytes(&self) -> usize {
-        self.bytes
-            + self.entries.len() * ENTRY_OVERHEAD
-            + self.filter.memory_bytes()
-            + self.unique_bytes
+        let entries = match &self.entries {
+            Entries::Hashed(h) => h.memory_bytes(),
+            Entries::Ordered(o) => {
+                self.bytes + o.len() * ENTRY_OVERHEAD + self.filter.memory_bytes()
+            }
+        };
+        entries + self.unique_bytes
     }
 
     /// A unique index's keys of a stored document (none when it cannot be keyed, which the
@@ -1105,6 +1158,16 @@ impl OrderedIndex {
             }
         }
         let checked_from = range_field.map_or(depth, |d| d + 1);
+        // A hashed part is put in order by `CollectionShard::prepare` before any scan that
+        // needs it; were one scanned without, its entries are ordered for this scan alone.
+        let ordered_here;
+        let entries = match &self.entries {
+            Entries::Ordered(o) => o,
+            Entries::Hashed(h) => {
+                ordered_here = ordered_entries(h);
+                &ordered_here
+            }
+        };
         let mut seen = hashbrown::HashSet::new();
         for (lo, hi) in ranges {
             let lo_ref = match &lo {
@@ -1126,7 +1189,7 @@ impl OrderedIndex {
                     continue;
                 }
             }
-            for e in self.entries.range::<[u8], _>((lo_ref, hi_ref)) {
+            for e in entries.range::<[u8], _>((lo_ref, hi_ref)) {
                 stats.keys_examined += 1;
                 if checked_from < oriented.len()
                     && !self.key_within(key_of(e), &oriented, checked_from)
@@ -1154,10 +1217,10 @@ impl OrderedIndex {
         stats: &mut ScanStats,
         visit: &mut dyn FnMut(u32) -> bool,
     ) -> bool {
-        let fields = &self.spec.fields;
-        if bounds.len() != fields.len() || !bounds.iter().all(|b| b.len() == 1 && b[0].is_point()) {
+        if !self.is_point_scan(bounds) {
             return false;
         }
+        let fields = &self.spec.fields;
         let mut lo = Vec::with_capacity(bounds.iter().map(|b| b[0].lo.len()).sum::<usize>());
         for (f, b) in fields.iter().zip(bounds) {
             let start = lo.len();
@@ -1169,20 +1232,34 @@ impl OrderedIndex {
         true
     }
 
+    /// Whether a scan within `bounds` is an equality on every key field: one key's entries,
+    /// which a hashed part serves (any other scan needs [`OrderedIndex::order`] first).
+    pub fn is_point_scan(&self, bounds: &[Vec<Interval>]) -> bool {
+        bounds.len() == self.spec.fields.len()
+            && bounds.iter().all(|b| b.len() == 1 && b[0].is_point())
+    }
+
     /// Visits the slots of the entries whose key is exactly `key` (every field's KeyString,
     /// oriented as stored), in index order, until `visit` returns false: the probe of
     /// [`OrderedIndex::scan_point`], also called with a key made once for every shard.
     pub fn scan_key(&self, key: &[u8], stats: &mut ScanStats, visit: &mut dyn FnMut(u32) -> bool) {
+        let entries = match &self.entries {
+            Entries::Hashed(h) => {
+                h.visit(key, &mut |slot| {
+                    stats.keys_examined += 1;
+                    visit(slot)
+                });
+                return;
+            }
+            Entries::Ordered(o) => o,
+        };
         if !self.filter.may_contain(key) {
             return;
         }
         // One descent (to the first entry at or after the key), then forward while entries
         // start with it: half the comparisons of a two-ended range.
         let from = bound_key(key);
-        for e in self
-            .entries
-            .range::<IxKey, _>((Bound::Included(&from), Bound::Unbounded))
-        {
+        for e in entries.range::<IxKey, _>((Bound::Included(&from), Bound::Unbounded)) {
             if e.len() != key.len() + 4 || !e.starts_with(key) {
                 break;
             }
@@ -1338,6 +1415,71 @@ mod tests {
             s.keys_of(&doc! {"a": []}).expect("keys"),
             vec![keys::encode(&Bson::Null)]
         );
+    }
+
+    /// A part kept hashed and one put in order answer every scan alike (point scans from the
+    /// table, ranges from entries ordered for the scan), through inserts, removes, moves,
+    /// arrays and keys long enough to be boxed.
+    #[test]
+    fn hashed_and_ordered_parts_scan_alike() {
+        for keys in [doc! {"v": 1}, doc! {"v": -1}, doc! {"v": 1, "w": 1}] {
+            let mut hashed = OrderedIndex::new(spec(keys.clone()));
+            let mut ordered = OrderedIndex::new(spec(keys));
+            ordered.order();
+            assert!(!hashed.is_ordered() && ordered.is_ordered());
+            let mut rng = crate::util::rng::XorShift::new(3);
+            let value = |n: u64| -> Bson {
+                match n % 3 {
+                    0 => Bson::Int32(n as i32),
+                    1 => Bson::String(format!("user-{n}-{}", "x".repeat((n % 5) as usize * 9))),
+                    _ => Bson::Array(vec![Bson::Int32(n as i32), Bson::Int32(n as i32 + 1)]),
+                }
+            };
+            let mut docs: Vec<Option<Document>> = vec![None; 300];
+            for round in 0..6_000 {
+                let slot = rng.below(300) as u32;
+                let v = rng.below(40);
+                if let Some(old) = docs[slot as usize].take() {
+                    hashed.remove_doc(slot, &old);
+                    ordered.remove_doc(slot, &old);
+                }
+                if rng.below(4) != 0 {
+                    let d = doc! {"v": value(v), "w": (v % 2) as i32};
+                    hashed.insert_doc(slot, &d);
+                    ordered.insert_doc(slot, &d);
+                    docs[slot as usize] = Some(d);
+                }
+                if round % 50 == 0 {
+                    assert_eq!(hashed.len(), ordered.len());
+                    let q = rng.below(40);
+                    let point = vec![Interval::point(&Bson::Int32(q as i32))];
+                    let w = vec![Interval::point(&Bson::Int32((q % 2) as i32))];
+                    let s = vec![Interval::point(&value(q))];
+                    let range = vec![Interval {
+                        lo: keys::encode(&Bson::Int32(q as i32)),
+                        lo_incl: true,
+                        hi: keys::encode(&Bson::Int32(q as i32 + 7)),
+                        hi_incl: false,
+                    }];
+                    for bounds in [
+                        vec![point.clone()],
+                        vec![s.clone()],
+                        vec![range.clone()],
+                        vec![point, w.clone()],
+                        vec![s, w.clone()],
+                        vec![range, w],
+                        vec![vec![Interval::all()]],
+                    ] {
+                        let bounds = &bounds[..bounds.len().min(hashed.spec.fields.len())];
+                        assert_eq!(all_slots(&hashed, bounds), all_slots(&ordered, bounds));
+                    }
+                }
+            }
+            hashed.order();
+            assert_eq!(hashed.len(), ordered.len());
+            let all = [vec![Interval::all()]];
+            assert_eq!(all_slots(&hashed, &all), all_slots(&ordered, &all));
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod capped;
 pub mod changes;
 pub mod codec;
 pub mod collection;
+pub mod hashed;
 pub mod index;
 pub mod inplace;
 pub mod json;
