@@ -9,8 +9,9 @@
 //!
 //! Costs: insert, reschedule and remove are O(1) (a doubly linked list per slot, the entries in
 //! one slab); a sweep costs O(expired + levels): empty slots are skipped through a 64-bit
-//! occupancy map per level, and an entry cascades down at most once per level. Memory is one
-//! slab slot per live entry however often entries move: a moved entry keeps its slot.
+//! occupancy map per level, and an entry cascades down at most once per level, plus once
+//! per slot it was left in by moves to a later time (see [`Wheel::reschedule`]). Memory is
+//! one slab slot per live entry however often entries move: a moved entry keeps its slot.
 //!
 //! Draining is bounded (`max` entries a call) so the caller can release its lock between
 //! batches. An entry is only drained once every millisecond of its tick is `<= upto`, so a
@@ -187,7 +188,8 @@ impl<T: Default> Wheel<T> {
     }
 
     /// Moves out up to `max` entries whose time is `<= upto_ms`, as `(item, time)`. Returns
-    /// true while more due entries remain, so the caller can release its lock and call again.
+    /// true while more due entries may remain, so the caller can release its lock and call
+    /// again (entries filed again count against `max` too, so a call may return fewer).
     pub fn drain_due(&mut self, upto_ms: i64, max: usize, out: &mut Vec<(T, i64)>) -> bool {
         let mut n = 0;
         while n < max {
@@ -224,8 +226,11 @@ impl<T: Default> Wheel<T> {
                     let at = self.entries[idx as usize].at;
                     if self.tick(at) >= limit {
                         // Rescheduled later while it sat here: filed again by its time
-                        // (past this slot's tick, so never back into this slot).
+                        // (past this slot's tick, so never back into this slot). Counted
+                        // against `max` like a drained entry, so a slot of many such
+                        // entries is still filed a batch per call.
                         self.place(idx);
+                        n += 1;
                         continue;
                     }
                     out.push((self.release(idx), at));
