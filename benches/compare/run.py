@@ -1509,6 +1509,15 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   entry moved to a later time in its slot and files it again when a sweep reaches the slot:
   the upsert's simulated misses 21.2 → 19.5 reads and 5.0 → 3.1 writes, its CPU change
   within the noise.
+- **What the Redis side of the document rows holds** (the upsert and DOC.COUNT at pipeline 16,
+  profile-guided build of `8512023`): Redis keeps every key in one table, so the cost of its
+  HSET or EXISTS grows with everything the server holds, while a collection's `_id` table
+  holds only its own documents. In the published run, the Redis side of these rows holds the
+  preloaded groups plus the keys the DOC.INSERT rows added before them. Run alone through the
+  harness's procedure (preload, calibration, 3 rounds), the two rows gave 1.27 (the upsert)
+  and 1.20 (COUNT) for CPU per request, against 1.15 and 0.95 in the full run. Against a
+  Redis holding only the 100k session hashes (standalone, 3 rounds), they gave 1.62 and
+  1.26. Redis's HSET of 2 fields cost 1.81 µs there, 2.38 µs with the harness's preload.
 - **redis.call's arguments and an EVAL's KEYS/ARGV** (EVALSHA at pipeline 16, release
   without LTO): mlua handed a Rust callback its arguments as a `MultiValue`, each string a
   reference into the auxiliary thread, then they were copied into `Bytes` (3.0k
