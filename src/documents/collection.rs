@@ -996,30 +996,22 @@ impl CollectionShard {
                 }
                 _ => return,
             };
-            if !wake {
-                if let Some(ix) = self
-                    .indexes
-                    .iter_mut()
-                    .filter_map(IndexShard::as_ordered_mut)
-                    .find(|ix| Arc::ptr_eq(&ix.spec, &spec))
-                {
-                    ix.order();
-                }
-                self.sync_memory();
-                continue;
-            }
             let slots = &self.slots;
-            let docs = slots
-                .iter()
-                .enumerate()
-                .filter_map(|(i, c)| c.as_ref().and_then(doc_of).map(|d| (i as u32, d)));
             if let Some(ix) = self
                 .indexes
                 .iter_mut()
                 .filter_map(IndexShard::as_ordered_mut)
                 .find(|ix| Arc::ptr_eq(&ix.spec, &spec))
             {
-                ix.wake(docs);
+                if wake {
+                    ix.wake(
+                        slots.iter().enumerate().filter_map(|(i, c)| {
+                            c.as_ref().and_then(doc_of).map(|d| (i as u32, d))
+                        }),
+                    );
+                } else {
+                    ix.order();
+                }
             }
             self.sync_memory();
         }
