@@ -4,7 +4,9 @@
 //! An entry is the KeyString of the key fields (a descending field's bytes inverted, which
 //! reverses its order because every KeyString is prefix-free) followed by the document's
 //! slot as 4 big-endian bytes, in a `BTreeSet`: memcmp order is the index order, equal keys
-//! sit together ordered by slot, and a range of the set is a range of the index.
+//! sit together ordered by slot, and a range of the set is a range of the index. Until a
+//! scan needs that order, a part keeps its entries by key in a hash table instead
+//! (`documents::hashed`, see `OrderedIndex::order`).
 //!
 //! Missing fields index as null (so `{a: null}` can use the index); an array indexes each of
 //! its elements (multikey) and an empty array as `undefined` (which sorts with null); a
@@ -802,8 +804,8 @@ impl OrderedIndex {
         }
     }
 
-    /// Adds an entry (a no-op when present), counting its heap bytes and its key in the
-    /// shard-skipping filter. Returns whether it was new.
+    /// Adds an entry (a no-op when present); an ordered part also counts its heap bytes and
+    /// its key in the shard-skipping filter. Returns whether it was new.
     fn put(&mut self, e: IxKey) -> bool {
         let entries = match &mut self.entries {
             Entries::Hashed(h) => return h.insert(key_of(&e), slot_of(&e)),
