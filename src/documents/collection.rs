@@ -543,10 +543,11 @@ impl CollectionShard {
         }
         // The old values' KeyStrings of the fields an index reads, to move its entries (read
         // before the bytes change; an index that is not built yet has no entries to move):
-        // all in one buffer, each move as (index, field, end of its old key there). Why: a
-        // `Bson` and a key vector per value were four allocations of an upsert.
+        // all in one buffer, each move as (index, field, end of its old key there), on the stack
+        // for the usual short keys. Why: a `Bson` and a key vector per value were four
+        // allocations of an upsert.
         const MAX_MOVES: usize = 8;
-        let mut keybuf: Vec<u8> = Vec::new();
+        let mut keybuf = smallvec::SmallVec::<[u8; 64]>::new();
         let mut moves = [(0usize, 0usize, 0usize); MAX_MOVES];
         let mut nmoves = 0;
         for (n, ix) in self.indexes.iter().enumerate() {
@@ -559,9 +560,6 @@ impl CollectionShard {
             if nmoves == MAX_MOVES {
                 return InPlace::NotApplicable;
             }
-            // Room for the keys of the usual move at once (grown a push at a time, the buffer
-            // reallocated four times for one 12-character string).
-            keybuf.reserve(64);
             let (off, w) = found[i];
             match sets[i].1 {
                 SetValue::Fixed(f) => {

@@ -14,6 +14,41 @@
 use crate::documents::order;
 use bson::Bson;
 
+/// Where an encoding is written: a vector, or a short buffer on the stack (a key read only
+/// for one lookup or one index move needs no heap allocation).
+pub trait KeyOut {
+    fn push(&mut self, b: u8);
+    fn extend_from_slice(&mut self, s: &[u8]);
+    fn reserve(&mut self, n: usize);
+}
+
+impl KeyOut for Vec<u8> {
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b)
+    }
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        Vec::extend_from_slice(self, s)
+    }
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n)
+    }
+}
+
+impl<const N: usize> KeyOut for smallvec::SmallVec<[u8; N]> {
+    fn push(&mut self, b: u8) {
+        smallvec::SmallVec::push(self, b)
+    }
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        smallvec::SmallVec::extend_from_slice(self, s)
+    }
+    fn reserve(&mut self, n: usize) {
+        smallvec::SmallVec::reserve(self, n)
+    }
+}
+
+/// A key built for one use, inline up to 32 bytes (an `_id` of up to 29 ASCII bytes).
+pub type ShortKey = smallvec::SmallVec<[u8; 32]>;
+
 /// Whether `key` is the encoding of the raw value `v`, without building either: the `_id`
 /// map stores no key and checks each hash hit against the document's own `_id`, once per
 /// lookup by `_id` (FIND, FINDONE, TOUCH, UPDATE and DELETE by `_id`). Strings and
@@ -73,13 +108,13 @@ pub fn encode_str(s: &[u8]) -> Vec<u8> {
 }
 
 /// Appends [`encode_str`]'s bytes to `out` (several keys built in one buffer).
-pub fn encode_str_into(s: &[u8], out: &mut Vec<u8>) {
+pub fn encode_str_into(s: &[u8], out: &mut impl KeyOut) {
     out.push(order::rank(&Bson::String(String::new())) + 1);
     string(s, out);
 }
 
 /// Appends the encoding of `v` to `out` (compound keys are concatenations).
-pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
+pub fn encode_into(v: &Bson, out: &mut impl KeyOut) {
     out.push(order::rank(v) + 1);
     match v {
         Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::Undefined => {}
@@ -122,7 +157,7 @@ pub fn encode_into(v: &Bson, out: &mut Vec<u8>) {
     }
 }
 
-fn string(s: &[u8], out: &mut Vec<u8>) {
+fn string(s: &[u8], out: &mut impl KeyOut) {
     // Nearly every string has no zero byte: one copy (`contains` on bytes is a word-wise
     // memchr) instead of a push per byte, which was half the cost of a short key.
     if !s.contains(&0) {
@@ -159,7 +194,7 @@ const TWO_63: f64 = 9.223_372_036_854_776e18;
 /// Numbers: a class byte (NaN < below i64 < in i64 range < above i64), then for the i64
 /// range the floor as an ordered i64 and the fraction as an ordered double, which is exact
 /// for every Int32, Int64 and Double and equal across types for equal values.
-fn number(v: &Bson, out: &mut Vec<u8>) {
+fn number(v: &Bson, out: &mut impl KeyOut) {
     let (floor, frac) = match v {
         Bson::Int32(i) => (*i as i64, 0.0),
         Bson::Int64(i) => (*i, 0.0),

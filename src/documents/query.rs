@@ -9,6 +9,7 @@
 //! BSON holding only what the filter's paths reach (`collection::matches`). The cost per
 //! document is measured by `benches/documents.rs`.
 
+use crate::documents::keys;
 use crate::documents::order;
 use crate::documents::path::{self, Leaf};
 use bson::{Bson, Document};
@@ -73,13 +74,15 @@ pub fn parse_eq_json(text: &[u8]) -> Option<Node> {
 /// The KeyString of `v` for a filter text `{"_id": v}` with `v` a string or an integer (as
 /// [`parse_eq_json`] reads them), made without the filter's tree: a find by `_id` looks the
 /// document up by it and builds the tree only if the stored `_id` is of another type.
-pub fn id_key_json(text: &[u8]) -> Option<Vec<u8>> {
+pub fn id_key_json(text: &[u8]) -> Option<keys::ShortKey> {
     use crate::documents::json::{single_scalar_field_ref, Scalar};
+    let mut key = keys::ShortKey::new();
     match single_scalar_field_ref(text)? {
-        ("_id", Scalar::Str(s)) => Some(crate::documents::keys::encode_str(s.as_bytes())),
-        ("_id", Scalar::Int(v)) => Some(crate::documents::keys::encode(&v)),
-        _ => None,
+        ("_id", Scalar::Str(s)) => keys::encode_str_into(s.as_bytes(), &mut key),
+        ("_id", Scalar::Int(v)) => keys::encode_into(&v, &mut key),
+        _ => return None,
     }
+    Some(key)
 }
 
 /// [`parse_eq_json`] of a filter `{"_id": v}` only.

@@ -78,6 +78,9 @@ impl ShardData {
     }
 }
 
+/// Locked shards, ascending, as (shard, guard); one shard's guard is held inline.
+pub type ShardGuards<'a> = smallvec::SmallVec<[(usize, MutexGuard<'a, ShardData>); 1]>;
+
 pub struct Store {
     shards: Vec<Mutex<ShardData>>,
     counters: Vec<Arc<ShardCounters>>,
@@ -220,16 +223,16 @@ impl Store {
 
     /// Locks the given shards in ascending order (the one order every multi-shard command
     /// uses, so two of them cannot deadlock). Duplicates are locked once.
-    pub fn lock_many(&self, shards: &[usize]) -> Vec<(usize, MutexGuard<'_, ShardData>)> {
-        // One shard (a document write by `_id`): no copy to sort.
+    pub fn lock_many(&self, shards: &[usize]) -> ShardGuards<'_> {
+        // One shard (a document write by `_id`): no copy to sort, no allocation.
         if let [s] = *shards {
-            return vec![(s, self.shards[s].lock())];
+            return smallvec::smallvec![(s, self.shards[s].lock())];
         }
         self.lock_sorted(shards.to_vec())
     }
 
     /// [`Store::lock_many`] of shards the caller owns: sorted and deduplicated in place.
-    pub fn lock_sorted(&self, mut ids: Vec<usize>) -> Vec<(usize, MutexGuard<'_, ShardData>)> {
+    pub fn lock_sorted(&self, mut ids: Vec<usize>) -> ShardGuards<'_> {
         ids.sort_unstable();
         ids.dedup();
         ids.into_iter()

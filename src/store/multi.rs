@@ -1,11 +1,10 @@
 //! Commands over several keys (MSET, DEL k1 k2, RENAME, COPY ...): every shard involved is
 //! locked at once, in ascending order, so the command is atomic and cannot deadlock.
 
-use crate::store::{Keyspace, ShardData, Store};
-use parking_lot::MutexGuard;
+use crate::store::{Keyspace, Store};
 
 pub struct Locked<'a> {
-    guards: Vec<(usize, MutexGuard<'a, ShardData>)>,
+    guards: super::ShardGuards<'a>,
     /// Per key: (hash, index into `guards`).
     keys: Vec<(u64, usize)>,
 }

@@ -36,7 +36,7 @@ use crate::documents::query::Node;
 use crate::documents::{codec, keys};
 use crate::store::{ShardData, Store};
 use bson::{Bson, Document, RawDocument};
-use parking_lot::{MutexGuard, RwLockReadGuard};
+use parking_lot::RwLockReadGuard;
 
 /// A document command's failure: the whole error text, code included (`ERR ...`,
 /// `DUPKEY ...`).
@@ -71,7 +71,7 @@ pub trait DocHooks: Send + Sync {
 }
 
 /// Locked shards, ascending, as (shard, guard).
-pub(crate) type Guards<'a> = Vec<(usize, MutexGuard<'a, ShardData>)>;
+pub(crate) type Guards<'a> = crate::store::ShardGuards<'a>;
 
 /// Codec and document-layer errors come without a code; everything else has one.
 pub fn with_code(e: String) -> String {
