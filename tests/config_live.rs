@@ -40,7 +40,7 @@ fn process_title_follows_the_template() {
     let bin = env!("CARGO_BIN_EXE_tidecache-server");
     let port = s.port.to_string();
     // The default template: {title} {listen-addr} {server-mode}.
-    assert_eq!(cmdline(pid), [bin.to_string(), format!("127.0.0.1:{port}")]);
+    assert_eq!(cmdline(pid), [bin.to_string(), format!("*:{port}")]);
     assert_eq!(
         strs(&mut c, &["CONFIG", "GET", "proc-title-template"]),
         ["proc-title-template", "{title} {listen-addr} {server-mode}"]
@@ -49,15 +49,7 @@ fn process_title_follows_the_template() {
     let _: () = q(&mut c, &["CONFIG", "SET", "proc-title-template", template]).unwrap();
     assert_eq!(
         cmdline(pid),
-        [
-            "TEST",
-            bin,
-            &format!("127.0.0.1:{port}"),
-            &port,
-            "0",
-            "-",
-            "{x}"
-        ]
+        ["TEST", bin, &format!("*:{port}"), &port, "0", "-", "{x}"]
     );
     let e = err_text(q::<()>(
         &mut c,
@@ -177,7 +169,7 @@ fn config_set_port_rebinds_and_rolls_back_on_failure() {
     );
     // The process title shows the new port.
     assert!(
-        cmdline(pid).contains(&format!("127.0.0.1:{new}")),
+        cmdline(pid).contains(&format!("*:{new}")),
         "{:?}",
         cmdline(pid)
     );

@@ -145,3 +145,47 @@ fn maxclients_refuses_the_extra_client() {
         }
     }));
 }
+
+/// This machine's address on its outbound interface (a UDP "connect" sends nothing), if it
+/// has one that is not loopback.
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// The default `bind` is Redis's `* -::*`: every address, with protected mode refusing a
+/// client from another interface until protected mode is off (or a password set).
+#[test]
+fn default_bind_is_every_address_behind_protected_mode() {
+    let server = TestServer::start(&[]);
+    let mut c = server.conn();
+    let bind: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("bind")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(bind, ["bind", "* -::*"]);
+    // IPv6 loopback too, where the machine has it.
+    if let Ok(mut s) = TcpStream::connect(("::1", server.port)) {
+        ping(&mut s);
+    }
+    let Some(ip) = non_loopback_ip() else {
+        eprintln!("no non-loopback address here: the protected-mode half is skipped");
+        return;
+    };
+    let mut s = TcpStream::connect((ip, server.port)).expect("every address is bound");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("-DENIED "), "{reply}");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("protected-mode")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    let mut s = TcpStream::connect((ip, server.port)).unwrap();
+    ping(&mut s);
+}

@@ -44,8 +44,8 @@ pub const POLICIES: &[&str] = &[
 
 /// Every setting, in the order `conf/tidecache.conf` documents them.
 pub static SETTINGS: &[Setting] = &[
-    Setting { name: "bind", default: "127.0.0.1 -::1", live: false, kind: Kind::Str,
-        doc: "Addresses to listen on, separated by spaces. A leading '-' means: skip the address if it is not available." },
+    Setting { name: "bind", default: "* -::*", live: false, kind: Kind::Str,
+        doc: "Addresses to listen on, separated by spaces; '*' is every IPv4 address, '::*' every IPv6 address. A leading '-' means: skip the address if it is not available. The default is Redis's: every address, with protected-mode refusing clients that are not on the loopback interface until a password is set." },
     Setting { name: "port", default: "6379", live: true, kind: Kind::Int(0, 65535),
         doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis. CONFIG SET binds the new port on the bind addresses, then closes the old listener (connected clients stay); a port that cannot be bound answers an error and nothing changes; 0 at run time closes the plain listener, as Redis." },
     Setting { name: "tls-port", default: "0", live: true, kind: Kind::Int(0, 65535),

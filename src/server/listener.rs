@@ -108,7 +108,9 @@ fn bind_std(
         };
         let ip: IpAddr = match addr.parse() {
             Ok(ip) => ip,
+            // Redis's wildcards: every IPv4 address, every IPv6 address.
             Err(_) if addr == "*" => IpAddr::from([0, 0, 0, 0]),
+            Err(_) if addr == "::*" => IpAddr::from([0u16; 8]),
             Err(_) => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
@@ -152,6 +154,10 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<std::net::TcpListen
         Some(socket2::Protocol::TCP),
     )?;
     socket.set_reuse_address(true)?;
+    // IPv6 sockets take IPv6 only, as Redis's do: `* ::*` binds both wildcards on one port.
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
     socket.set_nonblocking(true)?;
