@@ -1531,6 +1531,19 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   alone through the harness's procedure, the two rows gave 1.27 and 1.20. Against a Redis
   holding only the 100k session hashes (standalone, 3 rounds) they gave 1.62 and 1.26; Redis's
   HSET of 2 fields cost 1.81 µs there and 2.38 µs with the harness's preloaded groups.
+- **The upsert on another machine** (2026-11-29, evening; LTO build without profile
+  guidance, standalone servers, 5 rounds of 1M at pipeline 16): Redis's HSET of 2 fields
+  cost 1.15-1.26 µs here against 1.81 µs on the machine of the run above, the upsert 2.19-2.55
+  (2.93 there): 1.9-2.0× against a Redis holding only the session hashes, and 1.72× run
+  alone through the harness's procedure. Without the `userID` index the upsert cost 1.54 µs
+  (1.27×): the index's move between two random keys is most of the gap, though a sampling
+  profile gives its two lookups only 16% of the samples (the table's buckets, 32 bytes each,
+  4 MB for 100k keys, miss the L2 and push out the `_id` table's lines). Keeping the
+  one-shard guards, the update's fields and short index keys on the stack instead of the
+  heap took four allocations off each upsert: 11,356 → 11,164 instructions (callgrind), CPU
+  unchanged within the noise. Two slots of a key held in the bucket instead of a set
+  (most keys of a random move hold one or two documents) changed nothing measurable
+  (2.19 → 2.18 µs) and was not kept.
 - **redis.call's arguments and an EVAL's KEYS/ARGV** (EVALSHA at pipeline 16, release
   without LTO): mlua handed a Rust callback its arguments as a `MultiValue`, each string a
   reference into the auxiliary thread, then they were copied into `Bytes` (3.0k
