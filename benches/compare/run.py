@@ -1524,18 +1524,19 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
 - **What the Redis side of the document rows holds** (the upsert and DOC.COUNT at pipeline 16,
   profile-guided build of `8512023`): Redis keeps a database's keys in one table, so the cost
   of its HSET or EXISTS grows with everything that database holds, while a collection's `_id`
-  table holds only its own documents. Until this run, the DOC.INSERT rows' Redis side wrote
+  table holds only its own documents. Until the run of 18:04, the DOC.INSERT rows' Redis side wrote
   its new keys (about 2.6M over the rounds) into database 0, and every later row's Redis side
   paid for them: the run of 17:11 gave the upsert 1.15 and COUNT 0.95 for CPU per request.
-  Those keys now go to database 1, emptied after the row; this run gives 1.30 and 1.12. Run
+  Those keys now go to database 1, emptied after the row; that run gave 1.30 and 1.12. Run
   alone through the harness's procedure, the two rows gave 1.27 and 1.20. Against a Redis
   holding only the 100k session hashes (standalone, 3 rounds) they gave 1.62 and 1.26; Redis's
   HSET of 2 fields cost 1.81 µs there and 2.38 µs with the harness's preloaded groups.
-- **The upsert on another machine** (2026-11-29, evening; LTO build without profile
-  guidance, standalone servers, 5 rounds of 1M at pipeline 16): Redis's HSET of 2 fields
-  cost 1.15-1.26 µs here against 1.81 µs on the machine of the run above, the upsert 2.19-2.55
-  (2.93 there): 1.9-2.0× against a Redis holding only the session hashes, and 1.72× run
-  alone through the harness's procedure. Without the `userID` index the upsert cost 1.54 µs
+- **The upsert on another machine** (this run's machine, 2026-11-29 evening; LTO build
+  without profile guidance, standalone servers, 5 rounds of 1M at pipeline 16): Redis's HSET
+  of 2 fields cost 1.15-1.26 µs here against 1.81 µs on the machine of the previous published
+  run, the upsert 2.19-2.55 µs (2.93 there): 1.9-2.0× against a Redis holding only the
+  session hashes, 1.72× run alone through the harness's procedure, and 1.35× in this full
+  run (1.30 in the previous one). Without the `userID` index the upsert cost 1.54 µs
   (1.27×): the index's move between two random keys is most of the gap, though a sampling
   profile gives its two lookups only 16% of the samples (the table's buckets, 32 bytes each,
   4 MB for 100k keys, miss the L2 and push out the `_id` table's lines). Keeping the
