@@ -181,7 +181,7 @@ fn debug_reload_round_trips_the_data() {
         ),
         (
             &["DEBUG", "RELOAD", "NOFLUSH"][..],
-            "ERR DEBUG RELOAD NOFLUSH without MERGE",
+            "ERR Error trying to load the RDB dump: DEBUG RELOAD NOFLUSH without MERGE",
         ),
     ] {
         let e = err_text(q::<String>(&mut c, args));

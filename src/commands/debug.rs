@@ -226,9 +226,10 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 ));
             }
             if noflush && !merge {
-                // Redis dies on the first key loaded over itself: here every key would be.
+                // Redis's load fails at the first key loaded over itself and answers "Error
+                // trying to load the RDB dump": here every key would be, so nothing starts.
                 return Err(CommandError::msg(
-                    "ERR DEBUG RELOAD NOFLUSH without MERGE would load every key over itself",
+                    "ERR Error trying to load the RDB dump: DEBUG RELOAD NOFLUSH without MERGE would load every key over itself",
                 ));
             }
             reload(ctx)
