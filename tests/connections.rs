@@ -161,12 +161,10 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
 fn default_bind_is_every_address_behind_protected_mode() {
     let server = TestServer::start(&[]);
     let mut c = server.conn();
-    let bind: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("bind")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(bind, ["bind", "* -::*"]);
+    assert_eq!(
+        support::strs(&mut c, &["CONFIG", "GET", "bind"]),
+        ["bind", "* -::*"]
+    );
     // IPv6 loopback too, where the machine has it.
     if let Ok(mut s) = TcpStream::connect(("::1", server.port)) {
         ping(&mut s);
@@ -180,12 +178,7 @@ fn default_bind_is_every_address_behind_protected_mode() {
     let mut reply = String::new();
     s.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("-DENIED "), "{reply}");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("protected-mode")
-        .arg("no")
-        .query(&mut c)
-        .unwrap();
+    let _: () = support::q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]).unwrap();
     let mut s = TcpStream::connect((ip, server.port)).unwrap();
     ping(&mut s);
 }
