@@ -13,7 +13,7 @@ pub fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// CPU seconds as `/proc` counts them, for INFO's `cpu` section.
+/// CPU seconds as `getrusage` counts them, for INFO's `cpu` section.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CpuTimes {
     pub user: f64,
@@ -25,29 +25,32 @@ pub struct CpuTimes {
     pub thread_sys: f64,
 }
 
-/// utime, stime, cutime, cstime (fields 14-17) of a `/proc/.../stat` file, in clock ticks.
-fn stat_ticks(path: &str) -> Option<[u64; 4]> {
-    let text = std::fs::read_to_string(path).ok()?;
-    // The command name may hold spaces: the fields start after its closing parenthesis.
-    let rest = text.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some([get(11)?, get(12)?, get(13)?, get(14)?])
+/// (user, system) seconds of `who` (zeros if refused).
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: an all-zero `rusage` is a valid value, and getrusage writes only the struct
+    // it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(u.ru_utime), secs(u.ru_stime))
 }
 
-/// The process's, its children's and the calling thread's CPU time (zeros where `/proc`
-/// is unavailable). Linux reports it in ticks of 1/100 s (`USER_HZ`).
+/// The process's, its children's and the calling thread's CPU time, as Redis reads them
+/// (`getrusage` of `RUSAGE_SELF`, `RUSAGE_CHILDREN` and `RUSAGE_THREAD`): microseconds, where
+/// `/proc`'s stat files count ticks of 1/100 s.
 pub fn cpu_times() -> CpuTimes {
-    const HZ: f64 = 100.0;
-    let p = stat_ticks("/proc/self/stat").unwrap_or_default();
-    let t = stat_ticks("/proc/thread-self/stat").unwrap_or_default();
+    let (user, sys) = rusage(libc::RUSAGE_SELF);
+    let (children_user, children_sys) = rusage(libc::RUSAGE_CHILDREN);
+    let (thread_user, thread_sys) = rusage(libc::RUSAGE_THREAD);
     CpuTimes {
-        user: p[0] as f64 / HZ,
-        sys: p[1] as f64 / HZ,
-        children_user: p[2] as f64 / HZ,
-        children_sys: p[3] as f64 / HZ,
-        thread_user: t[0] as f64 / HZ,
-        thread_sys: t[1] as f64 / HZ,
+        user,
+        sys,
+        children_user,
+        children_sys,
+        thread_user,
+        thread_sys,
     }
 }
 
