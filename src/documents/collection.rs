@@ -468,6 +468,26 @@ impl CollectionShard {
         done
     }
 
+    /// Called before the `_id` lookup of an in-place update of `sets`: reads where the new
+    /// keys go in the single-field indexes the update moves ([`OrderedIndex::warm_key`]), so
+    /// that their cache misses overlap the lookup's instead of following them.
+    pub fn warm_index_keys(&self, sets: &[(&str, SetValue<'_>)]) {
+        for o in self.indexes.iter().filter_map(IndexShard::as_ordered) {
+            let [field] = o.spec.fields.as_slice() else {
+                continue;
+            };
+            let [path] = field.path.as_slice() else {
+                continue;
+            };
+            for (_, v) in sets.iter().filter(|(f, _)| f == path) {
+                o.warm_key(|key| match v {
+                    SetValue::Fixed(f) => keys::encode_into(&f.to_bson(), key),
+                    SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), key),
+                });
+            }
+        }
+    }
+
     /// [`CollectionShard::set_in_place`] but for the TTL wheels, which the caller moves.
     fn write_in_place(
         &mut self,
@@ -756,11 +776,21 @@ impl CollectionShard {
 
     /// The slot of the document whose `_id` KeyString is `key`.
     pub fn slot_of(&self, key: &[u8]) -> Option<u32> {
+        self.slot_of_seeing(key, |_| {})
+    }
+
+    /// [`CollectionShard::slot_of`], calling `seen` with each candidate slot (whose hash
+    /// matches) before its document is read.
+    fn slot_of_seeing(&self, key: &[u8], mut seen: impl FnMut(u32)) -> Option<u32> {
         let hash = self.hasher.hash_one(key) as u32;
         let slots = &self.slots;
         self.ids
             .find(table_hash(hash), |e| {
-                e.hash == hash && has_id(slots.get(e.slot as usize), key)
+                if e.hash != hash {
+                    return false;
+                }
+                seen(e.slot);
+                has_id(slots.get(e.slot as usize), key)
             })
             .map(|e| e.slot)
     }
@@ -1188,20 +1218,25 @@ impl CollectionShard {
 
     /// The slot and document under KeyString `key` in the `_id` map, unless it is due.
     fn live_by_id_key(&self, key: &[u8], dates_from_wheels: bool) -> Option<(u32, &RawDocument)> {
+        let clock = self.visibility_clock();
+        if let (true, Some(now)) = (dates_from_wheels, clock) {
+            // A write reads the dates from the TTL wheels, whose entries it moves next. They
+            // are read as soon as the `_id` map names the slot, before the document: both
+            // reads depend on the slot only, so their cache misses overlap.
+            let mut due = false;
+            let slot = self.slot_of_seeing(key, |slot| due = self.is_expired(slot, now))?;
+            if due {
+                return None;
+            }
+            return self.get(slot).map(|raw| (slot, raw));
+        }
         let slot = self.slot_of(key)?;
         let raw = self.get(slot)?;
         // The dates are read from the document itself, already in cache for the reply,
         // rather than from the TTL wheels' tables (the same dates, kept in step by every
         // write).
-        if let Some(now) = self.visibility_clock() {
-            let due = if dates_from_wheels {
-                self.is_expired(slot, now)
-            } else {
-                self.doc_is_expired(raw, now)
-            };
-            if due {
-                return None;
-            }
+        if clock.is_some_and(|now| self.doc_is_expired(raw, now)) {
+            return None;
         }
         Some((slot, raw))
     }

@@ -137,6 +137,14 @@ impl HashedEntries {
         true
     }
 
+    /// Reads the lines of the table where `key` lives, and nothing else. Why: a write about
+    /// to insert `key` calls this before its `_id` lookup, so that the cache misses of the
+    /// two lookups overlap instead of following one another.
+    pub fn warm(&self, key: &[u8]) {
+        let h = self.hasher.hash_one(key);
+        std::hint::black_box(self.table.find(h, |p| *p.key == *key).is_some());
+    }
+
     /// Calls `visit` with the slot of every entry of `key`, in slot order, until it returns
     /// false.
     pub fn visit(&self, key: &[u8], visit: &mut dyn FnMut(u32) -> bool) {

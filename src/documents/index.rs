@@ -981,6 +981,21 @@ impl OrderedIndex {
         }
     }
 
+    /// [`HashedEntries::warm`] for the key a coming [`OrderedIndex::move_key`] puts, which
+    /// `encode` writes (only called for a hashed, ascending part: one kept in key order, or
+    /// descending, reads nothing).
+    pub fn warm_key(&self, encode: impl FnOnce(&mut smallvec::SmallVec<[u8; 64]>)) {
+        let Entries::Hashed(h) = &self.entries else {
+            return;
+        };
+        if self.dormant || self.spec.fields.first().is_some_and(|f| f.descending) {
+            return;
+        }
+        let mut key = smallvec::SmallVec::new();
+        encode(&mut key);
+        h.warm(&key);
+    }
+
     /// Moves a document's entry from the key `old` to the key `new` (KeyStrings of two
     /// non-array values, as `keys::encode` makes them), for an index on one top-level field
     /// whose value changed (an update in place). Each entry is built in place (no key

@@ -348,6 +348,7 @@ impl Coll<'_> {
             return None;
         };
         let cs = self.part_mut(g)?;
+        cs.warm_index_keys(sets);
         let slot = find(cs)?;
         let modified = match cs.set_in_place(slot, sets, max_size) {
             InPlace::Changed => {
