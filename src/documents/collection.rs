@@ -480,10 +480,7 @@ impl CollectionShard {
                 continue;
             };
             for (_, v) in sets.iter().filter(|(f, _)| f == path) {
-                o.warm_key(|key| match v {
-                    SetValue::Fixed(f) => keys::encode_into(&f.to_bson(), key),
-                    SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), key),
-                });
+                o.warm_key(|key| v.key_into(key));
             }
         }
     }
@@ -645,10 +642,7 @@ impl CollectionShard {
         let olds = keybuf.len();
         let mut start = 0;
         for &(n, i, end) in &moves[..nmoves] {
-            match sets[i].1 {
-                SetValue::Fixed(f) => keys::encode_into(&f.to_bson(), &mut keybuf),
-                SetValue::Str(s) => keys::encode_str_into(s.as_bytes(), &mut keybuf),
-            }
+            sets[i].1.key_into(&mut keybuf);
             let (old, new) = keybuf.split_at(olds);
             // A field set to what it held (another field of the same update changed) keeps
             // its entry where it is: a B-tree remove and insert of the same key for nothing.

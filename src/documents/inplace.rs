@@ -100,6 +100,14 @@ impl SetValue<'_> {
         }
     }
 
+    /// Appends its index KeyString (as `keys::encode` of the value) to `out`.
+    pub fn key_into(self, out: &mut impl crate::documents::keys::KeyOut) {
+        match self {
+            SetValue::Fixed(f) => crate::documents::keys::encode_into(&f.to_bson(), out),
+            SetValue::Str(s) => crate::documents::keys::encode_str_into(s.as_bytes(), out),
+        }
+    }
+
     pub fn element_type(self) -> u8 {
         match self {
             SetValue::Fixed(f) => f.element_type(),
