@@ -348,24 +348,37 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
     }
 }
 
-async fn watch_signals(server: Arc<Server>) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("cannot watch SIGTERM: {e}");
-            return;
-        }
-    };
-    let setting = tokio::select! {
-        _ = term.recv() => {
-            tracing::warn!("Received SIGTERM scheduling shutdown...");
-            "shutdown-on-sigterm"
-        }
-        _ = tokio::signal::ctrl_c() => {
-            tracing::warn!("Received SIGINT scheduling shutdown...");
-            "shutdown-on-sigint"
-        }
-    };
+/// Registers the SIGTERM and SIGINT handlers before it returns, so that a signal sent once
+/// "Ready to accept connections" is out finds them (a handler registered inside the spawned
+/// task is only in place once that task first runs, which on a busy machine can be after the
+/// line); the future it returns waits for either and shuts down.
+fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let handlers = signal(SignalKind::terminate())
+        .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)));
+    async move {
+        let (mut term, mut int) = match handlers {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("cannot watch SIGTERM and SIGINT: {e}");
+                return;
+            }
+        };
+        let setting = tokio::select! {
+            _ = term.recv() => {
+                tracing::warn!("Received SIGTERM scheduling shutdown...");
+                "shutdown-on-sigterm"
+            }
+            _ = int.recv() => {
+                tracing::warn!("Received SIGINT scheduling shutdown...");
+                "shutdown-on-sigint"
+            }
+        };
+        shutdown_on_signal(&server, setting);
+    }
+}
+
+fn shutdown_on_signal(server: &Server, setting: &str) {
     // The signal's setting says what SHUTDOWN with flags would: save (always, never, or when
     // a save schedule is set); `now` and `force` change nothing here (no replicas to wait
     // for, and a failed save at exit is logged, never a reason to keep running).
