@@ -1586,6 +1586,25 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   by the scheduler while it held a shard lock (the longest hold logged: 48-612 ms on the
   loaded machine); it now rests between chunks as long as each took, and the longest hold
   is about 2 ms.
+- **Pipeline 1: the client pays for waking an idle server** (LRANGE_300 and GET at pipeline
+  1, 50 clients, LTO build, standalone servers, alternating rounds of 200k and 300k; the
+  client's CPU from `wait4`, context switches from `/proc/PID/task/*/status`). At pipeline 1
+  redis-benchmark, one thread, is the bottleneck: it runs near a full core while the server
+  uses part of the other. LRANGE_300: Redis 54.8k requests/s at 15.9 µs of server CPU a
+  request, tidecache 48.5k at 11.2 µs. The client spent the same user time against both
+  (10.7 µs a request) but 9.1 µs of system time against tidecache and 6.9 µs against Redis.
+  The difference is the server's sleeps: tidecache, with less work a request, ran out of
+  work and slept in `epoll_wait` 0.22 times a request, Redis 0.047 times; each sleep is
+  ended by the client's next send, which wakes an idle virtual CPU, and that wake-up is
+  charged to the client (about 10 µs of its system time each on this machine). For GET
+  both servers sleep about 0.07 times a request and the client's CPU is the same against
+  both. A trial that kept the worker busy 20 µs before each sleep (tokio's `on_thread_park`)
+  brought the sleeps to 0.06 a request and the client's system time to 7.3 µs:
+  LRANGE_300 53.0k requests/s (Redis 51.7k in the same rounds), GET 1.13× Redis's
+  throughput and 0.85× its p50, but the server's CPU a request rose with the spinning
+  (GET 5.4 → 6.5 µs, 1.22× Redis's). It was not kept: the spin trades the server's CPU,
+  which this project measures itself by, for the benchmark client's, and on a real network
+  the client is on another machine.
 
 ### Threads
 
