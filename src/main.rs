@@ -374,22 +374,18 @@ fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
                 "shutdown-on-sigint"
             }
         };
-        shutdown_on_signal(&server, setting);
+        // The signal's setting says what SHUTDOWN with flags would: save (always, never, or when
+        // a save schedule is set); `now` and `force` change nothing here (no replicas to wait
+        // for, and a failed save at exit is logged, never a reason to keep running).
+        let saves = {
+            let config = server.config.read();
+            tidecache::config::shutdown_saves(config.get(setting), config.get("save"))
+        };
+        if saves {
+            tidecache::commands::journal::save_on_shutdown();
+        }
+        server.shutdown();
     }
-}
-
-fn shutdown_on_signal(server: &Server, setting: &str) {
-    // The signal's setting says what SHUTDOWN with flags would: save (always, never, or when
-    // a save schedule is set); `now` and `force` change nothing here (no replicas to wait
-    // for, and a failed save at exit is logged, never a reason to keep running).
-    let saves = {
-        let config = server.config.read();
-        tidecache::config::shutdown_saves(config.get(setting), config.get("save"))
-    };
-    if saves {
-        tidecache::commands::journal::save_on_shutdown();
-    }
-    server.shutdown();
 }
 
 fn init_logging(config: &Config) {
