@@ -1605,6 +1605,20 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   (GET 5.4 → 6.5 µs, 1.22× Redis's). It was not kept: the spin trades the server's CPU,
   which this project measures itself by, for the benchmark client's, and on a real network
   the client is on another machine.
+- **EVALSHA at pipeline 16, what moves it** (LTO build, alternating rounds of 1M). Against
+  standalone servers holding the script alone, or also 100k strings and 100k hashes, four
+  runs gave 0.97-1.08× Redis's throughput at 0.93-1.02× its CPU a request, and 1.12× at
+  0.89× with the 100k session documents loaded too; the harness's own procedure (its full
+  preload, 3 rounds of about 700k) gave 0.90-0.93× at 1.07-1.10× on the same build and
+  machine, and skipping the documents there still gave 0.91-1.0×. In a sampling profile
+  26-30% of the server's samples are the key lookup (`live_entry`): the segment's control
+  bytes, the entry, and the wheel's time of a key with a deadline, three dependent cache
+  misses. Two trials did not pay and were not kept: the wheel's times in an array of their
+  own (8 bytes an entry, 800 KB for 100k keys, the slab slot down to 24 bytes) gave 2.62 →
+  2.68 µs a request (Redis 2.56); a two-entry memo for the command lookup and its
+  statistics row (EVALSHA and the INCR it calls alternate, so the one-entry memos miss
+  both) gave 2.40 → 2.41 µs (Redis 2.37) and no change in callgrind's count beyond its
+  run-to-run noise (17,439 → 17,540 instructions).
 
 ### Threads
 
