@@ -596,3 +596,77 @@ fn a_read_evicts_once_over_maxmemory() {
         .expect("maxmemory");
     assert!(n < 500, "DBSIZE {n}: nothing was evicted before the read");
 }
+
+/// A pipeline's keys are looked up ahead of its commands (`Store::warm`) without changing
+/// what the commands see: keys past their deadline expire when a command reaches them, each
+/// `expired` event in its place among the pipeline's other events, and a SELECT inside the
+/// pipeline moves the commands after it to the other database. Longer than one warm-up's
+/// 32 requests.
+#[test]
+fn pipelined_lookups_see_what_one_by_one_lookups_see() {
+    let s = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let run = |c: &mut redis::Connection, args: &[&str]| {
+        let _: redis::Value = redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap();
+    };
+    run(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    run(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Exg"]);
+    for i in 0..40 {
+        let ttl = if i % 2 == 0 { "1000" } else { "600000" };
+        run(
+            &mut c,
+            &["SET", &format!("k{i}"), &i.to_string(), "PX", ttl],
+        );
+    }
+    run(&mut c, &["SELECT", "1"]);
+    run(&mut c, &["SET", "k0", "db1"]);
+    run(&mut c, &["SELECT", "0"]);
+    let mut sub = s.conn();
+    let mut ps = sub.as_pubsub();
+    ps.psubscribe("__keyevent@0__:*").unwrap();
+    ps.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    run(&mut c, &["DEBUG", "ADVANCE-CLOCK", "2000"]);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 40, "nothing expired before a command reached it");
+
+    // GET k0..k19, DEL k39, GET k20..k39, then k0 of database 1.
+    let mut p = redis::pipe();
+    for i in 0..20 {
+        p.cmd("GET").arg(format!("k{i}"));
+    }
+    p.cmd("DEL").arg("k39").ignore();
+    for i in 20..40 {
+        p.cmd("GET").arg(format!("k{i}"));
+    }
+    p.cmd("SELECT").arg(1).ignore();
+    p.cmd("GET").arg("k0");
+    p.cmd("SELECT").arg(0).ignore();
+    let got: Vec<Option<String>> = p.query(&mut c).unwrap();
+    let want: Vec<Option<String>> = (0..40)
+        .map(|i| (i % 2 == 1 && i != 39).then(|| i.to_string()))
+        .chain([Some("db1".to_string())])
+        .collect();
+    assert_eq!(got, want);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 19);
+    let events: Vec<String> = (0..21)
+        .map(|_| {
+            let m = ps.get_message().expect("event");
+            let key: String = m.get_payload().unwrap();
+            let event = m
+                .get_channel_name()
+                .rsplit(':')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            format!("{event} {key}")
+        })
+        .collect();
+    let want: Vec<String> = (0..20)
+        .step_by(2)
+        .map(|i| format!("expired k{i}"))
+        .chain(["del k39".to_string()])
+        .chain((20..40).step_by(2).map(|i| format!("expired k{i}")))
+        .collect();
+    assert_eq!(events, want);
+}

@@ -501,6 +501,33 @@ impl CommandSpec {
         }]
     }
 
+    /// The first key of a request whose argument count is `argc` and whose first arguments
+    /// are `lead`, when the table says where it is without looking further: the legacy
+    /// first-key position (GET, SET, HSET...) or a leading key count (EVAL, FCALL). A hint
+    /// for warming the key space (`commands::warm_keys`), not for routing or ACL checks,
+    /// which use [`CommandSpec::key_positions`].
+    pub fn first_key_of<'a>(&self, argc: usize, lead: &[&'a [u8]]) -> Option<&'a [u8]> {
+        if self.first_key > 0 {
+            return lead.get(self.first_key as usize).copied();
+        }
+        match self.key_specs.first()? {
+            KeySpec {
+                begin: Begin::Index(b),
+                find: Find::Keynum {
+                    keynum_idx, first, ..
+                },
+                ..
+            } if *b > 0 && *keynum_idx >= 0 && *first > *keynum_idx => {
+                let count = crate::util::num::parse_i64(lead.get((b + keynum_idx) as usize)?)?;
+                let at = (b + first) as usize;
+                (count > 0 && at < argc)
+                    .then(|| lead.get(at).copied())
+                    .flatten()
+            }
+            _ => None,
+        }
+    }
+
     /// Positions of the keys in `args` (which includes the command name).
     pub fn key_positions(&self, args: &[bytes::Bytes]) -> Vec<usize> {
         self.key_positions_with_flags(args)

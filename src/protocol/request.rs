@@ -107,6 +107,48 @@ pub fn next_request<'a>(
     }
 }
 
+/// How many leading arguments of each request [`peek_requests`] hands out.
+pub const PEEK_LEAD: usize = 4;
+
+/// Walks the complete requests at the start of `buf` without taking them: for each (at most
+/// `max`), `f` gets its argument count and its first arguments (up to [`PEEK_LEAD`]). The
+/// walk stops at the first request that is incomplete, inline or malformed. What it finds is
+/// a hint for work that can be started ahead (`commands::warm_keys`), never the requests
+/// themselves: [`next_request`] decodes those, with every check. Lengths are only compared
+/// with what is in `buf`; nothing is allocated.
+pub fn peek_requests<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(usize, &[&'a [u8]])) {
+    /// A header's number, up to its CRLF, and the bytes after it.
+    fn header(b: &[u8]) -> Option<(usize, &[u8])> {
+        let end = b.iter().take(20).position(|&c| c == b'\r')?;
+        if b.get(end + 1) != Some(&b'\n') {
+            return None;
+        }
+        let n = crate::util::num::parse_i64(&b[..end])?;
+        Some((usize::try_from(n).ok()?, &b[end + 2..]))
+    }
+    let mut rest = buf;
+    for _ in 0..max {
+        let Some((count, mut r)) = rest.strip_prefix(b"*").and_then(header) else {
+            return;
+        };
+        let mut lead: [&[u8]; PEEK_LEAD] = [&[]; PEEK_LEAD];
+        for i in 0..count {
+            let Some((len, after)) = r.strip_prefix(b"$").and_then(header) else {
+                return;
+            };
+            let (Some(arg), Some(b"\r\n")) = (after.get(..len), after.get(len..len + 2)) else {
+                return;
+            };
+            if let Some(slot) = lead.get_mut(i) {
+                *slot = arg;
+            }
+            r = &after[len + 2..];
+        }
+        f(count, &lead[..count.min(PEEK_LEAD)]);
+        rest = r;
+    }
+}
+
 fn protocol_error(msg: &str) -> ParseError {
     ParseError(format!("ERR Protocol error: {msg}"))
 }
@@ -476,6 +518,58 @@ mod tests {
             out.push(a);
         }
         Ok(out)
+    }
+
+    fn peeked(buf: &[u8], max: usize) -> Vec<(usize, Vec<Vec<u8>>)> {
+        let mut out = Vec::new();
+        peek_requests(buf, max, |argc, lead| {
+            out.push((argc, lead.iter().map(|a| a.to_vec()).collect()))
+        });
+        out
+    }
+
+    /// The walk hands out each complete request's count and first arguments, stops at
+    /// `max`, and stops at anything incomplete, inline or malformed, without allocating
+    /// from a claimed length.
+    #[test]
+    fn peek_walks_complete_requests_only() {
+        let two = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n*6\r\n$7\r\nEVALSHA\r\n$2\r\nsh\r\n$1\r\n1\r\n$1\r\nk\r\n$0\r\n\r\n$1\r\nz\r\n";
+        let all = peeked(two, 8);
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0], (2, vec![b"GET".to_vec(), b"a".to_vec()]));
+        assert_eq!(all[1].0, 6);
+        assert_eq!(
+            all[1].1,
+            vec![
+                b"EVALSHA".to_vec(),
+                b"sh".to_vec(),
+                b"1".to_vec(),
+                b"k".to_vec()
+            ]
+        );
+        assert_eq!(peeked(two, 1).len(), 1);
+        // Cut anywhere inside the second request: only the first is seen.
+        for cut in 20..two.len() {
+            assert_eq!(peeked(&two[..cut], 8).len(), 1, "cut at {cut}");
+        }
+        for bad in [
+            &b"PING\r\n*1\r\n$4\r\nPING\r\n"[..],
+            b"*1\r\n$4\r\nPINGxx*1\r\n$4\r\nPING\r\n",
+            b"*1\r\n$-1\r\n",
+            b"*1\r\n$9223372036854775807\r\nab\r\n",
+            b"*99999999999999999999999\r\n",
+            b"*2\r\n:1\r\n",
+        ] {
+            assert!(
+                peeked(bad, 8).is_empty(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            peeked(b"*1\r\n$4\r\nPING\r\n*0\r\n", 8),
+            vec![(1, vec![b"PING".to_vec()]), (0, vec![])]
+        );
     }
 
     #[test]

@@ -1018,6 +1018,22 @@ impl Keyspace {
 
     /// A live key's deadline in Unix ms: `None` if there is no such key, `Some(None)` if it
     /// has no deadline (TTL, PTTL, EXPIRETIME).
+    /// Brings `key`'s table slot and entry into the cache, and starts bringing its
+    /// deadline (see [`crate::store::Store::warm`]). Changes nothing: a key past its
+    /// deadline stays until a command or the expiry cycle removes it.
+    pub fn warm(&self, hash: u64, key: &[u8]) {
+        let Some(seg) = self.segs.get(segment_of(hash)) else {
+            return;
+        };
+        if let (Some(id), Some(wheel)) = (
+            seg.find(hash, |e| *e.key == *key)
+                .and_then(|e| e.wheel_id()),
+            self.books.wheel.as_ref(),
+        ) {
+            wheel.warm(id);
+        }
+    }
+
     pub fn deadline(&mut self, hash: u64, key: &[u8]) -> Option<Option<i64>> {
         self.lookup(hash, key, false)?;
         let e = self
@@ -1044,6 +1060,40 @@ mod tests {
             Arc::new(ShardCounters::default()),
             hashbrown::DefaultHashBuilder::default(),
         )
+    }
+
+    /// Warming a key (present, absent, past its deadline, in an empty key space) changes
+    /// nothing: a key already due is still there, counted, until a lookup or the sweep
+    /// removes it.
+    #[test]
+    fn warm_changes_nothing() {
+        let mut k = ks();
+        let missing = k.hash(b"nothing yet");
+        k.warm(missing, b"nothing yet");
+        let now = now_ms();
+        for (key, ttl) in [
+            ("live", Ttl::At(now + 60_000)),
+            ("due", Ttl::At(now + 60_000)),
+            ("plain", Ttl::Clear),
+        ] {
+            let h = k.hash(key.as_bytes());
+            k.set(h, key.as_bytes(), Value::string(b"v"), ttl);
+        }
+        let h = k.hash(b"due");
+        let seg = &mut k.segs[segment_of(h)];
+        let e = seg.find_mut(h, |e| *e.key == *b"due".as_slice()).unwrap();
+        let d = k.books.schedule(h, k.books.deadline(e), Some(now - 1));
+        e.put_deadline(d);
+        let before = (k.len(), k.volatile(), k.mem());
+        for key in ["live", "due", "plain", "absent"] {
+            let h = k.hash(key.as_bytes());
+            k.warm(h, key.as_bytes());
+        }
+        assert_eq!((k.len(), k.volatile(), k.mem()), before);
+        assert_eq!(before.0, 3);
+        let h = k.hash(b"due");
+        assert!(k.get(h, b"due").is_none());
+        assert_eq!((k.len(), k.volatile()), (2, 1));
     }
 
     /// Deadlines set, moved, cleared, deleted and swept: the books, the wheel and the byte

@@ -92,6 +92,9 @@ pub struct Store {
     doc_hooks: std::sync::OnceLock<Arc<dyn collections::DocHooks>>,
 }
 
+/// The most keys [`Store::warm`] is given at once (a pipeline of 16, and some).
+pub const WARM_MAX: usize = 32;
+
 impl Store {
     pub fn new(shards: usize, databases: usize) -> Store {
         let shards = shards.max(1);
@@ -215,6 +218,40 @@ impl Store {
         let h = self.hash(key);
         let mut g = self.lock(self.shard_of_hash(h));
         f(&mut g.dbs[db].keys, h)
+    }
+
+    /// Brings into the cache what looking up `keys` in database `db` will read (table
+    /// slots, entries, deadlines), ahead of the commands that will look them up: a batch's
+    /// lookups back to back overlap their cache misses, where each command's own lookup waits
+    /// for them one after the other. Each shard is locked once, with `try_lock` (a shard
+    /// another thread holds is skipped, never waited for), and only after the keys' hashes
+    /// are all computed: a lock is a full fence, which would wait for the previous key's
+    /// misses. Changes nothing.
+    pub fn warm(&self, db: usize, keys: &[&[u8]]) {
+        let hashes: smallvec::SmallVec<[(usize, u64); WARM_MAX]> = keys
+            .iter()
+            .map(|k| {
+                let h = self.hash(k);
+                (self.shard_of_hash(h), h)
+            })
+            .collect();
+        for (i, &(shard, _)) in hashes.iter().enumerate() {
+            // Each shard once, at its first key.
+            if hashes[..i].iter().any(|&(s, _)| s == shard) {
+                continue;
+            }
+            let Some(g) = self.shards[shard].try_lock() else {
+                continue;
+            };
+            let Some(keyspace) = g.dbs.get(db).map(|d| &d.keys) else {
+                return;
+            };
+            for (&(s, h), key) in hashes[i..].iter().zip(&keys[i..]) {
+                if s == shard {
+                    keyspace.warm(h, key);
+                }
+            }
+        }
     }
 
     pub fn lock(&self, shard: usize) -> MutexGuard<'_, ShardData> {

@@ -31,6 +31,23 @@ pub fn alloc_size(n: usize) -> usize {
     words.div_ceil(step) * step * 8
 }
 
+/// Asks the CPU to bring the cache line of `r` into its caches, without waiting for it:
+/// loads issued back to back this way overlap their cache misses, where loads made by the
+/// code that needs them each wait for the last (see `Store::warm`). A hint only: it changes
+/// no memory and cannot fault.
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 reads nothing architecturally and never faults, whatever the
+    // address; `r` is a live reference anyway. SSE is part of the x86_64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((r as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
+
 #[cfg(test)]
 mod tests {
     use super::alloc_size;

@@ -175,6 +175,14 @@ impl<T: Default> Wheel<T> {
         (e.place != FREE).then_some(&mut e.item)
     }
 
+    /// Brings the entry's time into the cache ahead of a [`Wheel::time_of`] (see
+    /// `util::mem::prefetch`).
+    pub fn warm(&self, id: EntryId) {
+        if let Some(e) = self.entries.get(id.0 as usize) {
+            crate::util::mem::prefetch(&e.at);
+        }
+    }
+
     pub fn time_of(&self, id: EntryId) -> Option<i64> {
         let e = self.entries.get(id.0 as usize)?;
         (e.place != FREE).then_some(e.at)
