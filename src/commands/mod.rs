@@ -36,6 +36,7 @@ pub mod streams;
 pub mod strings;
 pub mod tracking;
 pub mod transactions;
+pub mod warm;
 pub mod zsets;
 
 use crate::protocol::Reply;
@@ -280,7 +281,7 @@ thread_local! {
 
 /// [`Table::get`] through the thread's one-entry memo of the last name.
 #[inline]
-fn find_command(name: &[u8]) -> Option<&'static CommandSpec> {
+pub(crate) fn find_command(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.len() > 8 {
         return table().get(name);
     }
@@ -594,32 +595,6 @@ fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
     ctx.server.pubsub.feed_monitors(ctx.client.db, &from, shown);
 }
 
-/// Warms the key space for the requests at the start of a connection's read buffer: the
-/// first keys of the next [`crate::store::WARM_MAX`] complete requests (as the table places
-/// them) are looked up back to back before the first of them runs, so the cache misses of a
-/// pipeline's lookups overlap (`Store::warm`). Only for two requests or more: a lone
-/// request's own lookup is as early as a warm-up could be. Returns how many requests it
-/// walked, so the caller warms again once it has run them.
-pub fn warm_keys(server: &crate::state::Server, db: usize, buf: &[u8]) -> u8 {
-    use crate::store::WARM_MAX;
-    let mut keys: smallvec::SmallVec<[&[u8]; WARM_MAX]> = smallvec::SmallVec::new();
-    let mut requests = 0u8;
-    crate::protocol::request::peek_requests(buf, WARM_MAX, |argc, lead| {
-        requests += 1;
-        if let Some(key) = lead
-            .first()
-            .and_then(|name| find_command(name))
-            .and_then(|spec| spec.first_key_of(argc, lead))
-        {
-            keys.push(key);
-        }
-    });
-    if requests >= 2 && !keys.is_empty() {
-        server.store.warm(db, &keys);
-    }
-    requests
-}
-
 /// The key arguments of a request, per its table entry (`COMMAND GETKEYS`, shard routing).
 pub fn keys_of<'a>(spec: &CommandSpec, args: &'a [Bytes]) -> Vec<&'a Bytes> {
     spec.key_positions(args)
@@ -653,39 +628,6 @@ pub fn is(arg: &[u8], keyword: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The first key a warm-up reads from a request's leading arguments: the table's first
-    /// key position, or the first of EVAL's counted keys when the count names one.
-    #[test]
-    fn first_key_of_requests() {
-        let first = |args: &[&str]| {
-            let lead: Vec<&[u8]> = args.iter().take(4).map(|a| a.as_bytes()).collect();
-            find_command(lead[0])
-                .and_then(|spec| spec.first_key_of(args.len(), &lead))
-                .map(|k| String::from_utf8_lossy(k).into_owned())
-        };
-        assert_eq!(first(&["get", "k"]).as_deref(), Some("k"));
-        assert_eq!(first(&["hset", "h", "f", "v"]).as_deref(), Some("h"));
-        assert_eq!(
-            first(&["evalsha", "x", "1", "k", "a"]).as_deref(),
-            Some("k")
-        );
-        assert_eq!(
-            first(&["eval", "x", "2", "k1", "k2"]).as_deref(),
-            Some("k1")
-        );
-        assert_eq!(first(&["fcall", "f", "1", "k"]).as_deref(), Some("k"));
-        for no_key in [
-            &["evalsha", "x", "0"][..],
-            &["evalsha", "x", "1"],
-            &["evalsha", "x", "one", "k"],
-            &["evalsha", "x", "-1", "k"],
-            &["ping"],
-            &["info", "keyspace"],
-        ] {
-            assert_eq!(first(no_key), None, "{no_key:?}");
-        }
-    }
 
     /// Every row of the table is well formed: its argument notation parses, its name is
     /// lower case and unique, a subcommand is named after its container, and only flags the

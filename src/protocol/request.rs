@@ -117,14 +117,27 @@ pub const PEEK_LEAD: usize = 4;
 /// themselves: [`next_request`] decodes those, with every check. Lengths are only compared
 /// with what is in `buf`; nothing is allocated.
 pub fn peek_requests<'a>(buf: &'a [u8], max: usize, mut f: impl FnMut(usize, &[&'a [u8]])) {
-    /// A header's number, up to its CRLF, and the bytes after it.
+    /// A header's number (digits only: a negative count or length ends the walk), up to
+    /// its CRLF, and the bytes after it.
+    #[inline(always)]
     fn header(b: &[u8]) -> Option<(usize, &[u8])> {
-        let end = b.iter().take(20).position(|&c| c == b'\r')?;
-        if b.get(end + 1) != Some(&b'\n') {
-            return None;
+        // One or two digits, the usual counts and key lengths, without the loop.
+        match *b {
+            [d @ b'0'..=b'9', b'\r', b'\n', ..] => return Some((usize::from(d - b'0'), &b[3..])),
+            [d @ b'1'..=b'9', e @ b'0'..=b'9', b'\r', b'\n', ..] => {
+                return Some((usize::from(d - b'0') * 10 + usize::from(e - b'0'), &b[4..]))
+            }
+            _ => {}
         }
-        let n = crate::util::num::parse_i64(&b[..end])?;
-        Some((usize::try_from(n).ok()?, &b[end + 2..]))
+        let mut n = 0usize;
+        for (i, &c) in b.iter().enumerate().take(20) {
+            match c {
+                b'0'..=b'9' => n = n.checked_mul(10)?.checked_add(usize::from(c - b'0'))?,
+                b'\r' if i > 0 && b.get(i + 1) == Some(&b'\n') => return Some((n, &b[i + 2..])),
+                _ => return None,
+            }
+        }
+        None
     }
     let mut rest = buf;
     for _ in 0..max {

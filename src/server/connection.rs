@@ -213,19 +213,15 @@ pub fn serve<S: ClientStream>(
         let mut qpeak = 0usize;
         let mut qchecked = crate::util::clock::coarse();
         let mut qtimer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        let mut warmer = crate::commands::warm::KeyWarmer::default();
         'conn: loop {
             // The settings are read where they are used rather than held for the iteration:
             // what a loop iteration holds sits in every idle connection's task.
             // Execute every complete request already buffered, their keys warmed a batch at
-            // a time (`commands::warm_keys`): `unwarmed` counts down the requests the last
-            // warm-up walked.
+            // a time (`commands::warm`).
             let mut close = false;
-            let mut unwarmed = 0u8;
             loop {
-                if unwarmed == 0 {
-                    unwarmed = crate::commands::warm_keys(&server, client.db, &inbuf);
-                }
-                unwarmed = unwarmed.saturating_sub(1);
+                warmer.before_request(&server, client.db, &inbuf);
                 match next_request(&mut inbuf, &mut parse_state, parse_limits(&server, &client)) {
                     Ok(Some(args)) => {
                         // CLIENT KILL sets the flag before it replies, so once the killer has its
