@@ -417,30 +417,14 @@ pub fn batchable(client: &crate::state::client::ClientState, args: &[Bytes]) -> 
         && !crate::state::pause::active()
 }
 
-/// Whether the next request in `buf`, not parsed yet, is a script request (its name is
-/// read in place from the multibulk header; an inline request or one whose name has not
-/// arrived is not).
+/// Whether the next request in `buf`, not parsed yet, is a complete script request (read
+/// in place by `peek_requests`; an inline or incomplete request is not).
 pub fn next_is_script(buf: &[u8]) -> bool {
-    fn line(b: &[u8]) -> Option<(&[u8], &[u8])> {
-        let end = b.iter().take(24).position(|&c| c == b'\r')?;
-        (b.get(end + 1) == Some(&b'\n')).then(|| (&b[..end], &b[end + 2..]))
-    }
-    let Some(rest) = buf.strip_prefix(b"*") else {
-        return false;
-    };
-    let Some((_, rest)) = line(rest) else {
-        return false;
-    };
-    let Some(rest) = rest.strip_prefix(b"$") else {
-        return false;
-    };
-    let Some((len, rest)) = line(rest) else {
-        return false;
-    };
-    match crate::util::num::parse_i64(len) {
-        Some(n @ 4..=10) => rest.get(..n as usize).is_some_and(is_script_name),
-        _ => false,
-    }
+    let mut script = false;
+    crate::protocol::request::peek_requests(buf, 1, |_, lead| {
+        script = lead.first().is_some_and(|name| is_script_name(name));
+    });
+    script
 }
 
 /// Runs a connection's consecutive script requests on the script thread, one after another
