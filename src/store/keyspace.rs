@@ -1062,6 +1062,16 @@ mod tests {
         )
     }
 
+    /// Moves `key`'s deadline to `at` directly, bypassing the past check of the write path.
+    fn make_due(k: &mut Keyspace, key: &[u8], at: i64) {
+        let h = k.hash(key);
+        let e = k.segs[segment_of(h)]
+            .find_mut(h, |e| *e.key == *key)
+            .unwrap();
+        let d = k.books.schedule(h, k.books.deadline(e), Some(at));
+        e.put_deadline(d);
+    }
+
     /// Warming a key (present, absent, past its deadline, in an empty key space) changes
     /// nothing: a key already due is still there, counted, until a lookup or the sweep
     /// removes it.
@@ -1079,11 +1089,7 @@ mod tests {
             let h = k.hash(key.as_bytes());
             k.set(h, key.as_bytes(), Value::string(b"v"), ttl);
         }
-        let h = k.hash(b"due");
-        let seg = &mut k.segs[segment_of(h)];
-        let e = seg.find_mut(h, |e| *e.key == *b"due".as_slice()).unwrap();
-        let d = k.books.schedule(h, k.books.deadline(e), Some(now - 1));
-        e.put_deadline(d);
+        make_due(&mut k, b"due", now - 1);
         let before = (k.len(), k.volatile(), k.mem());
         for key in ["live", "due", "plain", "absent"] {
             let h = k.hash(key.as_bytes());
@@ -1119,10 +1125,7 @@ mod tests {
             match i % 4 {
                 // Due at once for the sweep below (set directly, bypassing the past check).
                 0 => {
-                    let seg = &mut k.segs[segment_of(h)];
-                    let e = seg.find_mut(h, |e| *e.key == *key.as_bytes()).unwrap();
-                    let d = k.books.schedule(h, k.books.deadline(e), Some(now - 1));
-                    e.put_deadline(d);
+                    make_due(&mut k, key.as_bytes(), now - 1);
                 }
                 1 => assert!(k.set_deadline(h, key.as_bytes(), Some(now + 1000))),
                 2 => assert!(k.set_deadline(h, key.as_bytes(), None)),
