@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Side-by-side measurement of tidecache against redis-server 7.
 
-    python3 benches/compare/run.py            # full run (5 to 10 minutes on 2 cores)
+    python3 benches/compare/run.py            # full run (15 to 20 minutes on 2 cores)
     python3 benches/compare/run.py --quick    # smoke-sized run (under 2 minutes), used by CI
 
 Builds the release binary, starts `redis-server` and `target/release/tidecache-server` on free
 ports (never 6379) and measures, always on both servers unless said otherwise:
 
 1. throughput with `redis-benchmark -c 50`, alternating redis / tidecache per workload so that
-   machine noise hits both (median of the rounds);
+   machine noise hits both (median of 3 rounds, 5 at pipeline 1, the order flipped each round);
 2. RSS per key for keys of 32 B with `EX`, per hash of 2 fields with `EXPIRE`, and (tidecache
    only) per session document under a TTL index, loaded with `redis-cli --pipe`;
 3. `DOC.FIND` by `_id` latency while a TTL index sweeps documents all due in the same second
@@ -593,8 +593,12 @@ def throughput(env, quick):
             if cal:
                 n = int(min(n_max * pipeline, max(cal_n, min(cal.values()) * seconds)))
                 samples = {k: [] for k in cal}
-                for _ in range(rounds):
-                    for kind in ("redis", "tidecache"):  # alternate, so noise hits both
+                # At pipeline 1 redis-benchmark, not the server, sets the pace, and its rounds
+                # swing most (10-20% between rounds on 2 cores): five of them there, three at
+                # pipeline 16. The order flips each round, so a drift of the machine over a
+                # row does not always favour the same server.
+                for r in range(rounds + (2 if pipeline == 1 and rounds > 1 else 0)):
+                    for kind in ("redis", "tidecache")[::1 if r % 2 == 0 else -1]:
                         if kind not in samples or row[f"{kind}_error"]:
                             continue
                         timeout = max(60, 20 * n / cal[kind])
@@ -1284,7 +1288,8 @@ def markdown(results):
                          f"{'n/a' if r is None else f'{r:.2f}'} | "
                          f"{fmt_cpu(row, 'redis')} / {fmt_cpu(row, 'tidecache')} | "
                          f"{'n/a' if c is None else f'{c:.2f}'} | {fmt_p50(row)} | {spread(row)} |")
-        lines += ["", "Median of the rounds. CPU µs/request is the server's user + system CPU "
+        lines += ["", "Median of the rounds (3; 5 at pipeline 1, where the rounds swing most; the "
+                  "order of the servers flips each round). CPU µs/request is the server's user + system CPU "
                   "(every thread, from /proc/PID/stat) over a run divided by its requests: below "
                   "1 in the CPU ratio column is better. p50 is redis-benchmark's median latency. "
                   "The spread is (max - min) / median of each server's requests/s over the "
