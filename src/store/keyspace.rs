@@ -1016,8 +1016,6 @@ impl Keyspace {
         Some((e.value, at))
     }
 
-    /// A live key's deadline in Unix ms: `None` if there is no such key, `Some(None)` if it
-    /// has no deadline (TTL, PTTL, EXPIRETIME).
     /// Brings `key`'s table slot and entry into the cache, and starts bringing its
     /// deadline (see [`crate::store::Store::warm`]). Changes nothing: a key past its
     /// deadline stays until a command or the expiry cycle removes it.
@@ -1034,6 +1032,8 @@ impl Keyspace {
         }
     }
 
+    /// A live key's deadline in Unix ms: `None` if there is no such key, `Some(None)` if it
+    /// has no deadline (TTL, PTTL, EXPIRETIME).
     pub fn deadline(&mut self, hash: u64, key: &[u8]) -> Option<Option<i64>> {
         self.lookup(hash, key, false)?;
         let e = self
