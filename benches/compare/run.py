@@ -1405,6 +1405,15 @@ data with `callgrind_control -z`, read with `callgrind_annotate --tree=calling
   one key now skips its next 8, and the cost is 35 instructions (3,683 → 3,718), 0.96 →
   0.98 µs over 9 rounds. At pipeline 1 there is one request to a read and nothing is
   warmed: GET 6.30 → 6.37 µs and SET 6.50 → 6.53 µs, inside the noise (Redis 6.03, 6.50).
+- **Documents by `_id` warmed as keys are** (a trial, not kept; DOC.FINDONE by `_id` at
+  pipeline 16, 100k sessions with a TTL and a `userID` index, LTO build, standalone servers,
+  7 alternating rounds of 1M): the walk also read each `{_id: v}` filter's KeyString and
+  looked the document up (its `_id` map entry, the document, its TTL entries), as the key
+  warm-up does for keys. Server CPU a request went from 2.44 to 2.96 µs, and callgrind
+  showed why: 7,872 → 9,936 instructions a request, the walk reading the filter's `_id`
+  (735 instructions) and finding its slot (484) before the command did both again. A find
+  does about 2.5 times a GET's work around the same few misses, so their overlap did not
+  pay for the lookup made twice.
 - **GET at pipeline 16** (100k keys): `Keyspace::lookup` is a quarter of the server's CPU, all
   of it the cache misses of a random key's table slot and entry; the kernel's socket work most
   of the rest, with the same system calls per batch as Redis (one read, one write; `strace
