@@ -9,6 +9,10 @@
 use bson::Bson;
 use std::cmp::Ordering;
 
+/// The rank of strings (for the code that reads a string's bytes without building a
+/// `Bson`).
+pub const STRING_RANK: u8 = 15;
+
 /// The canonical type rank of a value (MongoDB's `canonicalizeBSONType`). Values of equal rank
 /// are comparable; values of different ranks order by rank (type bracketing in queries uses
 /// this too: `{$gt: 5}` only matches numbers).
@@ -17,7 +21,7 @@ pub fn rank(v: &Bson) -> u8 {
         Bson::MinKey => 0,
         Bson::Undefined | Bson::Null => 5,
         Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => 10,
-        Bson::Symbol(_) | Bson::String(_) => 15,
+        Bson::Symbol(_) | Bson::String(_) => STRING_RANK,
         Bson::Document(_) => 20,
         Bson::Array(_) => 25,
         Bson::Binary(_) => 30,

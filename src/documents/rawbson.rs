@@ -162,11 +162,11 @@ pub fn id_matches_key(doc: &[u8], key: &[u8]) -> Option<bool> {
     match e.ty {
         STRING => {
             let s = str_of(e.value)?;
-            if s.contains(&0) {
+            if crate::documents::keys::has_zero_byte(s) {
                 return None;
             }
             Some(
-                tag == rank(&bson::Bson::String(String::new())) + 1
+                tag == crate::documents::order::STRING_RANK + 1
                     && rest.len() == s.len() + 2
                     && rest[..s.len()] == *s
                     && rest[s.len()..] == [0, 0],
