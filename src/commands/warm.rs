@@ -7,7 +7,6 @@
 //! stops walking its buffer for a while: the walk is then all cost.
 
 use super::find_command;
-use crate::commands::spec::CommandSpec;
 use crate::store::WARM_MAX;
 
 /// After a warm-up that found fewer than two keys in a pipeline, the batches skipped before
@@ -50,22 +49,11 @@ impl KeyWarmer {
 fn warm_keys(server: &crate::state::Server, db: usize, buf: &[u8]) -> (u8, u8) {
     let mut keys: smallvec::SmallVec<[&[u8]; WARM_MAX]> = smallvec::SmallVec::new();
     let mut requests = 0u8;
-    // The last name looked up: a pipeline mostly repeats one command.
-    let mut last: Option<(&[u8], &'static CommandSpec)> = None;
     crate::protocol::request::peek_requests(buf, WARM_MAX, |argc, lead| {
         requests += 1;
-        let Some(&name) = lead.first() else {
+        // A pipeline mostly repeats one command: `find_command`'s memo answers.
+        let Some(spec) = lead.first().and_then(|name| find_command(name)) else {
             return;
-        };
-        let spec = match last {
-            Some((n, spec)) if n == name => spec,
-            _ => match find_command(name) {
-                Some(spec) => {
-                    last = Some((name, spec));
-                    spec
-                }
-                None => return,
-            },
         };
         // A run of requests on one key needs it looked up once.
         if let Some(key) = spec.first_key_of(argc, lead) {
