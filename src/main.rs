@@ -397,9 +397,14 @@ fn init_logging(config: &Config) {
         _ => "off",
     };
     let filter = tracing_subscriber::EnvFilter::new(level);
+    // A log line that cannot be written is dropped, as Redis drops it. The subscriber's
+    // own report of the failure goes to standard error with `eprintln!`, which panics when
+    // standard error is a closed pipe: the task that logged died with it (the signal
+    // watcher, after "Received SIGTERM", and the server never shut down).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false);
+        .with_target(false)
+        .log_internal_errors(false);
     let logfile = config.get("logfile");
     if logfile.is_empty() {
         // Colours only on a terminal, not in a file the standard error was sent to.

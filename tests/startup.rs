@@ -262,6 +262,44 @@ fn log_file_gets_the_start_lines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A server whose standard error is a pipe nobody reads any more (the terminal or the
+/// supervisor that started it went away) still shuts down on SIGTERM: the log line it
+/// cannot write is dropped. It used to kill the signal's task instead, and the server ran on.
+#[test]
+fn sigterm_shuts_down_with_standard_error_closed() {
+    let dir = temp_dir("closed-stderr");
+    let mut child = Command::new(BIN)
+        .args(["--port", "0", "--save", "", "--loglevel", "notice"])
+        .args(["--dir", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Redis's start lines (standard output) are read up to "Ready"; then both pipes are
+    // closed, so every later write to them fails with EPIPE.
+    let pipe = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(pipe);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.contains("Ready to accept connections") {
+                let _ = tx.send(reader);
+                return;
+            }
+            line.clear();
+        }
+    });
+    let reader = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no \"Ready to accept connections\" line");
+    drop(reader);
+    drop(child.stderr.take());
+    sigterm(&child);
+    assert_eq!(wait_exit(&mut child), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The redis.conf Debian's redis-server package installs (Redis 7's defaults) starts once its
 /// one setting tidecache cannot honour, `aof-use-rdb-preamble yes`, is turned off; the start
 /// says why until then. Only the lines any second server needs change (port, foreground,

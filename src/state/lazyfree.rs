@@ -45,7 +45,7 @@ impl LazyFree {
             if let Err(e) = spawned {
                 // Without the thread the receiver is gone and `send` hands the job back:
                 // it is freed in place below.
-                eprintln!("cannot start the lazyfree thread: {e}");
+                tracing::warn!("cannot start the lazyfree thread: {e}");
             }
             Mutex::new(tx)
         });
