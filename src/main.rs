@@ -81,6 +81,15 @@ fn main() {
     // each level a few frames of conversion. Address space only: untouched pages cost
     // nothing.
     builder.thread_stack_size(tidecache::commands::scripting::STACK_SIZE);
+    // `io-coalesce-us` (server::coalesce): one thread naps before it parks when many
+    // clients keep it busy. More threads do not: a napping worker is not parked, so the
+    // others would not hand it work meanwhile, and that case is unmeasured here.
+    if threads == 1 {
+        use tidecache::server::coalesce;
+        builder
+            .on_thread_park(coalesce::before_park)
+            .on_thread_unpark(coalesce::after_unpark);
+    }
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -102,6 +102,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Number of in-process shards the data is split over. 0: twice the number of cores." },
     Setting { name: "io-threads", default: "0", live: false, kind: Kind::Int(0, 128),
         doc: "Threads that run connections and commands (Redis's name; here every thread also executes commands, each locking only the shards it touches). 0: half the cores, at least one, leaving the rest to the kernel's network stack and to clients on the same machine." },
+    Setting { name: "io-coalesce-us", default: "40", live: true, kind: Kind::Int(0, 1000),
+        doc: "Microseconds a busy I/O thread naps on a timer before it waits for input, so that the requests many clients are about to send are read in one wake-up instead of each waking the thread. Taken only while the thread was busy at least half the time and at least 8 connections sent requests within the last 0.1-0.2 s, fewer than half of them having been read in the thread's last busy spell; so a few clients that all wait on the server never wait for a nap. 0: off. With io-threads 1 (more threads never nap)." },
     Setting { name: "hz", default: "10", live: true, kind: Kind::Int(1, 500),
         doc: "How many times a second each shard sweeps expired keys from its timing wheel." },
     Setting { name: "dynamic-hz", default: "yes", live: true, kind: Kind::Bool,

@@ -513,7 +513,14 @@ pub fn serve<S: ClientStream>(
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        handle.last_active.store(crate::util::clock::coarse(), Ordering::Relaxed);
+                        let tick = crate::util::clock::coarse();
+                        // Stored once a tick: the first read of a tick also counts the
+                        // connection as active for read coalescing.
+                        let first_in_tick = handle.last_active.load(Ordering::Relaxed) != tick;
+                        if first_in_tick {
+                            handle.last_active.store(tick, Ordering::Relaxed);
+                        }
+                        super::coalesce::note_read(tick, first_in_tick);
                         handle.bufs.input(inbuf.len(), inbuf.capacity());
                         qpeak = qpeak.max(inbuf.len());
                     }

@@ -170,6 +170,7 @@ impl Server {
             LIMITS.apply(name, config.get_i64(name));
         }
         BUSY_REPLY_THRESHOLD_MS.store(config.get_u64("busy-reply-threshold"), Ordering::Relaxed);
+        IO_COALESCE_US.store(config.get_u64("io-coalesce-us"), Ordering::Relaxed);
         crate::store::journal::child::set_key_save_delay(config.get_i64("rdb-key-save-delay"));
         replication::refresh_good_replicas(
             config.get_u64("min-replicas-to-write"),
@@ -400,6 +401,10 @@ impl Server {
             let v = self.config.read().get_u64(name);
             BUSY_REPLY_THRESHOLD_MS.store(v, Ordering::Relaxed);
         }
+        if name == "io-coalesce-us" {
+            let v = self.config.read().get_u64(name);
+            IO_COALESCE_US.store(v, Ordering::Relaxed);
+        }
         if matches!(name, "min-replicas-to-write" | "min-replicas-max-lag") {
             let c = self.config.read();
             replication::refresh_good_replicas(
@@ -508,6 +513,10 @@ impl Server {
 /// `busy-reply-threshold` in milliseconds: a script that runs longer without writing is
 /// stopped (read on the scripting engine's instruction hook, without a lock).
 pub static BUSY_REPLY_THRESHOLD_MS: AtomicU64 = AtomicU64::new(5000);
+
+/// `io-coalesce-us`: how long a busy I/O thread naps before it waits for input (read by
+/// `server::coalesce` each time the thread is about to park).
+pub static IO_COALESCE_US: AtomicU64 = AtomicU64::new(40);
 
 /// Redis's `writeCommandsDeniedByDiskError` for snapshots: the last background save failed,
 /// a save schedule is set and `stop-writes-on-bgsave-error` is on, so the dispatcher refuses
