@@ -174,13 +174,61 @@ async fn run(config: Config) -> i32 {
             return 1;
         }
     };
+    // Cluster mode: nodes.conf is loaded (or a new node made) once the client port is known,
+    // and the bus port bound; either failing stops the start, as in Redis.
+    if server.config.read().get_bool("cluster-enabled") {
+        let bound = server.port.load(std::sync::atomic::Ordering::Relaxed) as u16;
+        let started = {
+            let cfg = server.config.read();
+            tidecache::state::cluster::Cluster::start(&cfg, bound)
+        };
+        let cluster = match started {
+            Ok(c) => c,
+            Err(e) => {
+                log.line(Level::Warning, &e);
+                eprintln!("{e}");
+                return 1;
+            }
+        };
+        let cport = cluster.lock().my_cport;
+        let bus_port = {
+            let p = server.config.read().get_u64("cluster-port") as u16;
+            if p != 0 {
+                p
+            } else {
+                bound.wrapping_add(10000)
+            }
+        };
+        let lines = std::mem::take(&mut cluster.lock().log);
+        for (level, line) in lines {
+            log.line(level, &line);
+        }
+        let _ = server.cluster.set(cluster);
+        match tidecache::server::cluster_bus::bind(&server, bus_port).await {
+            Ok(bus) => tidecache::server::cluster_bus::start(&server, bus),
+            Err(e) => {
+                log.line(Level::Warning, &format!("Warning: {e}"));
+                log.line(
+                    Level::Warning,
+                    &format!("Failed listening on port {bus_port} (cluster), aborting."),
+                );
+                return 1;
+            }
+        }
+        tracing::info!("cluster bus on port {bus_port}, announced as {cport}");
+    }
     // The banner with the PID, before any load, as Redis prints it: tools that start the
     // server (Redis's test suite) wait for it, then watch INFO's `loading` during a load.
     log.line(
         Level::Notice,
         &format!(
-            "tidecache {VERSION} (Redis {} compatible) standalone, port {}, PID: {}",
+            "tidecache {VERSION} (Redis {} compatible) {}, port {}, PID: {}",
             tidecache::state::REDIS_COMPAT_VERSION,
+            if server.cluster.get().is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            },
             server.port.load(std::sync::atomic::Ordering::Relaxed),
             std::process::id(),
         ),

@@ -191,6 +191,11 @@ fn auth(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn select(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let db = args.next_i64()?;
+    if ctx.server.cluster.get().is_some() && db != 0 {
+        return Err(CommandError::msg(
+            "ERR SELECT is not allowed in cluster mode",
+        ));
+    }
     if db < 0 || db as usize >= ctx.server.store.databases() {
         return Err(CommandError::msg("ERR DB index is out of range"));
     }

@@ -25,6 +25,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("2.6.0", "Create a key using the provided serialized value, previously obtained using DUMP.")
         .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
         .args("key:key ttl:integer serialized-value [REPLACE] [ABSTTL] [IDLETIME=seconds:integer] [FREQ=frequency:integer]"),
+    GENERIC.cmd("restore-asking", -4, restore).flags(WRITE | DENYOOM | ASKING).key().key_specs(RESTORE_KEYS)
+        .acl(acl::DANGEROUS)
+        .doc("3.0.0", "An internal command for migrating keys in a cluster")
+        .complexity("O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).")
+        .args("key:key ttl:integer serialized-value [REPLACE] [ABSTTL] [IDLETIME=seconds:integer] [FREQ=frequency:integer]"),
 ];
 
 fn dump(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {

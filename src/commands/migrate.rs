@@ -82,6 +82,9 @@ struct Job {
     timeout: Duration,
     copy: bool,
     replace: bool,
+    /// Cluster mode: each key goes as RESTORE-ASKING, which the target runs on a slot it
+    /// is importing (Redis's migrateCommand).
+    asking: bool,
     /// (username, password) of AUTH / AUTH2.
     auth: Option<(Option<Bytes>, Bytes)>,
     items: Vec<Item>,
@@ -174,6 +177,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         timeout: Duration::from_millis(timeout as u64),
         copy,
         replace,
+        asking: ctx.server.cluster.get().is_some(),
         auth,
         items,
     };
@@ -482,7 +486,14 @@ fn transfer(job: &Job) -> Outcome {
             };
             sent.push(i);
             put_count(&mut cmd, if job.replace { 5 } else { 4 });
-            put_bulk(&mut cmd, b"RESTORE");
+            put_bulk(
+                &mut cmd,
+                if job.asking {
+                    b"RESTORE-ASKING"
+                } else {
+                    b"RESTORE"
+                },
+            );
             put_bulk(&mut cmd, &item.key);
             put_bulk(&mut cmd, ttl.to_string().as_bytes());
             put_bulk(&mut cmd, &item.payload);

@@ -404,6 +404,21 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return refuse(ctx, Some(spec), e);
         }
     }
+    // Cluster mode: a command whose keys are served elsewhere is redirected (Redis's
+    // processCommand, right after the ACL check); the master's stream is never redirected.
+    if ctx.server.cluster.get().is_some()
+        && !journal::is_loader()
+        && !crate::state::replication::applying()
+    {
+        if let Some(e) = cluster::redirect(ctx, spec, args) {
+            if spec.name == "exec" {
+                transactions::reset_state(ctx);
+                stats::rejected(Some(spec), &e);
+                return e;
+            }
+            return refuse(ctx, Some(spec), e);
+        }
+    }
     // maxmemory: before every command, evict per the policy (as Redis's processCommand, so
     // a read after the limit was lowered finds keys already gone, and a tracking client
     // hears of them first); what may grow memory (DENYOOM) is refused if that cannot get

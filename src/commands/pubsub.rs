@@ -218,7 +218,14 @@ fn spublish(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // Replicas deliver it to their own subscribers too (Redis propagates it to replicas,
     // not to the AOF), in the client's database as every propagated command: a stream that
     // has not selected it yet gets a SELECT first, as Redis's.
-    crate::store::journal::replicate_only(Some(ctx.client.db), &[b"SPUBLISH", channel, message]);
+    // In cluster mode the bus carries it to the shard's nodes instead (Redis 7.0).
+    match ctx.server.cluster.get() {
+        Some(c) => c.with(|st| st.propagate_publish(channel, message, true)),
+        None => crate::store::journal::replicate_only(
+            Some(ctx.client.db),
+            &[b"SPUBLISH", channel, message],
+        ),
+    }
     Ok(Reply::Int(
         ctx.server.pubsub.spublish(channel, message) as i64
     ))
@@ -303,7 +310,14 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 fn publish(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (channel, message) = (args.next_arg()?, args.next_arg()?);
     // In the client's database, as SPUBLISH.
-    crate::store::journal::replicate_only(Some(ctx.client.db), &[b"PUBLISH", channel, message]);
+    // In cluster mode the bus carries it to every node instead (Redis 7.0).
+    match ctx.server.cluster.get() {
+        Some(c) => c.with(|st| st.propagate_publish(channel, message, false)),
+        None => crate::store::journal::replicate_only(
+            Some(ctx.client.db),
+            &[b"PUBLISH", channel, message],
+        ),
+    }
     Ok(Reply::Int(
         ctx.server.pubsub.publish(channel, message) as i64
     ))

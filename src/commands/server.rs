@@ -741,6 +741,7 @@ const INFO_SECTIONS: &[&str] = &[
     "errorstats",
     "latencystats",
     "keyspace",
+    "cluster",
     "documents",
 ];
 const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
@@ -800,7 +801,12 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("redis_version", &REDIS_COMPAT_VERSION);
             kv("server_name", &"tidecache");
             kv("tidecache_version", &VERSION);
-            kv("redis_mode", &"standalone");
+            let mode = if s.cluster.get().is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            };
+            kv("redis_mode", &mode);
             kv("os", &std::env::consts::OS);
             kv("arch_bits", &(usize::BITS));
             kv("multiplexing_api", &"tokio");
@@ -959,6 +965,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             ] {
                 kv(name, &format!("{v:.6}"));
             }
+        }
+        "cluster" => {
+            kv("cluster_enabled", &(s.cluster.get().is_some() as u8));
         }
         "keyspace" => {
             for (db, (keys, expires, avg_ttl)) in s.store.keyspace_info().into_iter().enumerate() {

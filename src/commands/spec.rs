@@ -62,6 +62,9 @@ pub mod flag {
     pub const ALLOW_BUSY: u32 = 1 << 13;
     pub const MOVABLEKEYS: u32 = 1 << 14;
     pub const BLOCKING: u32 = 1 << 15;
+    /// Runs on a slot this cluster node is importing without a preceding ASKING
+    /// (RESTORE-ASKING, which MIGRATE sends).
+    pub const ASKING: u32 = 1 << 16;
 
     /// Runs at once inside MULTI instead of being queued (Redis: EXEC, DISCARD, MULTI,
     /// WATCH, QUIT, RESET).
@@ -86,6 +89,7 @@ pub mod flag {
         (STALE, "stale"),
         (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
+        (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (NO_MULTI, "no_multi"),

@@ -3,6 +3,7 @@
 //! This module knows nothing of commands or data; `Reply` is the protocol-level value a command
 //! produces, encoded as RESP2 or RESP3 depending on what the client negotiated with `HELLO`.
 
+pub mod cluster_bus;
 mod reply;
 pub mod request;
 

@@ -3,6 +3,7 @@
 //! scheduling of active expiry and of the TTL monitors. It drives the shared state (`state/`) through the command table.
 
 pub mod admin;
+pub mod cluster_bus;
 pub mod coalesce;
 pub mod connection;
 pub mod listener;

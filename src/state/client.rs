@@ -558,6 +558,10 @@ pub struct ClientState {
     /// Equal to the ACL epoch while `user` may run everything: the dispatcher's whole
     /// check is comparing it with the epoch (`commands::acl`).
     pub acl_fast: u64,
+    /// Cluster mode: ASKING was sent (the next command may use a slot being imported), and
+    /// READONLY (reads are served by a replica of the slot's master).
+    pub cluster_asking: bool,
+    pub cluster_readonly: bool,
 }
 
 /// A client's subscriptions of one kind (channels, patterns or shard channels). Most
@@ -670,6 +674,8 @@ impl ClientState {
             user: None,
             acl_seen: 0,
             acl_fast: 0,
+            cluster_asking: false,
+            cluster_readonly: false,
         }
     }
 

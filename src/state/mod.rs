@@ -7,6 +7,7 @@
 pub mod acl;
 pub mod blocking;
 pub mod client;
+pub mod cluster;
 pub mod cmdstats;
 pub mod gate;
 pub mod lazyfree;
@@ -116,6 +117,9 @@ pub struct Server {
     /// Binds a RESP listener anew (`CONFIG SET port` / `tls-port`): installed by the network
     /// side, which owns the listening sockets, once it accepts; see `Server::rebind`.
     pub rebind: std::sync::OnceLock<RebindHook>,
+    /// Redis Cluster (`cluster-enabled yes`): set once at start, after the client port is
+    /// bound; absent on a standalone server.
+    pub cluster: std::sync::OnceLock<cluster::Cluster>,
 }
 
 /// `(tls, port)`: bind `port` on the `bind` addresses for plain (false) or TLS (true)
@@ -249,6 +253,7 @@ impl Server {
             tracking,
             tls: Default::default(),
             rebind: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
         })
     }
 
@@ -282,6 +287,8 @@ impl Server {
                         let addr = c.get("bind").split_whitespace().next().unwrap_or("*");
                         format!("{addr}:{bound}")
                     }
+                    // Redis's `[cluster]` in cluster mode.
+                    "server-mode" if c.get_bool("cluster-enabled") => "[cluster]".into(),
                     "server-mode" | "unixsocket" => String::new(),
                     // `port 0` alone picks a free port here: that is the port listened on.
                     "port" if port == 0 && tls_port == 0 => bound.to_string(),

@@ -213,6 +213,11 @@ impl Store {
         }
     }
 
+    /// Whether `key` is in database `db` (an expired key is not).
+    pub fn exists(&self, db: usize, key: &[u8]) -> bool {
+        self.with_key(db, key, |ks, h| ks.contains(h, key))
+    }
+
     /// Runs `f` on `key`'s key space in database `db`, under its shard's lock.
     pub fn with_key<R>(&self, db: usize, key: &[u8], f: impl FnOnce(&mut Keyspace, u64) -> R) -> R {
         let h = self.hash(key);
@@ -329,4 +334,25 @@ impl Store {
             s.dbs[b].keys.set_db(b);
         }
     }
+}
+
+/// Up to `max` keys of database 0 whose cluster hash slot is `slot`, found by a pass over
+/// every key of database 0 (cluster mode keeps no per-slot index yet).
+pub fn slot_keys(store: &Store, slot: u16, max: usize) -> Vec<bytes::Bytes> {
+    let mut out = Vec::new();
+    if max == 0 {
+        return out;
+    }
+    let now = crate::util::clock::now_ms();
+    store.for_each_shard(|s| {
+        if out.len() >= max {
+            return;
+        }
+        s.dbs[0].keys.for_each(now, |e| {
+            if out.len() < max && redis_protocol::redis_keyslot(e.key()) == slot {
+                out.push(bytes::Bytes::copy_from_slice(e.key()));
+            }
+        })
+    });
+    out
 }

@@ -1,0 +1,446 @@
+//! Cluster mode with real nodes on free ports: a cluster made by `redis-cli --cluster
+//! create`, redirections, failure detection over the bus, nodes.conf across a restart, and
+//! a mixed cluster with redis-server 7.
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::eventually;
+
+/// One cluster node (tidecache, or redis-server as the reference) with its own directory.
+struct Node {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    redis: bool,
+}
+
+fn free_port_pair() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().expect("addr").port();
+        if p < 55535 && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+fn redis_server_available() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "redis-server and redis-cli are needed for the cluster tests under CI"
+    );
+    if !found {
+        eprintln!("NOTICE: redis-server not on PATH; cluster test skipped");
+    }
+    found
+}
+
+impl Node {
+    fn start(redis: bool, extra: &[&str]) -> Node {
+        let port = free_port_pair();
+        let dir = std::env::temp_dir().join(format!(
+            "tc-cluster-{}-{port}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        Self::start_in(redis, port, dir, extra)
+    }
+
+    fn start_in(redis: bool, port: u16, dir: PathBuf, extra: &[&str]) -> Node {
+        let bin = if redis {
+            "redis-server".to_string()
+        } else {
+            env!("CARGO_BIN_EXE_tidecache-server").to_string()
+        };
+        let child = Command::new(bin)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                "3000",
+                "--dir",
+                dir.to_str().expect("utf-8 dir"),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let node = Node {
+            child,
+            port,
+            dir,
+            redis,
+        };
+        assert!(
+            eventually(10.0, || node
+                .try_cmd(&["PING"])
+                .is_some_and(|r| r == "PONG")),
+            "node on {port} did not start"
+        );
+        node
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn try_cmd(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        self.try_cmd(args)
+            .unwrap_or_else(|| panic!("redis-cli {args:?} on {} failed", self.port))
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+
+    fn info_field(&self, field: &str) -> String {
+        let info = self.cmd(&["CLUSTER", "INFO"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    }
+
+    fn myid(&self) -> String {
+        self.cmd(&["CLUSTER", "MYID"])
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn redis_cli(args: &[&str], timeout: Duration) -> (bool, String) {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(args);
+    let (ok, out, _) = support::run_bounded(cmd, timeout);
+    (ok, out)
+}
+
+fn create(nodes: &[&Node], replicas: usize) {
+    let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+    args.extend(nodes.iter().map(|n| n.addr()));
+    args.extend([
+        "--cluster-replicas".into(),
+        replicas.to_string(),
+        "--cluster-yes".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out) = redis_cli(&args, Duration::from_secs(60));
+    assert!(ok, "redis-cli --cluster create failed:\n{out}");
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    for n in nodes {
+        assert!(
+            eventually(20.0, || n.info_field("cluster_state") == "ok"),
+            "node {} did not reach cluster_state:ok: {}",
+            n.port,
+            n.cmd(&["CLUSTER", "NODES"])
+        );
+    }
+}
+
+fn check(node: &Node) -> String {
+    let (ok, out) = redis_cli(
+        &["--cluster", "check", &node.addr()],
+        Duration::from_secs(30),
+    );
+    assert!(ok, "redis-cli --cluster check failed:\n{out}");
+    assert!(
+        out.contains("[OK] All nodes agree about slots configuration."),
+        "{out}"
+    );
+    assert!(out.contains("[OK] All 16384 slots covered."), "{out}");
+    out
+}
+
+#[test]
+fn standalone_reports_cluster_disabled() {
+    let s = support::TestServer::start(&[]);
+    let mut c = s.conn();
+    assert_eq!(
+        support::info_value(&mut c, "cluster", "cluster_enabled").as_deref(),
+        Some("0")
+    );
+    let e = support::err_text(redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c));
+    assert!(
+        e.contains("This instance has cluster support disabled"),
+        "{e}"
+    );
+    let e = support::err_text(redis::cmd("READONLY").query::<String>(&mut c));
+    assert!(e.contains("cluster support disabled"), "{e}");
+}
+
+#[test]
+fn three_masters_made_by_redis_cli_redirect_and_survive_a_restart() {
+    if !redis_server_available() {
+        return;
+    }
+    let a = Node::start(false, &[]);
+    let b = Node::start(false, &[]);
+    let mut c = Node::start(false, &[]);
+    assert_eq!(
+        a.cmd(&["INFO", "cluster"]).lines().nth(1),
+        Some("cluster_enabled:1")
+    );
+    assert_eq!(a.info_field("cluster_state"), "fail");
+    create(&[&a, &b, &c], 0);
+    check(&a);
+
+    // Keys land on their slots' owners: redis-cli -c follows MOVED.
+    for i in 0..200 {
+        let k = format!("key:{i}");
+        let v = format!("v{i}");
+        assert_eq!(
+            Command::new("redis-cli")
+                .args(["-c", "-p", &a.port.to_string(), "SET", &k, &v])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default(),
+            "OK"
+        );
+    }
+    let total: i64 = [&a, &b, &c]
+        .iter()
+        .map(|n| n.cmd(&["DBSIZE"]).parse::<i64>().unwrap_or(0))
+        .sum();
+    assert_eq!(total, 200);
+    for n in [&a, &b, &c] {
+        let keys: i64 = n.cmd(&["DBSIZE"]).parse().unwrap_or(0);
+        assert!(keys > 30, "keys spread over the three masters: {keys}");
+    }
+
+    // A key another node serves: MOVED with that node's address, as Redis words it.
+    let slot: u16 = a.cmd(&["CLUSTER", "KEYSLOT", "foo"]).parse().expect("slot");
+    assert_eq!(slot, 12182);
+    let owner = [&a, &b, &c]
+        .into_iter()
+        .find(|n| {
+            let mut conn = n.conn();
+            redis::cmd("GET")
+                .arg("foo")
+                .query::<Option<String>>(&mut conn)
+                .is_ok()
+        })
+        .expect("one node serves foo");
+    for n in [&a, &b, &c] {
+        if n.port == owner.port {
+            continue;
+        }
+        let mut conn = n.conn();
+        let e = support::err_text(
+            redis::cmd("GET")
+                .arg("foo")
+                .query::<Option<String>>(&mut conn),
+        );
+        assert!(
+            e.contains(&format!("{slot} 127.0.0.1:{}", owner.port)),
+            "expected MOVED to the owner: {e}"
+        );
+    }
+    // Keys of different slots in one command: CROSSSLOT; a hash tag keeps them together.
+    let mut conn = owner.conn();
+    let e = support::err_text(
+        redis::cmd("MSET")
+            .arg("foo")
+            .arg("1")
+            .arg("bar")
+            .arg("2")
+            .query::<String>(&mut conn),
+    );
+    assert!(e.contains("CROSSSLOT") || e.contains("MOVED"), "{e}");
+    let mut tagged = [&a, &b, &c]
+        .into_iter()
+        .find(|n| {
+            let mut conn = n.conn();
+            redis::cmd("MSET")
+                .arg("{user1}:a")
+                .arg("1")
+                .arg("{user1}:b")
+                .arg("2")
+                .query::<String>(&mut conn)
+                .is_ok()
+        })
+        .expect("one node serves {user1}")
+        .conn();
+    let got: Vec<String> = redis::cmd("MGET")
+        .arg("{user1}:a")
+        .arg("{user1}:b")
+        .query(&mut tagged)
+        .expect("mget");
+    assert_eq!(got, vec!["1", "2"]);
+    // Only database 0 in cluster mode.
+    let e = support::err_text(redis::cmd("SELECT").arg(1).query::<String>(&mut conn));
+    assert!(e.contains("SELECT is not allowed in cluster mode"), "{e}");
+
+    // COUNTKEYSINSLOT / GETKEYSINSLOT on the owner of key:0.
+    let s0: String = a.cmd(&["CLUSTER", "KEYSLOT", "key:0"]);
+    let owner0 = [&a, &b, &c]
+        .into_iter()
+        .find(|n| n.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s0]) != "0")
+        .expect("an owner of key:0's slot");
+    assert!(owner0
+        .cmd(&["CLUSTER", "GETKEYSINSLOT", &s0, "10"])
+        .lines()
+        .any(|l| l == "key:0"));
+
+    // CLUSTER SLOTS: three ranges per node at most, covering every slot.
+    let slots = a.cmd(&["CLUSTER", "SLOTS"]);
+    assert!(slots.contains("127.0.0.1"), "{slots}");
+
+    // A PUBLISH on one node reaches a subscriber on another over the bus.
+    let mut sub = redis::Client::open(format!("redis://127.0.0.1:{}/", b.port))
+        .expect("client")
+        .get_connection()
+        .expect("connect");
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("news").expect("subscribe");
+    ps.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    assert_eq!(c.cmd(&["PUBLISH", "news", "hello"]), "0");
+    let msg = ps.get_message().expect("message over the bus");
+    assert_eq!(msg.get_payload::<String>().expect("payload"), "hello");
+    drop(ps);
+
+    // A restart reads nodes.conf: same id, same slots, and the cluster is whole again.
+    let id = c.myid();
+    let slots_before = c
+        .cmd(&["CLUSTER", "NODES"])
+        .lines()
+        .find(|l| l.contains("myself"))
+        .map(|l| l.split(' ').skip(8).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let (port, dir) = (c.port, c.dir.clone());
+    c.kill();
+    // The others see it fail: PFAIL by timeout, then FAIL by the masters' reports.
+    assert!(
+        eventually(20.0, || a
+            .cmd(&["CLUSTER", "NODES"])
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains(" master,fail "))),
+        "the killed node was not marked failing: {}",
+        a.cmd(&["CLUSTER", "NODES"])
+    );
+    assert_eq!(a.info_field("cluster_state"), "fail");
+    std::mem::forget(c);
+    let c = Node::start_in(false, port, dir, &[]);
+    assert_eq!(c.myid(), id);
+    let slots_after = c
+        .cmd(&["CLUSTER", "NODES"])
+        .lines()
+        .find(|l| l.contains("myself"))
+        .map(|l| l.split(' ').skip(8).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    assert_eq!(slots_after, slots_before);
+    for n in [&a, &b, &c] {
+        assert!(
+            eventually(30.0, || n.info_field("cluster_state") == "ok"),
+            "node {} did not come back: {}",
+            n.port,
+            n.cmd(&["CLUSTER", "NODES"])
+        );
+    }
+    check(&a);
+}
+
+#[test]
+fn a_mixed_cluster_with_redis_server_is_made_checked_and_resharded_both_ways() {
+    if !redis_server_available() {
+        return;
+    }
+    let t1 = Node::start(false, &[]);
+    let r1 = Node::start(true, &[]);
+    let t2 = Node::start(false, &[]);
+    create(&[&t1, &r1, &t2], 0);
+    assert!(r1.redis && !t1.redis);
+    check(&r1);
+    // Keys through a cluster client, across all three.
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://{}/", t1.addr())])
+        .expect("cluster client");
+    let mut cc = client.get_connection().expect("cluster connection");
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut cc)
+            .expect("set through the cluster client");
+    }
+    // Reshard 200 slots from tidecache to redis-server, then 200 back, with the keys.
+    for (from, to) in [(&t1, &r1), (&r1, &t2)] {
+        let (ok, out) = redis_cli(
+            &[
+                "--cluster",
+                "reshard",
+                &t1.addr(),
+                "--cluster-from",
+                &from.myid(),
+                "--cluster-to",
+                &to.myid(),
+                "--cluster-slots",
+                "200",
+                "--cluster-yes",
+            ],
+            Duration::from_secs(120),
+        );
+        assert!(ok, "reshard failed:\n{out}");
+        for n in [&t1, &r1, &t2] {
+            assert!(
+                eventually(10.0, || n.info_field("cluster_state") == "ok"),
+                "{}",
+                n.cmd(&["CLUSTER", "NODES"])
+            );
+        }
+        check(&t2);
+    }
+    for i in 0..300 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut cc)
+            .expect("get through the cluster client");
+        assert_eq!(v, i);
+    }
+    let total: i64 = [&t1, &r1, &t2]
+        .iter()
+        .map(|n| n.cmd(&["DBSIZE"]).parse::<i64>().unwrap_or(0))
+        .sum();
+    assert_eq!(total, 300, "every key once, on its slot's owner");
+}
