@@ -78,7 +78,14 @@ impl Node {
                 "no",
             ])
             .args(extra)
-            .stdout(Stdio::null())
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join("log"))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            )
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn");
@@ -146,7 +153,12 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            // The node's log stays for the failure's diagnosis.
+            eprintln!("node {} log: {}", self.port, self.dir.join("log").display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -443,4 +455,147 @@ fn a_mixed_cluster_with_redis_server_is_made_checked_and_resharded_both_ways() {
         .map(|n| n.cmd(&["DBSIZE"]).parse::<i64>().unwrap_or(0))
         .sum();
     assert_eq!(total, 300, "every key once, on its slot's owner");
+}
+
+/// The role a node reports for itself in CLUSTER NODES ("master" or "slave").
+fn role(n: &Node) -> String {
+    n.cmd(&["CLUSTER", "NODES"])
+        .lines()
+        .find(|l| l.contains("myself"))
+        .map(|l| {
+            if l.contains("slave") {
+                "slave".to_string()
+            } else {
+                "master".to_string()
+            }
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_replica_takes_over_a_killed_master_and_a_manual_failover_swaps_roles() {
+    if !redis_server_available() {
+        return;
+    }
+    let nodes: Vec<Node> = (0..6).map(|_| Node::start(false, &[])).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    create(&refs, 1);
+    // Which node replicates which: read from the first master's view.
+    let id_of: Vec<String> = nodes.iter().map(Node::myid).collect();
+    let replica_of = |nodes: &[Node], i: usize| -> Option<usize> {
+        let line = nodes[i]
+            .cmd(&["CLUSTER", "NODES"])
+            .lines()
+            .find(|l| l.contains("myself"))
+            .map(str::to_string)?;
+        let master = line.split(' ').nth(3)?.to_string();
+        id_of.iter().position(|id| *id == master)
+    };
+    assert!(
+        eventually(20.0, || (0..6)
+            .filter(|i| replica_of(&nodes, *i).is_some())
+            .count()
+            == 3),
+        "three replicas"
+    );
+    // Writes through a cluster client, replicated before the failure (WAIT 1).
+    let client = redis::cluster::ClusterClient::new(vec![format!("redis://{}/", nodes[0].addr())])
+        .expect("cluster client");
+    let mut cc = client.get_connection().expect("cluster connection");
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("f{i}"))
+            .arg(i)
+            .query(&mut cc)
+            .expect("set");
+    }
+    for n in &nodes {
+        if replica_of(
+            &nodes,
+            nodes.iter().position(|m| m.port == n.port).unwrap_or(0),
+        )
+        .is_none()
+        {
+            let mut c = n.conn();
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(5000)
+                .query(&mut c)
+                .expect("wait");
+            assert_eq!(acked, 1, "the master's replica acknowledged");
+        }
+    }
+
+    // kill -9 of a master: its replica wins the election and serves its slots.
+    let victim = (0..6)
+        .find(|i| replica_of(&nodes, *i).is_none())
+        .expect("a master");
+    let heir = (0..6)
+        .find(|i| replica_of(&nodes, *i) == Some(victim))
+        .expect("its replica");
+    let mut nodes = nodes;
+    nodes[victim].kill();
+    let others: Vec<usize> = (0..6).filter(|i| *i != victim).collect();
+    assert!(
+        eventually(30.0, || role(&nodes[heir]) == "master"),
+        "the replica did not take over: {}",
+        nodes[heir].cmd(&["CLUSTER", "NODES"])
+    );
+    for i in &others {
+        assert!(
+            eventually(30.0, || nodes[*i].info_field("cluster_state") == "ok"),
+            "node {} did not see the cluster whole again: {}",
+            nodes[*i].port,
+            nodes[*i].cmd(&["CLUSTER", "NODES"])
+        );
+    }
+    let client =
+        redis::cluster::ClusterClient::new(vec![format!("redis://{}/", nodes[heir].addr())])
+            .expect("cluster client");
+    let mut cc = client.get_connection().expect("cluster connection");
+    for i in 0..200 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("f{i}"))
+            .query(&mut cc)
+            .expect("every acknowledged write is still there");
+        assert_eq!(v, i);
+    }
+
+    // The old master comes back as a replica of the node that took its slots.
+    let (port, dir) = (nodes[victim].port, nodes[victim].dir.clone());
+    nodes[victim] = Node::start_in(false, port, dir, &[]);
+    assert!(
+        eventually(30.0, || replica_of(&nodes, victim) == Some(heir)),
+        "the old master did not rejoin as a replica: {}",
+        nodes[victim].cmd(&["CLUSTER", "NODES"])
+    );
+
+    // CLUSTER FAILOVER on that replica: the roles swap back without losing a write.
+    assert!(
+        eventually(30.0, || nodes[victim]
+            .cmd(&["INFO", "replication"])
+            .contains("master_link_status:up")),
+        "the rejoined replica did not sync"
+    );
+    assert_eq!(nodes[victim].cmd(&["CLUSTER", "FAILOVER"]), "OK");
+    assert!(
+        eventually(30.0, || role(&nodes[victim]) == "master"
+            && replica_of(&nodes, heir) == Some(victim)),
+        "manual failover did not swap the roles: {}",
+        nodes[victim].cmd(&["CLUSTER", "NODES"])
+    );
+    for i in 0..200 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("f{i}"))
+            .query(&mut cc)
+            .expect("get after the manual failover");
+        assert_eq!(v, i);
+    }
+    let e = nodes[victim]
+        .try_cmd(&["CLUSTER", "FAILOVER"])
+        .unwrap_or_default();
+    assert!(
+        e.contains("You should send CLUSTER FAILOVER to a replica"),
+        "{e}"
+    );
 }

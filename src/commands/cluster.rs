@@ -198,10 +198,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             })?;
             let cport = match all.get(4) {
                 Some(a) => crate::util::num::parse_i64(a).ok_or_else(|| {
-                    CommandError::msg(format!(
-                        "ERR Invalid TCP bus port specified: {}",
-                        text(a)
-                    ))
+                    CommandError::msg(format!("ERR Invalid TCP bus port specified: {}", text(a)))
                 })?,
                 None => port + 10000,
             };
@@ -323,7 +320,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             Reply::Array(lines)
         }
         "replicate" => {
-            let target = c.with(|st| {
+            c.with(|st| {
                 let Some(n) = st.lookup(&all[2]) else {
                     return Err(unknown_node(&all[2]));
                 };
@@ -343,12 +340,10 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                         "ERR To set a master the node must be empty and without assigned slots.",
                     ));
                 }
-                let addr = (n.ip.clone(), n.port);
                 st.set_master(name);
                 st.todo(todo::UPDATE_STATE | todo::SAVE_CONFIG);
-                Ok(addr)
+                Ok(())
             })?;
-            replicate_from(server, &target.0, target.1);
             Reply::ok()
         }
         "set-config-epoch" => {
@@ -403,14 +398,28 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
         "links" => links_reply(&c.lock(), now),
         "failover" => {
-            return Err(CommandError::msg(
-                "ERR CLUSTER FAILOVER is not available yet: this server does not take part in failover (docs/cluster.md)",
-            ))
+            let (force, takeover) = match all.get(2) {
+                None => (false, false),
+                Some(a) if crate::commands::is(a, "force") => (true, false),
+                Some(a) if crate::commands::is(a, "takeover") => (true, true),
+                Some(_) => return Err(CommandError::syntax()),
+            };
+            if all.len() > 3 {
+                return Err(CommandError::syntax());
+            }
+            c.with(|st| {
+                st.my_repl_offset = offset;
+                st.start_manual_failover(force, takeover, now)
+            })
+            .map_err(CommandError::msg)?;
+            Reply::ok()
         }
-        _ => return Err(CommandError::msg(format!(
-            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-            text(&all[1])
-        ))),
+        _ => {
+            return Err(CommandError::msg(format!(
+                "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+                text(&all[1])
+            )))
+        }
     };
     after_command(server, c);
     Ok(reply)
@@ -419,14 +428,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 /// Writes the log lines a change left, and opens the connections it asks for, at once
 /// (the cron would do it within 0.1 s).
 fn after_command(server: &Arc<Server>, c: &Cluster) {
-    let lines = std::mem::take(&mut c.lock().log);
-    for (level, line) in lines {
-        crate::state::redis_log::line(
-            server,
-            level == crate::state::redis_log::Level::Warning,
-            &line,
-        );
-    }
+    apply_effects(server, c);
 }
 
 /// ADDSLOTS/DELSLOTS and their RANGE forms: every slot checked before any changes
@@ -480,7 +482,7 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
     let slot = slot_arg(&all[2])?;
     let action = text(&all[3]).to_ascii_lowercase();
     let keys_here = || crate::store::slot_keys(&server.store, slot, 1).len();
-    let r = c.with(|st| {
+    c.with(|st| {
         let me = st.myself;
         match (action.as_str(), all.len()) {
             ("migrating", 5) => {
@@ -554,9 +556,6 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
                     );
                     st.set_master(name);
                     st.todo(todo::SAVE_CONFIG | todo::UPDATE_STATE | todo::FSYNC_CONFIG);
-                    let addr = st.nodes.get(&name).map(|n| (n.ip.clone(), n.port));
-                    st.todo(todo::SAVE_CONFIG | todo::UPDATE_STATE);
-                    return Ok(addr);
                 }
                 if name == me && st.importing_from.contains_key(&slot) {
                     if st.bump_epoch_without_consensus() {
@@ -576,11 +575,8 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
             }
         }
         st.todo(todo::SAVE_CONFIG | todo::UPDATE_STATE);
-        Ok(None)
+        Ok(())
     })?;
-    if let Some((ip, port)) = r {
-        replicate_from(server, &ip, port);
-    }
     Ok(Reply::ok())
 }
 
@@ -756,6 +752,44 @@ fn help() -> Reply {
             "    Output format is an array where each array element is a map containing attributes of a link",
         ],
     )
+}
+
+/// What a change of the cluster state asks of the rest of the server, done once its lock is
+/// released: the log lines, messages for this node's subscribers, replication to start or
+/// stop, keys of lost slots to delete.
+pub fn apply_effects(server: &Arc<Server>, c: &Cluster) {
+    let (lines, fx) = {
+        let mut st = c.lock();
+        (std::mem::take(&mut st.log), std::mem::take(&mut st.fx))
+    };
+    for (level, line) in lines {
+        use crate::state::redis_log::Level;
+        match level {
+            Level::Verbose => tracing::debug!("{line}"),
+            // Both to the log and to Redis's log format, as Redis's cluster lines.
+            _ => crate::state::redis_log::line(server, level == Level::Warning, &line),
+        }
+    }
+    for (sharded, channel, message) in fx.publish {
+        if sharded {
+            server.pubsub.spublish(&channel, &message);
+        } else {
+            server.pubsub.publish(&channel, &message);
+        }
+    }
+    for slot in fx.delete_slots {
+        let n = delete_keys_in_slot(server, slot);
+        tracing::info!("Deleted {n} keys from slot {slot} this node no longer serves");
+    }
+    if let Some((ip, port)) = fx.replicate_to {
+        replicate_from(server, &ip, port);
+    }
+    if fx.promote {
+        crate::state::replication::unfollow();
+        if let Err(e) = server.apply_oom_score_adj() {
+            tracing::warn!("{e}");
+        }
+    }
 }
 
 /// Starts replicating from a master the cluster named (CLUSTER REPLICATE, a lost last

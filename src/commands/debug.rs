@@ -79,6 +79,8 @@ const HELP: &[&str] = &[
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Sets the threshold for elements to be inserted as plain vs packed nodes",
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "STRINGMATCH-TEST",
@@ -152,6 +154,14 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                     "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
                 )),
             }
+        }
+        (b"DROP-CLUSTER-PACKET-FILTER", 1) => {
+            // Cluster bus messages of this type are dropped on arrival (-1: none), for tests.
+            let t = args.next_i64()?;
+            if let Some(c) = ctx.server.cluster.get() {
+                c.with(|st| st.drop_filter = t);
+            }
+            Ok(Reply::ok())
         }
         (b"CHANGE-REPL-ID", 0) => {
             tracing::warn!("Changing replication IDs after receiving DEBUG change-repl-id");

@@ -208,6 +208,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "yes: a replica refuses writes from its clients (-READONLY); only its master's stream writes. Alias: slave-read-only." },
     Setting { name: "replica-serve-stale-data", default: "yes", live: true, kind: Kind::Bool,
         doc: "yes: a replica whose link to its master is down (or still syncing) answers with the data it has; no: only commands flagged stale (INFO, CONFIG, REPLICAOF...) run, the others get -MASTERDOWN, as Redis. Alias: slave-serve-stale-data." },
+    Setting { name: "repl-diskless-load", default: "disabled", live: true, kind: Kind::Special(parse_diskless_load),
+        doc: "How a replica loads its master's snapshot: disabled, Redis's default, the only value here: the snapshot is received whole before it replaces the data set (Redis keeps it in a file, here it is held in memory). on-empty-db and swapdb (loading while the transfer runs) are not available and are refused." },
+    Setting { name: "loading-process-events-interval-bytes", default: "2097152", live: true, kind: Kind::Int(1024, i32::MAX as i64),
+        doc: "Redis's bytes loaded between two rounds of serving clients during a load. A load here runs on a thread of its own and clients are served throughout, at any value." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
         doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
     Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
@@ -217,7 +221,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "replica-priority", default: "100", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Shown in INFO replication (slave_priority); there is no failover here. Alias: slave-priority." },
     Setting { name: "cluster-enabled", default: "no", live: false, kind: Kind::Bool,
-        doc: "yes: run as a Redis Cluster node (the cluster bus on cluster-port, slots, MOVED/ASK redirections, only database 0), as Redis 7.0. Automatic failover is not available yet (docs/cluster.md)." },
+        doc: "yes: run as a Redis Cluster node (the cluster bus on cluster-port, slots, MOVED/ASK redirections, replicas and failover, only database 0), as Redis 7.0 (docs/cluster.md)." },
     Setting { name: "cluster-config-file", default: "nodes.conf", live: false, kind: Kind::Str,
         doc: "The cluster's own state file (relative to dir): written by the node (temp file, fsync, rename) whenever its view changes, read at start. Not for editing by hand." },
     Setting { name: "cluster-node-timeout", default: "15000", live: true, kind: Kind::Int(0, i64::MAX),
@@ -242,6 +246,14 @@ pub static SETTINGS: &[Setting] = &[
         doc: "yes: while the cluster is down, reads of slots this node holds are still served." },
     Setting { name: "cluster-allow-pubsubshard-when-down", default: "yes", live: true, kind: Kind::Bool,
         doc: "yes: shard channels (SPUBLISH, SSUBSCRIBE) keep working while the cluster is down, for slots this node holds." },
+    Setting { name: "cluster-replica-no-failover", default: "no", live: true, kind: Kind::Bool,
+        doc: "yes: this replica never starts an election when its master fails (a manual CLUSTER FAILOVER still works). Alias: cluster-slave-no-failover." },
+    Setting { name: "cluster-replica-validity-factor", default: "10", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "A replica whose link to its failed master has been down longer than repl-ping-replica-period + cluster-node-timeout × this factor does not try to fail over (its data is too old). 0: always try. Alias: cluster-slave-validity-factor." },
+    Setting { name: "cluster-migration-barrier", default: "1", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Replicas a master keeps before one of them may move to a master left without any (replica migration)." },
+    Setting { name: "cluster-allow-replica-migration", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: replicas move to orphaned masters, and a master that loses its last slot becomes a replica of the node that took it." },
     Setting { name: "cluster-link-sendbuf-limit", default: "0", live: true, kind: Kind::Memory,
         doc: "Bytes a bus link may have waiting to be sent before it is closed (and reconnected). 0: no limit." },
     Setting { name: "latency-tracking", default: "yes", live: true, kind: Kind::Bool,
@@ -290,6 +302,11 @@ const ALIASES: &[(&str, &str)] = &[
     ("slave-serve-stale-data", "replica-serve-stale-data"),
     ("repl-ping-slave-period", "repl-ping-replica-period"),
     ("slave-priority", "replica-priority"),
+    ("cluster-slave-no-failover", "cluster-replica-no-failover"),
+    (
+        "cluster-slave-validity-factor",
+        "cluster-replica-validity-factor",
+    ),
 ];
 
 /// Redis settings that have no effect in tidecache, accepted from the config file and the
@@ -318,7 +335,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("propagation-error-behavior", &[]),
     ("repl-diskless-sync", &[]),
     ("repl-diskless-sync-max-replicas", &[]),
-    ("repl-diskless-load", &[]),
     ("repl-disable-tcp-nodelay", &[]),
     ("replica-lazy-flush", &["no"]),
     ("rdb-del-sync-files", &["no"]),
@@ -352,9 +368,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("tls-client-key-file-pass", &[]),
     ("tls-dh-params-file", &[]),
     ("tls-session-cache-timeout", &[]),
-    // Clients are served throughout a load (it runs on a thread of its own), so there is no
-    // interval at which a load stops to process events.
-    ("loading-process-events-interval-bytes", &[]),
 ];
 
 /// Start-only settings that `CONFIG SET` accepts when given the value already in force
@@ -397,6 +410,15 @@ fn parse_rdb_preamble(value: &str) -> Result<String, String> {
         "no" => Ok("no".into()),
         "yes" => Err("an RDB preamble is not available in tidecache: the journal's base is written as commands, so only 'aof-use-rdb-preamble no' is accepted".into()),
         _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+/// `repl-diskless-load`: only `disabled`, what a replica here does.
+fn parse_diskless_load(value: &str) -> Result<String, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "disabled" => Ok("disabled".into()),
+        "on-empty-db" | "swapdb" => Err("diskless load is not available in tidecache: a replica receives the snapshot whole before loading it, so only 'repl-diskless-load disabled' is accepted".into()),
+        _ => Err("argument(s) must be one of the following: disabled, on-empty-db, swapdb".into()),
     }
 }
 
@@ -1284,10 +1306,10 @@ mod tests {
             "argument must be a memory or percent value"
         );
         let mut c = Config::default();
-        c.load_text("oom-score-adj-values 1 2 3\nloading-process-events-interval-bytes 1024\n")
+        c.load_text("oom-score-adj-values 1 2 3\njemalloc-bg-thread yes\n")
             .unwrap();
         assert_eq!(c.get("oom-score-adj-values"), "1 2 3");
-        assert_eq!(c.ignored, ["loading-process-events-interval-bytes"]);
+        assert_eq!(c.ignored, ["jemalloc-bg-thread"]);
     }
 
     #[test]

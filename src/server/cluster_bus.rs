@@ -3,9 +3,7 @@
 //! runs ten times a second (Redis's `clusterCron`), opening the connections it asks for.
 
 use crate::protocol::cluster_bus as wire;
-use crate::state::cluster::bus::Effects;
 use crate::state::cluster::{Cluster, ClusterState, Connect};
-use crate::state::redis_log::{self, Level};
 use crate::state::Server;
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,25 +82,13 @@ fn ip_text(ip: std::net::IpAddr) -> String {
     }
 }
 
-/// What follows any change of the state: the log lines it left, the connections to
-/// open.
+/// What follows any change of the state: its effects (log lines, deliveries, replication),
+/// the connections to open.
 fn after(server: &Arc<Server>, c: &Cluster) {
-    let lines = std::mem::take(&mut c.lock().log);
-    for (level, line) in lines {
-        log(server, level, &line);
-    }
+    crate::commands::cluster::apply_effects(server, c);
     for conn in c.take_connects() {
         spawn_connect(server, conn);
     }
-}
-
-fn log(server: &Server, level: Level, line: &str) {
-    match level {
-        Level::Warning => tracing::warn!("{line}"),
-        Level::Notice => tracing::info!("{line}"),
-        Level::Verbose => tracing::debug!("{line}"),
-    }
-    redis_log::line(server, level == Level::Warning, line);
 }
 
 fn spawn_connect(server: &Arc<Server>, conn: Connect) {
@@ -231,21 +217,13 @@ fn drain_frames(server: &Arc<Server>, link: u64, buf: &mut BytesMut) -> bool {
                 continue;
             }
         };
-        let mut fx = Effects::default();
         let now = crate::util::clock::now_ms();
         let offset = crate::state::replication::offset();
         let store = &server.store;
         let keep = c.with(|st: &mut ClusterState| {
             st.my_repl_offset = offset;
-            st.process(
-                link,
-                msg,
-                now,
-                &|slot| count_keys_in_slot(store, slot),
-                &mut fx,
-            )
+            st.process(link, msg, now, &|slot| count_keys_in_slot(store, slot))
         });
-        apply_effects(server, fx);
         after(server, c);
         if !keep {
             return false;
@@ -256,21 +234,4 @@ fn drain_frames(server: &Arc<Server>, link: u64, buf: &mut BytesMut) -> bool {
 /// Keys of database 0 in `slot` (CLUSTER COUNTKEYSINSLOT and the slot checks of the bus).
 pub fn count_keys_in_slot(store: &crate::store::Store, slot: u16) -> usize {
     crate::store::slot_keys(store, slot, usize::MAX).len()
-}
-
-fn apply_effects(server: &Arc<Server>, fx: Effects) {
-    for (sharded, channel, message) in fx.publish {
-        if sharded {
-            server.pubsub.spublish(&channel, &message);
-        } else {
-            server.pubsub.publish(&channel, &message);
-        }
-    }
-    for slot in fx.delete_slots {
-        let n = crate::commands::cluster::delete_keys_in_slot(server, slot);
-        tracing::info!("Deleted {n} keys from slot {slot} this node no longer serves");
-    }
-    if let Some((ip, port)) = fx.replicate_to {
-        crate::commands::cluster::replicate_from(server, &ip, port);
-    }
 }

@@ -56,7 +56,13 @@ pub fn start(server: &Arc<Server>) {
             if since_ping >= period {
                 since_ping = 0;
                 let any = !repl().replicas.lock().is_empty();
-                if any && !replication::is_replica() {
+                // Not during a cluster manual failover: the replica waits for the offset the
+                // paused master announced, which a PING would move (Redis's replicationCron).
+                let manual_failover = s
+                    .cluster
+                    .get()
+                    .is_some_and(|c| c.lock().failover.mf_end != 0);
+                if any && !replication::is_replica() && !manual_failover {
                     crate::store::journal::replicate_only(None, &[b"PING"]);
                 }
             }

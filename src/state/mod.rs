@@ -397,6 +397,13 @@ impl Server {
     }
 
     pub fn config_changed(&self, name: &str) {
+        if name.starts_with("cluster-") || name == "repl-ping-replica-period" {
+            if let Some(c) = self.cluster.get() {
+                let cfg = self.config.read().clone();
+                let port = self.port.load(Ordering::Relaxed) as u16;
+                c.with(|st| st.configure(&cfg, port));
+            }
+        }
         if matches!(name, "save" | "stop-writes-on-bgsave-error") {
             self.update_misconf();
         }

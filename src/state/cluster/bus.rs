@@ -5,7 +5,8 @@
 
 use super::{todo, ClusterState, Connect, Node, SLOTS};
 use crate::protocol::cluster_bus::{
-    self as wire, msg_type as ty, node_flag as nf, Body, Ext, Gossip, Header, Message, NodeName,
+    self as wire, mflag0, msg_type as ty, node_flag as nf, Body, Ext, Gossip, Header, Message,
+    NodeName,
 };
 use crate::state::redis_log::Level;
 
@@ -18,6 +19,9 @@ pub struct Effects {
     pub replicate_to: Option<(String, u16)>,
     /// Slots this node lost while holding keys: their keys are deleted.
     pub delete_slots: Vec<u16>,
+    /// This replica won an election (or took over): it stops replicating and serves its
+    /// master's slots.
+    pub promote: bool,
 }
 
 const BLACKLIST_TTL_MS: i64 = 60_000;
@@ -25,7 +29,7 @@ const BLACKLIST_TTL_MS: i64 = 60_000;
 impl ClusterState {
     // ---- sending ----
 
-    fn header(&self, t: u16) -> Header {
+    pub(super) fn header_for(&self, t: u16) -> Header {
         let me = self.me();
         let master = match me {
             Some(m) if m.is_replica() => m.slaveof.and_then(|s| self.nodes.get(&s)).or(me),
@@ -36,7 +40,10 @@ impl ClusterState {
             myslots.copy_from_slice(&m.slots[..]);
         }
         let mut mflags = [0u8; 3];
-        let _ = &mut mflags;
+        // A master paused for a manual failover says so: its offset is final.
+        if me.is_some_and(|m| m.is_master()) && self.failover.mf_end != 0 {
+            mflags[0] |= mflag0::PAUSED;
+        }
         Header {
             ty: t,
             port: self.my_port,
@@ -56,13 +63,13 @@ impl ClusterState {
         }
     }
 
-    fn send(&mut self, link: u64, msg: &Message) {
+    pub(super) fn send_message(&mut self, link: u64, msg: &Message) {
         let mut out = Vec::with_capacity(wire::HEADER_LEN + 256);
         wire::encode(msg, &mut out);
         self.send_bytes(link, out, msg.header.ty);
     }
 
-    fn broadcast(&mut self, msg: &Message) {
+    pub(super) fn broadcast_message(&mut self, msg: &Message) {
         let mut out = Vec::with_capacity(wire::HEADER_LEN + 256);
         wire::encode(msg, &mut out);
         let targets: Vec<u64> = self
@@ -149,10 +156,10 @@ impl ClusterState {
             exts.push(Ext::Hostname(hostname));
         }
         let msg = Message {
-            header: self.header(t),
+            header: self.header_for(t),
             body: Body::Ping { gossip, exts },
         };
-        self.send(link, &msg);
+        self.send_message(link, &msg);
     }
 
     /// Redis's `clusterBroadcastPong(CLUSTER_BROADCAST_ALL)`.
@@ -168,12 +175,29 @@ impl ClusterState {
         }
     }
 
+    /// Redis's `clusterBroadcastPong(CLUSTER_BROADCAST_LOCAL_SLAVES)`: the replicas of this
+    /// node's master (or of this master).
+    pub(super) fn broadcast_pong_to_local_replicas(&mut self, now: i64) {
+        let me = self.myself;
+        let my_master = self.my_master();
+        let targets: Vec<u64> = self
+            .nodes
+            .values()
+            .filter(|n| n.flags & (nf::MYSELF | nf::HANDSHAKE) == 0 && n.is_replica())
+            .filter(|n| n.slaveof.is_some() && (n.slaveof == Some(me) || n.slaveof == my_master))
+            .filter_map(|n| n.link)
+            .collect();
+        for l in targets {
+            self.send_ping(l, ty::PONG, now);
+        }
+    }
+
     fn send_fail(&mut self, about: NodeName) {
         let msg = Message {
-            header: self.header(ty::FAIL),
+            header: self.header_for(ty::FAIL),
             body: Body::Fail { about },
         };
-        self.broadcast(&msg);
+        self.broadcast_message(&msg);
     }
 
     fn send_update(&mut self, link: Option<u64>, about: NodeName) {
@@ -188,14 +212,14 @@ impl ClusterState {
             *b &= !*not;
         }
         let msg = Message {
-            header: self.header(ty::UPDATE),
+            header: self.header_for(ty::UPDATE),
             body: Body::Update {
                 config_epoch: n.config_epoch,
                 nodename: about,
                 slots,
             },
         };
-        self.send(link, &msg);
+        self.send_message(link, &msg);
     }
 
     /// Redis's `clusterPropagatePublish`: PUBLISH to every node, SPUBLISH to this node's
@@ -207,14 +231,14 @@ impl ClusterState {
             ty::PUBLISH
         };
         let msg = Message {
-            header: self.header(t),
+            header: self.header_for(t),
             body: Body::Publish {
                 channel: channel.to_vec(),
                 message: message.to_vec(),
             },
         };
         if !sharded {
-            self.broadcast(&msg);
+            self.broadcast_message(&msg);
             return;
         }
         let me = self.myself;
@@ -315,7 +339,6 @@ impl ClusterState {
         msg: Message,
         now: i64,
         keys_in_slot: &dyn Fn(u16) -> usize,
-        fx: &mut Effects,
     ) -> bool {
         let h = &msg.header;
         let t = h.ty;
@@ -325,6 +348,13 @@ impl ClusterState {
         let Some(l) = self.links.get(&link) else {
             return false;
         };
+        if i64::from(t) == self.drop_filter {
+            self.log(
+                Level::Warning,
+                "Dropping packet that matches debug drop filter".into(),
+            );
+            return true;
+        }
         let (inbound, link_node) = (l.inbound, l.node);
         // The sender: the link's node unless that one is still in handshake (its name is
         // a random one), else looked up by the header's name.
@@ -358,9 +388,9 @@ impl ClusterState {
                     n.repl_offset = h.offset;
                     n.repl_offset_time = now;
                 }
+                self.master_offset_seen(s, h);
             }
         }
-        let _ = sender_current_epoch;
 
         if t == ty::PING || t == ty::MEET {
             // A MEET tells this node its address (as the peer reached it), as does any
@@ -526,7 +556,7 @@ impl ClusterState {
             if let Some(s) = sender {
                 if dirty && self.nodes.get(&s).is_some_and(Node::is_master) {
                     let slots = h.myslots.clone();
-                    self.update_slots_config_with(s, sender_config_epoch, &slots, keys_in_slot, fx);
+                    self.update_slots_config_with(s, sender_config_epoch, &slots, keys_in_slot);
                 }
             }
             // The sender claims slots some node holds with a greater epoch: tell it.
@@ -537,7 +567,7 @@ impl ClusterState {
                             continue;
                         }
                         let owner = self.slots[j as usize];
-                        if owner == Some(s) || self.slot_unclaimed(j) {
+                        if owner == Some(s) || self.slot_is_unclaimed(j) {
                             continue;
                         }
                         let Some(o) = owner.and_then(|o| self.nodes.get(&o)) else {
@@ -613,7 +643,8 @@ impl ClusterState {
                 }
             }
             (Body::Publish { channel, message }, _) if sender.is_some() => {
-                fx.publish
+                self.fx
+                    .publish
                     .push((t == ty::PUBLISHSHARD, channel.clone(), message.clone()));
             }
             (
@@ -641,10 +672,24 @@ impl ClusterState {
                     n.config_epoch = *config_epoch;
                 }
                 self.todo |= todo::SAVE_CONFIG | todo::FSYNC_CONFIG;
-                self.update_slots_config_with(name, *config_epoch, slots, keys_in_slot, fx);
+                self.update_slots_config_with(name, *config_epoch, slots, keys_in_slot);
             }
-            // Elections and manual failover belong to failover, which this node does not
-            // take part in yet: their messages are counted and otherwise ignored.
+            (Body::Empty, ty::FAILOVER_AUTH_REQUEST) => {
+                if let Some(s) = sender {
+                    self.vote_if_needed(s, h, now);
+                }
+            }
+            (Body::Empty, ty::FAILOVER_AUTH_ACK) => {
+                if let Some(s) = sender {
+                    self.vote_received(s, sender_current_epoch, now);
+                }
+            }
+            (Body::Empty, ty::MFSTART) => {
+                if let Some(s) = sender {
+                    self.manual_failover_requested(s, link, now);
+                }
+            }
+            // MODULE messages have no receiver here (no modules).
             _ => {}
         }
         true
@@ -837,7 +882,6 @@ impl ClusterState {
         sender_epoch: u64,
         slots: &wire::SlotBitmap,
         keys_in_slot: &dyn Fn(u16) -> usize,
-        fx: &mut Effects,
     ) {
         if sender == self.myself {
             self.log(
@@ -869,7 +913,7 @@ impl ClusterState {
                 let owner_epoch = self.slots[j as usize]
                     .and_then(|o| self.nodes.get(&o))
                     .map(|o| o.config_epoch);
-                if self.slot_unclaimed(j) || owner_epoch.is_some_and(|e| e < sender_epoch) {
+                if self.slot_is_unclaimed(j) || owner_epoch.is_some_and(|e| e < sender_epoch) {
                     if self.slots[j as usize] == Some(me) && keys_in_slot(j) > 0 {
                         dirty_slots.push(j);
                     }
@@ -890,7 +934,7 @@ impl ClusterState {
             .and_then(|c| self.nodes.get(&c))
             .map(|c| c.numslots)
             .unwrap_or(0);
-        let allow_migration = true;
+        let allow_migration = self.settings.allow_replica_migration;
         if newmaster.is_some()
             && cur_numslots == 0
             && (allow_migration || sender_slots == migrated_our_slots)
@@ -903,12 +947,9 @@ impl ClusterState {
                 ),
             );
             self.set_master(sender);
-            if let Some(m) = self.nodes.get(&sender) {
-                fx.replicate_to = Some((m.ip.clone(), m.port));
-            }
             self.todo |= todo::SAVE_CONFIG | todo::UPDATE_STATE | todo::FSYNC_CONFIG;
         } else if !dirty_slots.is_empty() {
-            fx.delete_slots.extend(dirty_slots);
+            self.fx.delete_slots.extend(dirty_slots);
         }
     }
 
@@ -1038,6 +1079,49 @@ impl ClusterState {
             }
         }
 
+        // A replica whose replication is off starts it once its master's address is known.
+        let me_replica = !self.myself_is_master();
+        if me_replica {
+            if let Some(m) = self.my_master().and_then(|m| self.nodes.get(&m)) {
+                let following = crate::state::replication::repl().master.lock().is_some();
+                if !following && m.flags & nf::NOADDR == 0 && !m.ip.is_empty() {
+                    self.fx.replicate_to = Some((m.ip.clone(), m.port));
+                }
+            }
+        }
+        self.manual_failover_check_timeout(now);
+        if me_replica {
+            self.handle_manual_failover();
+            self.handle_replica_failover(now);
+            // Orphaned masters (serving slots, no working replica, and used to have one), the
+            // most working replicas a master has, and how many this node's master has.
+            let mut orphaned = 0;
+            let mut max_replicas = 0;
+            let mut mine = 0;
+            let my_master = self.my_master();
+            for n in self.nodes.values() {
+                if n.flags & (nf::MYSELF | nf::NOADDR | nf::HANDSHAKE) != 0 {
+                    continue;
+                }
+                if n.is_master() && !n.failed() {
+                    let ok = self.ok_replicas(n.name);
+                    if ok == 0 && n.numslots > 0 && n.flags & nf::MIGRATE_TO != 0 {
+                        orphaned += 1;
+                    }
+                    max_replicas = max_replicas.max(ok);
+                    if my_master == Some(n.name) {
+                        mine = ok;
+                    }
+                }
+            }
+            if orphaned > 0
+                && max_replicas >= 2
+                && mine == max_replicas
+                && self.settings.allow_replica_migration
+            {
+                self.replica_migration(max_replicas, now);
+            }
+        }
         if update_state || !self.ok {
             self.update_state();
         }

@@ -8,6 +8,7 @@
 //! table clients are redirected by.
 
 pub mod bus;
+pub mod failover;
 pub mod nodes_conf;
 
 use crate::config::Config;
@@ -42,6 +43,12 @@ pub struct Settings {
     pub link_sendbuf_limit: usize,
     /// `ip`, `hostname` or `unknown-endpoint`.
     pub preferred_endpoint: Endpoint,
+    pub replica_no_failover: bool,
+    pub replica_validity_factor: i64,
+    pub migration_barrier: usize,
+    pub allow_replica_migration: bool,
+    /// `repl-ping-replica-period`, in ms (a replica's data age allowance).
+    pub repl_ping_period_ms: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +76,11 @@ impl Settings {
                 "unknown-endpoint" => Endpoint::Unknown,
                 _ => Endpoint::Ip,
             },
+            replica_no_failover: c.get_bool("cluster-replica-no-failover"),
+            replica_validity_factor: c.get_i64("cluster-replica-validity-factor"),
+            migration_barrier: c.get_u64("cluster-migration-barrier") as usize,
+            allow_replica_migration: c.get_bool("cluster-allow-replica-migration"),
+            repl_ping_period_ms: c.get_i64("repl-ping-replica-period") * 1000,
         }
     }
 }
@@ -231,6 +243,12 @@ pub struct ClusterState {
     slots_changed: bool,
     /// What this node's replication offset is (set by the caller before each use).
     pub my_repl_offset: u64,
+    /// What the rest of the server has to do once the lock is released.
+    pub fx: bus::Effects,
+    /// Elections and manual failover (`failover.rs`).
+    pub failover: failover::Failover,
+    /// DEBUG DROP-CLUSTER-PACKET-FILTER: messages of this type are dropped (-1: none).
+    pub drop_filter: i64,
 }
 
 /// The slot table as redirections read it, without the state's lock: per slot, whether
@@ -358,6 +376,14 @@ impl Cluster {
             let ip = st.settings.announce_ip.clone();
             if let Some(me) = st.me_mut() {
                 me.ip = ip;
+            }
+        }
+        let nofailover = st.settings.replica_no_failover;
+        if let Some(me) = st.me_mut() {
+            if nofailover {
+                me.flags |= nf::NOFAILOVER;
+            } else {
+                me.flags &= !nf::NOFAILOVER;
             }
         }
         nodes_conf::save(&mut st, true).map_err(|e| {
@@ -553,6 +579,9 @@ impl ClusterState {
             log: Vec::new(),
             slots_changed: true,
             my_repl_offset: 0,
+            fx: bus::Effects::default(),
+            failover: failover::Failover::default(),
+            drop_filter: -1,
         }
     }
 
@@ -591,6 +620,27 @@ impl ClusterState {
             n.pport = pport;
             n.cport = cport;
         }
+    }
+
+    /// The settings changed (CONFIG SET): what this node announces follows them
+    /// (Redis's clusterUpdateMyself* functions).
+    pub fn configure(&mut self, config: &Config, client_port: u16) {
+        self.settings = Settings::from_config(config);
+        self.set_ports(config, client_port);
+        let s = self.settings.clone();
+        let nofailover = s.replica_no_failover;
+        if let Some(m) = self.me_mut() {
+            m.hostname = s.announce_hostname.clone();
+            if !s.announce_ip.is_empty() {
+                m.ip = s.announce_ip.clone();
+            }
+            if nofailover {
+                m.flags |= nf::NOFAILOVER;
+            } else {
+                m.flags &= !nf::NOFAILOVER;
+            }
+        }
+        self.todo(todo::SAVE_CONFIG);
     }
 
     pub fn me(&self) -> Option<&Node> {
@@ -718,7 +768,7 @@ impl ClusterState {
     }
 
     /// A slot nobody claims, or whose owner stopped claiming it (Redis's `isSlotUnclaimed`).
-    fn slot_unclaimed(&self, slot: u16) -> bool {
+    pub fn slot_is_unclaimed(&self, slot: u16) -> bool {
         self.slots[slot as usize].is_none() || wire::slot_bit(&self.owner_not_claiming, slot)
     }
 
@@ -870,7 +920,9 @@ impl ClusterState {
             if !mn.replicas.contains(&me) {
                 mn.replicas.push(me);
             }
+            self.fx.replicate_to = Some((mn.ip.clone(), mn.port));
         }
+        self.reset_manual_failover();
     }
 
     /// Redis's `clusterUpdateState`.
