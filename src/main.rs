@@ -175,7 +175,9 @@ async fn run(config: Config) -> i32 {
         }
     };
     // Cluster mode: nodes.conf is loaded (or a new node made) once the client port is known,
-    // and the bus port bound; either failing stops the start, as in Redis.
+    // and the bus port bound; either failing stops the start, as in Redis. The bus is served
+    // once the data is loaded (below), as Redis's cron runs after its load.
+    let mut cluster_bus = None;
     if server.config.read().get_bool("cluster-enabled") {
         let bound = server.port.load(std::sync::atomic::Ordering::Relaxed) as u16;
         let started = {
@@ -205,7 +207,7 @@ async fn run(config: Config) -> i32 {
         }
         let _ = server.cluster.set(cluster);
         match tidecache::server::cluster_bus::bind(&server, bus_port).await {
-            Ok(bus) => tidecache::server::cluster_bus::start(&server, bus),
+            Ok(bus) => cluster_bus = Some(bus),
             Err(e) => {
                 log.line(Level::Warning, &format!("Warning: {e}"));
                 log.line(
@@ -322,6 +324,9 @@ async fn run(config: Config) -> i32 {
         tokio::spawn(watch_signals(server.clone()));
     }
     start_background(&server);
+    if let Some(bus) = cluster_bus.take() {
+        tidecache::server::cluster_bus::start(&server, bus);
+    }
     // A `replicaof` of the config file made it a replica just now: the replica's OOM score.
     if tidecache::state::replication::is_replica() {
         if let Err(e) = server.apply_oom_score_adj() {

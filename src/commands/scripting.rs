@@ -1694,6 +1694,10 @@ struct Run {
     allow_oom: bool,
     oom_at_start: bool,
     dirty: bool,
+    /// Cluster mode: the slot of the keys the script declared or first touched, and
+    /// whether it may touch keys of other slots (`allow-cross-slot-keys`).
+    slot: Option<u16>,
+    cross_slot: bool,
 }
 
 fn eval(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -1847,6 +1851,10 @@ fn run_callable(
     if crate::state::replication::refuses_stale() && (compat || flags & sflag::ALLOW_STALE == 0) {
         return Reply::error(crate::state::replication::MASTERDOWN_ERR);
     }
+    // Redis's scriptPrepareForRun checks no-cluster first.
+    if !compat && flags & sflag::NO_CLUSTER != 0 && ctx.server.cluster.get().is_some() {
+        return Reply::error("ERR Can not run script on cluster, 'no-cluster' flag is set.");
+    }
     let oom = crate::store::eviction::maxmemory() > 0
         && !crate::store::eviction::make_room(&ctx.server.store);
     if !compat {
@@ -1868,6 +1876,8 @@ fn run_callable(
         allow_oom: !compat && flags & sflag::ALLOW_OOM != 0,
         oom_at_start: oom,
         dirty: false,
+        slot: keys.first().map(|k| crate::state::cluster::key_slot(k)),
+        cross_slot: !compat && flags & sflag::ALLOW_CROSS_SLOT != 0,
     };
     // The script's client: RESP2 until redis.setresp(3), its own SELECT, never blocking.
     let saved_db = ctx.client.db;
@@ -2154,6 +2164,57 @@ fn redis_call(
     out
 }
 
+/// Why a command a script calls may not run on this cluster node, if it may not.
+fn cluster_refusal(
+    ctx: &Ctx<'_>,
+    run: &mut Run,
+    spec: &CommandSpec,
+    argv: &[Bytes],
+) -> Option<&'static str> {
+    let c = ctx.server.cluster.get()?;
+    if crate::state::replication::applying() || crate::commands::journal::is_loader() {
+        return None;
+    }
+    let keys: Vec<&[u8]> = crate::commands::keys_of(spec, argv)
+        .into_iter()
+        .map(|k| k.as_ref())
+        .collect();
+    let store = &ctx.server.store;
+    let route = c.route(
+        &crate::state::cluster::Query {
+            keys: &keys,
+            write: spec.has(WRITE),
+            pubsubshard: matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish"),
+            asking: false,
+            readonly: ctx.client.cluster_readonly,
+            migrate: false,
+        },
+        &|k| store.exists(0, k),
+    );
+    use crate::state::cluster::Route;
+    match route {
+        Route::Here => {}
+        Route::DownReadOnly => return Some(
+            "Script attempted to execute a write command while the cluster is down and readonly",
+        ),
+        Route::Down => {
+            return Some("Script attempted to execute a command while the cluster is down")
+        }
+        _ => return Some("Script attempted to access a non local key in a cluster node"),
+    }
+    if let (Some(first), false) = (keys.first(), run.cross_slot) {
+        let slot = crate::state::cluster::key_slot(first);
+        match run.slot {
+            None => run.slot = Some(slot),
+            Some(s) if s != slot => {
+                return Some("Script attempted to access keys that do not hash to the same slot")
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
 /// [`redis_call`] once its arguments are read.
 fn call_with(
     lua: &Lua,
@@ -2233,6 +2294,11 @@ fn call_with(
             lua,
             "-OOM command not allowed when used memory > 'maxmemory'.",
         );
+    }
+    // Cluster mode: every key the script touches is served here, in one slot (Redis's
+    // scriptVerifyClusterState).
+    if let Some(e) = cluster_refusal(ctx, run, spec, argv) {
+        return refuse(lua, e);
     }
     if spec.has(WRITE) {
         run.dirty = true;

@@ -414,7 +414,7 @@ impl ClusterState {
                 }
             }
             if sender.is_none() && t == ty::MEET {
-                let mut node = Node::new(super::random_name(), nf::HANDSHAKE, now);
+                let mut node = Node::new(super::random_name(&mut self.rng), nf::HANDSHAKE, now);
                 node.ip = if !h.myip.is_empty() {
                     h.myip.clone()
                 } else {

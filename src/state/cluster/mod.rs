@@ -249,6 +249,8 @@ pub struct ClusterState {
     pub failover: failover::Failover,
     /// DEBUG DROP-CLUSTER-PACKET-FILTER: messages of this type are dropped (-1: none).
     pub drop_filter: i64,
+    /// The state of the generator of node names (handshake nodes, a hard reset).
+    rng: u64,
 }
 
 /// The slot table as redirections read it, without the state's lock: per slot, whether
@@ -306,23 +308,23 @@ pub struct Query<'a> {
     pub migrate: bool,
 }
 
-pub fn random_name() -> NodeName {
-    let mut name = [0u8; 40];
-    let seed = std::time::SystemTime::now()
+/// A seed for node names: the clock and the process id (names only need to differ
+/// between nodes, as Redis's `getRandomHexChars`).
+fn name_seed() -> u64 {
+    let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut x = seed as u64
-        ^ ((seed >> 64) as u64)
-        ^ (std::process::id() as u64).rotate_left(32)
-        ^ COUNTER
-            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-            .rotate_left(17);
+    (t as u64) ^ ((t >> 64) as u64) ^ (std::process::id() as u64).rotate_left(32)
+}
+
+/// 40 random hex characters from the splitmix64 sequence at `state`.
+pub fn random_name(state: &mut u64) -> NodeName {
+    let mut name = [0u8; 40];
     let hex = b"0123456789abcdef";
     for chunk in name.chunks_mut(16) {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
@@ -345,7 +347,9 @@ impl Cluster {
         } else {
             dir.join(file)
         };
-        let mut st = ClusterState::new(random_name(), settings);
+        let mut seed = name_seed();
+        let mut st = ClusterState::new(random_name(&mut seed), settings);
+        st.rng = seed;
         st.conf_path = conf_path.clone();
         st.set_ports(config, client_port);
         let loaded = nodes_conf::load(&mut st, &conf_path)?;
@@ -582,6 +586,7 @@ impl ClusterState {
             fx: bus::Effects::default(),
             failover: failover::Failover::default(),
             drop_filter: -1,
+            rng: name_seed(),
         }
     }
 
@@ -994,7 +999,7 @@ impl ClusterState {
         if in_progress {
             return false;
         }
-        let mut n = Node::new(random_name(), nf::HANDSHAKE | nf::MEET, now);
+        let mut n = Node::new(random_name(&mut self.rng), nf::HANDSHAKE | nf::MEET, now);
         n.ip = ip;
         n.port = port;
         n.cport = cport;
@@ -1020,7 +1025,7 @@ impl ClusterState {
         if hard {
             self.current_epoch = 0;
             self.last_vote_epoch = 0;
-            let new = random_name();
+            let new = random_name(&mut self.rng);
             if let Some(m) = self.me_mut() {
                 m.config_epoch = 0;
             }
