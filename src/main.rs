@@ -467,8 +467,9 @@ fn init_logging(config: &Config) {
         .with_env_filter(filter)
         .with_target(false)
         .log_internal_errors(false);
-    let logfile = config.get("logfile");
-    if logfile.is_empty() {
+    let logfile = tidecache::state::redis_log::logfile_path(config);
+    let logfile = logfile.as_deref().unwrap_or(std::path::Path::new(""));
+    if logfile.as_os_str().is_empty() {
         // Colours only on a terminal, not in a file the standard error was sent to.
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
         builder.with_writer(std::io::stderr).with_ansi(ansi).init();
@@ -483,7 +484,7 @@ fn init_logging(config: &Config) {
                 .with_ansi(false)
                 .init(),
             Err(e) => {
-                eprintln!("Can't open the log file '{logfile}': {e}");
+                eprintln!("Can't open the log file '{}': {e}", logfile.display());
                 std::process::exit(1);
             }
         }

@@ -827,25 +827,21 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
     let asking = std::mem::take(&mut ctx.client.cluster_asking);
     let mut keys: Vec<&[u8]> = Vec::new();
     let mut write = spec.has(WRITE);
+    let mut pubsubshard = false;
     let is_exec = spec.name == "exec";
     if is_exec {
         let m = ctx.client.multi.as_ref()?;
         for (flags, queued) in &m.queued {
             write |= flags & WRITE != 0;
             if let Ok(qspec) = crate::commands::resolve(queued) {
-                keys.extend(
-                    crate::commands::keys_of(qspec, queued)
-                        .into_iter()
-                        .map(|k| k.as_ref()),
-                );
+                let (pos, _) = qspec.routing_positions(queued);
+                keys.extend(pos.into_iter().map(|i| queued[i].as_ref()));
             }
         }
     } else {
-        keys.extend(
-            crate::commands::keys_of(spec, args)
-                .into_iter()
-                .map(|k| k.as_ref()),
-        );
+        let (pos, channels) = spec.routing_positions(args);
+        pubsubshard = channels;
+        keys.extend(pos.into_iter().map(|i| args[i].as_ref()));
     }
     if keys.is_empty() && !is_exec {
         // ASKING lasts for the next command, whatever it is.
@@ -855,7 +851,6 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
         return None;
     }
     let store = &ctx.server.store;
-    let pubsubshard = matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish");
     let route = c.route(
         &Query {
             keys: &keys,

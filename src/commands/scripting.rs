@@ -2175,16 +2175,14 @@ fn cluster_refusal(
     if crate::state::replication::applying() || crate::commands::journal::is_loader() {
         return None;
     }
-    let keys: Vec<&[u8]> = crate::commands::keys_of(spec, argv)
-        .into_iter()
-        .map(|k| k.as_ref())
-        .collect();
+    let (pos, pubsubshard) = spec.routing_positions(argv);
+    let keys: Vec<&[u8]> = pos.into_iter().map(|i| argv[i].as_ref()).collect();
     let store = &ctx.server.store;
     let route = c.route(
         &crate::state::cluster::Query {
             keys: &keys,
             write: spec.has(WRITE),
-            pubsubshard: matches!(spec.name, "ssubscribe" | "sunsubscribe" | "spublish"),
+            pubsubshard,
             asking: false,
             readonly: ctx.client.cluster_readonly,
             migrate: false,

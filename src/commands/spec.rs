@@ -546,6 +546,30 @@ impl CommandSpec {
         &self,
         args: &[bytes::Bytes],
     ) -> Vec<(usize, &'static [&'static str])> {
+        self.positions(args, false)
+    }
+
+    /// What cluster routing hashes (Redis's getNodeByQuery): the keys and the shard
+    /// channels (`not_key` specs: SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE), and whether the
+    /// command names shard channels.
+    pub fn routing_positions(&self, args: &[bytes::Bytes]) -> (Vec<usize>, bool) {
+        let channels = self
+            .effective_key_specs()
+            .iter()
+            .any(|ks| ks.flags.contains(&"not_key"));
+        let pos = self
+            .positions(args, true)
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        (pos, channels)
+    }
+
+    fn positions(
+        &self,
+        args: &[bytes::Bytes],
+        not_keys: bool,
+    ) -> Vec<(usize, &'static [&'static str])> {
         let argc = args.len();
         let mut out = Vec::new();
         // Positions found by a spec flagged `incomplete` (MIGRATE's KEYS).
@@ -553,7 +577,7 @@ impl CommandSpec {
         for ks in self.effective_key_specs() {
             // A `not_key` spec (SPUBLISH's shard channel) names no key: Redis leaves it out
             // of GETKEYS and ACL key checks too.
-            if ks.flags.contains(&"not_key") {
+            if ks.flags.contains(&"not_key") && !not_keys {
                 continue;
             }
             if ks.flags.contains(&"incomplete") && incomplete_from.is_none() {

@@ -159,7 +159,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "loglevel", default: "notice", live: true, kind: Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
         doc: "How much is logged: debug, verbose, notice, warning, nothing." },
     Setting { name: "logfile", default: "", live: false, kind: Kind::Str,
-        doc: "Log file. Empty: standard error." },
+        doc: "Log file; a relative path is read from dir, as Redis (which works in dir). Empty: standard error (Redis-format lines on standard output)." },
     Setting { name: "notify-keyspace-events", default: "", live: true, kind: Kind::Special(parse_notify_classes),
         doc: "Keyspace notification classes, as in Redis: K (keyspace) E (keyevent) g $ h x (expired, including doc.expired) e (evicted) n A (alias for g$hxe...). Empty: off." },
     Setting { name: "tracking-table-max-keys", default: "1000000", live: true, kind: Kind::Int(0, i64::MAX),
@@ -209,7 +209,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "replica-serve-stale-data", default: "yes", live: true, kind: Kind::Bool,
         doc: "yes: a replica whose link to its master is down (or still syncing) answers with the data it has; no: only commands flagged stale (INFO, CONFIG, REPLICAOF...) run, the others get -MASTERDOWN, as Redis. Alias: slave-serve-stale-data." },
     Setting { name: "repl-diskless-load", default: "disabled", live: true, kind: Kind::Special(parse_diskless_load),
-        doc: "How a replica loads its master's snapshot: disabled, Redis's default, the only value here: the snapshot is received whole before it replaces the data set (Redis keeps it in a file, here it is held in memory). on-empty-db and swapdb (loading while the transfer runs) are not available and are refused." },
+        doc: "How a replica loads its master's snapshot: disabled, Redis's default and the only value here: the snapshot is written to a file in dir, then loaded in place of the data set. on-empty-db and swapdb (loading from the socket as the transfer runs) are not available and are refused." },
     Setting { name: "loading-process-events-interval-bytes", default: "2097152", live: true, kind: Kind::Int(1024, i32::MAX as i64),
         doc: "Redis's bytes loaded between two rounds of serving clients during a load. A load here runs on a thread of its own and clients are served throughout, at any value." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
@@ -236,7 +236,7 @@ pub static SETTINGS: &[Setting] = &[
         doc: "The TLS client port announced when tls-cluster is on (it is not available here, so this is kept and announced nowhere). 0: tls-port." },
     Setting { name: "cluster-announce-bus-port", default: "0", live: true, kind: Kind::Int(0, 65535),
         doc: "The bus port announced to the cluster. 0: the bus port in force." },
-    Setting { name: "cluster-announce-hostname", default: "", live: true, kind: Kind::Str,
+    Setting { name: "cluster-announce-hostname", default: "", live: true, kind: Kind::Special(parse_hostname),
         doc: "A hostname announced to the cluster (CLUSTER SLOTS/SHARDS, redirections when cluster-preferred-endpoint-type is hostname). Empty: none." },
     Setting { name: "cluster-preferred-endpoint-type", default: "ip", live: true, kind: Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
         doc: "What MOVED/ASK and CLUSTER SLOTS name a node by: ip, hostname (its announced hostname, '?' without one) or unknown-endpoint (nothing: the client reuses the address it connected to)." },
@@ -413,11 +413,25 @@ fn parse_rdb_preamble(value: &str) -> Result<String, String> {
     }
 }
 
+/// `cluster-announce-hostname`, as Redis's `isValidAnnouncedHostname`.
+fn parse_hostname(value: &str) -> Result<String, String> {
+    if value.len() >= 256 {
+        return Err("Hostnames must be less than 256 characters".into());
+    }
+    if !value
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+    {
+        return Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into());
+    }
+    Ok(value.to_string())
+}
+
 /// `repl-diskless-load`: only `disabled`, what a replica here does.
 fn parse_diskless_load(value: &str) -> Result<String, String> {
     match value.to_ascii_lowercase().as_str() {
         "disabled" => Ok("disabled".into()),
-        "on-empty-db" | "swapdb" => Err("diskless load is not available in tidecache: a replica receives the snapshot whole before loading it, so only 'repl-diskless-load disabled' is accepted".into()),
+        "on-empty-db" | "swapdb" => Err("diskless load is not available in tidecache: a replica writes the snapshot to a file before loading it, so only 'repl-diskless-load disabled' is accepted".into()),
         _ => Err("argument(s) must be one of the following: disabled, on-empty-db, swapdb".into()),
     }
 }

@@ -22,6 +22,21 @@ pub struct RedisLog {
     min: Option<Level>,
 }
 
+/// `logfile`, a relative path read from `dir` as Redis reads it (Redis works in `dir`);
+/// None when empty (standard output for Redis-format lines, standard error for the rest).
+pub fn logfile_path(config: &Config) -> Option<std::path::PathBuf> {
+    let f = config.get("logfile");
+    if f.is_empty() {
+        return None;
+    }
+    let p = std::path::Path::new(f);
+    Some(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::path::Path::new(config.get("dir")).join(p)
+    })
+}
+
 impl RedisLog {
     pub fn new(config: &Config) -> RedisLog {
         let min = match config.get("loglevel") {
@@ -30,9 +45,7 @@ impl RedisLog {
             "warning" => Some(Level::Warning),
             _ => None,
         };
-        let file = Some(config.get("logfile"))
-            .filter(|f| !f.is_empty())
-            .map(std::path::PathBuf::from);
+        let file = logfile_path(config);
         RedisLog { file, min }
     }
 

@@ -1,6 +1,8 @@
 //! Starts the real server binary on a free port for integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
