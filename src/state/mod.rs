@@ -205,7 +205,8 @@ impl Server {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        let store = Store::new(shards, databases);
+        // Cluster mode (read once, at start): database 0 keeps its keys by hash slot.
+        let store = Store::with_slot_index(shards, databases, config.get_bool("cluster-enabled"));
         let blocking = Arc::new(blocking::Blocking::default());
         let tracking = Arc::new(tracking::Tracking::default());
         tracking.set_max_keys(config.get_u64("tracking-table-max-keys"));

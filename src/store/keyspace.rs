@@ -9,11 +9,14 @@
 //! Every write goes through a few choke points ([`Keyspace::set`], [`Keyspace::update`],
 //! [`Keyspace::set_deadline`], [`Keyspace::remove`]) and every removal through
 //! `Books::removed` with its reason, which is where WATCH and keyspace notifications hook.
+//! A key is added only by `set` (its insert, or the write over a key past its deadline),
+//! which with `Books::removed` is where the cluster slot index (`store::slots`) hooks.
 
 use crate::store::eviction;
 use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
 use crate::store::set::SetValue;
+use crate::store::slots::{slot_of, SlotIndex};
 use crate::store::stream::StreamValue;
 use crate::store::zset::ZSetValue;
 use crate::util::inline::InlineBytes;
@@ -363,6 +366,10 @@ struct Books {
     /// The tables' allocations as counted in `mem`.
     table_bytes: usize,
     counters: Arc<ShardCounters>,
+    /// The keys of each cluster hash slot: database 0 in cluster mode only, `None`
+    /// elsewhere (standalone servers pay one predictable branch where a key is added or
+    /// removed). Its bytes are counted in `mem`.
+    slots: Option<Box<SlotIndex>>,
 }
 
 impl Books {
@@ -482,10 +489,42 @@ impl Books {
         }
     }
 
-    /// A key left the key space. `drained` is the deadline of a key whose wheel entry the
-    /// sweep already took out. WATCH and keyspace notifications (`del`, `expired`, `evicted`)
-    /// hook here.
-    fn removed(&mut self, entry: &Entry, why: Removal, drained: Option<i64>) {
+    /// A key was added to the key space (its table insert): the slot index hears of it.
+    #[inline]
+    fn added(&mut self, hash: u64, key: &[u8]) {
+        if self.slots.is_some() {
+            self.slot_index(hash, key, true);
+        }
+    }
+
+    /// Adds a key to the slot index or removes it, and counts the bytes that changed (out
+    /// of line: the hot paths of a standalone server keep only the test in `added` and
+    /// `removed`).
+    #[inline(never)]
+    fn slot_index(&mut self, hash: u64, key: &[u8], add: bool) {
+        let Some(ix) = self.slots.as_deref_mut() else {
+            return;
+        };
+        let before = ix.bytes();
+        if add {
+            ix.add(slot_of(key), hash);
+        } else {
+            let was = ix.remove(slot_of(key), hash);
+            debug_assert!(was, "a key left that the slot index did not hold");
+        }
+        let after = ix.bytes();
+        self.resize_mem(before, after);
+    }
+
+    /// A key left the key space; `hash` is its hash. `drained` is the deadline of a key
+    /// whose wheel entry the sweep already took out. WATCH and keyspace notifications
+    /// (`del`, `expired`, `evicted`) and the slot index hook here.
+    fn removed(&mut self, hash: u64, entry: &Entry, why: Removal, drained: Option<i64>) {
+        // First, so `hash` need not be kept across the calls below (a saved register more
+        // in every removal's prologue otherwise).
+        if self.slots.is_some() {
+            self.slot_index(hash, &entry.key, false);
+        }
         self.len -= 1;
         self.sub_mem(entry.heap_mem());
         if let Some(at) = drained {
@@ -543,7 +582,7 @@ fn live_entry<'a>(
         Err(_) => None,
         Ok(occ) if books.due(occ.get(), expiry_now_ms) => {
             let (e, _) = occ.remove();
-            books.removed(&e, Removal::Expired, None);
+            books.removed(hash, &e, Removal::Expired, None);
             None
         }
         Ok(occ) => Some(&mut **occ.into_mut()),
@@ -594,6 +633,7 @@ impl Keyspace {
                 wheel_bytes: 0,
                 table_bytes: 0,
                 counters,
+                slots: None,
             },
             hasher,
         }
@@ -725,7 +765,7 @@ impl Keyspace {
             Some(e) if books.due(e, expiry_now_ms) => {
                 // The old key expired: it leaves through the expiry path (stats, hooks), and
                 // the write creates a new key.
-                books.removed(e, Removal::Expired, None);
+                books.removed(hash, e, Removal::Expired, None);
                 e.put_deadline(None);
                 e.value = value;
                 e.access = eviction::fresh();
@@ -737,6 +777,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.heap_mem());
+                books.added(hash, key);
                 books.created(key);
                 books.modified(key);
                 None
@@ -773,6 +814,7 @@ impl Keyspace {
                 e.put_deadline(d);
                 books.len += 1;
                 books.add_mem(e.heap_mem());
+                books.added(hash, key);
                 books.created(key);
                 books.modified(key);
                 let table_before = alloc_size(seg.allocation_size());
@@ -901,7 +943,7 @@ impl Keyspace {
         self.before_change(hash, key);
         let seg = self.segs.get_mut(segment_of(hash))?;
         let (e, _) = seg.find_entry(hash, |e| *e.key == *key).ok()?.remove();
-        self.books.removed(&e, why, None);
+        self.books.removed(hash, &e, why, None);
         self.release_if_empty();
         Some(*e)
     }
@@ -910,14 +952,28 @@ impl Keyspace {
     /// deadline (hashbrown tables and the wheel's slab never shrink by themselves).
     fn release_if_empty(&mut self) {
         if self.books.len == 0 && !self.segs.is_empty() {
-            self.segs = Vec::new();
-            let n = self.books.table_bytes;
-            self.books.sub_mem(n);
-            self.books.table_bytes = 0;
+            self.release_tables();
         }
         if self.books.volatile == 0 && self.books.wheel.is_some() {
             self.books.wheel = None;
             self.books.sync_wheel_mem();
+        }
+    }
+
+    /// The key space just emptied: its tables (and the slot index's array) go back. Out of
+    /// line, so that `release_if_empty`, on every removal's path, stays two tests.
+    #[cold]
+    #[inline(never)]
+    fn release_tables(&mut self) {
+        self.segs = Vec::new();
+        let n = self.books.table_bytes;
+        self.books.sub_mem(n);
+        self.books.table_bytes = 0;
+        if let Some(ix) = self.books.slots.as_deref_mut() {
+            let n = ix.bytes();
+            ix.release();
+            let left = ix.bytes();
+            self.books.sub_mem(n - left);
         }
     }
 
@@ -954,7 +1010,7 @@ impl Keyspace {
                     && hash_key(hasher, &e.key) == hash
             }) {
                 let (e, _) = occ.remove();
-                self.books.removed(&e, Removal::Expired, Some(at));
+                self.books.removed(hash, &e, Removal::Expired, Some(at));
                 n += 1;
             }
         }
@@ -1048,6 +1104,100 @@ impl Keyspace {
     pub fn deadline_of(&self, e: &Entry) -> Option<i64> {
         self.books.deadline(e).map(|d| d.at)
     }
+
+    /// Starts (building it from the keys held, O(keys)) or stops keeping the cluster slot
+    /// index. The store keeps it for database 0 in cluster mode: at creation, and where
+    /// SWAPDB moves key spaces between database numbers.
+    pub fn index_slots(&mut self, on: bool) {
+        if on == self.books.slots.is_some() {
+            return;
+        }
+        if !on {
+            if let Some(ix) = self.books.slots.take() {
+                self.books.sub_mem(ix.bytes());
+            }
+            return;
+        }
+        let mut ix = Box::<SlotIndex>::default();
+        for seg in &self.segs {
+            for e in seg.iter() {
+                ix.add(slot_of(&e.key), hash_key(&self.hasher, &e.key));
+            }
+        }
+        self.books.add_mem(ix.bytes());
+        self.books.slots = Some(ix);
+    }
+
+    /// Whether this key space keeps the cluster slot index.
+    pub fn indexes_slots(&self) -> bool {
+        self.books.slots.is_some()
+    }
+
+    /// The keys held in hash `slot`, in O(1): keys past their deadline that neither a read
+    /// nor the sweep has reclaimed yet count (as in Redis's `countkeysinslot`). `None` when
+    /// the key space keeps no slot index.
+    pub fn slot_count(&self, slot: u16) -> Option<usize> {
+        self.books.slots.as_ref().map(|ix| ix.count(slot))
+    }
+
+    /// Appends the live keys of hash `slot` to `out` until it holds `max`, each found from
+    /// the index by its hash (O(keys appended)); false, and nothing appended, when the key
+    /// space keeps no slot index.
+    pub fn slot_keys(&self, slot: u16, now: i64, max: usize, out: &mut Vec<Bytes>) -> bool {
+        self.slot_keys_by(slot, now, max, out, |key| hash_key(&self.hasher, key))
+    }
+
+    /// [`slot_keys`](Self::slot_keys) with the keys' hash function given (a test forges two
+    /// keys with one hash through it).
+    fn slot_keys_by(
+        &self,
+        slot: u16,
+        now: i64,
+        max: usize,
+        out: &mut Vec<Bytes>,
+        hash_of: impl Fn(&[u8]) -> u64,
+    ) -> bool {
+        let Some(ix) = self.books.slots.as_deref() else {
+            return false;
+        };
+        // Hashes that more than one key of the slot share (64-bit hashes make it all but
+        // impossible): the index holds such a hash once per key, and its keys are appended
+        // at its first sight.
+        let mut shared: Vec<u64> = Vec::new();
+        for hash in ix.hashes(slot) {
+            if out.len() >= max {
+                break;
+            }
+            let Some(seg) = self.segs.get(segment_of(hash)) else {
+                continue;
+            };
+            let mut keys = seg
+                .iter_hash(hash)
+                .filter(|e| slot_of(&e.key) == slot && hash_of(&e.key) == hash);
+            let Some(first) = keys.next() else {
+                debug_assert!(false, "the slot index holds a hash no key has");
+                continue;
+            };
+            let mut push = |e: &Entry| {
+                if out.len() < max && !self.books.due(e, || now) {
+                    out.push(Bytes::copy_from_slice(&e.key));
+                }
+            };
+            match keys.next() {
+                None => push(first),
+                Some(second) => {
+                    if shared.contains(&hash) {
+                        continue;
+                    }
+                    shared.push(hash);
+                    push(first);
+                    push(second);
+                    keys.for_each(|e| push(e));
+                }
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -1070,6 +1220,219 @@ mod tests {
             .unwrap();
         let d = k.books.schedule(h, k.books.deadline(e), Some(at));
         e.put_deadline(d);
+    }
+
+    /// What the slot index must say, recounted from the tables: per slot touched, the keys
+    /// held (those past their deadline included) and the live ones, sorted.
+    fn check_slots(k: &Keyspace, slots: &[u16]) {
+        let now = now_ms();
+        for &slot in slots {
+            let mut held = 0;
+            let mut live = Vec::new();
+            for seg in &k.segs {
+                for e in seg.iter() {
+                    if slot_of(&e.key) == slot {
+                        held += 1;
+                        if !k.books.due(e, || now) {
+                            live.push(Bytes::copy_from_slice(&e.key));
+                        }
+                    }
+                }
+            }
+            assert_eq!(k.slot_count(slot), Some(held), "slot {slot}");
+            let mut got = Vec::new();
+            assert!(k.slot_keys(slot, now, usize::MAX, &mut got));
+            got.sort();
+            live.sort();
+            assert_eq!(got, live, "slot {slot}");
+            // `max` stops it short.
+            let mut two = Vec::new();
+            k.slot_keys(slot, now, 2, &mut two);
+            assert_eq!(two.len(), live.len().min(2));
+        }
+        let ix = k.books.slots.as_deref().expect("indexed");
+        assert_eq!(ix.len(), k.len());
+    }
+
+    fn indexed() -> Keyspace {
+        let mut k = ks();
+        k.index_slots(true);
+        k
+    }
+
+    fn put(k: &mut Keyspace, key: &str, ttl: Ttl) {
+        let h = k.hash(key.as_bytes());
+        k.set(h, key.as_bytes(), Value::string(b"v"), ttl);
+    }
+
+    /// Every way a key enters or leaves a key space keeps the slot index exact: insert,
+    /// overwrite, a write over a key past its deadline, DEL, EXPIRE in the past, lazy expiry
+    /// on read, the sweep, eviction, a move out (RENAME's source), an aggregate created and
+    /// emptied. Hash-tagged keys share a slot; the count never needs a scan.
+    #[test]
+    fn slot_index_follows_every_change() {
+        let mut k = indexed();
+        let tag = slot_of(b"{user1}");
+        let slots = [tag, slot_of(b"plain"), slot_of(b"other"), slot_of(b"set")];
+        let now = now_ms();
+        for i in 0..300 {
+            put(&mut k, &format!("{{user1}}:{i}"), Ttl::Clear);
+        }
+        put(&mut k, "plain", Ttl::Clear);
+        put(&mut k, "other", Ttl::At(now + 60_000));
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(tag), Some(300));
+
+        // Overwrites change nothing; a new key arrives once.
+        put(&mut k, "plain", Ttl::At(now + 60_000));
+        put(&mut k, "{user1}:0", Ttl::Clear);
+        check_slots(&k, &slots);
+
+        // DEL, and EXPIRE with a past time.
+        for i in 0..150 {
+            let key = format!("{{user1}}:{i}");
+            let h = k.hash(key.as_bytes());
+            if i % 2 == 0 {
+                assert!(k.remove(h, key.as_bytes()).is_some());
+            } else {
+                assert!(k.set_deadline(h, key.as_bytes(), Some(now - 1)));
+            }
+        }
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(tag), Some(150));
+
+        // Past its deadline: still held (and counted) until reclaimed, never returned.
+        make_due(&mut k, b"{user1}:200", now - 1);
+        make_due(&mut k, b"{user1}:201", now - 1);
+        make_due(&mut k, b"other", now - 1);
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(tag), Some(150));
+        // Lazy expiry on a read, a write over the expired key, then the sweep.
+        let h = k.hash(b"{user1}:200");
+        assert!(k.get(h, b"{user1}:200").is_none());
+        put(&mut k, "{user1}:201", Ttl::Clear);
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(tag), Some(149));
+        let mut buf = Vec::new();
+        assert_eq!(k.expire_due(now_ms(), 100, &mut buf).0, 1);
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(slot_of(b"other")), Some(0));
+
+        // Eviction and a move out (RENAME's source) then in under another name.
+        assert!(k.evict(b"{user1}:299"));
+        let h = k.hash(b"plain");
+        let (v, at) = k.take_for_move(h, b"plain").expect("plain");
+        let h = k.hash(b"set");
+        k.set(h, b"set", v, at.map_or(Ttl::Clear, Ttl::At));
+        check_slots(&k, &slots);
+        assert_eq!(k.slot_count(slot_of(b"plain")), Some(0));
+        assert_eq!(k.slot_count(slot_of(b"set")), Some(1));
+
+        // An aggregate made by a write and deleted when emptied.
+        let h = k.hash(b"agg");
+        let r = k.write_as::<SetValue, _>(h, b"agg", true, |s| (s.insert(b"m"), true));
+        assert_eq!(r, Ok(Some(true)));
+        assert_eq!(k.slot_count(slot_of(b"agg")), Some(1));
+        let r = k.write_as::<SetValue, _>(h, b"agg", false, |s| (s.remove(b"m"), true));
+        assert_eq!(r, Ok(Some(true)));
+        assert_eq!(k.slot_count(slot_of(b"agg")), Some(0));
+
+        // Everything gone: the index gives its memory back with the tables.
+        let mut all = Vec::new();
+        k.for_each(i64::MIN, |e| all.push(e.key().to_vec()));
+        for key in all {
+            let h = k.hash(&key);
+            k.remove(h, &key);
+        }
+        check_slots(&k, &slots);
+        assert_eq!((k.len(), k.mem()), (0, 0));
+        assert_eq!(k.books.counters.used.load(Ordering::Relaxed), 0);
+        assert!(k.indexes_slots());
+        put(&mut k, "again", Ttl::Clear);
+        assert_eq!(k.slot_count(slot_of(b"again")), Some(1));
+    }
+
+    /// A key space that is not told to keep the index (standalone, or a database other than
+    /// 0) keeps nothing and counts no bytes for it; one told later builds it from the keys
+    /// it holds, and gives its bytes back when told to stop.
+    #[test]
+    fn nothing_is_indexed_unless_asked() {
+        // One hasher for both, so their tables are alike.
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let mut plain = Keyspace::new(0, Arc::new(ShardCounters::default()), hasher);
+        let mut cluster = Keyspace::new(0, Arc::new(ShardCounters::default()), hasher);
+        cluster.index_slots(true);
+        for i in 0..2000 {
+            put(&mut plain, &format!("k{i}"), Ttl::Clear);
+            put(&mut cluster, &format!("k{i}"), Ttl::Clear);
+        }
+        assert!(!plain.indexes_slots());
+        assert!(plain.books.slots.is_none());
+        assert_eq!(plain.slot_count(slot_of(b"k1")), None);
+        assert!(!plain.slot_keys(slot_of(b"k1"), now_ms(), 10, &mut Vec::new()));
+        let index_bytes = cluster.books.slots.as_ref().map_or(0, |ix| ix.bytes());
+        assert!(index_bytes > 2000 * 8);
+        assert_eq!(cluster.mem(), plain.mem() + index_bytes);
+
+        let before = plain.mem();
+        plain.index_slots(true);
+        assert_eq!(plain.mem(), before + index_bytes);
+        let slots: Vec<u16> = (0..2000)
+            .map(|i| slot_of(format!("k{i}").as_bytes()))
+            .collect();
+        check_slots(&plain, &slots);
+        plain.index_slots(false);
+        assert_eq!(plain.mem(), before);
+        assert_eq!(plain.slot_count(0), None);
+    }
+
+    /// Keys of one slot with the same 64-bit hash (forged: inserted under one hash, and
+    /// the lookup told that is their hash) are each returned once; a key of another slot
+    /// under that hash is not returned.
+    #[test]
+    fn keys_sharing_a_hash_are_each_returned_once() {
+        let mut k = indexed();
+        let h = k.hash(b"{t}a");
+        let slot = slot_of(b"{t}");
+        // The segment filled first, so that no insert below regrows its table (a regrowth
+        // puts every entry where its real hash says).
+        let (mut filled, mut i) = (0, 0);
+        while filled < 9 {
+            let key = format!("fill{i}");
+            i += 1;
+            if segment_of(k.hash(key.as_bytes())) == segment_of(h)
+                && slot_of(key.as_bytes()) != slot
+            {
+                put(&mut k, &key, Ttl::Clear);
+                filled += 1;
+            }
+        }
+        for key in ["{t}a", "{t}b", "{t}c", "elsewhere"] {
+            k.set(h, key.as_bytes(), Value::string(b"1"), Ttl::Clear);
+        }
+        put(&mut k, "{t}d", Ttl::Clear);
+        assert_ne!(slot, slot_of(b"elsewhere"));
+        assert_eq!(k.slot_count(slot), Some(4));
+        let forged = |key: &[u8]| {
+            if key.starts_with(b"{t}") && key != b"{t}d" || key == b"elsewhere" {
+                h
+            } else {
+                hash_key(&k.hasher, key)
+            }
+        };
+        let mut got = Vec::new();
+        assert!(k.slot_keys_by(slot, now_ms(), 10, &mut got, forged));
+        got.sort();
+        assert_eq!(
+            got,
+            ["{t}a", "{t}b", "{t}c", "{t}d"].map(|s| Bytes::from_static(s.as_bytes()))
+        );
+        let mut two = Vec::new();
+        k.slot_keys_by(slot, now_ms(), 2, &mut two, forged);
+        assert_eq!(two.len(), 2);
+        assert!(k.remove(h, b"{t}b").is_some());
+        assert_eq!(k.slot_count(slot), Some(3));
+        assert_eq!(k.slot_count(slot_of(b"elsewhere")), Some(1));
     }
 
     /// Warming a key (present, absent, past its deadline, in an empty key space) changes

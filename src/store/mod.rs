@@ -17,6 +17,7 @@ pub mod multi;
 pub mod rdb;
 pub mod rdb_file;
 pub mod set;
+pub mod slots;
 pub mod stream;
 pub mod ttl_monitor;
 pub mod zset;
@@ -50,15 +51,22 @@ pub struct ShardData {
     /// Byte estimate and key-space stats, readable without this shard's lock.
     pub counters: Arc<ShardCounters>,
     hasher: hashbrown::DefaultHashBuilder,
+    /// Cluster mode: database 0 keeps the keys of each hash slot (`slots`).
+    index_slots: bool,
 }
 
 impl ShardData {
-    fn new(databases: usize, hasher: hashbrown::DefaultHashBuilder) -> ShardData {
+    fn new(
+        databases: usize,
+        hasher: hashbrown::DefaultHashBuilder,
+        index_slots: bool,
+    ) -> ShardData {
         let counters = Arc::new(ShardCounters::default());
         let mut s = ShardData {
             dbs: Vec::with_capacity(databases),
             counters,
             hasher,
+            index_slots,
         };
         s.dbs = (0..databases).map(|d| s.fresh_db(d)).collect();
         s
@@ -69,10 +77,13 @@ impl ShardData {
         CollectionShard::new(meta).counted_in(self.counters.documents.clone())
     }
 
-    /// An empty database numbered `db` (FLUSHDB/FLUSHALL put these in place of the old ones).
+    /// An empty database numbered `db` (FLUSHDB/FLUSHALL put these in place of the old ones):
+    /// in cluster mode database 0 keeps its keys by hash slot.
     pub fn fresh_db(&self, db: usize) -> Db {
+        let mut keys = Keyspace::new(db, self.counters.clone(), self.hasher);
+        keys.index_slots(self.index_slots && db == 0);
         Db {
-            keys: Keyspace::new(db, self.counters.clone(), self.hasher),
+            keys,
             collections: HashMap::new(),
         }
     }
@@ -96,11 +107,19 @@ pub struct Store {
 pub const WARM_MAX: usize = 32;
 
 impl Store {
+    /// A standalone server's store.
     pub fn new(shards: usize, databases: usize) -> Store {
+        Store::with_slot_index(shards, databases, false)
+    }
+
+    /// `slot_index`: cluster mode (`cluster-enabled yes`, read once at start), in which
+    /// database 0 of every shard keeps its keys by hash slot for CLUSTER COUNTKEYSINSLOT and
+    /// GETKEYSINSLOT ([`count_keys_in_slot`], [`slot_keys`]); without it nothing is kept.
+    pub fn with_slot_index(shards: usize, databases: usize, slot_index: bool) -> Store {
         let shards = shards.max(1);
         let hasher = hashbrown::DefaultHashBuilder::default();
         let data: Vec<ShardData> = (0..shards)
-            .map(|_| ShardData::new(databases, hasher))
+            .map(|_| ShardData::new(databases, hasher, slot_index))
             .collect();
         Store {
             counters: data.iter().map(|s| s.counters.clone()).collect(),
@@ -332,12 +351,19 @@ impl Store {
             s.dbs.swap(a, b);
             s.dbs[a].keys.set_db(a);
             s.dbs[b].keys.set_db(b);
+            // The slot index is database 0's: built for the key space that became it (a
+            // pass over its keys), dropped from the one that left.
+            let index = s.index_slots;
+            s.dbs[a].keys.index_slots(index && a == 0);
+            s.dbs[b].keys.index_slots(index && b == 0);
         }
     }
 }
 
-/// Up to `max` keys of database 0 whose cluster hash slot is `slot`, found by a pass over
-/// every key of database 0 (cluster mode keeps no per-slot index yet).
+/// Up to `max` live keys of database 0 whose cluster hash slot is `slot` (CLUSTER
+/// GETKEYSINSLOT, the keys a slot migration or a lost slot moves): from each shard's slot
+/// index in cluster mode, at the cost of the keys returned (and one lock per shard); by a
+/// pass over every key of database 0 in a store that keeps no index.
 pub fn slot_keys(store: &Store, slot: u16, max: usize) -> Vec<bytes::Bytes> {
     let mut out = Vec::new();
     if max == 0 {
@@ -348,11 +374,149 @@ pub fn slot_keys(store: &Store, slot: u16, max: usize) -> Vec<bytes::Bytes> {
         if out.len() >= max {
             return;
         }
-        s.dbs[0].keys.for_each(now, |e| {
-            if out.len() < max && redis_protocol::redis_keyslot(e.key()) == slot {
+        let keys = &s.dbs[0].keys;
+        if keys.slot_keys(slot, now, max, &mut out) {
+            return;
+        }
+        keys.for_each(now, |e| {
+            if out.len() < max && slots::slot_of(e.key()) == slot {
                 out.push(bytes::Bytes::copy_from_slice(e.key()));
             }
         })
     });
     out
+}
+
+/// The keys of database 0 in hash `slot` (CLUSTER COUNTKEYSINSLOT, the slot checks of the
+/// cluster bus): O(1) per shard from the slot index in cluster mode, keys past their
+/// deadline not yet reclaimed included, as Redis counts them; a pass over database 0
+/// counting the live keys in a store that keeps no index.
+pub fn count_keys_in_slot(store: &Store, slot: u16) -> usize {
+    let now = crate::util::clock::now_ms();
+    let mut n = 0;
+    store.for_each_shard(|s| {
+        let keys = &s.dbs[0].keys;
+        n += keys.slot_count(slot).unwrap_or_else(|| {
+            let mut live = 0;
+            keys.for_each(now, |e| {
+                live += usize::from(slots::slot_of(e.key()) == slot)
+            });
+            live
+        });
+    });
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn set(store: &Store, db: usize, key: &str) {
+        store.with_key(db, key.as_bytes(), |ks, h| {
+            ks.set(h, key.as_bytes(), Value::string(b"v"), Ttl::Clear)
+        });
+    }
+
+    /// The keys of `slot` in database 0, recounted by a pass over every key.
+    fn scanned(store: &Store, slot: u16) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        store.for_each_shard(|s| {
+            s.dbs[0].keys.for_each(i64::MIN, |e| {
+                if slots::slot_of(e.key()) == slot {
+                    out.push(Bytes::copy_from_slice(e.key()));
+                }
+            })
+        });
+        out.sort();
+        out
+    }
+
+    fn check(store: &Store, slot: u16) {
+        let want = scanned(store, slot);
+        assert_eq!(count_keys_in_slot(store, slot), want.len(), "slot {slot}");
+        let mut got = slot_keys(store, slot, usize::MAX);
+        got.sort();
+        assert_eq!(got, want, "slot {slot}");
+        assert_eq!(slot_keys(store, slot, 3).len(), want.len().min(3));
+        assert!(slot_keys(store, slot, 0).is_empty());
+    }
+
+    fn indexed(store: &Store) -> Vec<bool> {
+        let mut v = Vec::new();
+        store.for_each_shard(|s| v.extend(s.dbs.iter().map(|d| d.keys.indexes_slots())));
+        v
+    }
+
+    /// In cluster mode only database 0 of every shard keeps the index, and it stays exact
+    /// across shards through writes, a rename between shards, FLUSHDB of another database,
+    /// FLUSHDB/FLUSHALL of database 0, and SWAPDB (the index goes with database 0).
+    #[test]
+    fn cluster_store_counts_slots_through_flush_and_swap() {
+        let store = Store::with_slot_index(4, 3, true);
+        assert_eq!(indexed(&store), [true, false, false].repeat(4));
+        let tag = slots::slot_of(b"{a}");
+        for i in 0..500 {
+            set(&store, 0, &format!("{{a}}{i}"));
+            set(&store, 0, &format!("k{i}"));
+            set(&store, 1, &format!("{{a}}db1:{i}"));
+        }
+        check(&store, tag);
+        check(&store, slots::slot_of(b"k7"));
+        assert_eq!(count_keys_in_slot(&store, tag), 500);
+
+        // RENAME {a}0 -> k-renamed: out of one shard, into (likely) another.
+        let keys = [&b"{a}0"[..], b"k-renamed"];
+        let mut l = store.lock_keys(&keys);
+        let (h0, h1) = (l.hash(0), l.hash(1));
+        let (v, at) = l.ks(0, 0).take_for_move(h0, keys[0]).expect("{a}0");
+        l.ks(1, 0)
+            .set(h1, keys[1], v, at.map_or(Ttl::Clear, Ttl::At));
+        drop(l);
+        check(&store, tag);
+        check(&store, slots::slot_of(b"k-renamed"));
+        assert_eq!(count_keys_in_slot(&store, tag), 499);
+
+        // Flushing another database leaves database 0's index alone.
+        drop(store.flush(Some(1)));
+        check(&store, tag);
+        assert_eq!(indexed(&store), [true, false, false].repeat(4));
+
+        // SWAPDB 0 2 (2 holds keys): the index follows database 0.
+        for i in 0..100 {
+            set(&store, 2, &format!("{{a}}db2:{i}"));
+        }
+        store.swap_dbs(0, 2);
+        assert_eq!(indexed(&store), [true, false, false].repeat(4));
+        check(&store, tag);
+        assert_eq!(count_keys_in_slot(&store, tag), 100);
+        store.swap_dbs(2, 0);
+        check(&store, tag);
+        assert_eq!(count_keys_in_slot(&store, tag), 499);
+
+        // FLUSHDB 0, freed later (FLUSHALL ASYNC hands the old data to a background thread).
+        let old = store.flush(Some(0));
+        assert_eq!(count_keys_in_slot(&store, tag), 0);
+        assert!(slot_keys(&store, tag, 10).is_empty());
+        set(&store, 0, "{a}new");
+        drop(old);
+        check(&store, tag);
+        assert_eq!(count_keys_in_slot(&store, tag), 1);
+        drop(store.flush(None));
+        check(&store, tag);
+        assert_eq!(indexed(&store), [true, false, false].repeat(4));
+        assert_eq!(store.used_bytes(), 0);
+    }
+
+    /// A standalone store keeps no index anywhere, and still answers by a pass over the keys.
+    #[test]
+    fn standalone_store_keeps_no_index() {
+        let store = Store::new(4, 2);
+        for i in 0..300 {
+            set(&store, 0, &format!("{{b}}{i}"));
+        }
+        assert!(indexed(&store).iter().all(|&on| !on));
+        check(&store, slots::slot_of(b"{b}"));
+        assert_eq!(count_keys_in_slot(&store, slots::slot_of(b"{b}")), 300);
+    }
 }
