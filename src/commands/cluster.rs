@@ -143,7 +143,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let sub = text(&all[1]).to_ascii_lowercase();
     let server = ctx.server;
     let now = crate::util::clock::now_ms();
-    let offset = crate::state::replication::offset();
+    let offset = crate::state::cluster::my_offset();
     let reply = match sub.as_str() {
         "help" => return Ok(help()),
         "myid" => {
@@ -175,7 +175,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             if !(0..cluster::SLOTS as i64).contains(&slot) {
                 return Err(CommandError::msg("ERR Invalid slot"));
             }
-            Reply::Int(crate::store::slot_keys(&server.store, slot as u16, usize::MAX).len() as i64)
+            Reply::Int(count_names_in_slot(&server.store, slot as u16) as i64)
         }
         "getkeysinslot" => {
             let slot = int_arg(&all[2])?;
@@ -183,7 +183,7 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             if !(0..cluster::SLOTS as i64).contains(&slot) || max < 0 {
                 return Err(CommandError::msg("ERR Invalid slot or number of keys"));
             }
-            let keys = crate::store::slot_keys(&server.store, slot as u16, max as usize);
+            let keys = names_in_slot(&server.store, slot as u16, max as usize);
             Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
         }
         "meet" => {
@@ -481,7 +481,7 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
     }
     let slot = slot_arg(&all[2])?;
     let action = text(&all[3]).to_ascii_lowercase();
-    let keys_here = || crate::store::slot_keys(&server.store, slot, 1).len();
+    let keys_here = || names_in_slot(&server.store, slot, 1).len();
     c.with(|st| {
         let me = st.myself;
         match (action.as_str(), all.len()) {
@@ -805,10 +805,11 @@ pub fn replicate_from(server: &Arc<Server>, ip: &str, port: u16) {
     }
 }
 
-/// Deletes the keys of database 0 in `slot` (a slot this node lost while holding keys).
+/// Deletes the keys and collections of database 0 in `slot` (a slot this node lost while
+/// holding some); how many.
 pub fn delete_keys_in_slot(server: &Arc<Server>, slot: u16) -> usize {
     let keys = crate::store::slot_keys(&server.store, slot, usize::MAX);
-    let n = keys.len();
+    let mut n = keys.len();
     for k in keys {
         let mut l = server.store.lock_keys(std::slice::from_ref(&k));
         let h = l.hash(0);
@@ -816,7 +817,51 @@ pub fn delete_keys_in_slot(server: &Arc<Server>, slot: u16) -> usize {
             server.notify(0, crate::state::pubsub::class::GENERIC, "del", &k);
         }
     }
+    // Removed as a moved collection is (no change stream entry) and, as the keys, not
+    // journaled: a replica drops them when it resyncs.
+    for name in collections_in_slot(&server.store, slot) {
+        if server.store.remove_moved(0, &name, None, || {}) {
+            n += 1;
+        }
+    }
     n
+}
+
+/// The collections of database 0 whose name hashes to `slot`. In cluster mode a
+/// collection's name is a key (every DOC.* command is routed by it), so a slot's listing and
+/// count include its collections and resharding moves them: MIGRATE sends a collection
+/// named in its keys. O(collections) a call: the names are filtered, not indexed by slot.
+fn collections_in_slot(store: &crate::store::Store, slot: u16) -> Vec<String> {
+    store.collection_names_where(0, |n| cluster::key_slot(n.as_bytes()) == slot)
+}
+
+/// CLUSTER GETKEYSINSLOT: up to `max` names of `slot`, its keys first, then its
+/// collections that are not also a key. A name that is both is listed once, as MIGRATE of
+/// that name moves both.
+pub fn names_in_slot(store: &crate::store::Store, slot: u16, max: usize) -> Vec<Bytes> {
+    let mut out = crate::store::slot_keys(store, slot, max);
+    if out.len() < max {
+        // Every key of the slot is listed: a collection whose name is a key is among them.
+        for name in collections_in_slot(store, slot) {
+            if out.len() >= max {
+                break;
+            }
+            if !store.exists(0, name.as_bytes()) {
+                out.push(Bytes::from(name));
+            }
+        }
+    }
+    out
+}
+
+/// CLUSTER COUNTKEYSINSLOT and the bus's check for a slot still holding data: the names
+/// [`names_in_slot`] lists.
+pub fn count_names_in_slot(store: &crate::store::Store, slot: u16) -> usize {
+    let collections = collections_in_slot(store, slot)
+        .iter()
+        .filter(|n| !store.exists(0, n.as_bytes()))
+        .count();
+    crate::store::count_keys_in_slot(store, slot) + collections
 }
 
 /// The cluster check of Redis's `processCommand`: None when the command runs here, else the
@@ -826,14 +871,21 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
     let c = ctx.server.cluster.get()?;
     let asking = std::mem::take(&mut ctx.client.cluster_asking);
     let mut keys: Vec<&[u8]> = Vec::new();
-    let mut write = spec.has(WRITE);
+    // A script counts with its shebang's flags (Redis's getCommandFlags).
+    let mut write = crate::commands::scripting::command_flags(spec, args) & WRITE != 0;
     let mut pubsubshard = false;
     let is_exec = spec.name == "exec";
+    // Whether the keys name collections (DOC.* commands) or keys (the others): a slot half
+    // moved sends a name it no longer holds to the target (ASK), checked in its namespace.
+    let mut names_collections = !is_exec && spec.group == "document";
+    let mut names_keys = !is_exec && !names_collections;
     if is_exec {
         let m = ctx.client.multi.as_ref()?;
         for (flags, queued) in &m.queued {
             write |= flags & WRITE != 0;
             if let Ok(qspec) = crate::commands::resolve(queued) {
+                names_collections |= qspec.group == "document";
+                names_keys |= qspec.group != "document";
                 let (pos, _) = qspec.routing_positions(queued);
                 keys.extend(pos.into_iter().map(|i| queued[i].as_ref()));
             }
@@ -860,7 +912,10 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
             readonly: ctx.client.cluster_readonly,
             migrate: spec.name == "migrate",
         },
-        &|k| store.exists(0, k),
+        &|k| {
+            (names_keys && store.holds(0, false, k))
+                || (names_collections && store.holds(0, true, k))
+        },
     );
     match route {
         Route::Here => None,

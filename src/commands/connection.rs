@@ -449,6 +449,9 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             ctx.client.close_after_reply = true;
         } else {
             ctx.server.clients.kill(&h);
+            // A replica is gone from INFO's connected_slaves at once, as Redis frees it in
+            // the command (its stream's task ends a moment later).
+            crate::state::replication::remove_replica(h.id);
         }
         killed += 1;
     }

@@ -34,6 +34,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Internal: the journal's record of a document deletion or expiry ({_id} as raw BSON). Only run while the journal is replayed.")
         .complexity("O(1) plus the cost of the collection's indexes")
         .args("collection:key id"),
+    JRN.cmd("doc.journaldrop", 2, doc_journaldrop).flags(WRITE | LOADING).key()
+        .doc("1.0.0", "Internal: the journal's record of a collection that left this server whole (moved by MIGRATE): removed without a change stream entry. Only run while the journal is replayed.")
+        .complexity("O(N) where N is the number of documents")
+        .args("collection:key"),
 ];
 
 fn replay_only() -> Result<(), CommandError> {
@@ -95,6 +99,19 @@ fn doc_journaldel(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         .collection(ctx.client.db, &coll)
         .delete(&filter, true);
     Ok(Reply::Int(n as i64))
+}
+
+/// The record of a collection that moved away: removed as MIGRATE removed it, without the
+/// `drop` entry `DOC.DROP` appends to a change stream (the collection was not dropped).
+fn doc_journaldrop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    replay_only()?;
+    let coll = args.next_text()?;
+    args.finish()?;
+    let removed = ctx
+        .server
+        .store
+        .remove_moved(ctx.client.db, &coll, None, || {});
+    Ok(Reply::Int(removed as i64))
 }
 
 /// `WAITAOF numlocal numreplicas timeout` (Redis 7.2): waits until this client's last write
@@ -655,6 +672,10 @@ const DDL: &[&str] = &[
     "doc.dropindex",
     "doc.expireindex",
     "doc.collmod",
+    // A collection that arrived whole, or left whole: no document change is reported for it.
+    "doc.restore",
+    "doc.restore-asking",
+    "doc.journaldrop",
     // Functions change no key: their commands are journaled as they are when they succeed.
     "function|load",
     "function|delete",
@@ -1376,55 +1397,7 @@ fn write_documents(
             *db = at_cut;
         }
         let name = def.name.as_bytes();
-        let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATE".to_vec(), name.to_vec()];
-        if let Some((size, max)) = def.capped {
-            argv.push(b"CAPPED".to_vec());
-            argv.push(b"SIZE".to_vec());
-            argv.push(size.to_string().into_bytes());
-            if let Some(m) = max {
-                argv.push(b"MAX".to_vec());
-                argv.push(m.to_string().into_bytes());
-            }
-        }
-        if let Some(ch) = &def.changes {
-            argv.push(b"CHANGES".to_vec());
-            argv.push(ch.stream.clone());
-            if let Some((n, approx)) = &ch.maxlen {
-                argv.push(b"MAXLEN".to_vec());
-                argv.push(if *approx {
-                    b"~".to_vec()
-                } else {
-                    b"=".to_vec()
-                });
-                argv.push(n.to_string().into_bytes());
-            }
-        }
-        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        aof::encode(&mut buf, &refs);
-        for ix in &def.indexes {
-            let mut keys = Vec::new();
-            if let Ok(k) = ix.get_document("key") {
-                crate::documents::json::write_doc(k, &mut keys);
-            }
-            let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATEINDEX".to_vec(), name.to_vec(), keys];
-            if ix.get_bool("unique").unwrap_or(false) {
-                argv.push(b"UNIQUE".to_vec());
-            }
-            if let Ok(n) = ix.get_str("name") {
-                argv.push(b"NAME".to_vec());
-                argv.push(n.as_bytes().to_vec());
-            }
-            let secs = ix
-                .get_i64("expireAfterSeconds")
-                .ok()
-                .or_else(|| ix.get_i32("expireAfterSeconds").ok().map(i64::from));
-            if let Some(s) = secs {
-                argv.push(b"EXPIREAFTER".to_vec());
-                argv.push(s.to_string().into_bytes());
-            }
-            let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-            aof::encode(&mut buf, &refs);
-        }
+        def.encode(&mut buf);
         for shard in 0..server.store.shard_count() {
             let mut from = 0;
             loop {
@@ -2014,7 +1987,19 @@ pub fn load_replication_payload(
         }
     }
     let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    begin_loading_rdb(server, total);
+    // Redis loads on its one thread and answers clients only every
+    // loading-process-events-interval-bytes: a snapshot smaller than that is loaded with
+    // every client waiting (the exec gate held exclusively), never answered -LOADING; a
+    // larger one is loaded while they are answered -LOADING, as Redis answers them between
+    // its intervals.
+    let interval = server
+        .config
+        .read()
+        .get_u64("loading-process-events-interval-bytes");
+    let hold = (total <= interval).then(|| server.exec_gate.exclusive());
+    if total > interval {
+        begin_loading_rdb(server, total);
+    }
     let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
         crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
         crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),
@@ -2026,6 +2011,8 @@ pub fn load_replication_payload(
         &mut loading_progress,
     );
     end_loading();
+    // Before the functions: FUNCTION LOAD runs through the dispatcher, which takes the gate.
+    drop(hold);
     let loaded = match r {
         Ok(Some(l)) => l,
         Ok(None) => return Err("the RDB from the master is missing".into()),

@@ -14,6 +14,18 @@
 //! where Redis, which blocks the whole server meanwhile, could not see such a write. Inside
 //! MULTI/EXEC or a script the transfer runs in place (Redis blocks there too; the transaction
 //! must stay atomic).
+//!
+//! **Collections move too.** A name in the key list that is a collection of the client's
+//! database (in cluster mode, database 0, whose collections `CLUSTER GETKEYSINSLOT` lists
+//! with the keys) is read whole under its locks with the keys (`Store::collection_image`)
+//! and sent as `DOC.RESTORE name payload [REPLACE]` (`DOC.RESTORE-ASKING` in cluster mode),
+//! the payload being the collection's journal records (`commands::documents::transfer`).
+//! A name that is both a key and a collection (separate namespaces) moves both. Without
+//! REPLACE a collection already on the target is refused with `BUSYKEY Target collection
+//! name already exists.` (reported as RESTORE's BUSYKEY is, inside `ERR Target instance
+//! replied with error: …`). Once acknowledged, the source's collection is removed (unless
+//! COPY) only if it is still the collection that was read, with no write since (expiries
+//! aside: see `store::collections::moved`); one written meanwhile is kept, as a key is.
 use crate::commands::args::{Args, CommandError, NOT_AN_INTEGER};
 use crate::commands::spec::{acl, family, flag::*, Begin, CmdResult, CommandSpec, Find, KeySpec};
 use crate::commands::Ctx;
@@ -70,9 +82,21 @@ const LINE_MAX: u64 = 1024;
 
 struct Item {
     key: Bytes,
-    payload: Vec<u8>,
-    /// Unix ms, as read with the payload.
-    deadline: Option<i64>,
+    what: What,
+}
+
+/// What one name of the key list sends.
+enum What {
+    Key {
+        payload: Vec<u8>,
+        /// Unix ms, as read with the payload.
+        deadline: Option<i64>,
+    },
+    /// The collection of that name, serialized, and what it was when read.
+    Collection {
+        payload: Vec<u8>,
+        stamp: crate::store::collections::Stamp,
+    },
 }
 
 struct Job {
@@ -82,8 +106,9 @@ struct Job {
     timeout: Duration,
     copy: bool,
     replace: bool,
-    /// Cluster mode: each key goes as RESTORE-ASKING, which the target runs on a slot it
-    /// is importing (Redis's migrateCommand).
+    /// Cluster mode: each key goes as RESTORE-ASKING (each collection as
+    /// DOC.RESTORE-ASKING), which the target runs on a slot it is importing (Redis's
+    /// migrateCommand).
     asking: bool,
     /// (username, password) of AUTH / AUTH2.
     auth: Option<(Option<Bytes>, Bytes)>,
@@ -145,7 +170,8 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let dbid = parse_i64(db_arg).ok_or(CommandError::msg(NOT_AN_INTEGER))?;
     let timeout = if timeout <= 0 { 1000 } else { timeout };
 
-    // The values as they are now: each key under its own shard lock, as a read.
+    // The values as they are now: each key under its own shard lock, as a read; each
+    // collection of that name under the catalog and every shard's lock.
     let db = ctx.client.db;
     let mut items = Vec::new();
     for key in keys {
@@ -162,9 +188,25 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
             Some((Some(payload), deadline)) => items.push(Item {
                 key: key.clone(),
-                payload,
-                deadline,
+                what: What::Key { payload, deadline },
             }),
+        }
+        // A collection is named by text (lossy for other bytes, as every DOC command reads
+        // its name); the same name twice in KEYS is sent once.
+        let name = String::from_utf8_lossy(key);
+        let seen = items
+            .iter()
+            .any(|i| matches!(i.what, What::Collection { .. }) && i.key == *key);
+        if !seen {
+            if let Some(image) = ctx.server.store.collection_image(db, &name) {
+                items.push(Item {
+                    key: key.clone(),
+                    what: What::Collection {
+                        payload: crate::commands::documents::transfer::payload(&image),
+                        stamp: image.stamp,
+                    },
+                });
+            }
         }
     }
     if items.is_empty() {
@@ -185,13 +227,21 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let runtime = tokio::runtime::Handle::try_current();
     if ctx.client.in_exec || runtime.is_err() {
         let outcome = transfer(&job);
-        let deleted = finish(ctx.server, db, &job, &outcome);
+        let (deleted, moved) = finish(ctx.server, db, &job, &outcome);
+        // The handler's own arguments must not be journaled: a replay would migrate again.
+        // Redis propagates MIGRATE as DEL of the acknowledged keys; a collection that left
+        // is journaled as the record that removes it.
+        let mut cmds: Vec<Vec<Vec<u8>>> = Vec::new();
         if !deleted.is_empty() {
-            // The handler's own arguments must not be journaled: a replay would migrate
-            // again. Redis propagates MIGRATE as DEL of the acknowledged keys.
-            let mut argv: Vec<&[u8]> = vec![b"DEL"];
-            argv.extend(deleted.iter().map(|k| k.as_ref()));
-            crate::commands::journal::journal_as(&argv);
+            let mut argv = vec![b"DEL".to_vec()];
+            argv.extend(deleted.iter().map(|k| k.to_vec()));
+            cmds.push(argv);
+        }
+        for name in &moved {
+            cmds.push(vec![b"DOC.JOURNALDROP".to_vec(), name.to_vec()]);
+        }
+        if !cmds.is_empty() {
+            crate::commands::journal::journal_as_many(cmds);
         }
         return Ok(outcome.reply);
     }
@@ -222,38 +272,68 @@ fn dump_of(v: &crate::store::Value) -> Option<Vec<u8>> {
     Option::<Vec<u8>>::from(rdb::dump(v))
 }
 
-/// Deletes the acknowledged keys (unless COPY) that still hold what was sent; returns them.
-fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> Vec<Bytes> {
+/// Deletes the acknowledged keys (unless COPY) that still hold what was sent, then removes
+/// the acknowledged collections that are still what was read; returns the keys deleted and
+/// the collections removed.
+fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> (Vec<Bytes>, Vec<Bytes>) {
     if job.copy || outcome.acked.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let keys: Vec<&Bytes> = outcome.acked.iter().map(|&i| &job.items[i].key).collect();
+    let (keys, colls): (Vec<usize>, Vec<usize>) = outcome
+        .acked
+        .iter()
+        .partition(|&&i| matches!(job.items[i].what, What::Key { .. }));
     let mut deleted = Vec::new();
-    let mut l = server.store.lock_keys(&keys);
-    for (n, &i) in outcome.acked.iter().enumerate() {
+    if !keys.is_empty() {
+        let names: Vec<&Bytes> = keys.iter().map(|&i| &job.items[i].key).collect();
+        let mut l = server.store.lock_keys(&names);
+        for (n, &i) in keys.iter().enumerate() {
+            let item = &job.items[i];
+            let What::Key { payload, deadline } = &item.what else {
+                continue;
+            };
+            let h = l.hash(n);
+            let ks = l.ks(n, db);
+            let same = ks
+                .peek(h, &item.key)
+                .map(|e| dump_of(&e.value).as_deref() == Some(&payload[..]))
+                .unwrap_or(false)
+                && ks.deadline(h, &item.key).flatten() == *deadline;
+            // The same key named twice in KEYS is acknowledged twice.
+            if same && ks.remove(h, &item.key).is_some() {
+                server.notify(db, class::GENERIC, "del", &item.key);
+                deleted.push(item.key.clone());
+            }
+        }
+        if !deleted.is_empty() && !crate::store::journal::recording() {
+            // Off the command's thread there is no record to join: the DEL is one of its
+            // own, numbered while the keys are still locked.
+            let mut argv: Vec<&[u8]> = vec![b"DEL"];
+            argv.extend(deleted.iter().map(|k| k.as_ref()));
+            crate::store::journal::change_record(db, &argv);
+        }
+        drop(l);
+    }
+    // Each collection in a critical section of its own (the catalog held exclusively and
+    // every shard's lock), after the keys' locks are released.
+    let mut moved = Vec::new();
+    for &i in &colls {
         let item = &job.items[i];
-        let h = l.hash(n);
-        let ks = l.ks(n, db);
-        let same = ks
-            .peek(h, &item.key)
-            .map(|e| dump_of(&e.value).as_deref() == Some(&item.payload[..]))
-            .unwrap_or(false)
-            && ks.deadline(h, &item.key).flatten() == item.deadline;
-        // The same key named twice in KEYS is acknowledged twice.
-        if same && ks.remove(h, &item.key).is_some() {
-            server.notify(db, class::GENERIC, "del", &item.key);
-            deleted.push(item.key.clone());
+        let What::Collection { stamp, .. } = &item.what else {
+            continue;
+        };
+        let name = String::from_utf8_lossy(&item.key);
+        let removed = server.store.remove_moved(db, &name, Some(stamp), || {
+            if !crate::store::journal::recording() {
+                // As the DEL above: a record of its own, numbered under the locks.
+                crate::store::journal::change_record(db, &[b"DOC.JOURNALDROP", name.as_bytes()]);
+            }
+        });
+        if removed {
+            moved.push(Bytes::copy_from_slice(name.as_bytes()));
         }
     }
-    if !deleted.is_empty() && !crate::store::journal::recording() {
-        // Off the command's thread there is no record to join: the DEL is one of its own,
-        // numbered while the keys are still locked.
-        let mut argv: Vec<&[u8]> = vec![b"DEL"];
-        argv.extend(deleted.iter().map(|k| k.as_ref()));
-        crate::store::journal::change_record(db, &argv);
-    }
-    drop(l);
-    deleted
+    (deleted, moved)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,28 +555,47 @@ fn transfer(job: &Job) -> Outcome {
             put_bulk(&mut cmd, b"SELECT");
             put_bulk(&mut cmd, job.dbid.to_string().as_bytes());
         }
-        // The keys still alive, in order (one may have expired since it was read).
+        // The keys still alive, in order (one may have expired since it was read), and the
+        // collections.
         let now = crate::util::clock::now_ms();
         let mut sent = Vec::new();
         for (i, item) in job.items.iter().enumerate() {
-            let ttl = match item.deadline {
-                None => 0,
-                Some(at) if at - now < 0 => continue,
-                Some(at) => (at - now).max(1),
+            let payload = match &item.what {
+                What::Key { payload, deadline } => {
+                    let ttl = match *deadline {
+                        None => 0,
+                        Some(at) if at - now < 0 => continue,
+                        Some(at) => (at - now).max(1),
+                    };
+                    put_count(&mut cmd, if job.replace { 5 } else { 4 });
+                    put_bulk(
+                        &mut cmd,
+                        if job.asking {
+                            b"RESTORE-ASKING"
+                        } else {
+                            b"RESTORE"
+                        },
+                    );
+                    put_bulk(&mut cmd, &item.key);
+                    put_bulk(&mut cmd, ttl.to_string().as_bytes());
+                    payload
+                }
+                What::Collection { payload, .. } => {
+                    put_count(&mut cmd, if job.replace { 4 } else { 3 });
+                    put_bulk(
+                        &mut cmd,
+                        if job.asking {
+                            b"DOC.RESTORE-ASKING"
+                        } else {
+                            b"DOC.RESTORE"
+                        },
+                    );
+                    put_bulk(&mut cmd, &item.key);
+                    payload
+                }
             };
             sent.push(i);
-            put_count(&mut cmd, if job.replace { 5 } else { 4 });
-            put_bulk(
-                &mut cmd,
-                if job.asking {
-                    b"RESTORE-ASKING"
-                } else {
-                    b"RESTORE"
-                },
-            );
-            put_bulk(&mut cmd, &item.key);
-            put_bulk(&mut cmd, ttl.to_string().as_bytes());
-            put_bulk(&mut cmd, &item.payload);
+            put_bulk(&mut cmd, payload);
             if job.replace {
                 put_bulk(&mut cmd, b"REPLACE");
             }

@@ -2172,7 +2172,8 @@ fn cluster_refusal(
     argv: &[Bytes],
 ) -> Option<&'static str> {
     let c = ctx.server.cluster.get()?;
-    if crate::state::replication::applying() || crate::commands::journal::is_loader() {
+    // The master's stream and a load run whatever they hold (never redirected).
+    if crate::state::replication::applying() || crate::store::journal::loading() {
         return None;
     }
     let (pos, pubsubshard) = spec.routing_positions(argv);
@@ -2187,7 +2188,7 @@ fn cluster_refusal(
             readonly: ctx.client.cluster_readonly,
             migrate: false,
         },
-        &|k| store.exists(0, k),
+        &|k| store.holds(0, spec.group == "document", k),
     );
     use crate::state::cluster::Route;
     match route {

@@ -155,6 +155,11 @@ pub struct CollectionShard {
     doc_heap: usize,
     /// What this part counts into its shard's document byte counter.
     mem: MemoryBooks,
+    /// Changes made to this part's documents by writes (inserts, updates, touches,
+    /// deletes), expiries not counted: MIGRATE compares it before and after a transfer to
+    /// learn that a collection still holds what it sent, apart from documents that expired
+    /// (which are due on the target too).
+    writes: u64,
 }
 
 /// Most fields one update in place writes.
@@ -348,6 +353,7 @@ impl CollectionShard {
     /// Stores a new document whose `_id` KeyString is `key`; the caller has checked that
     /// `key` is not present.
     pub fn insert(&mut self, key: Vec<u8>, doc: RawDocumentBuf) -> u32 {
+        self.writes += 1;
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -380,6 +386,7 @@ impl CollectionShard {
     pub fn replace(&mut self, slot: u32, doc: RawDocumentBuf) -> Option<RawDocumentBuf> {
         let cell = self.slots.get_mut(slot as usize)?;
         let old = owned(cell.take()?);
+        self.writes += 1;
         self.bytes -= old.as_bytes().len();
         self.bytes += doc.as_bytes().len();
         self.doc_heap = self
@@ -429,6 +436,7 @@ impl CollectionShard {
     ) -> InPlace {
         let done = self.write_in_place(slot, sets, max_size);
         if done == InPlace::Changed {
+            self.writes += 1;
             for (_, t) in &mut self.ttl {
                 for (f, v) in sets {
                     if let (true, SetValue::Fixed(Fixed::Date(ms))) = (t.is_on(f), v) {
@@ -461,6 +469,7 @@ impl CollectionShard {
         let done = self.write_in_place(slot, &sets[..n], usize::MAX);
         self.ttl = ttl;
         if done == InPlace::Changed {
+            self.writes += 1;
             for (_, t) in &mut self.ttl {
                 t.set_date(slot, Some(ms));
             }
@@ -657,8 +666,21 @@ impl CollectionShard {
         InPlace::Changed
     }
 
-    /// Removes a document and returns it.
+    /// Removes a document (a delete, or a trim of a capped collection) and returns it.
     pub fn remove(&mut self, slot: u32) -> Option<RawDocumentBuf> {
+        let old = self.take_out(slot)?;
+        self.writes += 1;
+        Some(old)
+    }
+
+    /// Changes made to this part's documents by writes, expiries not counted.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// Takes a document out of its slot, its indexes and wheels: the removal shared by a
+    /// delete and an expiry.
+    fn take_out(&mut self, slot: u32) -> Option<RawDocumentBuf> {
         let old = owned(self.slots.get_mut(slot as usize)?.take()?);
         self.bytes -= old.as_bytes().len();
         self.doc_heap = self
@@ -689,7 +711,7 @@ impl CollectionShard {
     /// (the monitor, and writes that meet an expired `_id`), so the journal and `doc.expired`
     /// events see every expiry the same way. Returns the document's `_id`.
     pub fn expire(&mut self, slot: u32) -> Option<Bson> {
-        let old = self.remove(slot)?;
+        let old = self.take_out(slot)?;
         self.ttl_stats.deleted_documents += 1;
         let id = old
             .get("_id")

@@ -61,7 +61,7 @@ pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) {
             tick.tick().await;
             let Some(c) = s.cluster.get() else { return };
             let now = crate::util::clock::now_ms();
-            let offset = crate::state::replication::offset();
+            let offset = crate::state::cluster::my_offset();
             c.with(|st| {
                 st.my_repl_offset = offset;
                 st.cron(now);
@@ -123,7 +123,7 @@ fn spawn_connect(server: &Arc<Server>, conn: Connect) {
                     .map(|a| ip_text(a.ip()))
                     .unwrap_or_default();
                 let now = crate::util::clock::now_ms();
-                let offset = crate::state::replication::offset();
+                let offset = crate::state::cluster::my_offset();
                 c.with(|st| {
                     st.my_repl_offset = offset;
                     st.connected(link, peer, local, now)
@@ -218,7 +218,7 @@ fn drain_frames(server: &Arc<Server>, link: u64, buf: &mut BytesMut) -> bool {
             }
         };
         let now = crate::util::clock::now_ms();
-        let offset = crate::state::replication::offset();
+        let offset = crate::state::cluster::my_offset();
         let store = &server.store;
         let keep = c.with(|st: &mut ClusterState| {
             st.my_repl_offset = offset;
@@ -231,7 +231,8 @@ fn drain_frames(server: &Arc<Server>, link: u64, buf: &mut BytesMut) -> bool {
     }
 }
 
-/// Keys of database 0 in `slot` (CLUSTER COUNTKEYSINSLOT and the slot checks of the bus).
+/// Keys and collections of database 0 in `slot` (CLUSTER COUNTKEYSINSLOT and the slot
+/// checks of the bus).
 pub fn count_keys_in_slot(store: &crate::store::Store, slot: u16) -> usize {
-    crate::store::slot_keys(store, slot, usize::MAX).len()
+    crate::commands::cluster::count_names_in_slot(store, slot)
 }

@@ -232,6 +232,17 @@ impl Store {
         }
     }
 
+    /// Whether database `db` holds `name` for a command of a half-moved cluster slot (a name
+    /// it does not hold is asked of the target): among collections for a DOC.* command
+    /// (`collection`), among keys for the others (separate namespaces: a name may be both).
+    pub fn holds(&self, db: usize, collection: bool, name: &[u8]) -> bool {
+        if collection {
+            self.has_collection(db, &String::from_utf8_lossy(name))
+        } else {
+            self.exists(db, name)
+        }
+    }
+
     /// Whether `key` is in database `db` (an expired key is not).
     pub fn exists(&self, db: usize, key: &[u8]) -> bool {
         self.with_key(db, key, |ks, h| ks.contains(h, key))

@@ -26,7 +26,9 @@ pub fn doc_createindex(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::bulk(Bytes::from(name)))
 }
 
-fn parse_createindex(args: &mut Args<'_>) -> CommandResult<IndexSpec> {
+/// `DOC.CREATEINDEX`'s arguments after the collection. Also how a collection's
+/// `DOC.CREATEINDEX` records are read when they arrive with it (`DOC.RESTORE`).
+pub(super) fn parse_createindex(args: &mut Args<'_>) -> CommandResult<IndexSpec> {
     let keys = codec::parse_json(args.next_arg()?).map_err(|e| fail(with_code(e)))?;
     let fields = IndexSpec::parse_keys(&keys).map_err(|e| fail(with_code(e)))?;
     let (mut unique, mut name, mut expire) = (false, None, None);

@@ -43,6 +43,20 @@ fn changes_spec(args: &mut Args<'_>) -> CommandResult<ChangesSpec> {
 /// `DOC.CREATE coll [CAPPED SIZE bytes [MAX docs]] [CHANGES stream-key [MAXLEN [~|=] n]]`.
 pub fn doc_create(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let coll = coll_name(args)?;
+    let (capped, changes) = parse_create(args)?;
+    ctx.server
+        .store
+        .create_collection(ctx.client.db, &coll, capped, changes)
+        .map_err(fail)?;
+    Ok(Reply::ok())
+}
+
+/// `DOC.CREATE`'s options after the collection, to the end: the capped bounds and the
+/// change stream. Also how a collection's `DOC.CREATE` record is read when it arrives
+/// with the collection (`DOC.RESTORE`).
+pub(super) fn parse_create(
+    args: &mut Args<'_>,
+) -> CommandResult<(Option<CappedSpec>, Option<ChangesSpec>)> {
     let mut capped = None;
     if args.eat("CAPPED") {
         if !args.eat("SIZE") {
@@ -66,11 +80,7 @@ pub fn doc_create(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         None
     };
     args.finish()?;
-    ctx.server
-        .store
-        .create_collection(ctx.client.db, &coll, capped, changes)
-        .map_err(fail)?;
-    Ok(Reply::ok())
+    Ok((capped, changes))
 }
 
 /// `DOC.COLLMOD coll CHANGES stream-key [MAXLEN [~|=] n] | CHANGES OFF` (MongoDB's

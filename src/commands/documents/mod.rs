@@ -12,6 +12,7 @@ mod indexes;
 mod lifecycle;
 mod parse;
 mod query;
+pub(crate) mod transfer;
 
 use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 
@@ -86,6 +87,18 @@ pub static COMMANDS: &[CommandSpec] = &[
     DOC.cmd("doc.collections", 1, lifecycle::doc_collections).flags(READONLY)
         .doc("1.0.0", "Lists the collections of the selected database.")
         .complexity("O(C) where C is the number of collections"),
+    DOC.cmd("doc.dump", 2, transfer::doc_dump).flags(READONLY).key()
+        .doc("1.0.0", "Returns a collection serialized whole (options, indexes, documents) for DOC.RESTORE, as DUMP serializes a key; nil when there is no collection.")
+        .complexity("O(N) where N is the number of documents")
+        .args("collection:key"),
+    DOC.cmd("doc.restore", -3, transfer::doc_restore).flags(WRITE | DENYOOM).key().acl(acl::DANGEROUS)
+        .doc("1.0.0", "Creates a collection whole from a DOC.DUMP payload (what MIGRATE sends for a collection), in one step; BUSYKEY if it exists, unless REPLACE.")
+        .complexity("O(N log N) where N is the number of documents, times the number of indexes")
+        .args("collection:key serialized-value [REPLACE]"),
+    DOC.cmd("doc.restore-asking", -3, transfer::doc_restore).flags(WRITE | DENYOOM | ASKING).key().acl(acl::DANGEROUS)
+        .doc("1.0.0", "An internal command for migrating collections in a cluster: DOC.RESTORE on a slot being imported.")
+        .complexity("O(N log N) where N is the number of documents, times the number of indexes")
+        .args("collection:key serialized-value [REPLACE]"),
     DOC.cmd("doc.stats", 2, lifecycle::doc_stats).flags(READONLY).key()
         .doc("1.0.0", "Returns collection statistics as JSON: count, size, avgObjSize, capped, max, indexes with sizes, ttl counters.")
         .complexity("O(S) where S is the number of shards").args("collection:key"),

@@ -142,12 +142,17 @@ impl ClusterState {
 
     /// Milliseconds since this replica last heard from its master (Redis's `data_age`).
     fn data_age(&self, now: i64) -> i64 {
+        use std::sync::atomic::Ordering::Relaxed;
         let r = crate::state::replication::repl();
-        let last = r.last_io_ms.load(std::sync::atomic::Ordering::Relaxed) as i64;
-        if last == 0 {
+        let since = if r.link_up.get() {
+            r.last_io_ms.load(Relaxed)
+        } else {
+            r.down_since_ms.load(Relaxed)
+        };
+        if since == 0 {
             return i64::MAX / 4;
         }
-        (now - last).max(0)
+        (now - since as i64).max(0)
     }
 
     /// Redis's `clusterHandleSlaveFailover`, from the cron and as votes arrive.

@@ -28,6 +28,17 @@ pub fn key_slot(key: &[u8]) -> u16 {
     redis_protocol::redis_keyslot(key)
 }
 
+/// The replication offset this node announces on the bus: a replica loading a full sync
+/// announces 0, as Redis's `replicationGetSlaveOffset` (CLUSTER SHARDS shows it `loading`).
+pub fn my_offset() -> u64 {
+    let r = crate::state::replication::repl();
+    if crate::state::replication::is_replica() && r.sync_in_progress.get() {
+        0
+    } else {
+        crate::state::replication::offset()
+    }
+}
+
 /// Settings the bus and the redirections read, refreshed from CONFIG when one changes.
 #[derive(Clone, Debug)]
 pub struct Settings {

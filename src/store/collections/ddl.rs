@@ -18,7 +18,7 @@ use std::sync::Arc;
 const BUILD_BATCH: u32 = 1024;
 
 /// The most secondary indexes a collection takes (MongoDB's 64, `_id` included).
-const MAX_INDEXES: usize = 63;
+pub(super) const MAX_INDEXES: usize = 63;
 
 /// What `DOC.STATS` reports of one collection.
 pub type CollectionInfo = Document;
@@ -54,7 +54,7 @@ impl Store {
     }
 
     /// The key a change stream goes to must be free or a stream; `guards` hold every shard.
-    fn check_stream_key(
+    pub(super) fn check_stream_key(
         &self,
         guards: &mut super::Guards<'_>,
         db: usize,

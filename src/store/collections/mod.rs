@@ -22,10 +22,12 @@
 
 mod changes;
 mod ddl;
+mod moved;
 mod read;
 mod write;
 
 pub use ddl::CollectionInfo;
+pub use moved::{Built, Definition, Image, Stamp, BUSY};
 pub use read::{FindQuery, Found};
 pub use write::UpdateOutcome;
 

@@ -266,6 +266,90 @@ pub struct CollDef {
     pub indexes: Vec<bson::Document>,
 }
 
+impl CollDef {
+    /// The definition of the collection whose part (any shard's: they agree) is `cs`.
+    pub fn of(
+        db: usize,
+        name: &str,
+        cs: &crate::documents::collection::CollectionShard,
+    ) -> CollDef {
+        let indexes = cs
+            .index_specs()
+            .into_iter()
+            .map(|s| {
+                let mut doc = s.to_doc();
+                if let Some((_, t)) = cs.ttl.iter().find(|(n, _)| *n == s.name) {
+                    doc.insert("expireAfterSeconds", t.expire_after_secs);
+                }
+                doc
+            })
+            .collect();
+        CollDef {
+            db,
+            name: name.to_string(),
+            capped: cs.meta.capped.as_ref().map(|c| (c.max_size, c.max_docs)),
+            changes: cs.meta.changes.target().map(|t| (*t).clone()),
+            indexes,
+        }
+    }
+
+    /// Appends the commands that re-create the collection without its documents: `DOC.CREATE`
+    /// with its capped bounds and change stream, then a `DOC.CREATEINDEX` per index (with
+    /// `EXPIREAFTER` for a TTL index). A rewrite's base, a full resynchronisation and a
+    /// collection's MIGRATE payload all describe a collection with these records, followed by
+    /// a `DOC.JOURNALPUT` per document.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let name = self.name.as_bytes();
+        let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATE".to_vec(), name.to_vec()];
+        if let Some((size, max)) = self.capped {
+            argv.push(b"CAPPED".to_vec());
+            argv.push(b"SIZE".to_vec());
+            argv.push(size.to_string().into_bytes());
+            if let Some(m) = max {
+                argv.push(b"MAX".to_vec());
+                argv.push(m.to_string().into_bytes());
+            }
+        }
+        if let Some(ch) = &self.changes {
+            argv.push(b"CHANGES".to_vec());
+            argv.push(ch.stream.clone());
+            if let Some((n, approx)) = &ch.maxlen {
+                argv.push(b"MAXLEN".to_vec());
+                argv.push(if *approx {
+                    b"~".to_vec()
+                } else {
+                    b"=".to_vec()
+                });
+                argv.push(n.to_string().into_bytes());
+            }
+        }
+        super::aof::encode_args(out, &argv);
+        for ix in &self.indexes {
+            let mut keys = Vec::new();
+            if let Ok(k) = ix.get_document("key") {
+                crate::documents::json::write_doc(k, &mut keys);
+            }
+            let mut argv: Vec<Vec<u8>> = vec![b"DOC.CREATEINDEX".to_vec(), name.to_vec(), keys];
+            if ix.get_bool("unique").unwrap_or(false) {
+                argv.push(b"UNIQUE".to_vec());
+            }
+            if let Ok(n) = ix.get_str("name") {
+                argv.push(b"NAME".to_vec());
+                argv.push(n.as_bytes().to_vec());
+            }
+            let secs = ix
+                .get_i64("expireAfterSeconds")
+                .ok()
+                .or_else(|| ix.get_i32("expireAfterSeconds").ok().map(i64::from));
+            if let Some(s) = secs {
+                argv.push(b"EXPIREAFTER".to_vec());
+                argv.push(s.to_string().into_bytes());
+            }
+            super::aof::encode_args(out, &argv);
+        }
+    }
+}
+
 /// Every collection with its options and indexes, under the catalog's shared lock.
 pub fn collections(store: &Store) -> Vec<CollDef> {
     let _cat = store.catalog_read();
@@ -275,25 +359,7 @@ pub fn collections(store: &Store) -> Vec<CollDef> {
         let mut names: Vec<&String> = d.collections.keys().collect();
         names.sort();
         for name in names {
-            let cs = &d.collections[name];
-            let indexes = cs
-                .index_specs()
-                .into_iter()
-                .map(|s| {
-                    let mut doc = s.to_doc();
-                    if let Some((_, t)) = cs.ttl.iter().find(|(n, _)| *n == s.name) {
-                        doc.insert("expireAfterSeconds", t.expire_after_secs);
-                    }
-                    doc
-                })
-                .collect();
-            out.push(CollDef {
-                db,
-                name: name.clone(),
-                capped: cs.meta.capped.as_ref().map(|c| (c.max_size, c.max_docs)),
-                changes: cs.meta.changes.target().map(|t| (*t).clone()),
-                indexes,
-            });
+            out.push(CollDef::of(db, name, &d.collections[name]));
         }
     }
     out
