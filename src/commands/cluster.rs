@@ -870,7 +870,7 @@ pub fn count_names_in_slot(store: &crate::store::Store, slot: u16) -> usize {
 pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
     let c = ctx.server.cluster.get()?;
     let asking = std::mem::take(&mut ctx.client.cluster_asking);
-    let mut keys: Vec<&[u8]> = Vec::new();
+    let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
     // A script counts with its shebang's flags (Redis's getCommandFlags).
     let mut write = crate::commands::scripting::command_flags(spec, args) & WRITE != 0;
     let mut pubsubshard = false;
@@ -889,6 +889,20 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
                 let (pos, _) = qspec.routing_positions(queued);
                 keys.extend(pos.into_iter().map(|i| queued[i].as_ref()));
             }
+        }
+    } else if spec.key_specs.is_empty() && !spec.has(MOVABLEKEYS) {
+        // The common case without allocating: keys at first..=last by step (Redis's
+        // legacy key positions), which the table derives the key spec from.
+        let argc = args.len() as i64;
+        let last = if spec.last_key < 0 {
+            argc + spec.last_key as i64
+        } else {
+            (spec.last_key as i64).min(argc - 1)
+        };
+        let mut i = spec.first_key as i64;
+        while i > 0 && i <= last {
+            keys.push(args[i as usize].as_ref());
+            i += spec.step.max(1) as i64;
         }
     } else {
         let (pos, channels) = spec.routing_positions(args);

@@ -25,7 +25,8 @@ pub const SLOTS: usize = wire::SLOTS;
 /// A key's hash slot, as Redis's `keyHashSlot`: CRC16 of the key, or of the part between
 /// the first `{` and the next `}` when that part is not empty.
 pub fn key_slot(key: &[u8]) -> u16 {
-    redis_protocol::redis_keyslot(key)
+    // The store's fast form of it (held to redis_protocol::redis_keyslot by its tests).
+    crate::store::slots::slot_of(key)
 }
 
 /// The replication offset this node announces on the bus: a replica loading a full sync
