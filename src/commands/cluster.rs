@@ -472,6 +472,22 @@ fn update_slots(
     Ok(())
 }
 
+/// The master SETSLOT names: `unknown` prefixes the error for a name not known (Redis's
+/// words differ by action).
+fn master_named(
+    st: &cluster::ClusterState,
+    arg: &[u8],
+    unknown: &str,
+) -> Result<wire::NodeName, CommandError> {
+    let Some(n) = st.lookup(arg) else {
+        return Err(CommandError::msg(format!("ERR {unknown} {}", text(arg))));
+    };
+    if n.is_replica() {
+        return Err(CommandError::msg("ERR Target node is not a master"));
+    }
+    Ok(n.name)
+}
+
 /// CLUSTER SETSLOT slot IMPORTING|MIGRATING node | STABLE | NODE node.
 fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdResult {
     if !c.lock().myself_is_master() {
@@ -491,16 +507,7 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
                         "ERR I'm not the owner of hash slot {slot}"
                     )));
                 }
-                let Some(n) = st.lookup(&all[4]) else {
-                    return Err(CommandError::msg(format!(
-                        "ERR I don't know about node {}",
-                        text(&all[4])
-                    )));
-                };
-                if n.is_replica() {
-                    return Err(CommandError::msg("ERR Target node is not a master"));
-                }
-                let name = n.name;
+                let name = master_named(st, &all[4], "I don't know about node")?;
                 st.set_migrating(slot, Some(name));
             }
             ("importing", 5) => {
@@ -509,16 +516,7 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
                         "ERR I'm already the owner of hash slot {slot}"
                     )));
                 }
-                let Some(n) = st.lookup(&all[4]) else {
-                    return Err(CommandError::msg(format!(
-                        "ERR I don't know about node {}",
-                        text(&all[4])
-                    )));
-                };
-                if n.is_replica() {
-                    return Err(CommandError::msg("ERR Target node is not a master"));
-                }
-                let name = n.name;
+                let name = master_named(st, &all[4], "I don't know about node")?;
                 st.set_importing(slot, Some(name));
             }
             ("stable", 4) => {
@@ -526,13 +524,7 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
                 st.set_migrating(slot, None);
             }
             ("node", 5) => {
-                let Some(n) = st.lookup(&all[4]) else {
-                    return Err(CommandError::msg(format!("ERR Unknown node {}", text(&all[4]))));
-                };
-                if n.is_replica() {
-                    return Err(CommandError::msg("ERR Target node is not a master"));
-                }
-                let name = n.name;
+                let name = master_named(st, &all[4], "Unknown node")?;
                 let holds_keys = keys_here() != 0;
                 if st.slots[slot as usize] == Some(me) && name != me && holds_keys {
                     return Err(CommandError::msg(format!(

@@ -72,15 +72,19 @@ impl ClusterState {
     pub(super) fn broadcast_message(&mut self, msg: &Message) {
         let mut out = Vec::with_capacity(wire::HEADER_LEN + 256);
         wire::encode(msg, &mut out);
-        let targets: Vec<u64> = self
-            .nodes
+        for l in self.linked_peers() {
+            self.send_bytes(l, out.clone(), msg.header.ty);
+        }
+    }
+
+    /// The links to every other node out of handshake: where a broadcast goes (Redis's
+    /// `clusterBroadcastMessage`).
+    fn linked_peers(&self) -> Vec<u64> {
+        self.nodes
             .values()
             .filter(|n| n.flags & (nf::MYSELF | nf::HANDSHAKE) == 0)
             .filter_map(|n| n.link)
-            .collect();
-        for l in targets {
-            self.send_bytes(l, out.clone(), msg.header.ty);
-        }
+            .collect()
     }
 
     fn gossip_of(n: &Node) -> Gossip {
@@ -164,13 +168,7 @@ impl ClusterState {
 
     /// Redis's `clusterBroadcastPong(CLUSTER_BROADCAST_ALL)`.
     pub fn broadcast_pong(&mut self, now: i64) {
-        let targets: Vec<u64> = self
-            .nodes
-            .values()
-            .filter(|n| n.flags & (nf::MYSELF | nf::HANDSHAKE) == 0)
-            .filter_map(|n| n.link)
-            .collect();
-        for l in targets {
+        for l in self.linked_peers() {
             self.send_ping(l, ty::PONG, now);
         }
     }

@@ -33,10 +33,9 @@ pub fn flags_text(flags: u16) -> String {
     }
 }
 
-/// The slot ranges of every node, from one pass over the slot table
-/// (`clusterGenNodesSlotsInfo`).
-fn slot_ranges(st: &ClusterState) -> std::collections::HashMap<NodeName, Vec<(u16, u16)>> {
-    let mut out: std::collections::HashMap<NodeName, Vec<(u16, u16)>> = Default::default();
+/// The runs of consecutive slots with one owner, in slot order: (first, last, owner).
+fn slot_runs(st: &ClusterState) -> Vec<(u16, u16, NodeName)> {
+    let mut out = Vec::new();
     let mut start = 0usize;
     while start < SLOTS {
         let Some(owner) = st.slots[start] else {
@@ -47,10 +46,18 @@ fn slot_ranges(st: &ClusterState) -> std::collections::HashMap<NodeName, Vec<(u1
         while end + 1 < SLOTS && st.slots[end + 1] == Some(owner) {
             end += 1;
         }
-        out.entry(owner)
-            .or_default()
-            .push((start as u16, end as u16));
+        out.push((start as u16, end as u16, owner));
         start = end + 1;
+    }
+    out
+}
+
+/// The slot ranges of every node, from one pass over the slot table
+/// (`clusterGenNodesSlotsInfo`).
+fn slot_ranges(st: &ClusterState) -> std::collections::HashMap<NodeName, Vec<(u16, u16)>> {
+    let mut out: std::collections::HashMap<NodeName, Vec<(u16, u16)>> = Default::default();
+    for (a, b, owner) in slot_runs(st) {
+        out.entry(owner).or_default().push((a, b));
     }
     out
 }
@@ -388,32 +395,23 @@ fn replica_available(st: &ClusterState, n: &Node) -> bool {
 /// CLUSTER SLOTS (Redis's `clusterReplyMultiBulkSlots`).
 pub fn slots_reply(st: &ClusterState) -> Reply {
     let mut out = Vec::new();
-    let mut start = 0usize;
-    while start < SLOTS {
-        let Some(owner) = st.slots[start] else {
-            start += 1;
+    for (start, end, owner) in slot_runs(st) {
+        let Some(n) = st.nodes.get(&owner) else {
             continue;
         };
-        let mut end = start;
-        while end + 1 < SLOTS && st.slots[end + 1] == Some(owner) {
-            end += 1;
-        }
-        if let Some(n) = st.nodes.get(&owner) {
-            let mut entry = vec![
-                Reply::Int(start as i64),
-                Reply::Int(end as i64),
-                node_reply(st, n),
-            ];
-            for r in &n.replicas {
-                if let Some(rn) = st.nodes.get(r) {
-                    if replica_available(st, rn) {
-                        entry.push(node_reply(st, rn));
-                    }
+        let mut entry = vec![
+            Reply::Int(start as i64),
+            Reply::Int(end as i64),
+            node_reply(st, n),
+        ];
+        for r in &n.replicas {
+            if let Some(rn) = st.nodes.get(r) {
+                if replica_available(st, rn) {
+                    entry.push(node_reply(st, rn));
                 }
             }
-            out.push(Reply::Array(entry));
         }
-        start = end + 1;
+        out.push(Reply::Array(entry));
     }
     Reply::Array(out)
 }
