@@ -411,12 +411,6 @@ async fn link(server: Arc<Server>, gen: u64) {
                 rlog(&server, true, &e);
             }
         }
-        if repl().link_up.get() {
-            let now = crate::util::clock::now_ms().max(0) as u64;
-            repl()
-                .down_since_ms
-                .store(now, std::sync::atomic::Ordering::Relaxed);
-        }
         repl().link_up.clear(gen);
         repl().sync_in_progress.clear(gen);
         if !current(&server, gen) {

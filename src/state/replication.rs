@@ -55,9 +55,6 @@ pub struct Repl {
     pub sync_in_progress: LinkFlag,
     /// Unix ms of the last byte from the master.
     pub last_io_ms: AtomicU64,
-    /// Unix ms when the link to the master last went down (0: never up); a replica's data
-    /// age while the link is down (Redis's `repl_down_since`).
-    pub down_since_ms: AtomicU64,
     /// The stream offset this replica has applied (and read).
     pub applied: AtomicU64,
     pub read: AtomicU64,
@@ -107,7 +104,6 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     link_up: LinkFlag(AtomicU64::new(0)),
     sync_in_progress: LinkFlag(AtomicU64::new(0)),
     last_io_ms: AtomicU64::new(0),
-    down_since_ms: AtomicU64::new(0),
     applied: AtomicU64::new(0),
     read: AtomicU64::new(0),
     master_replid: Mutex::new(String::new()),

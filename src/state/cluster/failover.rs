@@ -140,15 +140,14 @@ impl ClusterState {
         );
     }
 
-    /// Milliseconds since this replica last heard from its master (Redis's `data_age`).
+    /// Milliseconds since this replica last heard from its master (Redis's `data_age`):
+    /// from the last byte of the stream, the link up or not. (Redis counts a lost link from
+    /// its cached clock, which a long command leaves behind: a link killed in the same
+    /// transaction as a DEBUG SLEEP ages from before the sleep, as here.)
     fn data_age(&self, now: i64) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
         let r = crate::state::replication::repl();
-        let since = if r.link_up.get() {
-            r.last_io_ms.load(Relaxed)
-        } else {
-            r.down_since_ms.load(Relaxed)
-        };
+        let since = r.last_io_ms.load(Relaxed);
         if since == 0 {
             return i64::MAX / 4;
         }
