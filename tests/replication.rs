@@ -164,11 +164,7 @@ fn a_dropped_link_resumes_with_a_partial_resync() {
         Some("1")
     );
     // The master drops the replica's connection; meanwhile more writes.
-    let _: i64 = q(
-        &mut m,
-        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
-    )
-    .unwrap_or(0);
+    let _: i64 = q(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap_or(0);
     let _: () = q(&mut m, &["SET", "b", "2"]).unwrap();
     assert!(eventually(10.0, || info_value(
         &mut m,

@@ -327,10 +327,16 @@ fn parse_client_type(arg: &[u8]) -> CommandResult<ClientType> {
     }
 }
 
-/// The type of a connected client: pubsub while subscribed, else normal (no replication
-/// links exist, and a MONITOR client counts as normal, as in Redis).
+/// The type of a connected client, as Redis's `getClientType`: a replica's stream, this
+/// replica's link to its master, pubsub while subscribed, else normal (a MONITOR client
+/// counts as normal, as in Redis).
 fn client_type(h: &crate::state::client::ClientHandle) -> ClientType {
-    if h.is_pubsub() {
+    let r = crate::state::replication::repl();
+    if r.master_client.load(std::sync::atomic::Ordering::Relaxed) == h.id {
+        ClientType::Master
+    } else if r.replicas.lock().iter().any(|rep| rep.id == h.id) {
+        ClientType::Replica
+    } else if h.is_pubsub() {
         ClientType::PubSub
     } else {
         ClientType::Normal

@@ -564,6 +564,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     };
     let any: std::net::SocketAddr = peer;
     let handle = server.clients.register(any, local);
+    repl().master_client.store(handle.id, Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), true);
     let r = if let Some(rest) = r.strip_prefix("+FULLRESYNC") {
         let mut parts = rest.split_whitespace();

@@ -55,6 +55,9 @@ pub struct Repl {
     pub sync_in_progress: LinkFlag,
     /// Unix ms of the last byte from the master.
     pub last_io_ms: AtomicU64,
+    /// The client id of this replica's link to its master (0: none): CLIENT LIST/KILL
+    /// `TYPE master`.
+    pub master_client: AtomicU64,
     /// The stream offset this replica has applied (and read).
     pub applied: AtomicU64,
     pub read: AtomicU64,
@@ -104,6 +107,7 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     link_up: LinkFlag(AtomicU64::new(0)),
     sync_in_progress: LinkFlag(AtomicU64::new(0)),
     last_io_ms: AtomicU64::new(0),
+    master_client: AtomicU64::new(0),
     applied: AtomicU64::new(0),
     read: AtomicU64::new(0),
     master_replid: Mutex::new(String::new()),
