@@ -11,28 +11,9 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::cluster::{check, create, redis_cli, Node};
+use support::cluster::{check, create, redis_cli, tool_available, Node};
 use support::{err_text, eventually, int, q, resp, strs, TestServer};
-
-/// redis-cli makes and reshards the cluster: under CI its absence fails the test, elsewhere
-/// the test is skipped with a notice.
-fn redis_cli_available() -> bool {
-    let found = Command::new("redis-cli")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found || std::env::var_os("CI").is_none(),
-        "redis-cli is needed for the cluster collection tests under CI"
-    );
-    if !found {
-        eprintln!("NOTICE: redis-cli not on PATH; cluster collection test skipped");
-    }
-    found
-}
 
 /// A master of CLUSTER NODES: its id, client port and slot ranges.
 struct Master {
@@ -76,22 +57,6 @@ fn stats(c: &mut redis::Connection, coll: &str) -> serde_json::Value {
     serde_json::from_str(&s).expect("DOC.STATS is JSON")
 }
 
-/// Redis Cluster's key hash (CRC16/XMODEM), to choose a hash tag without asking a node.
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
 /// How many of `m`'s slots `redis-cli --cluster reshard` moves before it reaches `slot`:
 /// it takes a source's lowest slots first.
 fn slots_up_to(m: &Master, slot: u16) -> u32 {
@@ -108,7 +73,7 @@ fn slots_up_to(m: &Master, slot: u16) -> u32 {
 /// resharding empty slots before the one this test is about.
 #[test]
 fn a_collection_moves_whole_with_its_slot_through_redis_cli_reshard() {
-    if !redis_cli_available() {
+    if !tool_available("redis-cli") {
         return;
     }
     // The TTL monitor every second, so an expiry on the target is seen soon.
@@ -128,7 +93,7 @@ fn a_collection_moves_whole_with_its_slot_through_redis_cli_reshard() {
     let (tag, slot, n) = (0..2000)
         .map(|i| {
             let tag = format!("t{i}");
-            let slot = crc16(tag.as_bytes()) % 16384;
+            let slot = tidecache::state::cluster::key_slot(tag.as_bytes());
             let n = slots_up_to(owner_of(slot), slot);
             (tag, slot, n)
         })
@@ -282,7 +247,7 @@ fn a_collection_moves_whole_with_its_slot_through_redis_cli_reshard() {
 /// ASKING), and a key of the same name is checked among keys, not collections.
 #[test]
 fn a_half_moved_slot_sends_a_moved_collection_to_the_target_with_ask() {
-    if !redis_cli_available() {
+    if !tool_available("redis-cli") {
         return;
     }
     let nodes = [

@@ -421,14 +421,8 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             )))
         }
     };
-    after_command(server, c);
-    Ok(reply)
-}
-
-/// Writes the log lines a change left, and opens the connections it asks for, at once
-/// (the cron would do it within 0.1 s).
-fn after_command(server: &Arc<Server>, c: &Cluster) {
     apply_effects(server, c);
+    Ok(reply)
 }
 
 /// ADDSLOTS/DELSLOTS and their RANGE forms: every slot checked before any changes
@@ -774,26 +768,14 @@ pub fn apply_effects(server: &Arc<Server>, c: &Cluster) {
         tracing::info!("Deleted {n} keys from slot {slot} this node no longer serves");
     }
     if let Some((ip, port)) = fx.replicate_to {
-        replicate_from(server, &ip, port);
+        // Nothing happens when it already follows that master.
+        crate::state::replication::follow(server, ip, port);
     }
     if fx.promote {
         crate::state::replication::unfollow();
         if let Err(e) = server.apply_oom_score_adj() {
             tracing::warn!("{e}");
         }
-    }
-}
-
-/// Starts replicating from a master the cluster named (CLUSTER REPLICATE, a lost last
-/// slot, an UPDATE that made this node a replica).
-pub fn replicate_from(server: &Arc<Server>, ip: &str, port: u16) {
-    let same = crate::state::replication::repl()
-        .master
-        .lock()
-        .as_ref()
-        .is_some_and(|(h, p)| h == ip && *p == port);
-    if !same {
-        crate::state::replication::follow(server, ip.to_string(), port);
     }
 }
 
