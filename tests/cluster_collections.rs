@@ -13,7 +13,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::cluster::{check, create, redis_cli, tool_available, Node};
-use support::{err_text, eventually, int, q, resp, strs, TestServer};
+use support::{err_text, eventually, int, q, replicate, resp, strs, TestServer};
 
 /// A master of CLUSTER NODES: its id, client port and slot ranges.
 struct Master {
@@ -584,24 +584,6 @@ fn doc_dump_and_doc_restore() {
         "ERR Invalid collection name: 'c$'"
     );
     assert!(!strs(&mut c, &["DOC.COLLECTIONS"]).contains(&"c".to_string()));
-}
-
-fn replicate(replica: &mut redis::Connection, master: &TestServer) {
-    let _: String = q(
-        replica,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
-    )
-    .expect("replicaof");
-    assert!(
-        eventually(10.0, || support::info_value(
-            replica,
-            "replication",
-            "master_link_status"
-        )
-        .as_deref()
-            == Some("up")),
-        "the link did not come up"
-    );
 }
 
 /// The replicas of both sides follow a move: the target's gets the collection whole (the

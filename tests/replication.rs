@@ -5,24 +5,6 @@
 mod support;
 use support::*;
 
-fn replicate(replica: &mut redis::Connection, master: &TestServer) {
-    let _: String = q(
-        replica,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
-    )
-    .expect("replicaof");
-    assert!(
-        eventually(10.0, || info_value(
-            replica,
-            "replication",
-            "master_link_status"
-        )
-        .as_deref()
-            == Some("up")),
-        "the link did not come up"
-    );
-}
-
 /// Waits until the replica applied everything the master has streamed.
 fn caught_up(master: &mut redis::Connection, replica: &mut redis::Connection) -> bool {
     eventually(10.0, || {

@@ -406,3 +406,22 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (bool, String, f64) {
         None => (false, format!("{output}\n(killed after {timeout:?})"), secs),
     }
 }
+
+/// Makes `replica` follow `master` (REPLICAOF) and waits for the link to come up.
+pub fn replicate(replica: &mut redis::Connection, master: &TestServer) {
+    let _: String = q(
+        replica,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .expect("replicaof");
+    assert!(
+        eventually(10.0, || info_value(
+            replica,
+            "replication",
+            "master_link_status"
+        )
+        .as_deref()
+            == Some("up")),
+        "the link did not come up"
+    );
+}
