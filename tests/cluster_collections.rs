@@ -8,12 +8,10 @@
 //! its transfer kept, and DOC.DUMP / DOC.RESTORE.
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::cluster::{check, create, redis_cli, tool_available, Node};
-use support::{err_text, eventually, int, q, replicate, resp, strs, TestServer};
+use support::{err_text, eventually, held_target, int, q, replicate, resp, strs, TestServer};
 
 /// A master of CLUSTER NODES: its id, client port and slot ranges.
 struct Master {
@@ -483,33 +481,14 @@ fn migrate_copy_keeps_the_source_collection_and_replace_moves_it_for_good() {
 /// source; the one nobody wrote to goes.
 #[test]
 fn a_collection_written_during_its_transfer_is_kept() {
-    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
-    let fake_port = fake.local_addr().unwrap().port();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let (got_tx, got_rx) = std::sync::mpsc::channel::<()>();
-    let target = std::thread::spawn(move || {
-        let (mut conn, _) = fake.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
-        let mut buf = [0u8; 4096];
-        let mut seen = Vec::new();
-        // SELECT and two DOC.RESTOREs.
-        while seen.windows(11).filter(|w| w == b"DOC.RESTORE").count() < 2 {
-            let n = conn.read(&mut buf).unwrap();
-            assert!(n > 0);
-            seen.extend_from_slice(&buf[..n]);
-        }
-        got_tx.send(()).unwrap();
-        go_rx.recv().unwrap();
-        conn.write_all(b"+OK\r\n+OK\r\n+OK\r\n").unwrap();
-        let _ = conn.read(&mut buf);
-    });
+    let held = held_target(b"DOC.RESTORE", 2);
     let src = TestServer::start(&[]);
     let mut s = src.conn();
     for c in ["calm", "busy"] {
         let _: Vec<redis::Value> = q(&mut s, &["DOC.INSERT", c, r#"{"_id":1}"#]).unwrap();
     }
     let mut waiting = src.raw();
-    let port = fake_port.to_string();
+    let port = held.port.to_string();
     waiting.send(&resp(&[
         "MIGRATE",
         "127.0.0.1",
@@ -521,14 +500,14 @@ fn a_collection_written_during_its_transfer_is_kept() {
         "calm",
         "busy",
     ]));
-    got_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    held.got.recv_timeout(Duration::from_secs(5)).unwrap();
     let _: Vec<redis::Value> = q(&mut s, &["DOC.INSERT", "busy", r#"{"_id":2}"#]).unwrap();
-    go_tx.send(()).unwrap();
+    held.go.send(()).unwrap();
     waiting.roundtrip(b"", b"+OK\r\n");
     assert_eq!(strs(&mut s, &["DOC.COLLECTIONS"]), vec!["busy"]);
     assert_eq!(int(&mut s, &["DOC.COUNT", "busy", "{}"]), 2);
     drop(src);
-    let _ = target.join();
+    let _ = held.thread.join();
 }
 
 /// DOC.DUMP and DOC.RESTORE on their own: under another name, BUSYKEY, REPLACE, and a

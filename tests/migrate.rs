@@ -5,10 +5,9 @@
 mod support;
 
 use redis::Connection;
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-use support::{err_text, int, q, resp, strs, ReferenceRedis, TestServer};
+use support::{err_text, held_target, int, q, resp, strs, ReferenceRedis, TestServer};
 
 fn migrate(c: &mut Connection, port: u16, rest: &[&str]) -> redis::RedisResult<String> {
     let port = port.to_string();
@@ -379,32 +378,12 @@ fn timeouts_are_bounded_and_others_are_served() {
 /// source is not deleted; an unchanged one is.
 #[test]
 fn key_changed_during_transfer_is_kept() {
-    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
-    let fake_port = fake.local_addr().unwrap().port();
-    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let (got_tx, got_rx) = std::sync::mpsc::channel::<()>();
-    let target = std::thread::spawn(move || {
-        let (mut conn, _) = fake.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
-        let mut buf = [0u8; 4096];
-        let mut seen = Vec::new();
-        // SELECT and two RESTOREs.
-        while seen.windows(7).filter(|w| w == b"RESTORE").count() < 2 {
-            let n = conn.read(&mut buf).unwrap();
-            assert!(n > 0);
-            seen.extend_from_slice(&buf[..n]);
-        }
-        got_tx.send(()).unwrap();
-        go_rx.recv().unwrap();
-        conn.write_all(b"+OK\r\n+OK\r\n+OK\r\n").unwrap();
-        // Keep the socket open until the source is done.
-        let _ = conn.read(&mut buf);
-    });
+    let held = held_target(b"RESTORE", 2);
     let src = TestServer::start(&[]);
     let mut s = src.conn();
     let _: () = q(&mut s, &["MSET", "a", "1", "b", "2"]).unwrap();
     let mut waiting = src.raw();
-    let port = fake_port.to_string();
+    let port = held.port.to_string();
     waiting.send(&resp(&[
         "MIGRATE",
         "127.0.0.1",
@@ -416,14 +395,14 @@ fn key_changed_during_transfer_is_kept() {
         "a",
         "b",
     ]));
-    got_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    held.got.recv_timeout(Duration::from_secs(5)).unwrap();
     let _: () = q(&mut s, &["SET", "b", "changed"]).unwrap();
-    go_tx.send(()).unwrap();
+    held.go.send(()).unwrap();
     waiting.roundtrip(b"", b"+OK\r\n");
     assert_eq!(int(&mut s, &["EXISTS", "a"]), 0);
     assert_eq!(q::<String>(&mut s, &["GET", "b"]).unwrap(), "changed");
     drop(src);
-    let _ = target.join();
+    let _ = held.thread.join();
 }
 
 /// MONITOR does not show the passwords given to AUTH or AUTH2.

@@ -425,3 +425,45 @@ pub fn replicate(replica: &mut redis::Connection, master: &TestServer) {
         "the link did not come up"
     );
 }
+
+/// A stand-in MIGRATE target that holds its answer: it reads until `marker` (RESTORE,
+/// DOC.RESTORE) has arrived `count` times, says so on `got`, waits for `go`, then answers
+/// `+OK` to SELECT and each restore and keeps the socket open until the source is done.
+pub struct HeldTarget {
+    pub port: u16,
+    pub got: std::sync::mpsc::Receiver<()>,
+    pub go: std::sync::mpsc::Sender<()>,
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+pub fn held_target(marker: &'static [u8], count: usize) -> HeldTarget {
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (got_tx, got_rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let (mut conn, _) = fake.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut buf = [0u8; 4096];
+        let mut seen = Vec::new();
+        while seen.windows(marker.len()).filter(|w| *w == marker).count() < count {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0);
+            seen.extend_from_slice(&buf[..n]);
+        }
+        got_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        let mut answer = b"+OK\r\n".to_vec();
+        for _ in 0..count {
+            answer.extend_from_slice(b"+OK\r\n");
+        }
+        conn.write_all(&answer).unwrap();
+        let _ = conn.read(&mut buf);
+    });
+    HeldTarget {
+        port,
+        got: got_rx,
+        go: go_tx,
+        thread,
+    }
+}
