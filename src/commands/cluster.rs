@@ -568,17 +568,19 @@ fn setslot(server: &Arc<Server>, c: &Cluster, all: &[Bytes], now: i64) -> CmdRes
 
 fn info_text(st: &cluster::ClusterState) -> String {
     let (mut assigned, mut ok, mut pfail, mut fail) = (0, 0, 0, 0);
-    for owner in &st.slots {
-        let Some(n) = owner.and_then(|o| st.nodes.get(&o)) else {
+    // One lookup a run of slots with one owner, not one a slot.
+    for (a, b, owner) in st.slot_runs() {
+        let Some(n) = st.nodes.get(&owner) else {
             continue;
         };
-        assigned += 1;
+        let len = (b - a) as usize + 1;
+        assigned += len;
         if n.failed() {
-            fail += 1;
+            fail += len;
         } else if n.timed_out() {
-            pfail += 1;
+            pfail += len;
         } else {
-            ok += 1;
+            ok += len;
         }
     }
     let my_epoch = match st.me() {

@@ -784,6 +784,26 @@ impl ClusterState {
         self.slots_changed = true;
     }
 
+    /// The runs of consecutive slots with one owner, in slot order: (first, last, owner);
+    /// unassigned slots are in none.
+    pub fn slot_runs(&self) -> Vec<(u16, u16, NodeName)> {
+        let mut out = Vec::new();
+        let mut start = 0usize;
+        while start < SLOTS {
+            let Some(owner) = self.slots[start] else {
+                start += 1;
+                continue;
+            };
+            let mut end = start;
+            while end + 1 < SLOTS && self.slots[end + 1] == Some(owner) {
+                end += 1;
+            }
+            out.push((start as u16, end as u16, owner));
+            start = end + 1;
+        }
+        out
+    }
+
     /// A slot nobody claims, or whose owner stopped claiming it (Redis's `isSlotUnclaimed`).
     pub fn slot_is_unclaimed(&self, slot: u16) -> bool {
         self.slots[slot as usize].is_none() || wire::slot_bit(&self.owner_not_claiming, slot)
@@ -957,15 +977,13 @@ impl ClusterState {
         }
         let mut new_ok = true;
         if self.settings.require_full_coverage {
-            for owner in &self.slots {
-                match owner.and_then(|o| self.nodes.get(&o)) {
-                    Some(n) if !n.failed() => {}
-                    _ => {
-                        new_ok = false;
-                        break;
-                    }
-                }
-            }
+            // Every slot assigned, to a node not failed (one lookup a run of slots).
+            let runs = self.slot_runs();
+            let covered: usize = runs.iter().map(|(a, b, _)| (b - a) as usize + 1).sum();
+            let all_up = runs
+                .iter()
+                .all(|(_, _, o)| self.nodes.get(o).is_some_and(|n| !n.failed()));
+            new_ok = covered == SLOTS && all_up;
         }
         let mut size = 0;
         let mut reachable = 0;

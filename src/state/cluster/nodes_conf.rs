@@ -33,30 +33,11 @@ pub fn flags_text(flags: u16) -> String {
     }
 }
 
-/// The runs of consecutive slots with one owner, in slot order: (first, last, owner).
-fn slot_runs(st: &ClusterState) -> Vec<(u16, u16, NodeName)> {
-    let mut out = Vec::new();
-    let mut start = 0usize;
-    while start < SLOTS {
-        let Some(owner) = st.slots[start] else {
-            start += 1;
-            continue;
-        };
-        let mut end = start;
-        while end + 1 < SLOTS && st.slots[end + 1] == Some(owner) {
-            end += 1;
-        }
-        out.push((start as u16, end as u16, owner));
-        start = end + 1;
-    }
-    out
-}
-
 /// The slot ranges of every node, from one pass over the slot table
 /// (`clusterGenNodesSlotsInfo`).
 fn slot_ranges(st: &ClusterState) -> std::collections::HashMap<NodeName, Vec<(u16, u16)>> {
     let mut out: std::collections::HashMap<NodeName, Vec<(u16, u16)>> = Default::default();
-    for (a, b, owner) in slot_runs(st) {
+    for (a, b, owner) in st.slot_runs() {
         out.entry(owner).or_default().push((a, b));
     }
     out
@@ -395,7 +376,7 @@ fn replica_available(st: &ClusterState, n: &Node) -> bool {
 /// CLUSTER SLOTS (Redis's `clusterReplyMultiBulkSlots`).
 pub fn slots_reply(st: &ClusterState) -> Reply {
     let mut out = Vec::new();
-    for (start, end, owner) in slot_runs(st) {
+    for (start, end, owner) in st.slot_runs() {
         let Some(n) = st.nodes.get(&owner) else {
             continue;
         };
