@@ -854,3 +854,84 @@ fn mutated_payloads_load_as_on_redis() {
     }
     assert!(both_ok > 100 && both_err > 100, "{both_ok} {both_err}");
 }
+
+/// INFO's `dump_payload_sanitizations` counts what `sanitize-dump-payload` asks to check, as
+/// redis-server counts it: nothing under `no`, each encoded blob under `yes` and `clients`,
+/// nothing for a `skip-sanitize-payload` user under `clients`.
+#[test]
+fn sanitization_counter_follows_the_setting_as_on_redis() {
+    let Some(reference) = ReferenceRedis::start() else {
+        return;
+    };
+    let ours = TestServer::start(&[]);
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut t = ours.conn();
+    let keys = populate(&mut r);
+    let payloads: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| dump(&mut r, k).expect("redis dump"))
+        .collect();
+    let counter = |c: &mut Connection| -> i64 {
+        let info: String = q(c, &["INFO", "stats"]).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("dump_payload_sanitizations:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("dump_payload_sanitizations in INFO stats")
+    };
+    for setting in ["no", "yes", "clients"] {
+        let mut counts = Vec::new();
+        for c in [&mut r, &mut t] {
+            cmd(c, &["CONFIG", "SET", "sanitize-dump-payload", setting]);
+            cmd(c, &["CONFIG", "RESETSTAT"]);
+            for (i, p) in payloads.iter().enumerate() {
+                assert_eq!(restore(c, &format!("copy:{i}"), 0, p, &["REPLACE"]), "OK");
+            }
+            counts.push(counter(c));
+        }
+        assert_eq!(counts[1], counts[0], "sanitize-dump-payload {setting}");
+        if setting == "no" {
+            assert_eq!(counts[1], 0);
+        } else {
+            assert!(counts[1] > 10, "{setting}: {counts:?}");
+        }
+    }
+    // Under `clients`, a user with skip-sanitize-payload is not counted.
+    for c in [&mut r, &mut t] {
+        cmd(
+            c,
+            &[
+                "ACL",
+                "SETUSER",
+                "mover",
+                "on",
+                "nopass",
+                "+@all",
+                "~*",
+                "skip-sanitize-payload",
+            ],
+        );
+        cmd(c, &["CONFIG", "RESETSTAT"]);
+        cmd(c, &["AUTH", "mover", "x"]);
+        assert_eq!(restore(c, "copy:0", 0, &payloads[1], &["REPLACE"]), "OK");
+        assert_eq!(counter(c), 0);
+    }
+    assert_eq!(
+        err_text(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("sanitize-dump-payload")
+                .arg("maybe")
+                .query::<String>(&mut t)
+        ),
+        err_text(
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("sanitize-dump-payload")
+                .arg("maybe")
+                .query::<String>(&mut r)
+        ),
+    );
+}

@@ -41,6 +41,26 @@ fn dump(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(payload.map_or(Reply::Nil, Reply::bulk))
 }
 
+/// Whether `sanitize-dump-payload` asks for this RESTORE's payload to be deeply checked
+/// (Redis's `rdbLoadObject`): `clients` leaves out the journal's replay, this replica's
+/// master and users with `skip-sanitize-payload`. Every payload is decoded entry by entry
+/// here whatever the setting; it decides what INFO counts.
+fn counts_as_sanitized(ctx: &Ctx<'_>) -> bool {
+    match ctx.server.config.read().get("sanitize-dump-payload") {
+        "yes" => true,
+        "clients" => {
+            !crate::store::journal::loading()
+                && !crate::state::replication::applying()
+                && ctx
+                    .client
+                    .user
+                    .as_ref()
+                    .is_none_or(|u| u.sanitize != Some(false))
+        }
+        _ => false,
+    }
+}
+
 /// Redis's `restoreCommand` (cluster.c), in its order of checks: options, BUSYKEY, the TTL,
 /// the payload's footer, then its contents.
 fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
@@ -89,7 +109,15 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     // Decode before taking the lock; the errors are reported in Redis's order below.
     let ttl = parse_i64(ttl_arg);
     let decoded = if rdb::verify(payload) {
-        Some(rdb::load(payload))
+        Some(rdb::load_counted(payload).map(|(v, blobs)| {
+            if counts_as_sanitized(ctx) {
+                ctx.server
+                    .stats
+                    .dump_payload_sanitizations
+                    .fetch_add(blobs, std::sync::atomic::Ordering::Relaxed);
+            }
+            v
+        }))
     } else {
         None
     };

@@ -919,6 +919,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 "total_error_replies",
                 &crate::state::cmdstats::total_error_replies(),
             );
+            kv(
+                "dump_payload_sanitizations",
+                &g(&st.dump_payload_sanitizations),
+            );
             let k = keyspace_counters(s);
             kv("expired_keys", &k.expired);
             kv("evicted_keys", &k.evicted);

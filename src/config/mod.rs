@@ -120,6 +120,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Keys sampled per eviction; more is more exact and slower." },
     Setting { name: "maxmemory-clients", default: "0", live: true, kind: Kind::Special(parse_maxmemory_clients),
         doc: "Redis 7's limit on the memory all clients' buffers take together (a byte amount, or a percentage of maxmemory), past which the biggest clients are closed. Client eviction is not available here: the value is checked as Redis checks it and only 0 (no limit) is accepted; each client's buffers are still bounded by client-query-buffer-limit and client-output-buffer-limit." },
+    Setting { name: "sanitize-dump-payload", default: "no", live: true, kind: Kind::Enum(&["no", "yes", "clients"]),
+        doc: "Which RESTORE payloads count as deeply checked in INFO's dump_payload_sanitizations (one per listpack or intset, as Redis counts): no (none), yes (all), clients (all but those from this replica's master and from ACL users with skip-sanitize-payload). Every payload is decoded and checked entry by entry whatever the value; nothing in one is trusted." },
     Setting { name: "proto-max-bulk-len", default: "536870912", live: true, kind: Kind::Special(parse_bulk_len),
         doc: "Largest bulk string a client may send (512mb; between 1mb and 4gb - 1, the longest string a key holds). Longer ones are a protocol error." },
     Setting { name: "client-query-buffer-limit", default: "1073741824", live: true, kind: Kind::Memory,

@@ -51,6 +51,9 @@ pub struct Stats {
     pub net_output_bytes: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
+    /// Encoded blobs of RESTORE payloads checked as `sanitize-dump-payload` asks (INFO's
+    /// `dump_payload_sanitizations`).
+    pub dump_payload_sanitizations: AtomicU64,
     /// Keys handed to a background thread to free (FLUSHALL/FLUSHDB ASYNC) and not freed yet.
     pub lazyfree_pending: Arc<AtomicU64>,
     /// Keys freed in the background since start (or CONFIG RESETSTAT).
@@ -66,6 +69,7 @@ impl Stats {
             &self.net_output_bytes,
             &self.keyspace_hits,
             &self.keyspace_misses,
+            &self.dump_payload_sanitizations,
             &self.lazyfreed,
         ] {
             c.store(0, Ordering::Relaxed);

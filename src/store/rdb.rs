@@ -147,6 +147,11 @@ type R<T> = Result<T, BadData>;
 /// The value a verified payload holds. Empty aggregates, duplicate members and anything
 /// malformed are errors.
 pub fn load(payload: &[u8]) -> R<Value> {
+    load_counted(payload).map(|(v, _)| v)
+}
+
+/// [`load`], with the number of encoded blobs it decoded (see `Reader::blobs`).
+pub fn load_counted(payload: &[u8]) -> R<(Value, u64)> {
     if payload.len() < 10 {
         return Err(BadData);
     }
@@ -154,7 +159,8 @@ pub fn load(payload: &[u8]) -> R<Value> {
     // that reads into the footer loads as it does there, and trailing bytes are ignored.
     let mut rd = Reader::new(payload);
     let t = rd.byte()?;
-    read_object(&mut rd, t)
+    let v = read_object(&mut rd, t)?;
+    Ok((v, rd.blobs))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -753,6 +759,10 @@ pub(crate) struct Reader<'a> {
     /// Set when the value just read, complete, turned out to be an empty aggregate (Redis
     /// skips such keys when loading a file, and RESTORE refuses them).
     pub(crate) empty: bool,
+    /// Listpacks and intsets decoded so far. Every blob is checked entry by entry; these are
+    /// the ones Redis 7.0 counts in INFO's `dump_payload_sanitizations` when it checks them
+    /// deeply (its legacy ziplists and zipmaps are not counted there).
+    pub(crate) blobs: u64,
 }
 
 impl<'a> Reader<'a> {
@@ -762,6 +772,7 @@ impl<'a> Reader<'a> {
             at: 0,
             short: false,
             empty: false,
+            blobs: 0,
         }
     }
 
@@ -1437,7 +1448,10 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                     continue;
                 }
                 let entries = if t == TYPE_LIST_QUICKLIST_2 {
-                    listpack_entries(&data)?
+                    {
+                        rd.blobs += 1;
+                        listpack_entries(&data)?
+                    }
                 } else {
                     ziplist_entries(&data)?
                 };
@@ -1473,7 +1487,10 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
                 // A header for no members.
                 return rd.empty_value();
             }
-            let ints = intset_members(&blob)?;
+            let ints = {
+                rd.blobs += 1;
+                intset_members(&blob)?
+            };
             let mut s = SetValue::default();
             if ints.len() > limit(&LIMITS.set_intset_entries) {
                 s.maybe_convert(ints.len());
@@ -1484,7 +1501,10 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             Ok(Value::Set(Box::new(s)))
         }
         TYPE_SET_LISTPACK => {
-            let entries = listpack_entries(&rd.string()?)?;
+            let entries = {
+                rd.blobs += 1;
+                listpack_entries(&rd.string()?)?
+            };
             if entries.is_empty() {
                 return rd.empty_value();
             }
@@ -1495,7 +1515,10 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             let entries = if t == TYPE_ZSET_ZIPLIST {
                 ziplist_entries(&blob)?
             } else {
-                listpack_entries(&blob)?
+                {
+                    rd.blobs += 1;
+                    listpack_entries(&blob)?
+                }
             };
             if entries.is_empty() {
                 return rd.empty_value();
@@ -1507,7 +1530,10 @@ fn read_object(rd: &mut Reader<'_>, t: u8) -> R<Value> {
             let entries = if t == TYPE_HASH_ZIPLIST {
                 ziplist_entries(&blob)?
             } else {
-                listpack_entries(&blob)?
+                {
+                    rd.blobs += 1;
+                    listpack_entries(&blob)?
+                }
             };
             if entries.is_empty() {
                 return rd.empty_value();
@@ -1544,7 +1570,10 @@ fn read_stream(rd: &mut Reader<'_>, t: u8) -> R<Value> {
         }
         let mut r = Reader::new(&key);
         let master = r.raw_stream_id()?;
-        let e = listpack_entries(&rd.string()?)?;
+        let e = {
+            rd.blobs += 1;
+            listpack_entries(&rd.string()?)?
+        };
         // The master entry: live count, deleted count, the master fields, a 0 terminator.
         let live = lp_int(&e, 0)?;
         let deleted = lp_int(&e, 1)?;
