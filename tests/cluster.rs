@@ -421,3 +421,73 @@ fn a_replica_takes_over_a_killed_master_and_a_manual_failover_swaps_roles() {
         "{e}"
     );
 }
+
+/// INFO's `blocked_clients` of a node.
+fn blocked_clients(n: &Node) -> i64 {
+    n.cmd(&["INFO", "clients"])
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1)
+}
+
+/// A client blocked on a key is not left waiting on a slot that moved away or a cluster that
+/// failed: it is answered MOVED, then CLUSTERDOWN (Redis's
+/// `clusterRedirectBlockedClientIfNeeded`).
+#[test]
+fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
+    if !redis_server_available() {
+        return;
+    }
+    let mut nodes: Vec<Node> = (0..3).map(|_| Node::start(false, &[])).collect();
+    create(&nodes.iter().collect::<Vec<_>>(), 0);
+    let key = "queue:jobs";
+    let slot = nodes[0].cmd(&["CLUSTER", "KEYSLOT", key]);
+    let owner = nodes
+        .iter()
+        .position(|n| {
+            let mut conn = n.conn();
+            redis::cmd("LLEN").arg(key).query::<i64>(&mut conn).is_ok()
+        })
+        .expect("one node serves the key");
+    let others: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
+    let (target, bystander) = (others[0], others[1]);
+
+    let blocked_brpop = |n: &Node| {
+        let mut conn = n.conn();
+        let t = std::thread::spawn(move || {
+            support::err_text(
+                redis::cmd("BRPOP")
+                    .arg(key)
+                    .arg(0)
+                    .query::<Option<Vec<String>>>(&mut conn),
+            )
+        });
+        assert!(eventually(5.0, || blocked_clients(n) == 1));
+        t
+    };
+    let waiter = blocked_brpop(&nodes[owner]);
+    // The slot (empty) moves to another master.
+    let target_id = nodes[target].myid();
+    for i in [target, owner] {
+        assert_eq!(
+            nodes[i].cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &target_id]),
+            "OK"
+        );
+    }
+    let e = waiter.join().expect("the waiter's thread");
+    assert_eq!(
+        e,
+        format!("MOVED {slot} 127.0.0.1:{}", nodes[target].port),
+        "the blocked client is told where the slot went"
+    );
+    assert_eq!(blocked_clients(&nodes[owner]), 0);
+
+    // Blocked on the new owner when another master fails: CLUSTERDOWN once the cluster is
+    // down (after the node timeout and the failure reports).
+    let waiter = blocked_brpop(&nodes[target]);
+    nodes[bystander].kill();
+    let e = waiter.join().expect("the waiter's thread");
+    assert_eq!(e, "CLUSTERDOWN The cluster is down");
+    assert_eq!(blocked_clients(&nodes[target]), 0);
+}

@@ -1,10 +1,10 @@
 //! What blocking commands share: their timeout argument, and how a command that found its
 //! keys empty blocks its client (see `state::blocking` for the registry and the serving).
 use crate::commands::args::{CommandError, CommandResult};
-use crate::commands::spec::CmdResult;
+use crate::commands::spec::{flag::WRITE, CmdResult};
 use crate::commands::Ctx;
 use crate::protocol::Reply;
-use crate::state::blocking::Attempt;
+use crate::state::blocking::{Attempt, WaitOn};
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
@@ -43,10 +43,17 @@ pub fn block_on(
     if ctx.client.in_exec {
         return Ok(timeout_reply);
     }
+    // Only a read-only command of a READONLY client may stay blocked on a replica.
+    let replica_read = ctx.client.cluster_readonly
+        && crate::commands::find_command(ctx.client.last_cmd.as_bytes())
+            .is_some_and(|s| !s.has(WRITE));
     let blocked = ctx.server.blocking.block(
         ctx.client.id(),
-        ctx.client.db,
-        keys,
+        WaitOn {
+            db: ctx.client.db,
+            keys,
+            replica_read,
+        },
         attempt,
         timeout_reply,
         deadline,

@@ -3,6 +3,7 @@
 //! runs ten times a second (Redis's `clusterCron`), opening the connections it asks for.
 
 use crate::protocol::cluster_bus as wire;
+use crate::protocol::Reply;
 use crate::state::cluster::{Cluster, ClusterState, Connect};
 use crate::state::Server;
 use bytes::BytesMut;
@@ -67,6 +68,10 @@ pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) {
                 st.cron(now);
             });
             after(&s, c);
+            for (id, route) in c.blocked_redirects(&s.blocking.waiting_keys()) {
+                s.blocking
+                    .unblock(id, Some(Reply::error(route.error_text())));
+            }
         }
     });
 }

@@ -40,6 +40,9 @@ pub struct Waiter {
     /// nothing, the waiter is answered with its timeout reply instead of going back.
     gave_up: Option<Reply>,
     done: Option<oneshot::Sender<Reply>>,
+    /// A read-only command of a READONLY client: a cluster replica may keep serving it for
+    /// a slot of its master (see `waiting_keys`).
+    replica_read: bool,
 }
 
 #[derive(Default)]
@@ -59,6 +62,14 @@ pub struct Blocking {
     has_ready: AtomicBool,
     /// One serving pass at a time, so waiters are served in their order.
     serving: Mutex<()>,
+}
+
+/// The keys a client blocks on.
+pub struct WaitOn {
+    pub db: usize,
+    pub keys: Vec<Bytes>,
+    /// A read-only command of a READONLY client (see `Waiter::replica_read`).
+    pub replica_read: bool,
 }
 
 /// What a blocked connection waits on.
@@ -85,12 +96,16 @@ impl Blocking {
     pub fn block(
         &self,
         id: u64,
-        db: usize,
-        keys: Vec<Bytes>,
+        on: WaitOn,
         attempt: Attempt,
         timeout_reply: Reply,
         deadline: Option<std::time::Instant>,
     ) -> Blocked {
+        let WaitOn {
+            db,
+            keys,
+            replica_read,
+        } = on;
         let (tx, rx) = oneshot::channel();
         let mut g = self.inner.lock();
         let mut seen = hashbrown::HashSet::new();
@@ -109,6 +124,7 @@ impl Blocking {
                 timeout_reply,
                 gave_up: None,
                 done: Some(tx),
+                replica_read,
             },
         );
         self.blocked.fetch_add(1, Ordering::Relaxed);
@@ -175,6 +191,22 @@ impl Blocking {
             }
         }
         true
+    }
+
+    /// Each waiting client's id, first key and whether it reads from a replica, for a check
+    /// that may unblock it with an error (a cluster slot that moved away: Redis's
+    /// `clusterRedirectBlockedClientIfNeeded`). Clients whose attempt is in service are left
+    /// out; they are answered by it.
+    pub fn waiting_keys(&self) -> Vec<(u64, Bytes, bool)> {
+        if self.blocked.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let g = self.inner.lock();
+        g.waiters
+            .iter()
+            .filter(|(_, w)| w.attempt.is_some())
+            .filter_map(|(id, w)| Some((*id, w.keys.first()?.clone(), w.replica_read)))
+            .collect()
     }
 
     /// Forgets a client that went away (its channel is dropped unanswered).

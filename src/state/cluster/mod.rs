@@ -13,6 +13,7 @@ pub mod nodes_conf;
 
 use crate::config::Config;
 use crate::protocol::cluster_bus::{self as wire, node_flag as nf, NodeName, SlotBitmap};
+use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -544,6 +545,42 @@ impl Cluster {
             Some(n) => Route::Moved(slot, st.endpoint_of(n)),
             None => Route::DownUnbound,
         }
+    }
+
+    /// Where a blocked client's wait ends with an error (Redis's
+    /// `clusterRedirectBlockedClientIfNeeded`): CLUSTERDOWN while the cluster is down, MOVED
+    /// (or CLUSTERDOWN unbound) once its key's slot is neither served nor imported here. Given
+    /// each waiter's (id, first key, whether it reads from a replica); the blocking commands'
+    /// keys share one slot.
+    pub fn blocked_redirects(&self, waiting: &[(u64, Bytes, bool)]) -> Vec<(u64, Route)> {
+        if waiting.is_empty() {
+            return Vec::new();
+        }
+        let st = self.state.lock();
+        let me = st.nodes.get(&st.myself);
+        let mut out = Vec::new();
+        for (id, key, replica_read) in waiting {
+            if !st.ok {
+                out.push((*id, Route::Down));
+                continue;
+            }
+            let slot = key_slot(key);
+            let mut owner = st.slots[slot as usize];
+            if *replica_read && me.is_some_and(|m| m.is_replica() && m.slaveof == owner) {
+                owner = Some(st.myself);
+            }
+            if owner == Some(st.myself) || st.importing_from.contains_key(&slot) {
+                continue;
+            }
+            out.push((
+                *id,
+                match owner.and_then(|o| st.nodes.get(&o)) {
+                    Some(n) => Route::Moved(slot, st.endpoint_of(n)),
+                    None => Route::DownUnbound,
+                },
+            ));
+        }
+        out
     }
 
     /// Whether the cluster is up from this node's view.
