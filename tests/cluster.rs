@@ -491,3 +491,52 @@ fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
     assert_eq!(e, "CLUSTERDOWN The cluster is down");
     assert_eq!(blocked_clients(&nodes[target]), 0);
 }
+
+/// Scripts on a cluster node, as Redis 7.0's cluster-scripting unit holds them: one with a
+/// shebang (or a function) keeps to one slot unless flagged allow-cross-slot-keys; one
+/// without keeps Redis 6's freedom over the node's own slots.
+#[test]
+fn scripts_keep_to_one_slot_unless_old_style_or_flagged() {
+    let n = Node::start(false, &[]);
+    assert_eq!(n.cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "OK");
+    assert!(eventually(10.0, || n.info_field("cluster_state") == "ok"));
+    let mut c = n.conn();
+    let eval = |c: &mut redis::Connection, body: &str, keys: &[&str]| -> Result<String, String> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(body).arg(keys.len());
+        for k in keys {
+            cmd.arg(*k);
+        }
+        cmd.query::<redis::Value>(c)
+            .map(|v| format!("{v:?}"))
+            .map_err(|e| e.to_string())
+    };
+    let two = "redis.call('set', 'foo', 'bar'); redis.call('set', 'bar', 'foo'); return 'OK'";
+    let e = eval(&mut c, &format!("#!lua\n{two}"), &[]).expect_err("refused");
+    assert!(
+        e.contains("Script attempted to access keys that do not hash to the same slot"),
+        "{e}"
+    );
+    eval(&mut c, two, &[]).expect("a script without a shebang may cross slots");
+    eval(
+        &mut c,
+        &format!("#!lua flags=allow-cross-slot-keys\n{two}"),
+        &[],
+    )
+    .expect("allow-cross-slot-keys");
+    let e = eval(
+        &mut c,
+        "#!lua\nredis.call('set', 'foo', 'bar') return 'OK'",
+        &["bar"],
+    )
+    .expect_err("refused");
+    assert!(e.contains("do not hash to the same slot"), "{e}");
+    let lib = "#!lua name=crossslot\nredis.register_function('f', function() redis.call('set', 'foo', 'bar') redis.call('set', 'bar', 'foo') return 'OK' end)";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut c)
+        .expect("function load");
+    let e = support::err_text(redis::cmd("FCALL").arg("f").arg(0).query::<String>(&mut c));
+    assert!(e.contains("do not hash to the same slot"), "{e}");
+}

@@ -1877,7 +1877,8 @@ fn run_callable(
         oom_at_start: oom,
         dirty: false,
         slot: keys.first().map(|k| crate::state::cluster::key_slot(k)),
-        cross_slot: !compat && flags & sflag::ALLOW_CROSS_SLOT != 0,
+        // Scripts without a shebang keep the cross-slot access Redis 6 allowed.
+        cross_slot: compat || flags & sflag::ALLOW_CROSS_SLOT != 0,
     };
     // The script's client: RESP2 until redis.setresp(3), its own SELECT, never blocking.
     let saved_db = ctx.client.db;
