@@ -439,7 +439,9 @@ fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
     if !redis_server_available() {
         return;
     }
-    let mut nodes: Vec<Node> = (0..3).map(|_| Node::start(false, &[])).collect();
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|_| Node::start(false, &["--enable-debug-command", "yes"]))
+        .collect();
     create(&nodes.iter().collect::<Vec<_>>(), 0);
     let key = "queue:jobs";
     let slot = nodes[0].cmd(&["CLUSTER", "KEYSLOT", key]);
@@ -482,6 +484,30 @@ fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
         "the blocked client is told where the slot went"
     );
     assert_eq!(blocked_clients(&nodes[owner]), 0);
+
+    // DEBUG CLUSTERLINK KILL closes the links with a node; the cron connects again.
+    let links = |n: &Node| {
+        n.cmd(&["CLUSTER", "LINKS"])
+            .lines()
+            .filter(|l| *l == "direction")
+            .count()
+    };
+    assert!(eventually(10.0, || links(&nodes[owner]) == 4));
+    let peer = nodes[bystander].myid();
+    assert_eq!(
+        nodes[owner].cmd(&["DEBUG", "CLUSTERLINK", "KILL", "all", &peer]),
+        "OK"
+    );
+    assert!(
+        links(&nodes[owner]) < 4,
+        "{}",
+        nodes[owner].cmd(&["CLUSTER", "LINKS"])
+    );
+    assert!(eventually(10.0, || links(&nodes[owner]) == 4));
+    assert_eq!(
+        nodes[owner].cmd(&["DEBUG", "CLUSTERLINK", "KILL", "all", "0000"]),
+        "ERR Unknown node 0000"
+    );
 
     // Blocked on the new owner when another master fails: CLUSTERDOWN once the cluster is
     // down (after the node timeout and the failure reports).

@@ -846,6 +846,17 @@ pub fn count_names_in_slot(store: &crate::store::Store, slot: u16) -> usize {
 pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
     let c = ctx.server.cluster.get()?;
     let asking = std::mem::take(&mut ctx.client.cluster_asking);
+    // The common case first (GET, SET, INCR…: one key at a fixed position) on a slot served
+    // plainly here: one slot computation and two loads, before any of what follows.
+    let first = spec.first_key as usize;
+    if first > 0
+        && spec.last_key == spec.first_key
+        && !spec.has(MOVABLEKEYS)
+        && first < args.len()
+        && c.served_plainly(cluster::key_slot(&args[first]))
+    {
+        return None;
+    }
     let mut keys: smallvec::SmallVec<[&[u8]; 4]> = smallvec::SmallVec::new();
     // A script counts with its shebang's flags (Redis's getCommandFlags).
     let mut write = crate::commands::scripting::command_flags(spec, args) & WRITE != 0;

@@ -79,6 +79,8 @@ const HELP: &[&str] = &[
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Sets the threshold for elements to be inserted as plain vs packed nodes",
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
     "DROP-CLUSTER-PACKET-FILTER <packet-type>",
     "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
     "SLEEP <seconds>",
@@ -162,6 +164,39 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
                 c.with(|st| st.drop_filter = t);
             }
             Ok(Reply::ok())
+        }
+        (b"CLUSTERLINK", 3) if args.peek().is_some_and(|a| a.eq_ignore_ascii_case(b"KILL")) => {
+            // Redis's DEBUG CLUSTERLINK KILL to|from|all <node-id>: the links close, and the
+            // cron connects again (a message sent meanwhile is lost, as on Redis).
+            args.next_arg()?;
+            let dir = args.next_arg()?.to_ascii_lowercase();
+            let id = args.next_arg()?;
+            let Some(c) = ctx.server.cluster.get() else {
+                return Err(CommandError::msg(
+                    "ERR Debug option only available for cluster mode enabled setup!",
+                ));
+            };
+            c.with(|st| {
+                let Some(n) = st.lookup(id) else {
+                    return Err(CommandError::msg(format!("ERR Unknown node {}", text(id))));
+                };
+                let (to, from) = (n.link, n.inbound_link);
+                let links = match dir.as_slice() {
+                    b"from" => vec![from],
+                    b"to" => vec![to],
+                    b"all" => vec![to, from],
+                    _ => {
+                        return Err(CommandError::msg(format!(
+                            "ERR Unknown direction {}",
+                            text(&dir)
+                        )))
+                    }
+                };
+                for l in links.into_iter().flatten() {
+                    st.free_link(l);
+                }
+                Ok(Reply::ok())
+            })
         }
         (b"CHANGE-REPL-ID", 0) => {
             tracing::warn!("Changing replication IDs after receiving DEBUG change-repl-id");

@@ -480,9 +480,7 @@ impl Cluster {
             }
         }
         // The common case without the lock: the slot is ours, stable, and the cluster is up.
-        if self.view.ok.load(Ordering::Relaxed)
-            && self.view.served_here[slot as usize].load(Ordering::Relaxed) == 1
-        {
+        if self.served_plainly(slot) {
             return Route::Here;
         }
         let st = self.state.lock();
@@ -581,6 +579,14 @@ impl Cluster {
             ));
         }
         out
+    }
+
+    /// Whether `slot` is served here, neither migrating nor importing, and the cluster is
+    /// up: any command on it runs here whatever its flags. Two loads, no lock.
+    #[inline]
+    pub fn served_plainly(&self, slot: u16) -> bool {
+        self.view.ok.load(Ordering::Relaxed)
+            && self.view.served_here[slot as usize].load(Ordering::Relaxed) == 1
     }
 
     /// Whether the cluster is up from this node's view.
