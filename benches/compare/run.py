@@ -16,7 +16,10 @@ ports (never 6379) and measures, always on both servers unless said otherwise:
 4. the hit ratio of a Zipf(0.99) GET / SET-on-miss trace under the same `maxmemory` with
    `allkeys-lru`;
 5. GET and SET at pipeline 1 and 16 over TLS (`--only tls`, also in the default run), with a
-   throwaway CA and server certificate made by `openssl` in a temporary directory.
+   throwaway CA and server certificate made by `openssl` in a temporary directory;
+6. GET and SET at pipeline 1 and 16 on each server standalone and as a one-node cluster owning
+   every slot (`--only cluster`, also in the default run), and the per-slot key index's bytes
+   per key.
 
 Prints the tables, writes them to `target/compare/results.md` and `results.json`, and draws
 `target/compare/throughput.svg` and `target/compare/expiry-latency.svg`.
@@ -1354,6 +1357,8 @@ def markdown(results):
         lines.append(persistence_markdown(results["persistence"]))
     if "tls" in results:
         lines.append(tls_markdown(results["tls"]))
+    if "cluster" in results:
+        lines.append(cluster_markdown(results["cluster"]))
     return "\n".join(lines)
 
 
@@ -2241,6 +2246,150 @@ def tls_markdown(rows):
     return "\n".join(lines)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# 7. cluster mode (`--only cluster`)
+
+
+def cluster_node(env, kind, tag):
+    """One server in cluster mode owning every slot (a cluster of one node: redis-benchmark
+    needs no redirection), up once `cluster_state` is ok."""
+    start = env.redis if kind == "redis" else env.tide
+    srv = start(tag, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    c = srv.client()
+    try:
+        r = c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+        if r != "OK":
+            raise HarnessError(f"{kind}: CLUSTER ADDSLOTSRANGE answered {r!r}")
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            info = c.call("CLUSTER", "INFO")
+            if isinstance(info, bytes) and b"cluster_state:ok" in info:
+                return srv
+            time.sleep(0.05)
+    finally:
+        c.close()
+    raise HarnessError(f"{kind} in cluster mode did not reach cluster_state:ok")
+
+
+def cluster(env, quick):
+    """GET and SET at pipeline 1 and 16 on each server standalone and as a one-node cluster
+    owning every slot, all four in one run, rounds alternating the four (the order rotated
+    each round): the cost of cluster mode itself (slot routing, the per-slot key index) as
+    CPU per request, cluster / standalone. Then the memory the per-slot key index takes:
+    used_memory after loading the same keys, cluster minus standalone, per key."""
+    keys = 10_000 if quick else 100_000
+    n = 20_000 if quick else 200_000
+    rounds = 1 if quick else 5
+    mem_keys = 100_000 if quick else 1_000_000
+    plan = [("GET", ["GET", "key:__rand_int__"], 1),
+            ("GET", ["GET", "key:__rand_int__"], 16),
+            ("SET", ["SET", "key:__rand_int__", VALUE32], 1),
+            ("SET", ["SET", "key:__rand_int__", VALUE32], 16)]
+    order = [("redis", "standalone"), ("redis", "cluster"),
+             ("tidecache", "standalone"), ("tidecache", "cluster")]
+    servers = {}
+    out = {"rows": [], "memory": {}, "keys": mem_keys}
+    try:
+        for kind, mode in order:
+            servers[(kind, mode)] = (cluster_node(env, kind, "cluster") if mode == "cluster"
+                                     else (env.redis if kind == "redis" else env.tide)("standalone"))
+        for (kind, mode), srv in servers.items():
+            log(f"cluster: preloading {keys} keys on {kind} {mode}")
+            c = srv.client(timeout=60)
+            try:
+                bad, first = load(c, [encode("SET", "key:%012d" % i, VALUE32) for i in range(keys)])
+            finally:
+                c.close()
+            if bad:
+                raise HarnessError(f"cluster preload on {kind} {mode}: {first}")
+        for name, cmd, pipeline in plan:
+            nreq = n * (4 if pipeline > 1 else 1)
+            samples = {k: [] for k in servers}
+            errors = {}
+            for r in range(rounds):
+                turn = order[r % 4:] + order[:r % 4]
+                for k in turn:
+                    if k in errors:
+                        continue
+                    m, err = bench(servers[k], cmd, nreq, pipeline, keys, max(120, nreq / 200))
+                    if err:
+                        errors[k] = err
+                    else:
+                        samples[k].append(m)
+            row = {"workload": name, "pipeline": pipeline, "n": nreq}
+            for (kind, mode), vals in samples.items():
+                key = f"{kind}_{mode}"
+                row[key + "_error"] = errors.get((kind, mode))
+                if vals and (kind, mode) not in errors:
+                    row[key + "_rps"] = statistics.median(v["rps"] for v in vals)
+                    row[key + "_cpu_us"] = statistics.median(v["cpu_us"] for v in vals)
+                    row[key + "_cpu_rounds"] = [v["cpu_us"] for v in vals]
+            out["rows"].append(row)
+            log(f"  {name} -P {pipeline}: " + "  ".join(
+                f"{kind} {mode} {row.get(f'{kind}_{mode}_cpu_us') or float('nan'):.2f} µs"
+                for kind, mode in order))
+        # The index's memory: the same keys into each server emptied, used_memory before and
+        # after; cluster minus standalone is the index (its fixed part included).
+        for (kind, mode), srv in servers.items():
+            log(f"cluster: {mem_keys} keys into {kind} {mode} for the index's memory")
+            c = srv.client(timeout=120)
+            try:
+                c.call("FLUSHALL")
+                before = used_memory(srv)
+                for lo in range(0, mem_keys, 100_000):
+                    bad, first = load(c, [encode("SET", "key:%012d" % i, VALUE32)
+                                          for i in range(lo, min(mem_keys, lo + 100_000))])
+                    if bad:
+                        raise HarnessError(f"cluster memory load on {kind} {mode}: {first}")
+            finally:
+                c.close()
+            after = used_memory(srv)
+            out["memory"][f"{kind}_{mode}"] = None if before is None or after is None \
+                else (after - before) / mem_keys
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    return out
+
+
+def cluster_markdown(res):
+    def cpu(row, key):
+        v = row.get(key + "_cpu_us")
+        return f"n/a (error: {short(row.get(key + '_error') or 'unknown', 50)})" if v is None \
+            else f"{v:.2f}"
+
+    def rel(row, kind):
+        a, b = row.get(kind + "_cluster_cpu_us"), row.get(kind + "_standalone_cpu_us")
+        r = ratio(a, b)
+        return "n/a" if r is None else f"{r:.3f}"
+
+    lines = ["### Cluster mode: a one-node cluster owning every slot beside the same server "
+             "standalone (CPU µs/request, redis-benchmark -c 50)", "",
+             "| workload | redis standalone | redis cluster | redis cluster / standalone | "
+             "tidecache standalone | tidecache cluster | tidecache cluster / standalone | "
+             "requests/s tidecache cluster |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in res["rows"]:
+        rps = row.get("tidecache_cluster_rps")
+        lines.append(f"| {row['workload']} -P {row['pipeline']} | "
+                     f"{cpu(row, 'redis_standalone')} | {cpu(row, 'redis_cluster')} | "
+                     f"{rel(row, 'redis')} | {cpu(row, 'tidecache_standalone')} | "
+                     f"{cpu(row, 'tidecache_cluster')} | {rel(row, 'tidecache')} | "
+                     f"{'n/a' if rps is None else f'{rps:,.0f}'} |")
+    mem = res["memory"]
+
+    def idx(kind):
+        a, b = mem.get(kind + "_cluster"), mem.get(kind + "_standalone")
+        return "n/a" if a is None or b is None else f"{a - b:.1f}"
+
+    lines += ["", "Median of the rounds; each round runs the four servers in turn, the order "
+              "rotated each round. Cluster / standalone above 1 is what cluster mode costs.", "",
+              f"Per-slot key index (used_memory growth from empty to {res['keys']:,} keys of 32 B, "
+              f"cluster minus standalone, bytes per key, its fixed part included): redis-server {idx('redis')}, tidecache "
+              f"{idx('tidecache')}.", ""]
+    return "\n".join(lines)
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -2248,7 +2397,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small n and datasets (CI smoke test)")
     ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
-    ap.add_argument("--only", default="throughput,memory,expiry,zipf,tls,threads",
+    ap.add_argument("--only", default="throughput,memory,expiry,zipf,tls,threads,cluster",
                     help="comma-separated parts to run (default: all but persistence; "
                     "persistence runs alone with --only persistence)")
     ap.add_argument("--publish", action="store_true",
@@ -2264,7 +2413,7 @@ def main():
                                       "pgo", "tidecache-server")
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "tls", "threads",
-                            "persistence"}
+                            "persistence", "cluster"}
     if unknown:
         ap.error(f"unknown parts: {', '.join(sorted(unknown))}")
 
@@ -2311,6 +2460,9 @@ def main():
         if "tls" in parts:
             log("tls: GET and SET over TLS")
             results["tls"] = tls(env, args.quick)
+        if "cluster" in parts:
+            log("cluster: GET and SET standalone and as a one-node cluster")
+            results["cluster"] = cluster(env, args.quick)
 
         title = f"tidecache vs redis-server 7 — {stamp} — {results['machine']}"
         if "throughput" in results:
