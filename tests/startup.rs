@@ -149,7 +149,6 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
         "daemonize",
         "pidfile",
         "unixsocket",
-        "enable-module-command",
         "propagation-error-behavior",
     ] {
         assert!(warnings[0].contains(name), "{name} not in {}", warnings[0]);
@@ -158,6 +157,7 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
         "notify-keyspace-events",
         "appendonly",
         "enable-debug-command",
+        "enable-module-command",
         "latency-monitor-threshold",
     ] {
         assert!(!warnings[0].contains(name), "{name} in {}", warnings[0]);

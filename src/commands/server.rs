@@ -57,6 +57,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
     SRV.cmd("slowlog", -2, container).doc("2.2.12", "A container for slow log commands.")
         .complexity("Depends on subcommand.").subs(SLOWLOG_SUBCOMMANDS),
+    SRV.cmd("module", -2, container)
+        .doc("4.0.0", "A container for module commands")
+        .complexity("Depends on subcommand.").subs(MODULE_SUBCOMMANDS),
     SRV.cmd("memory", -2, container)
         .doc("4.0.0", "A container for memory diagnostics commands.")
         .complexity("Depends on subcommand.").subs(MEMORY_SUBCOMMANDS),
@@ -133,6 +136,26 @@ static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
         .complexity("O(N) where N is the number of entries in the slowlog"),
     SRV.cmd("slowlog|help", 2, super::stats::slowlog_help).flags(LOADING | STALE)
         .doc("6.2.0", "Show helpful text about the different subcommands"),
+];
+
+/// MODULE: no module is ever loaded here (the server has no module API), so LIST is empty
+/// and LOAD / LOADEX fail as a module that cannot load fails on Redis, with the reason in
+/// the log; UNLOAD finds no module. All but HELP and LIST stay behind
+/// `enable-module-command`, as on Redis.
+#[rustfmt::skip]
+static MODULE_SUBCOMMANDS: &[CommandSpec] = &[
+    SRV.cmd("module|help", 2, module_help).flags(LOADING | STALE)
+        .doc("5.0.0", "Show helpful text about the different subcommands").complexity("O(1)"),
+    SRV.cmd("module|list", 2, module_list).flags(ADMIN | NOSCRIPT)
+        .doc("4.0.0", "List all modules loaded by the server")
+        .complexity("O(N) where N is the number of loaded modules."),
+    SRV.cmd("module|load", -3, module_load).flags(ADMIN | NOSCRIPT)
+        .doc("4.0.0", "Load a module").complexity("O(1)").args("path:string [arg:string...]"),
+    SRV.cmd("module|loadex", -3, module_load).flags(ADMIN | NOSCRIPT)
+        .doc("7.0.0", "Load a module with extended parameters").complexity("O(1)")
+        .args("path:string [CONFIG=configs:{name value}+...] [ARGS=args:{arg}...]"),
+    SRV.cmd("module|unload", 3, module_unload).flags(ADMIN | NOSCRIPT)
+        .doc("4.0.0", "Unload a module").complexity("O(1)").args("name:string"),
 ];
 
 #[rustfmt::skip]
@@ -574,6 +597,54 @@ impl Apply {
 
 /// Whether a `no | yes | local` guard setting (`enable-debug-command`,
 /// `enable-protected-configs`) lets this client through: `local` is loopback clients only.
+fn module_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
+    Ok(crate::commands::help_reply(
+        "module",
+        &[
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+        ],
+    ))
+}
+
+fn module_list(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    args.finish()?;
+    Ok(Reply::Array(Vec::new()))
+}
+
+/// Redis's refusal of a MODULE subcommand `enable-module-command` does not allow.
+fn module_guard(ctx: &Ctx<'_>) -> Result<(), CommandError> {
+    if allowed_by(ctx, "enable-module-command") {
+        return Ok(());
+    }
+    Err(CommandError::msg(
+        "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+    ))
+}
+
+fn module_load(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    module_guard(ctx)?;
+    let path = text(args.next_arg()?);
+    tracing::warn!("Module {path} failed to load: this server has no module API");
+    Err(CommandError::msg(
+        "ERR Error loading the extension. Please check the server logs.",
+    ))
+}
+
+fn module_unload(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    module_guard(ctx)?;
+    args.next_arg()?;
+    Err(CommandError::msg(
+        "ERR Error unloading module: no such module with that name",
+    ))
+}
+
 pub fn allowed_by(ctx: &Ctx<'_>, guard: &str) -> bool {
     match ctx.server.config.read().get(guard) {
         "yes" => true,

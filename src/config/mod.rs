@@ -264,6 +264,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "The percentiles INFO latencystats shows, between 0 and 100, separated by spaces." },
     Setting { name: "latency-monitor-threshold", default: "0", live: true, kind: Kind::Int(0, i64::MAX),
         doc: "Record an event for LATENCY LATEST/HISTORY when a command or an expiry cycle takes at least this many milliseconds. 0: off." },
+    Setting { name: "enable-module-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
+        doc: "Who may run MODULE LOAD, LOADEX and UNLOAD: no one (no), everyone (yes), or connections from the loopback (local). No module ever loads here (there is no module API): allowed, LOAD answers Redis's loading error and logs why." },
     Setting { name: "enable-debug-command", default: "no", live: false, kind: Kind::Enum(&["no", "yes", "local"]),
         doc: "Whether DEBUG may run: no, yes, or local (loopback clients only), as Redis. Tests use DEBUG ADVANCE-CLOCK to move wall time forward." },
     Setting { name: "stop-writes-on-bgsave-error", default: "yes", live: true, kind: Kind::Bool,
@@ -358,8 +360,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("jemalloc-bg-thread", &[]),
     // Transparent huge pages are always off for the process (util::alloc), Redis's default.
     ("disable-thp", &["yes"]),
-    // The guard of a command tidecache does not have (MODULE).
-    ("enable-module-command", &[]),
     // TLS for replication and the cluster bus (both run in the clear here: only `no` is
     // true), outgoing certificates, DH parameters (rustls uses ECDHE only), and a session
     // lifetime rustls does not expose.
