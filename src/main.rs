@@ -343,8 +343,6 @@ async fn run(config: Config) -> i32 {
         (None, Some(l)) => listener::run(server.clone(), l).await,
         (None, None) => {}
     }
-    // SHUTDOWN SAVE: dir/dbfilename is written now that no command runs.
-    tidecache::commands::journal::shutdown_save(&server);
     // What the journal holds is written and fsynced before the process exits.
     tidecache::store::journal::stop();
     tracing::info!("tidecache is now ready to exit, bye bye...");
@@ -426,27 +424,50 @@ fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
                 return;
             }
         };
-        let setting = tokio::select! {
-            _ = term.recv() => {
-                tracing::warn!("Received SIGTERM scheduling shutdown...");
-                "shutdown-on-sigterm"
+        loop {
+            let (setting, name) = tokio::select! {
+                _ = term.recv() => {
+                    tracing::warn!("Received SIGTERM scheduling shutdown...");
+                    ("shutdown-on-sigterm", "SIGTERM")
+                }
+                _ = int.recv() => {
+                    tracing::warn!("Received SIGINT scheduling shutdown...");
+                    ("shutdown-on-sigint", "SIGINT")
+                }
+            };
+            // The signal's setting says what SHUTDOWN with flags would: save (always, never,
+            // or when a save schedule is set), and with `force` exit even if that save fails;
+            // without it a failed save keeps the server running, as Redis's.
+            let (saves, force) = {
+                let config = server.config.read();
+                let flags = config.get(setting);
+                (
+                    tidecache::config::shutdown_saves(flags, config.get("save")),
+                    flags.split_whitespace().any(|f| f == "force"),
+                )
+            };
+            if saves {
+                let s = server.clone();
+                let saved = tokio::task::spawn_blocking(move || {
+                    tidecache::commands::journal::save_before_shutdown(&s)
+                })
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+                match saved {
+                    Ok(()) => {}
+                    Err(e) if force => {
+                        tracing::warn!("Error trying to save the DB ({e}). Exit anyway.")
+                    }
+                    Err(e) => {
+                        tracing::warn!("Error trying to save the DB, can't exit: {e}");
+                        tracing::warn!("{name} received but errors trying to shut down the server, check the logs for more information");
+                        continue;
+                    }
+                }
             }
-            _ = int.recv() => {
-                tracing::warn!("Received SIGINT scheduling shutdown...");
-                "shutdown-on-sigint"
-            }
-        };
-        // The signal's setting says what SHUTDOWN with flags would: save (always, never, or when
-        // a save schedule is set); `now` and `force` change nothing here (no replicas to wait
-        // for, and a failed save at exit is logged, never a reason to keep running).
-        let saves = {
-            let config = server.config.read();
-            tidecache::config::shutdown_saves(config.get(setting), config.get("save"))
-        };
-        if saves {
-            tidecache::commands::journal::save_on_shutdown();
+            server.shutdown();
+            return;
         }
-        server.shutdown();
     }
 }
 

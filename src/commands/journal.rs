@@ -1621,33 +1621,44 @@ fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Resu
     Ok(())
 }
 
-static SAVE_ON_SHUTDOWN: AtomicBool = AtomicBool::new(false);
-
-/// `SHUTDOWN SAVE`: the server saves `dir`/`dbfilename` before it exits.
-pub fn save_on_shutdown() {
-    SAVE_ON_SHUTDOWN.store(true, Relaxed);
+/// The save SHUTDOWN (or a signal's `shutdown-on-*`) asks for, made before the server stops
+/// serving so that a failure can keep it running (Redis's `prepareForShutdown`). Writes are
+/// paused first: one that arrives waits unanswered and never runs, so the file holds every
+/// acknowledged write. A write already past the pause check when the pause began may still
+/// run after the snapshot's cut; the store's change count tells, and the save is made again.
+/// On failure the pause is lifted and the error returned (Redis's "Error trying to save the
+/// DB, can't exit"). Blocks the calling thread: not for a thread holding the exec gate.
+pub fn save_before_shutdown(server: &Arc<Server>) -> Result<(), String> {
+    let forever = std::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365);
+    crate::state::pause::pause(crate::state::pause::WRITE, forever);
+    let r = save_while_paused(server);
+    if r.is_err() {
+        crate::state::pause::unpause();
+    }
+    r
 }
 
-/// At exit, after the connections ended: the save `SHUTDOWN SAVE` asked for. (Redis saves
-/// before it stops serving and refuses to stop if the save fails; here the save comes after
-/// the reply-less SHUTDOWN, and a failure is logged.)
-pub fn shutdown_save(server: &Arc<Server>) {
-    if !SAVE_ON_SHUTDOWN.load(Relaxed) {
-        return;
-    }
+fn save_while_paused(server: &Arc<Server>) -> Result<(), String> {
     let waited = std::time::Instant::now();
     while P.bgsave_running.load(Relaxed) || P.rewrite_running.load(Relaxed) {
         if waited.elapsed() > std::time::Duration::from_secs(60) {
-            tracing::warn!("Error trying to save the DB: a background snapshot did not end");
-            return;
+            return Err("a background snapshot did not end".into());
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     tracing::info!("Saving the final RDB snapshot before exiting.");
-    // The connections have ended: nobody to make room for.
-    if let Err(e) = save_rdb(server, false, None) {
-        tracing::warn!("Error trying to save the DB: {e}");
+    for _ in 0..3 {
+        if P.bgsave_running.swap(true, Relaxed) {
+            return Err("Background save already in progress".into());
+        }
+        let r = save_rdb(server, false, None);
+        P.bgsave_running.store(false, Relaxed);
+        r?;
+        if dirty(server) == P.dirty_at_save.load(Relaxed) {
+            return Ok(());
+        }
     }
+    Err("writes went on during the final save".into())
 }
 
 /// `LASTSAVE`: the last successful save, or the start of the server.

@@ -763,18 +763,19 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let mut abort = false;
-    let (mut save, mut nosave, mut other) = (false, false, false);
+    let (mut save, mut nosave, mut now, mut force) = (false, false, false, false);
     while let Some(kw) = args.next_token() {
         match &*kw {
             b"ABORT" => abort = true,
             b"SAVE" => save = true,
             b"NOSAVE" => nosave = true,
-            b"NOW" | b"FORCE" => other = true,
+            b"NOW" => now = true,
+            b"FORCE" => force = true,
             _ => return Err(CommandError::syntax()),
         }
     }
     // Illegal combinations, as Redis.
-    if (abort && (save || nosave || other)) || (save && nosave) {
+    if (abort && (save || nosave || now || force)) || (save && nosave) {
         return Err(CommandError::syntax());
     }
     if abort {
@@ -787,14 +788,49 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     } else {
         ""
     };
-    if crate::config::shutdown_saves(flags, ctx.server.config.read().get("save")) {
-        // Written once the connections are done (the snapshot's cut needs the exec gate).
-        super::journal::save_on_shutdown();
-    }
     tracing::warn!("User requested shutdown...");
-    ctx.server.shutdown();
-    // As Redis: the connection is closed without a reply.
-    ctx.client.close_after_reply = true;
+    if !crate::config::shutdown_saves(flags, ctx.server.config.read().get("save")) {
+        ctx.server.shutdown();
+        // As Redis: the connection is closed without a reply.
+        ctx.client.close_after_reply = true;
+        return Ok(Reply::NoReply);
+    }
+    // The save runs on a thread of its own (its snapshot's cut takes the exec gate this
+    // command holds) and the client waits for it as for SAVE. A failed save keeps the server
+    // running unless FORCE, as Redis's prepareForShutdown. (NOW: there is no wait for
+    // replicas to skip.)
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = ctx.server.clone();
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-save".into())
+        .spawn(move || {
+            let reply = match super::journal::save_before_shutdown(&server) {
+                Ok(()) => None,
+                Err(e) if force => {
+                    tracing::warn!("Error trying to save the DB ({e}). Exit anyway.");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!("Error trying to save the DB, can't exit: {e}");
+                    tracing::warn!("Errors trying to shut down the server. Check the logs for more information.");
+                    Some(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."))
+                }
+            };
+            if reply.is_none() {
+                server.shutdown();
+            }
+            let _ = tx.send(reply.unwrap_or(Reply::NoReply));
+        });
+    if spawned.is_err() {
+        return Err(CommandError::msg(
+            "ERR Errors trying to SHUTDOWN. Check logs.",
+        ));
+    }
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
     Ok(Reply::NoReply)
 }
 

@@ -1,0 +1,123 @@
+//! SHUTDOWN and the signals as Redis 7.0's prepareForShutdown: the final save is made before
+//! the server stops serving; a save that fails keeps it running (unless FORCE, or `force` in
+//! `shutdown-on-sigterm`), and a save that succeeds holds every write acknowledged before
+//! the exit.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{eventually, int, TestServer};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-shutdown-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("dir");
+    d
+}
+
+fn sigterm(s: &TestServer) {
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+}
+
+#[test]
+fn a_failed_final_save_keeps_the_server_running_unless_forced() {
+    let dir = temp_dir("failed");
+    let d = dir.to_str().expect("utf-8");
+    let mut s = TestServer::start(&["--dir", d, "--save", "3600 1"]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    // The directory goes away: the final save cannot be written.
+    std::fs::remove_dir_all(&dir).expect("rm dir");
+    let e = support::err_text(redis::cmd("SHUTDOWN").query::<String>(&mut c));
+    assert_eq!(e, "ERR Errors trying to SHUTDOWN. Check logs.");
+    // Still serving, writes included (the pause of the attempt is lifted).
+    let _: () = redis::cmd("SET").arg("k2").arg("v").query(&mut c).unwrap();
+    assert_eq!(int(&mut c, &["DBSIZE"]), 2);
+
+    // A signal under the default shutdown-on-sigterm: the same refusal, logged.
+    sigterm(&s);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        s.child.try_wait().expect("wait").is_none(),
+        "exited on SIGTERM"
+    );
+    let _: () = redis::cmd("SET").arg("k3").arg("v").query(&mut c).unwrap();
+
+    // FORCE exits anyway.
+    let r = redis::cmd("SHUTDOWN").arg("FORCE").query::<String>(&mut c);
+    assert!(r.is_err(), "no reply: the connection closes");
+    assert_eq!(s.wait_exit(), Some(0));
+}
+
+#[test]
+fn sigterm_with_force_exits_though_the_save_fails() {
+    let dir = temp_dir("force");
+    let d = dir.to_str().expect("utf-8");
+    let mut s = TestServer::start(&[
+        "--dir",
+        d,
+        "--save",
+        "3600 1",
+        "--shutdown-on-sigterm",
+        "force",
+    ]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    std::fs::remove_dir_all(&dir).expect("rm dir");
+    sigterm(&s);
+    assert_eq!(s.wait_exit(), Some(0));
+}
+
+/// Writers keep going while SHUTDOWN saves: every increment acknowledged before the exit is in
+/// the file the next start loads.
+#[test]
+fn every_write_acknowledged_before_shutdown_is_in_the_final_save() {
+    let dir = temp_dir("acked");
+    let d = dir.to_str().expect("utf-8").to_string();
+    let mut s = TestServer::start(&["--dir", &d, "--save", "3600 1"]);
+    let acked: Vec<Arc<AtomicI64>> = (0..4).map(|_| Arc::new(AtomicI64::new(0))).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = acked
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let (a, stop, mut c) = (a.clone(), stop.clone(), s.conn());
+            std::thread::spawn(move || {
+                let key = format!("counter:{i}");
+                while !stop.load(Ordering::Relaxed) {
+                    match redis::cmd("INCR").arg(&key).query::<i64>(&mut c) {
+                        Ok(v) => a.store(v, Ordering::Relaxed),
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    assert!(eventually(5.0, || acked
+        .iter()
+        .all(|a| a.load(Ordering::Relaxed) > 100)));
+    let mut c = s.conn();
+    let _ = redis::cmd("SHUTDOWN").query::<String>(&mut c);
+    assert_eq!(s.wait_exit(), Some(0));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        let _ = w.join();
+    }
+    let s = TestServer::start(&["--dir", &d, "--save", ""]);
+    let mut c = s.conn();
+    for (i, a) in acked.iter().enumerate() {
+        let saved = int(&mut c, &["GET", &format!("counter:{i}")]);
+        assert!(
+            saved >= a.load(Ordering::Relaxed),
+            "counter:{i}: {saved} saved, {} acknowledged",
+            a.load(Ordering::Relaxed)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
