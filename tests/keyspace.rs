@@ -128,10 +128,11 @@ fn active_expiry_reclaims_without_reads() {
     }
     let loaded = Instant::now();
     let line = info_field(&mut c, "keyspace", "db0");
-    if let Some(rest) = line.strip_prefix("keys=") {
-        let keys = rest.split(',').next().unwrap_or("");
-        assert!(line.contains(&format!(",expires={keys},")), "{line}");
-    }
+    let keys = line
+        .strip_prefix("keys=")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no keys= in INFO keyspace's db0: {line:?}"));
+    assert!(line.contains(&format!(",expires={keys},")), "{line}");
     loop {
         let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
         if n == 0 {
