@@ -366,7 +366,7 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
     match load_path_with_progress(&server.store, path, &mut report, &mut progress) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
-            tidecache::commands::journal::rdb_loaded(server);
+            tidecache::commands::journal::rdb_loaded(server, &loaded);
             if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
             {
                 let msg = format!("Can't load the RDB file {}: {e}", path.display());

@@ -773,18 +773,29 @@ fn the_load_is_logged_with_its_key_count_and_time() {
     for i in 0..50 {
         run(&mut rc, &["SET", &format!("k{i}"), "v"]);
     }
+    // Saved with deadlines that have passed by the load: skipped and counted as expired.
+    for i in 0..5 {
+        run(&mut rc, &["SET", &format!("short{i}"), "v", "PX", "300"]);
+    }
     run(&mut rc, &["SAVE"]);
     drop(rc);
     drop(redis);
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(500));
     let (mut child, port, lines) = start_logged(&dir, "dump.rdb");
     let log = lines.join("\n");
-    assert!(log.contains("keys loaded: 50"), "{log}");
+    assert!(log.contains("keys loaded: 50, keys expired: 5"), "{log}");
     assert!(log.contains("DB loaded from disk:"), "{log}");
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
         .and_then(|cl| cl.get_connection())
         .expect("connect");
     assert_eq!(text(&run(&mut c, &["DBSIZE"]), &[]), "50");
+    // INFO persistence says the same.
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut c)
+        .expect("info");
+    assert!(info.contains("rdb_last_load_keys_loaded:50\r\n"), "{info}");
+    assert!(info.contains("rdb_last_load_keys_expired:5\r\n"), "{info}");
     let _ = child.kill();
     let _ = child.wait();
 }

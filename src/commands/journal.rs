@@ -643,8 +643,10 @@ pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), Str
 }
 
 /// After a `dump.rdb` was loaded at start: what it held is not a change since the last save.
-pub fn rdb_loaded(server: &Server) {
+pub fn rdb_loaded(server: &Server, loaded: &crate::store::rdb_file::Loaded) {
     P.dirty_at_save.store(dirty(server), Relaxed);
+    P.last_load_keys.store(loaded.keys, Relaxed);
+    P.last_load_expired.store(loaded.expired, Relaxed);
 }
 
 fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), String> {
@@ -774,6 +776,10 @@ struct Persist {
     /// Unix seconds of the last successful save (0: none since start).
     last_save: AtomicU64,
     saves: AtomicU64,
+    /// The last RDB load's keys stored and keys skipped as expired (at start or from a
+    /// master's full sync): INFO's `rdb_last_load_keys_loaded` / `_expired`.
+    last_load_keys: AtomicU64,
+    last_load_expired: AtomicU64,
     last_save_cow: AtomicU64,
     /// The key space's change counter when the last successful save took its cut.
     dirty_at_save: AtomicU64,
@@ -817,6 +823,8 @@ static P: Persist = Persist {
     last_bgsave_ok: AtomicBool::new(true),
     last_save: AtomicU64::new(0),
     saves: AtomicU64::new(0),
+    last_load_keys: AtomicU64::new(0),
+    last_load_expired: AtomicU64::new(0),
     last_save_cow: AtomicU64::new(0),
     dirty_at_save: AtomicU64::new(0),
     last_bgsave_try: AtomicU64::new(0),
@@ -1830,8 +1838,14 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
             "rdb_last_cow_size",
             P.last_save_cow.load(Relaxed).to_string(),
         ),
-        ("rdb_last_load_keys_expired", "0".into()),
-        ("rdb_last_load_keys_loaded", "0".into()),
+        (
+            "rdb_last_load_keys_expired",
+            P.last_load_expired.load(Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_load_keys_loaded",
+            P.last_load_keys.load(Relaxed).to_string(),
+        ),
     ];
     let j = journal::journal().filter(|_| journal::enabled());
     let starting = P.aof_starting.load(Relaxed);
@@ -2033,6 +2047,7 @@ pub fn load_replication_payload(
             ))
         }
     };
+    rdb_loaded(server, &loaded);
     load_functions(server, &loaded.functions)?;
     Ok((loaded.keys, docs))
 }
