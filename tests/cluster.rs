@@ -469,6 +469,24 @@ fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
         t
     };
     let waiter = blocked_brpop(&nodes[owner]);
+    // A shard channel of the same slot, subscribed on the owner.
+    let mut sub = std::net::TcpStream::connect(("127.0.0.1", nodes[owner].port)).expect("connect");
+    sub.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let read_exact = |sub: &mut std::net::TcpStream, want: &[u8]| {
+        let mut got = vec![0u8; want.len()];
+        std::io::Read::read_exact(sub, &mut got).expect("read");
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+    };
+    std::io::Write::write_all(
+        &mut sub,
+        b"*2\r\n$10\r\nSSUBSCRIBE\r\n$10\r\nqueue:jobs\r\n",
+    )
+    .expect("write");
+    read_exact(
+        &mut sub,
+        b"*3\r\n$10\r\nssubscribe\r\n$10\r\nqueue:jobs\r\n:1\r\n",
+    );
     // The slot (empty) moves to another master.
     let target_id = nodes[target].myid();
     for i in [target, owner] {
@@ -484,6 +502,11 @@ fn a_blocked_client_learns_its_slot_moved_and_the_cluster_failed() {
         "the blocked client is told where the slot went"
     );
     assert_eq!(blocked_clients(&nodes[owner]), 0);
+    // The shard channel's subscriber is unsubscribed, as Redis's removeChannelsInSlot does.
+    read_exact(
+        &mut sub,
+        b"*3\r\n$12\r\nsunsubscribe\r\n$10\r\nqueue:jobs\r\n:0\r\n",
+    );
 
     // DEBUG CLUSTERLINK KILL closes the links with a node; the cron connects again.
     let links = |n: &Node| {

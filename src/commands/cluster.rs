@@ -765,6 +765,9 @@ pub fn apply_effects(server: &Arc<Server>, c: &Cluster) {
             server.pubsub.publish(&channel, &message);
         }
     }
+    for slot in fx.channel_slots {
+        server.pubsub.shard_slot_lost(slot, cluster::key_slot);
+    }
     for slot in fx.delete_slots {
         let n = delete_keys_in_slot(server, slot);
         tracing::info!("Deleted {n} keys from slot {slot} this node no longer serves");

@@ -279,6 +279,31 @@ fn publish_counts(ctx: &Ctx<'_>) {
         .store(ctx.client.shard_channels.len() as u32, Ordering::Relaxed);
 }
 
+/// A cluster slot left this node's shard: the client's shard channels of that slot are
+/// unsubscribed, each confirmed as SUNSUBSCRIBE confirms it (Redis's `removeChannelsInSlot`
+/// notifies the clients the same way). The confirmations, for the connection to send.
+pub fn shard_slot_lost(ctx: &mut Ctx<'_>, slot: u16) -> Vec<Reply> {
+    let lost: Vec<Bytes> = ctx
+        .client
+        .shard_channels
+        .iter()
+        .filter(|c| crate::state::cluster::key_slot(c) == slot)
+        .cloned()
+        .collect();
+    let mut out = Vec::with_capacity(lost.len());
+    for ch in lost {
+        ctx.client.shard_channels.remove(&ch);
+        ctx.server.pubsub.sunsubscribe(ctx.client.handle.id, &ch);
+        out.push(confirmation(
+            "sunsubscribe",
+            Some(ch),
+            ctx.client.shard_channels.len(),
+        ));
+    }
+    publish_counts(ctx);
+    out
+}
+
 /// Drops every subscription of the client (RESET, disconnect).
 pub fn leave_all(ctx: &mut Ctx<'_>) {
     let channels: Vec<Bytes> = ctx.client.channels.drain().collect();

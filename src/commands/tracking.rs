@@ -94,7 +94,15 @@ pub fn finish(ctx: &mut Ctx<'_>, args: &[Bytes], reply: Reply, scope: ScopeGuard
         }
         return reply;
     }
-    let mut all: Vec<Reply> = before.into_iter().map(|m| m.into_reply()).collect();
+    let mut all: Vec<Reply> = Vec::with_capacity(before.len() + 1);
+    for m in before {
+        if let crate::state::outbox::Outgoing::ShardSlotLost(_) = m {
+            // The connection handles it (it holds the client's shard channels).
+            ctx.client.handle.outbox.push(m);
+        } else {
+            all.push(m.into_reply());
+        }
+    }
     all.push(reply);
     Reply::Multi(all)
 }

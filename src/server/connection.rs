@@ -439,6 +439,17 @@ pub fn serve<S: ClientStream>(
             // Messages pushed by other clients go after this batch's replies.
             let (pushed, cost) = handle.outbox.drain();
             for m in pushed {
+                if let crate::state::outbox::Outgoing::ShardSlotLost(slot) = m {
+                    let mut ctx = crate::commands::Ctx {
+                        server: &server,
+                        client: &mut client,
+                    };
+                    let confirmations = crate::commands::pubsub::shard_slot_lost(&mut ctx, slot);
+                    for r in confirmations {
+                        r.encode(&mut out, client.resp3);
+                    }
+                    continue;
+                }
                 m.into_reply().encode(&mut out, client.resp3);
             }
             let written = out.is_empty()

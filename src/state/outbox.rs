@@ -36,6 +36,10 @@ pub enum Outgoing {
     },
     /// `tracking-redir-broken` with the id of the redirect target that went away.
     RedirBroken(u64),
+    /// The cluster slot of some of the client's shard channels left this node's shard: the
+    /// connection unsubscribes them and sends a `sunsubscribe` for each (it holds the
+    /// client's own list of them; see `commands::pubsub::shard_slot_lost`).
+    ShardSlotLost(u16),
 }
 
 impl Outgoing {
@@ -56,7 +60,7 @@ impl Outgoing {
                 Outgoing::Invalidate { keys, .. } => keys
                     .as_ref()
                     .map_or(0, |k| k.iter().map(|k| k.len() + 16).sum()),
-                Outgoing::RedirBroken(_) => 0,
+                Outgoing::RedirBroken(_) | Outgoing::ShardSlotLost(_) => 0,
             }
     }
 
@@ -102,6 +106,8 @@ impl Outgoing {
                 Reply::bulk_str("tracking-redir-broken"),
                 Reply::Int(id as i64),
             ]),
+            // Handled by the connection before it encodes (it needs the client's state).
+            Outgoing::ShardSlotLost(_) => Reply::NoReply,
         }
     }
 }

@@ -224,6 +224,23 @@ impl PubSub {
             .sum()
     }
 
+    /// Tells each subscriber of a shard channel of `slot` (by `slot_of`) that the slot left
+    /// this node's shard; its connection unsubscribes it (see `Outgoing::ShardSlotLost`).
+    pub fn shard_slot_lost(&self, slot: u16, slot_of: impl Fn(&[u8]) -> u16) {
+        let mut told: hashbrown::HashSet<u64> = hashbrown::HashSet::new();
+        let subs: Vec<Arc<ClientHandle>> = self
+            .shard_channels
+            .read()
+            .iter()
+            .filter(|(c, _)| slot_of(c) == slot)
+            .flat_map(|(_, s)| s.values().cloned())
+            .filter(|c| told.insert(c.id))
+            .collect();
+        for c in subs {
+            self.push(&c, Outgoing::ShardSlotLost(slot), true);
+        }
+    }
+
     /// Active shard channels, optionally matching a glob (PUBSUB SHARDCHANNELS).
     pub fn shard_channel_names(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
         self.shard_channels

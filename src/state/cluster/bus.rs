@@ -22,6 +22,9 @@ pub struct Effects {
     /// This replica won an election (or took over): it stops replicating and serves its
     /// master's slots.
     pub promote: bool,
+    /// Slots this node's shard stopped serving: their shard channels' subscribers here are
+    /// unsubscribed (Redis's `removeChannelsInSlot`).
+    pub channel_slots: Vec<u16>,
 }
 
 const BLACKLIST_TTL_MS: i64 = 60_000;

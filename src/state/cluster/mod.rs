@@ -783,6 +783,12 @@ impl ClusterState {
         let Some(owner) = self.slots[slot as usize].take() else {
             return false;
         };
+        // The shard this node is in (as its master or a replica) no longer serves the slot:
+        // its shard channels go (Redis's clusterDelSlot).
+        let my_master = self.nodes.get(&self.myself).and_then(|m| m.slaveof);
+        if owner == self.myself || Some(owner) == my_master {
+            self.fx.channel_slots.push(slot);
+        }
         if let Some(n) = self.nodes.get_mut(&owner) {
             if wire::slot_bit(&n.slots, slot) {
                 wire::set_slot_bit(&mut n.slots, slot, false);
