@@ -483,3 +483,22 @@ fn sync_stream(master: &TestServer) -> Raw {
     assert_eq!(r.read_n(len).len(), len);
     r
 }
+
+/// A replica's INFO reports the replica-priority it has (what Sentinel reads to choose or
+/// never choose it).
+#[test]
+fn a_replica_reports_its_priority() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&["--replica-priority", "7"]);
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    assert_eq!(
+        support::info_value(&mut r, "replication", "slave_priority").as_deref(),
+        Some("7")
+    );
+    let _: String = support::q(&mut r, &["CONFIG", "SET", "replica-priority", "0"]).unwrap();
+    assert_eq!(
+        support::info_value(&mut r, "replication", "slave_priority").as_deref(),
+        Some("0")
+    );
+}

@@ -1054,7 +1054,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         }
         "replication" => {
             let backlog = cfg.get_u64("repl-backlog-size");
-            for (k, v) in crate::state::replication::info(backlog) {
+            let priority = cfg.get_u64("replica-priority");
+            for (k, v) in crate::state::replication::info(backlog, priority) {
                 kv(&k, &v);
             }
         }

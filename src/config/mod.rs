@@ -221,7 +221,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "repl-timeout", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),
         doc: "Seconds without data after which a replica drops its link to the master (and reconnects)." },
     Setting { name: "replica-priority", default: "100", live: true, kind: Kind::Int(0, i32::MAX as i64),
-        doc: "Shown in INFO replication (slave_priority); there is no failover here. Alias: slave-priority." },
+        doc: "A replica's priority, shown in INFO replication (slave_priority), where Redis Sentinel reads it: lower is preferred when it promotes one, 0 never (cluster failover ranks replicas by replication offset, as Redis 7.0's). Alias: slave-priority." },
     Setting { name: "cluster-enabled", default: "no", live: false, kind: Kind::Bool,
         doc: "yes: run as a Redis Cluster node (the cluster bus on cluster-port, slots, MOVED/ASK redirections, replicas and failover, only database 0), as Redis 7.0 (docs/cluster.md)." },
     Setting { name: "cluster-config-file", default: "nodes.conf", live: false, kind: Kind::Str,

@@ -320,7 +320,7 @@ pub fn offset() -> u64 {
 }
 
 /// INFO replication's lines.
-pub fn info(backlog_size: u64) -> Vec<(String, String)> {
+pub fn info(backlog_size: u64, replica_priority: u64) -> Vec<(String, String)> {
     let r = repl();
     let mut out: Vec<(String, String)> = Vec::new();
     let mut kv = |k: &str, v: String| out.push((k.to_string(), v));
@@ -350,7 +350,8 @@ pub fn info(backlog_size: u64) -> Vec<(String, String)> {
             "slave_repl_offset",
             r.applied.load(Ordering::Acquire).to_string(),
         );
-        kv("slave_priority", "100".into());
+        // Read by Sentinel, which never promotes a replica of priority 0.
+        kv("slave_priority", replica_priority.to_string());
         kv(
             "slave_read_only",
             (READ_ONLY.load(Ordering::Relaxed) as u8).to_string(),
