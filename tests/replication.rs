@@ -502,3 +502,31 @@ fn a_replica_reports_its_priority() {
         Some("0")
     );
 }
+
+/// replica-announce-ip / -port: the master lists the replica by the address it announces
+/// (INFO replication, ROLE), as Sentinel then finds it; replica-announced shows in INFO.
+#[test]
+fn a_replica_is_listed_by_its_announced_address() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[
+        "--replica-announce-ip",
+        "10.1.2.3",
+        "--replica-announce-port",
+        "4444",
+        "--replica-announced",
+        "no",
+    ]);
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    let mut m = master.conn();
+    assert!(
+        eventually(5.0, || support::info_value(&mut m, "replication", "slave0")
+            .is_some_and(|v| v.starts_with("ip=10.1.2.3,port=4444,"))),
+        "{:?}",
+        support::info_value(&mut m, "replication", "slave0")
+    );
+    assert_eq!(
+        support::info_value(&mut r, "replication", "replica_announced").as_deref(),
+        Some("0")
+    );
+}

@@ -1055,7 +1055,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
         "replication" => {
             let backlog = cfg.get_u64("repl-backlog-size");
             let priority = cfg.get_u64("replica-priority");
-            for (k, v) in crate::state::replication::info(backlog, priority) {
+            let announced = cfg.get_bool("replica-announced");
+            for (k, v) in crate::state::replication::info(backlog, priority, announced) {
                 kv(&k, &v);
             }
         }

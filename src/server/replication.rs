@@ -476,14 +476,18 @@ impl Conn {
 }
 
 async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
-    let (timeout, auth, user, my_port) = {
+    let (timeout, auth, user, my_port, my_ip) = {
         let c = server.config.read();
         (
             Duration::from_secs(c.get_u64("repl-timeout").max(1)),
             c.get("masterauth").to_string(),
             c.get("masteruser").to_string(),
-            // The port bound (`port 0` picks one).
-            server.port.load(Ordering::Relaxed).to_string(),
+            // The announced port, else the port bound (`port 0` picks one).
+            match c.get_u64("replica-announce-port") {
+                0 => server.port.load(Ordering::Relaxed).to_string(),
+                p => p.to_string(),
+            },
+            c.get("replica-announce-ip").to_string(),
         )
     };
     rlog(
@@ -539,6 +543,14 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         .await?;
     if r.starts_with('-') {
         tracing::info!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
+    }
+    if !my_ip.is_empty() {
+        let r = conn
+            .command(&[b"REPLCONF", b"ip-address", my_ip.as_bytes()], timeout)
+            .await?;
+        if r.starts_with('-') {
+            tracing::info!("(Non critical) Master does not understand REPLCONF ip-address: {r}");
+        }
     }
     let r = conn
         // Not `capa eof`: the payload is always read by its `$<len>` (a Redis master then

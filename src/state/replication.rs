@@ -320,7 +320,7 @@ pub fn offset() -> u64 {
 }
 
 /// INFO replication's lines.
-pub fn info(backlog_size: u64, replica_priority: u64) -> Vec<(String, String)> {
+pub fn info(backlog_size: u64, replica_priority: u64, announced: bool) -> Vec<(String, String)> {
     let r = repl();
     let mut out: Vec<(String, String)> = Vec::new();
     let mut kv = |k: &str, v: String| out.push((k.to_string(), v));
@@ -356,7 +356,7 @@ pub fn info(backlog_size: u64, replica_priority: u64) -> Vec<(String, String)> {
             "slave_read_only",
             (READ_ONLY.load(Ordering::Relaxed) as u8).to_string(),
         );
-        kv("replica_announced", "1".into());
+        kv("replica_announced", (announced as u8).to_string());
         kv("connected_slaves", "0".into());
     } else {
         kv("role", "master".into());
