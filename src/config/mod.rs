@@ -153,7 +153,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "auto-aof-rewrite-min-size", default: "67108864", live: true, kind: Kind::Memory,
         doc: "Do not rewrite the journal automatically below this size (64mb)." },
     Setting { name: "client-output-buffer-limit", default: "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", live: true, kind: Kind::Special(parse_output_limits),
-        doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A client over the hard limit, or over the soft one for that long, is closed." },
+        doc: "Per client class: <class> <hard limit> <soft limit> <soft seconds>. A normal or pubsub client whose unwritten replies and pushed messages are over the hard limit, or over the soft one for that long, is closed. The replica class is checked and kept but not applied: a replica's stream is read from the one replication backlog, and a replica that falls out of it (repl-backlog-size) is disconnected instead." },
     Setting { name: "dir", default: ".", live: true, kind: Kind::Str,
         doc: "Working directory for the journal and snapshots." },
     Setting { name: "dbfilename", default: "dump.rdb", live: true, kind: Kind::Special(parse_dbfilename),

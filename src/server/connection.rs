@@ -358,6 +358,12 @@ pub fn serve<S: ClientStream>(
                                 reply.encode(&mut out, client.resp3);
                             }
                         }
+                        // Replies count against client-output-buffer-limit as pushes do: a
+                        // client past it is closed, its replies dropped.
+                        if server.pubsub.output_over_limit(&handle, out.len()) {
+                            handle.kill();
+                            break 'conn;
+                        }
                         // PSYNC/SYNC: once what precedes is out, the socket carries the
                         // replication stream until the replica goes. Boxed with the request
                         // (`map`, so no `Option<Psync>` is held across the await): the replica's
@@ -849,10 +855,36 @@ fn write_out<'a, S: ClientStream>(
             _ = handle.killed_signal() => {
                 return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "client killed"));
             }
+            // A client that does not read: its output held past the soft limit's seconds
+            // closes it (checked once a second while the write waits).
+            // Boxed, and only where a limit applies: its timer would otherwise sit in every
+            // connection's task.
+            _ = async {
+                if server.pubsub.output_limit_applies(handle) {
+                    Box::pin(over_limit_while_waiting(server, handle, out.len())).await
+                } else {
+                    std::future::pending::<()>().await
+                }
+            } => {
+                handle.kill();
+                return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "output buffer limit"));
+            }
         }
         out.clear();
         handle.bufs.output(0, out.capacity());
         Ok(())
+    }
+}
+
+/// Resolves once the client's unwritten output (`pending` bytes) has been past its
+/// output-buffer limit long enough (see `PubSub::output_over_limit`); never when no limit
+/// applies.
+async fn over_limit_while_waiting(server: &Server, handle: &ClientHandle, pending: usize) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if server.pubsub.output_over_limit(handle, pending) {
+            return;
+        }
     }
 }
 
@@ -904,7 +936,8 @@ mod size_tests {
         );
         assert!(state <= 240, "client state {state} bytes");
         // The journal's waits are boxed: they were 240 bytes in every write's future.
-        // And the arguments are no longer held twice: 184 bytes before.
-        assert!(write <= 128, "write_out future {write} bytes");
+        // And the arguments are no longer held twice: 184 bytes before. The output-limit
+        // watch (boxed, allocated only where a limit applies) adds its references: 160.
+        assert!(write <= 160, "write_out future {write} bytes");
     }
 }

@@ -130,6 +130,46 @@ impl PubSub {
         p
     }
 
+    /// Whether an output-buffer limit applies to the client's class.
+    pub fn output_limit_applies(&self, client: &ClientHandle) -> bool {
+        let (hard, soft, _) = if client.is_pubsub() {
+            self.pubsub_limit.get()
+        } else {
+            self.normal_limit.get()
+        };
+        hard > 0 || soft > 0
+    }
+
+    /// Whether a client with `pending` bytes of output not yet written is past its
+    /// output-buffer limit (Redis's `checkClientOutputBufferLimits`): the class is pubsub
+    /// for a subscribed client, else normal; the hard limit at once, the soft one once held
+    /// for its seconds. Counted and logged when true: the caller closes the client.
+    pub fn output_over_limit(&self, client: &ClientHandle, pending: usize) -> bool {
+        let (hard, soft, secs) = if client.is_pubsub() {
+            self.pubsub_limit.get()
+        } else {
+            self.normal_limit.get()
+        };
+        if hard == 0 && soft == 0 {
+            return false;
+        }
+        let pending = pending as u64;
+        let over_hard = hard > 0 && pending >= hard;
+        let over_soft = client
+            .outbox
+            .over_soft_limit(soft > 0 && pending >= soft, secs, || self.now_ms());
+        if over_hard || over_soft {
+            self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                client = client.id,
+                bytes = pending,
+                "Client scheduled to be closed ASAP for overcoming of output buffer limits."
+            );
+            return true;
+        }
+        false
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch
             .get()
