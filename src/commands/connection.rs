@@ -532,7 +532,7 @@ fn client_pause(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let end = std::time::Instant::now()
         .checked_add(std::time::Duration::from_millis(ms.unsigned_abs()))
         .ok_or_else(|| CommandError::msg("ERR timeout is out of range"))?;
-    crate::state::pause::pause(mode, end);
+    crate::state::pause::pause(crate::state::pause::Purpose::Client, mode, Some(end));
     Ok(Reply::ok())
 }
 
@@ -545,7 +545,7 @@ fn pause_syntax(args: &Args<'_>) -> CommandError {
 }
 
 fn client_unpause(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
-    crate::state::pause::unpause();
+    crate::state::pause::unpause(crate::state::pause::Purpose::Client);
     Ok(Reply::ok())
 }
 

@@ -1637,11 +1637,11 @@ fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Resu
 /// On failure the pause is lifted and the error returned (Redis's "Error trying to save the
 /// DB, can't exit"). Blocks the calling thread: not for a thread holding the exec gate.
 pub fn save_before_shutdown(server: &Arc<Server>) -> Result<(), String> {
-    let forever = std::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365);
-    crate::state::pause::pause(crate::state::pause::WRITE, forever);
+    use crate::state::pause::{pause, unpause, Purpose, WRITE};
+    pause(Purpose::Shutdown, WRITE, None);
     let r = save_while_paused(server);
     if r.is_err() {
-        crate::state::pause::unpause();
+        unpause(Purpose::Shutdown);
     }
     r
 }

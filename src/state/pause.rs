@@ -16,9 +16,25 @@ pub const OFF: u8 = 0;
 pub const WRITE: u8 = 1;
 pub const ALL: u8 = 2;
 
-/// The mode in force (OFF, WRITE, ALL), possibly past its deadline (see [`current`]).
+/// Why writes (or all commands) are paused: Redis's pause purposes. Each keeps its own mode
+/// and deadline, so ending one (CLIENT UNPAUSE, a manual failover's end) leaves the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// CLIENT PAUSE.
+    Client = 0,
+    /// SHUTDOWN's final save.
+    Shutdown = 1,
+    /// A cluster manual failover (the master waiting for its replica) or FAILOVER.
+    Failover = 2,
+}
+
+const PURPOSES: usize = 3;
+
+/// The strongest mode in force over every purpose (OFF, WRITE, ALL), possibly past its
+/// deadline (see [`current`]).
 static MODE: AtomicU8 = AtomicU8::new(OFF);
-static END: Mutex<Option<Instant>> = Mutex::new(None);
+/// Each purpose's mode and deadline (`None`: until it is ended).
+static BY_PURPOSE: Mutex<[(u8, Option<Instant>); PURPOSES]> = Mutex::new([(OFF, None); PURPOSES]);
 /// Connections waiting for the pause to end (counted in INFO's `blocked_clients`, as Redis
 /// counts its postponed clients).
 static POSTPONED: AtomicUsize = AtomicUsize::new(0);
@@ -34,38 +50,71 @@ pub fn active() -> bool {
     MODE.load(Ordering::Relaxed) != OFF
 }
 
-/// The mode in force and its deadline; a pause past its deadline is ended here.
+/// The strongest mode in force and the deadline that ends it (`None`: none of the
+/// purposes in force has one); purposes past their deadline end here.
 pub fn current() -> (u8, Option<Instant>) {
-    let mut end = END.lock();
-    let mode = MODE.load(Ordering::Relaxed);
-    match *end {
-        Some(e) if mode != OFF && e <= Instant::now() => {
-            *end = None;
-            MODE.store(OFF, Ordering::Relaxed);
-            changed().notify_waiters();
-            (OFF, None)
+    let mut by = BY_PURPOSE.lock();
+    let now = Instant::now();
+    let mut expired = false;
+    for p in by.iter_mut() {
+        if p.0 != OFF && p.1.is_some_and(|e| e <= now) {
+            *p = (OFF, None);
+            expired = true;
         }
-        e => (mode, e),
     }
+    let (mode, end) = combined(&by);
+    MODE.store(mode, Ordering::Relaxed);
+    drop(by);
+    if expired {
+        changed().notify_waiters();
+    }
+    (mode, end)
 }
 
-/// CLIENT PAUSE: a pause already in force keeps the stronger mode and the later deadline,
-/// as Redis merges a purpose's pause events.
-pub fn pause(mode: u8, end: Instant) {
-    let (old, old_end) = current();
-    let mut e = END.lock();
-    *e = Some(old_end.map_or(end, |o| o.max(end)));
-    MODE.store(old.max(mode), Ordering::Relaxed);
-    drop(e);
+/// The strongest mode, and when the purposes holding it end: the latest of their deadlines,
+/// `None` when one of them has none.
+fn combined(by: &[(u8, Option<Instant>); PURPOSES]) -> (u8, Option<Instant>) {
+    let mode = by.iter().map(|p| p.0).max().unwrap_or(OFF);
+    if mode == OFF {
+        return (OFF, None);
+    }
+    let mut end: Option<Instant> = None;
+    for p in by.iter().filter(|p| p.0 == mode) {
+        match p.1 {
+            None => return (mode, None),
+            Some(e) => end = Some(end.map_or(e, |x: Instant| x.max(e))),
+        }
+    }
+    (mode, end)
+}
+
+/// A pause for `purpose` (`end` None: until [`unpause`]). A pause already in force for the
+/// same purpose keeps the stronger mode and the later deadline, as Redis merges a purpose's
+/// pause events.
+pub fn pause(purpose: Purpose, mode: u8, end: Option<Instant>) {
+    current();
+    let mut by = BY_PURPOSE.lock();
+    let p = &mut by[purpose as usize];
+    let merged_end = if p.0 == OFF {
+        end
+    } else {
+        match (p.1, end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        }
+    };
+    *p = (p.0.max(mode), merged_end);
+    MODE.store(combined(&by).0, Ordering::Relaxed);
+    drop(by);
     changed().notify_waiters();
 }
 
-/// CLIENT UNPAUSE.
-pub fn unpause() {
-    let mut e = END.lock();
-    *e = None;
-    MODE.store(OFF, Ordering::Relaxed);
-    drop(e);
+/// Ends `purpose`'s pause (CLIENT UNPAUSE ends the client's only).
+pub fn unpause(purpose: Purpose) {
+    let mut by = BY_PURPOSE.lock();
+    by[purpose as usize] = (OFF, None);
+    MODE.store(combined(&by).0, Ordering::Relaxed);
+    drop(by);
     changed().notify_waiters();
 }
 

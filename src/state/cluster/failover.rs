@@ -88,7 +88,7 @@ impl ClusterState {
     /// Redis's `resetManualFailover`.
     pub fn reset_manual_failover(&mut self) {
         if self.failover.paused {
-            crate::state::pause::unpause();
+            crate::state::pause::unpause(crate::state::pause::Purpose::Failover);
             self.failover.paused = false;
         }
         self.failover.mf_end = 0;
@@ -416,7 +416,11 @@ impl ClusterState {
         self.failover.mf_replica = Some(sender);
         let until = std::time::Instant::now()
             + std::time::Duration::from_millis((MF_TIMEOUT * MF_PAUSE_MULT) as u64);
-        crate::state::pause::pause(crate::state::pause::WRITE, until);
+        crate::state::pause::pause(
+            crate::state::pause::Purpose::Failover,
+            crate::state::pause::WRITE,
+            Some(until),
+        );
         self.failover.paused = true;
         self.log(
             Level::Warning,
