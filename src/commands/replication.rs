@@ -26,6 +26,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         .args("replicationid offset:integer"),
     REPL.cmd("sync", 1, sync).flags(ADMIN | NOSCRIPT | NO_MULTI).acl(acl::SLOW)
         .doc("1.0.0", "An internal command used in replication."),
+    REPL.cmd("failover", -1, failover).flags(ADMIN | NOSCRIPT | STALE).acl(acl::SLOW | acl::DANGEROUS)
+        .doc("6.2.0", "Starts a coordinated failover between the primary and a replica.")
+        .complexity("O(1)")
+        .args("[TO=target:{host port:integer [FORCE]}] [ABORT] [TIMEOUT=milliseconds:integer]"),
 ];
 
 /// REPLICAOF host port | NO ONE (Redis's `replicaofCommand`).
@@ -119,17 +123,216 @@ fn no_chaining() -> Result<(), CommandError> {
     Ok(())
 }
 
-/// PSYNC replid offset: a full or partial resynchronisation, decided when the connection
-/// hands over.
-fn psync(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+/// PSYNC replid offset [FAILOVER]: a full or partial resynchronisation, decided when the
+/// connection hands over. With FAILOVER (from the master this replica follows, during its
+/// FAILOVER) this replica first becomes a master, as Redis's `syncCommand`.
+fn psync(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    let all = args.rest().to_vec();
+    if all.len() > 2 && is(&all[2], "failover") {
+        tracing::warn!("Failover request received for replid {}.", text(&all[0]));
+        if !replication::is_replica() {
+            return Err(CommandError::msg(
+                "ERR PSYNC FAILOVER can't be sent to a master.",
+            ));
+        }
+        if *replication::repl().master_replid.lock() != text(&all[0]) {
+            return Err(CommandError::msg(
+                "ERR PSYNC FAILOVER replid must match my replid.",
+            ));
+        }
+        replication::unfollow();
+        reapply_oom_score(ctx);
+        crate::state::redis_log::line(
+            ctx.server,
+            false,
+            &format!(
+                "MASTER MODE enabled (failover request from 'id={} addr={}')",
+                ctx.client.id(),
+                ctx.client.handle.addr
+            ),
+        );
+    }
+    // Replicas do not sync with a master that is handing its role over.
+    if replication::failover_phase() != replication::FailoverPhase::None {
+        return Err(CommandError::msg(
+            "NOMASTERLINK Can't SYNC while failing over",
+        ));
+    }
     no_chaining()?;
-    let replid = text(args.next_arg()?).to_string();
-    let offset = args.next_i64()?;
+    let replid = text(&all[0]).to_string();
+    let offset = crate::util::num::parse_i64(&all[1])
+        .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
     replication::hand_off(Psync {
         replid: Some(replid),
         offset,
     });
     Ok(Reply::NoReply)
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: the coordinated failover of a
+/// standalone master (Redis 6.2's `failoverCommand`). Writes pause; once a replica (the one
+/// named, or the first found) has acknowledged the whole stream, this server follows it and
+/// asks it, with `PSYNC ... FAILOVER`, to become the master; the pause ends when that PSYNC
+/// is answered. A timeout without a replica in sync abandons the failover, unless FORCE.
+fn failover(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+    if ctx.server.cluster.get().is_some() {
+        return Err(CommandError::msg(
+            "ERR FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.",
+        ));
+    }
+    let all = args.rest().to_vec();
+    if all.len() == 1 && is(&all[0], "abort") {
+        return match replication::abort_failover("Failover manually aborted") {
+            Some(line) => {
+                crate::state::redis_log::line(ctx.server, false, &line);
+                Ok(Reply::ok())
+            }
+            None => Err(CommandError::msg("ERR No failover in progress.")),
+        };
+    }
+    let (mut timeout_ms, mut force, mut target) = (0i64, false, None::<(String, i64)>);
+    let mut j = 0;
+    while j < all.len() {
+        let a = &all[j];
+        if is(a, "timeout") && j + 1 < all.len() && timeout_ms == 0 {
+            timeout_ms = crate::util::num::parse_i64(&all[j + 1])
+                .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+            if timeout_ms <= 0 {
+                return Err(CommandError::msg(
+                    "ERR FAILOVER timeout must be greater than 0",
+                ));
+            }
+            j += 2;
+        } else if is(a, "to") && j + 2 < all.len() && target.is_none() {
+            let port = crate::util::num::parse_i64(&all[j + 2])
+                .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+            target = Some((text(&all[j + 1]).to_string(), port));
+            j += 3;
+        } else if is(a, "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(CommandError::syntax());
+        }
+    }
+    if replication::failover_phase() != replication::FailoverPhase::None {
+        return Err(CommandError::msg("ERR FAILOVER already in progress."));
+    }
+    if replication::is_replica() {
+        return Err(CommandError::msg(
+            "ERR FAILOVER is not valid when server is a replica.",
+        ));
+    }
+    let replicas = replication::repl().replicas.lock().clone();
+    if replicas.is_empty() {
+        return Err(CommandError::msg(
+            "ERR FAILOVER requires connected replicas.",
+        ));
+    }
+    if force && (timeout_ms == 0 || target.is_none()) {
+        return Err(CommandError::msg(
+            "ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    let target = match target {
+        Some((host, port)) => {
+            let Some(r) = replicas
+                .iter()
+                .find(|r| r.ip == host && i64::from(r.port) == port)
+            else {
+                return Err(CommandError::msg(
+                    "ERR FAILOVER target HOST and PORT is not a replica.",
+                ));
+            };
+            if r.state != "online" {
+                return Err(CommandError::msg(
+                    "ERR FAILOVER target replica is not online.",
+                ));
+            }
+            crate::state::redis_log::line(
+                ctx.server,
+                false,
+                &format!("FAILOVER requested to {host}:{port}."),
+            );
+            Some((host, r.port))
+        }
+        None => {
+            crate::state::redis_log::line(ctx.server, false, "FAILOVER requested to any replica.");
+            None
+        }
+    };
+    *replication::repl().failover.lock() = replication::Failover {
+        phase: replication::FailoverPhase::WaitForSync,
+        target,
+        deadline_ms: (timeout_ms > 0)
+            .then(|| crate::util::clock::now_ms() as u64 + timeout_ms as u64),
+        force,
+    };
+    crate::state::pause::pause(
+        crate::state::pause::Purpose::Failover,
+        crate::state::pause::WRITE,
+        None,
+    );
+    // The replicas acknowledge once a second; asking now saves most of that wait.
+    crate::store::journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
+    let server = ctx.server.clone();
+    tokio::spawn(async move {
+        while drive_failover(&server) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    Ok(Reply::ok())
+}
+
+/// One step of a FAILOVER waiting for a replica in sync (Redis's `updateFailoverStatus`);
+/// false once there is nothing more to wait for here (the link takes it on, or it ended).
+fn drive_failover(server: &std::sync::Arc<crate::state::Server>) -> bool {
+    let f = replication::repl().failover.lock().clone();
+    if f.phase != replication::FailoverPhase::WaitForSync {
+        return false;
+    }
+    let now = crate::util::clock::now_ms() as u64;
+    let log = |line: &str| crate::state::redis_log::line(server, false, line);
+    let go = |host: String, port: u16| {
+        replication::repl().failover.lock().phase = replication::FailoverPhase::InProgress;
+        replication::follow(server, host, port);
+    };
+    if f.deadline_ms.is_some_and(|d| d <= now) {
+        match (f.force, f.target) {
+            (true, Some((host, port))) => {
+                log(&format!(
+                    "FAILOVER to {host}:{port} time out exceeded, failing over."
+                ));
+                go(host, port);
+            }
+            _ => {
+                if let Some(line) =
+                    replication::abort_failover("Replica never caught up before timeout")
+                {
+                    log(&line);
+                }
+            }
+        }
+        return false;
+    }
+    let offset = replication::offset();
+    let replicas = replication::repl().replicas.lock().clone();
+    let synced = replicas.iter().find(|r| {
+        r.ack == offset
+            && f.target
+                .as_ref()
+                .is_none_or(|(h, p)| *h == r.ip && *p == r.port)
+    });
+    let Some(r) = synced else {
+        return true;
+    };
+    let (host, port) = (r.ip.clone(), r.port);
+    replication::repl().failover.lock().target = Some((host.clone(), port));
+    log(&format!(
+        "Failover target {host}:{port} is synced, failing over."
+    ));
+    go(host, port);
+    false
 }
 
 /// SYNC: the old protocol, always a full resynchronisation without the `+FULLRESYNC` line.

@@ -565,15 +565,58 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     }
     let cached = repl().master_replid.lock().clone();
     let applied = repl().applied.load(Ordering::Acquire);
-    let r = if cached.is_empty() {
+    // A master handing its role over (FAILOVER) asks its target to take it.
+    let failing_over = crate::state::replication::failover_phase()
+        == crate::state::replication::FailoverPhase::InProgress;
+    let sent = if cached.is_empty() {
         tracing::info!("Partial resynchronization not possible (no cached master)");
-        conn.command(&[b"PSYNC", b"?", b"-1"], timeout).await?
+        if failing_over {
+            conn.command(&[b"PSYNC", b"?", b"-1", b"FAILOVER"], timeout)
+                .await
+        } else {
+            conn.command(&[b"PSYNC", b"?", b"-1"], timeout).await
+        }
     } else {
         let off = (applied + 1).to_string();
         tracing::info!("Trying a partial resynchronization (request {cached}:{off}).");
-        conn.command(&[b"PSYNC", cached.as_bytes(), off.as_bytes()], timeout)
-            .await?
+        if failing_over {
+            conn.command(
+                &[b"PSYNC", cached.as_bytes(), off.as_bytes(), b"FAILOVER"],
+                timeout,
+            )
+            .await
+        } else {
+            conn.command(&[b"PSYNC", cached.as_bytes(), off.as_bytes()], timeout)
+                .await
+        }
     };
+    let r = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            if failing_over {
+                if let Some(line) =
+                    crate::state::replication::abort_failover("Write error to failover target")
+                {
+                    rlog(server, false, &line);
+                }
+            }
+            return Err(e);
+        }
+    };
+    // Redis expects +CONTINUE; a full resync is fine too. Anything else abandons the
+    // failover: this server is a master again.
+    if failing_over {
+        if r.starts_with("+FULLRESYNC") || r.starts_with("+CONTINUE") {
+            crate::state::replication::clear_failover();
+        } else {
+            if let Some(line) =
+                crate::state::replication::abort_failover("Failover target rejected psync request")
+            {
+                rlog(server, false, &line);
+            }
+            return Err(format!("PSYNC FAILOVER refused: {r}"));
+        }
+    }
     let any: std::net::SocketAddr = peer;
     let handle = server.clients.register(any, local);
     repl().master_client.store(handle.id, Ordering::Relaxed);

@@ -67,6 +67,70 @@ pub struct Repl {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// FAILOVER's progress (master side).
+    pub failover: Mutex<Failover>,
+}
+
+/// Where a FAILOVER stands (Redis's `failover_state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailoverPhase {
+    #[default]
+    None,
+    /// Writes are paused; waiting for a replica to acknowledge every byte of the stream.
+    WaitForSync,
+    /// This server follows the chosen replica and asks it, with `PSYNC ... FAILOVER`, to
+    /// become the master.
+    InProgress,
+}
+
+impl FailoverPhase {
+    /// INFO replication's `master_failover_state`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailoverPhase::None => "no-failover",
+            FailoverPhase::WaitForSync => "waiting-for-sync",
+            FailoverPhase::InProgress => "failover-in-progress",
+        }
+    }
+}
+
+/// A FAILOVER in progress: its phase, its target (given, or the first replica found in
+/// sync), its deadline (Unix ms) and FORCE.
+#[derive(Clone, Debug, Default)]
+pub struct Failover {
+    pub phase: FailoverPhase,
+    pub target: Option<(String, u16)>,
+    pub deadline_ms: Option<u64>,
+    pub force: bool,
+}
+
+/// Ends a failover, done or abandoned: writes resume (Redis's `clearFailoverState`).
+pub fn clear_failover() {
+    *repl().failover.lock() = Failover::default();
+    crate::state::pause::unpause(crate::state::pause::Purpose::Failover);
+}
+
+/// Abandons a failover (Redis's `abortFailover`): a server already following its target
+/// becomes a master again. The line logged, or None when there was no failover.
+pub fn abort_failover(reason: &str) -> Option<String> {
+    let f = repl().failover.lock().clone();
+    if f.phase == FailoverPhase::None {
+        return None;
+    }
+    let line = match &f.target {
+        Some((h, p)) => format!("FAILOVER to {h}:{p} aborted: {reason}"),
+        None => format!("FAILOVER to any replica aborted: {reason}"),
+    };
+    if f.phase == FailoverPhase::InProgress {
+        unfollow();
+    }
+    clear_failover();
+    Some(line)
+}
+
+/// The failover's phase.
+pub fn failover_phase() -> FailoverPhase {
+    repl().failover.lock().phase
 }
 
 /// A flag of the replica's link, holding the generation of the link that set it (0: clear).
@@ -114,6 +178,12 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     sync_full: AtomicU64::new(0),
     sync_partial_ok: AtomicU64::new(0),
     sync_partial_err: AtomicU64::new(0),
+    failover: Mutex::new(Failover {
+        phase: FailoverPhase::None,
+        target: None,
+        deadline_ms: None,
+        force: false,
+    }),
 });
 
 pub fn repl() -> &'static Repl {
@@ -373,7 +443,7 @@ pub fn info(backlog_size: u64, replica_priority: u64, announced: bool) -> Vec<(S
             );
         }
     }
-    kv("master_failover_state", "no-failover".into());
+    kv("master_failover_state", failover_phase().name().into());
     let replid = if is_replica() && !r.master_replid.lock().is_empty() {
         r.master_replid.lock().clone()
     } else {
