@@ -1718,6 +1718,8 @@ def publish(md, results):
         "1 is better for throughput and hit ratio, below 1 is better for memory. Where a DOC.*",
         "command is compared with a Redis command, the Redis column runs what a Redis user would",
         "run instead (named after \"vs\"). Machines are noisy: compare ratios within one run.",
+        "Figures from earlier runs, with the notes that went with them, are kept in",
+        "[architecture-history.md](architecture-history.md) (not regenerated).",
         "",
         f"redis-server: `{results.get('redis_version', '')}`",
         "",

@@ -1,7 +1,7 @@
 //! Pub/sub family: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB, and the
 //! sharded SSUBSCRIBE SUNSUBSCRIBE SPUBLISH as Redis 7 without cluster mode: shard channels
 //! are a namespace of their own (no patterns), counted apart from the others.
-//! The registry and delivery live in `server::pubsub`; these handlers keep the client's own
+//! The registry and delivery live in `state::pubsub`; these handlers keep the client's own
 //! subscription sets and build Redis's confirmation replies (push frames in RESP3).
 use crate::commands::args::{Args, CommandError};
 use crate::commands::spec::{family, flag::*, CmdResult, CommandSpec, KeySpec};
