@@ -950,10 +950,16 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
                 &(ctx.server.blocking.blocked_clients() + crate::state::pause::postponed()),
             );
             kv("tracking_clients", &s.tracking.info().0);
+            let all = s.clients.all();
             kv(
                 "pubsub_clients",
-                &s.clients.all().iter().filter(|c| c.is_pubsub()).count(),
+                &all.iter().filter(|c| c.is_pubsub()).count(),
             );
+            kv(
+                "watching_clients",
+                &all.iter().filter(|c| c.meta.lock().watch > 0).count(),
+            );
+            kv("total_watched_keys", &s.watches.watched_keys());
         }
         "memory" => {
             let rss = crate::util::proc::rss_bytes();
@@ -1047,6 +1053,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("latest_fork_usec", &fork_us);
             kv("total_forks", &forks);
             kv("migrate_cached_sockets", &super::migrate::cached_sockets());
+            kv(
+                "client_query_buffer_limit_disconnections",
+                &g(&st.qbuf_limit_disconnections),
+            );
             kv(
                 "client_output_buffer_limit_disconnections",
                 &s.pubsub.limit_disconnections.load(Ordering::Relaxed),

@@ -186,6 +186,8 @@ fn watch(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             ctx.client.watched.push((db, key.clone()));
         }
     }
+    let n = ctx.client.watched.len() as u32;
+    ctx.client.with_meta(|m| m.watch = n);
     Ok(Reply::ok())
 }
 
@@ -197,9 +199,14 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
 /// Forgets every watched key and clears the dirty flag (EXEC, DISCARD, UNWATCH, RESET,
 /// disconnect).
 pub fn unwatch_all(ctx: &mut Ctx<'_>) {
+    if ctx.client.watched.is_empty() {
+        ctx.client.watch_dirty.store(false, Ordering::Release);
+        return;
+    }
     for (db, key) in ctx.client.watched.drain(..) {
         ctx.server.watches.unwatch(db, &key, ctx.client.handle.id);
     }
+    ctx.client.with_meta(|m| m.watch = 0);
     ctx.client.watch_dirty.store(false, Ordering::Release);
 }
 

@@ -497,6 +497,10 @@ pub fn serve<S: ClientStream>(
             }
             handle.bufs.input(inbuf.len(), inbuf.capacity());
             if inbuf.len() > server.conn_settings.qbuf_limit.load(Ordering::Relaxed) as usize {
+                server
+                    .stats
+                    .qbuf_limit_disconnections
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     client = handle.id,
                     "closing client that reached max query buffer length"

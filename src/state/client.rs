@@ -254,6 +254,8 @@ pub struct ClientMeta {
     pub no_evict: bool,
     /// CLIENT NO-TOUCH: this client's commands (but TOUCH) leave the keys' access clocks.
     pub no_touch: bool,
+    /// Keys the client WATCHes (CLIENT LIST `watch`, INFO `watching_clients`).
+    pub watch: u32,
     /// The ACL user (CLIENT LIST `user`, CLIENT KILL USER); empty: `default`.
     pub user: Text,
 }
@@ -382,6 +384,7 @@ impl ClientHandle {
         let psub = h.psub_count.load(Ordering::Relaxed);
         let ssub = h.ssub_count.load(Ordering::Relaxed);
         let multi = h.multi_len.load(Ordering::Relaxed);
+        let watch = m.watch;
         // Redis's flag letters: O monitor, P subscribed, x in MULTI; N when none applies.
         let mut flags = String::new();
         if h.monitor.load(Ordering::Relaxed) {
@@ -405,7 +408,7 @@ impl ClientHandle {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
             h.addr,
             h.laddr,
@@ -419,6 +422,7 @@ impl ClientHandle {
             psub,
             ssub,
             multi,
+            watch,
             mem.qbuf,
             mem.qbuf_free,
             mem.argv_mem,

@@ -54,6 +54,8 @@ pub struct Stats {
     /// Encoded blobs of RESTORE payloads checked as `sanitize-dump-payload` asks (INFO's
     /// `dump_payload_sanitizations`).
     pub dump_payload_sanitizations: AtomicU64,
+    /// Clients closed for their query buffer (INFO `client_query_buffer_limit_disconnections`).
+    pub qbuf_limit_disconnections: AtomicU64,
     /// Keys handed to a background thread to free (FLUSHALL/FLUSHDB ASYNC) and not freed yet.
     pub lazyfree_pending: Arc<AtomicU64>,
     /// Keys freed in the background since start (or CONFIG RESETSTAT).
@@ -70,6 +72,7 @@ impl Stats {
             &self.keyspace_hits,
             &self.keyspace_misses,
             &self.dump_payload_sanitizations,
+            &self.qbuf_limit_disconnections,
             &self.lazyfreed,
         ] {
             c.store(0, Ordering::Relaxed);

@@ -42,6 +42,14 @@ impl Watches {
         &self.stripes[(self.hasher.hash_one(key) % STRIPES as u64) as usize]
     }
 
+    /// Keys watched by at least one client (INFO `total_watched_keys`).
+    pub fn watched_keys(&self) -> usize {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        self.stripes.iter().map(|s| s.lock().len()).sum()
+    }
+
     /// Registers `client` as watching `key` in `db`; false if it already was.
     pub fn watch(&self, db: usize, key: &Bytes, client: u64, flag: &Arc<AtomicBool>) -> bool {
         let mut m = self.stripe(key).lock();

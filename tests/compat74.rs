@@ -1,0 +1,73 @@
+//! What Redis 7.4 (the version INFO reports) shows that 7.0 did not: WATCH in CLIENT LIST
+//! (`watch=`) and INFO (`watching_clients`, `total_watched_keys`), and the query buffer's
+//! disconnections in INFO stats.
+
+mod support;
+
+use std::io::Write;
+use support::{eventually, info_value, q, TestServer};
+
+fn client_field(c: &mut redis::Connection, field: &str) -> String {
+    let line: String = q(c, &["CLIENT", "INFO"]).unwrap();
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn watch_is_counted_in_client_list_and_info() {
+    let s = TestServer::start(&[]);
+    let mut a = s.conn();
+    let mut b = s.conn();
+    let mut c = s.conn();
+    assert_eq!(client_field(&mut a, "watch"), "0");
+    let _: () = q(&mut a, &["WATCH", "k1", "k2"]).unwrap();
+    let _: () = q(&mut b, &["WATCH", "k2"]).unwrap();
+    assert_eq!(client_field(&mut a, "watch"), "2");
+    assert_eq!(client_field(&mut b, "watch"), "1");
+    // CLIENT LIST puts it after multi=, as 7.4 does.
+    let list: String = q(&mut c, &["CLIENT", "LIST"]).unwrap();
+    assert!(list.contains(" multi=-1 watch=2 qbuf="), "{list}");
+    assert_eq!(
+        info_value(&mut c, "clients", "watching_clients").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        info_value(&mut c, "clients", "total_watched_keys").as_deref(),
+        Some("2")
+    );
+    let _: () = q(&mut a, &["UNWATCH"]).unwrap();
+    let _: () = q(&mut b, &["MULTI"]).unwrap();
+    let _: redis::Value = q(&mut b, &["EXEC"]).unwrap();
+    assert_eq!(client_field(&mut a, "watch"), "0");
+    assert_eq!(
+        info_value(&mut c, "clients", "watching_clients").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        info_value(&mut c, "clients", "total_watched_keys").as_deref(),
+        Some("0")
+    );
+}
+
+#[test]
+fn a_query_buffer_past_its_limit_is_counted() {
+    let s = TestServer::start(&["--client-query-buffer-limit", "1mb"]);
+    let mut c = s.conn();
+    assert_eq!(
+        info_value(&mut c, "stats", "client_query_buffer_limit_disconnections").as_deref(),
+        Some("0")
+    );
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    // One unfinished bulk of 2 MB: the buffer only grows.
+    let _ = raw.write_all(b"*2\r\n$3\r\nSET\r\n$4000000\r\n");
+    let _ = raw.write_all(&vec![b'x'; 2_000_000]);
+    assert!(eventually(5.0, || info_value(
+        &mut c,
+        "stats",
+        "client_query_buffer_limit_disconnections"
+    )
+    .as_deref()
+        == Some("1")));
+}
