@@ -71,3 +71,33 @@ fn a_query_buffer_past_its_limit_is_counted() {
     .as_deref()
         == Some("1")));
 }
+
+/// BITCOUNT and BITPOS check their arguments before the key, as 7.4 does: a missing key no
+/// longer hides a syntax error.
+#[test]
+fn bit_commands_check_arguments_before_the_key() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let e = |c: &mut redis::Connection, args: &[&str]| support::err_text(q::<i64>(c, args));
+    assert_eq!(e(&mut c, &["BITCOUNT", "nokey", "0"]), "ERR syntax error");
+    assert_eq!(
+        e(&mut c, &["BITCOUNT", "nokey", "0", "1", "BAD"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        e(&mut c, &["BITCOUNT", "nokey", "x", "1"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        e(&mut c, &["BITPOS", "nokey", "1", "0", "1", "BAD"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        e(&mut c, &["BITPOS", "nokey", "1", "0", "1", "BIT", "x"]),
+        "ERR syntax error"
+    );
+    let n: i64 = q(&mut c, &["BITCOUNT", "nokey", "0", "1"]).unwrap();
+    assert_eq!(n, 0);
+    let n: i64 = q(&mut c, &["BITPOS", "nokey", "1", "0"]).unwrap();
+    assert_eq!(n, -1);
+}

@@ -287,6 +287,19 @@ fn bit_range_to_bytes(start: &mut i64, end: &mut i64) -> (u8, u8) {
 fn bitcount(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     let rest = args.rest();
+    // The arguments are checked before the key is looked up, as Redis 7.4 does (7.0 answered
+    // 0 for a missing key whatever followed it).
+    match rest.len() {
+        0 => {}
+        2 | 3 => {
+            parse_i64(&rest[0]).ok_or_else(CommandError::not_integer)?;
+            parse_i64(&rest[1]).ok_or_else(CommandError::not_integer)?;
+            if let Some(u) = rest.get(2) {
+                index_unit(u)?;
+            }
+        }
+        _ => return Err(CommandError::syntax()),
+    }
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         let Some(e) = ks.get(h, key) else {
             return Ok(Reply::Int(0));
@@ -357,6 +370,20 @@ fn bitpos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     let bit = bit == 1;
     let rest = args.rest();
+    // Checked before the lookup, in Redis 7.4's order (start, unit, end).
+    match rest.len() {
+        0 => {}
+        1..=3 => {
+            parse_i64(&rest[0]).ok_or_else(CommandError::not_integer)?;
+            if let Some(u) = rest.get(2) {
+                index_unit(u)?;
+            }
+            if let Some(e) = rest.get(1) {
+                parse_i64(e).ok_or_else(CommandError::not_integer)?;
+            }
+        }
+        _ => return Err(CommandError::syntax()),
+    }
     ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
         let Some(e) = ks.get(h, key) else {
             return Ok(Reply::Int(if bit { -1 } else { 0 }));
