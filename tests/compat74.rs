@@ -101,3 +101,27 @@ fn bit_commands_check_arguments_before_the_key() {
     let n: i64 = q(&mut c, &["BITPOS", "nokey", "1", "0"]).unwrap();
     assert_eq!(n, -1);
 }
+
+/// In a script, XREAD BLOCK and WAITAOF answer at once as 7.4 does (7.0 refused BLOCK there,
+/// and WAITAOF did not exist).
+#[test]
+fn blocking_reads_and_waitaof_answer_at_once_in_scripts() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let v: redis::Value = q(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.call('xread','block','0','streams','s','0')",
+            "0",
+        ],
+    )
+    .unwrap();
+    assert_eq!(v, redis::Value::Nil);
+    let v: Vec<i64> = q(
+        &mut c,
+        &["EVAL", "return redis.call('waitaof','0','0','0')", "0"],
+    )
+    .unwrap();
+    assert_eq!(v, vec![0, 0]);
+}

@@ -2250,21 +2250,6 @@ fn call_with(
     if let Err(e) = crate::commands::acl::check_in_script(ctx, spec, argv) {
         return refuse(lua, &e);
     }
-    // Redis's t_stream.c refuses BLOCK from a script itself (before the STREAMS keyword).
-    if matches!(spec.name, "xread" | "xreadgroup")
-        && argv
-            .iter()
-            .take_while(|a| !crate::commands::is(a, "streams"))
-            .any(|a| crate::commands::is(a, "block"))
-    {
-        return fail(
-            lua,
-            &format!(
-                "{} command is not allowed with BLOCK option from scripts",
-                String::from_utf8_lossy(&argv[0])
-            ),
-        );
-    }
     if run.read_only && spec.has(WRITE) {
         return refuse(
             lua,

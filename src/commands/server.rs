@@ -66,7 +66,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     SRV.cmd("object", -2, container).group("generic")
         .doc("2.2.3", "A container for object introspection commands.")
         .complexity("Depends on subcommand.").subs(OBJECT_SUBCOMMANDS),
-    SRV.cmd("waitaof", 4, super::journal::waitaof).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
+    SRV.cmd("waitaof", 4, super::journal::waitaof).flags(BLOCKING).acl(acl::CONNECTION).group("generic")
         .doc("7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.")
         .args("numlocal:integer numreplicas:integer timeout:integer"),
     SRV.cmd("wait", 3, wait).flags(NOSCRIPT).acl(acl::CONNECTION).group("generic")
