@@ -529,4 +529,18 @@ fn a_replica_is_listed_by_its_announced_address() {
         support::info_value(&mut r, "replication", "replica_announced").as_deref(),
         Some("0")
     );
+    // The backlog the replica reads from is measured in MEMORY STATS.
+    for i in 0..100 {
+        let _: () = support::q(&mut m, &["SET", &format!("k{i}"), "v"]).unwrap();
+    }
+    let stats: Vec<redis::Value> = support::q(&mut m, &["MEMORY", "STATS"]).unwrap();
+    let backlog = stats
+        .chunks(2)
+        .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == b"replication.backlog"))
+        .and_then(|kv| match kv[1] {
+            redis::Value::Int(n) => Some(n),
+            _ => None,
+        })
+        .expect("replication.backlog");
+    assert!(backlog > 0, "{backlog}");
 }

@@ -131,7 +131,10 @@ pub fn memory_stats(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         field("peak.allocated", int(m.peak)),
         field("total.allocated", int(m.total)),
         field("startup.allocated", int(m.startup)),
-        field("replication.backlog", int(0)),
+        field(
+            "replication.backlog",
+            int(crate::store::journal::feed().map_or(0, |f| f.allocated() as u64)),
+        ),
         field("clients.slaves", int(0)),
         field("clients.normal", int(m.clients_normal)),
         field("cluster.links", int(0)),

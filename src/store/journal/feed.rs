@@ -72,6 +72,11 @@ impl Feed {
         self.inner.lock().cap
     }
 
+    /// Bytes the backlog's ring has allocated (MEMORY STATS `replication.backlog`).
+    pub fn allocated(&self) -> usize {
+        self.inner.lock().ring.capacity()
+    }
+
     /// (first byte offset, bytes held): INFO's `repl_backlog_first_byte_offset` and
     /// `repl_backlog_histlen`. The first byte held has offset `offset - held + 1`.
     pub fn window(&self) -> (u64, u64) {
