@@ -96,6 +96,11 @@ fn bit_commands_check_arguments_before_the_key() {
         e(&mut c, &["BITPOS", "nokey", "1", "0", "1", "BIT", "x"]),
         "ERR syntax error"
     );
+    let _: () = q(&mut c, &["SET", "s", "foobar"]).unwrap();
+    assert_eq!(
+        e(&mut c, &["BITCOUNT", "s", "-1", "-2", "FOO"]),
+        "ERR syntax error"
+    );
     let n: i64 = q(&mut c, &["BITCOUNT", "nokey", "0", "1"]).unwrap();
     assert_eq!(n, 0);
     let n: i64 = q(&mut c, &["BITPOS", "nokey", "1", "0"]).unwrap();
