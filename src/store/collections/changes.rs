@@ -7,8 +7,7 @@
 //! drop), the TTL monitor after each batch, `DOC.DROP`/`DOC.RENAME` after their critical
 //! section. The append takes the feed's append lock, then the stream's shard lock, and is
 //! never made under a document shard's lock, so the ascending shard order is never broken
-//! (the stream's shard may be lower than the document's). See ARCHITECTURE.md, "How a
-//! collection's changes reach its stream".
+//! (the stream's shard may be lower than the document's).
 
 use super::{Change, ChangeFeed};
 use crate::documents::changes::{Op, Payload, Pending};
