@@ -192,6 +192,29 @@ def free_port():
             return port
 
 
+def free_cluster_port():
+    """A free port whose cluster bus port (+10000) is free too; at most 55535, as Redis's
+    cluster mode requires."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, 55536)
+        if port == 6379:
+            continue
+        socks = []
+        try:
+            for p in (port, port + 10000):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise HarnessError("no free port pair for a cluster node")
+
+
 def run(cmd, timeout, stdin=None):
     """Runs `cmd`; returns (exit code or None on timeout, stdout, stderr). Never raises on
     failure of the command itself."""
@@ -315,14 +338,14 @@ class Env:
             else args.redis_server
         self.tide_bin = os.path.abspath(args.tidecache)
 
-    def redis(self, tag, *extra):
-        port = free_port()
+    def redis(self, tag, *extra, port=None):
+        port = port or free_port()
         argv = [self.redis_bin, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--daemonize", "no", "--logfile", "", *extra]
         return Server("redis", argv, port, tag).start()
 
-    def tide(self, tag, *extra):
-        port = free_port()
+    def tide(self, tag, *extra, port=None):
+        port = port or free_port()
         argv = [self.tide_bin, "--port", str(port), "--loglevel", "warning", "--save", "", *extra]
         return Server("tidecache", argv, port, tag).start()
 
@@ -1910,7 +1933,8 @@ def cluster_node(env, kind, tag):
     """One server in cluster mode owning every slot (a cluster of one node: redis-benchmark
     needs no redirection), up once `cluster_state` is ok."""
     start = env.redis if kind == "redis" else env.tide
-    srv = start(tag, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    srv = start(tag, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                port=free_cluster_port())
     c = srv.client()
     try:
         r = c.call("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
