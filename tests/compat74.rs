@@ -130,3 +130,46 @@ fn blocking_reads_and_waitaof_answer_at_once_in_scripts() {
     .unwrap();
     assert_eq!(v, vec![0, 0]);
 }
+
+/// INFO persistence's current_save_keys_total / _processed follow a BGSAVE while it runs
+/// (they were always 0) and go back to 0 after it.
+#[test]
+fn a_running_save_reports_its_progress() {
+    let dir = std::env::temp_dir().join(format!("tc-save-progress-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = TestServer::start(&["--dir", dir.to_str().unwrap()]);
+    let mut c = s.conn();
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("SET").arg(format!("k{i}")).arg("v").ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    // 2 ms per key: the save takes about 2 s.
+    let _: String = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "2000"]).unwrap();
+    let _: String = q(&mut c, &["BGSAVE"]).unwrap();
+    let mut seen_progress = false;
+    assert!(eventually(10.0, || {
+        let total = info_value(&mut c, "persistence", "current_save_keys_total");
+        let done = info_value(&mut c, "persistence", "current_save_keys_processed")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0);
+        if total.as_deref() == Some("1000") && done > 0 && done < 1000 {
+            seen_progress = true;
+        }
+        seen_progress
+    }));
+    let _: String = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).unwrap();
+    assert!(eventually(20.0, || info_value(
+        &mut c,
+        "persistence",
+        "rdb_bgsave_in_progress"
+    )
+    .as_deref()
+        == Some("0")));
+    assert_eq!(
+        info_value(&mut c, "persistence", "current_save_keys_total").as_deref(),
+        Some("0")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -780,6 +780,10 @@ struct Persist {
     /// master's full sync): INFO's `rdb_last_load_keys_loaded` / `_expired`.
     last_load_keys: AtomicU64,
     last_load_expired: AtomicU64,
+    /// The snapshot being copied (a save or a rewrite): keys at its cut and keys copied so
+    /// far; 0 when none runs.
+    save_keys_total: AtomicU64,
+    save_keys_processed: AtomicU64,
     last_save_cow: AtomicU64,
     /// The key space's change counter when the last successful save took its cut.
     dirty_at_save: AtomicU64,
@@ -825,6 +829,8 @@ static P: Persist = Persist {
     saves: AtomicU64::new(0),
     last_load_keys: AtomicU64::new(0),
     last_load_expired: AtomicU64::new(0),
+    save_keys_total: AtomicU64::new(0),
+    save_keys_processed: AtomicU64::new(0),
     last_save_cow: AtomicU64::new(0),
     dirty_at_save: AtomicU64::new(0),
     last_bgsave_try: AtomicU64::new(0),
@@ -903,20 +909,32 @@ fn each_item(
     let mut pacer = Pacer::new();
     // rdb-key-save-delay, and the stand-in child whose death aborts the copy (`child`).
     let mut child = child.unwrap_or_else(|| SaveChild::start(paced));
-    for shard in 0..server.store.shard_count() {
-        while snap.next_chunk(&server.store, shard, &mut items) {
-            for it in &items {
-                sink(it)?;
-                child.key_saved()?;
-                n += 1;
-            }
-            // The next lock hold comes first thing after the rest (see `pacing`).
-            if paced {
-                pacer.rest();
+    // INFO's current_save_keys_total / _processed while the copy runs (Redis's child info).
+    let total: usize = (0..server.store.databases())
+        .map(|db| server.store.dbsize(db))
+        .sum();
+    P.save_keys_total.store(total as u64, Relaxed);
+    P.save_keys_processed.store(0, Relaxed);
+    let copied = (|| {
+        for shard in 0..server.store.shard_count() {
+            while snap.next_chunk(&server.store, shard, &mut items) {
+                for it in &items {
+                    sink(it)?;
+                    child.key_saved()?;
+                    n += 1;
+                }
+                P.save_keys_processed.store(n, Relaxed);
+                // The next lock hold comes first thing after the rest (see `pacing`).
+                if paced {
+                    pacer.rest();
+                }
             }
         }
-    }
-    Ok(n)
+        Ok(n)
+    })();
+    P.save_keys_total.store(0, Relaxed);
+    P.save_keys_processed.store(0, Relaxed);
+    copied
 }
 
 /// The journal's directory as it was opened at start (`dir` may change at run time; the
@@ -1811,8 +1829,14 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
         ("current_cow_size", "0".into()),
         ("current_cow_size_age", "0".into()),
         ("current_fork_perc", "0.00".into()),
-        ("current_save_keys_processed", "0".into()),
-        ("current_save_keys_total", "0".into()),
+        (
+            "current_save_keys_processed",
+            P.save_keys_processed.load(Relaxed).to_string(),
+        ),
+        (
+            "current_save_keys_total",
+            P.save_keys_total.load(Relaxed).to_string(),
+        ),
         (
             "rdb_changes_since_last_save",
             dirty(server)
