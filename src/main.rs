@@ -180,6 +180,14 @@ async fn run(config: Config) -> i32 {
     let mut cluster_bus = None;
     if server.config.read().get_bool("cluster-enabled") {
         let bound = server.port.load(std::sync::atomic::Ordering::Relaxed) as u16;
+        // The bus port is 10000 above the client port unless cluster-port names one: Redis's
+        // clusterInit refuses a client port that leaves no room for it.
+        if bound > 55535 && server.config.read().get_u64("cluster-port") == 0 {
+            let msg = "Redis port number too high. Cluster communication port is 10,000 port numbers higher than your Redis port. Your Redis port number must be 55535 or less.";
+            log.line(Level::Warning, msg);
+            eprintln!("{msg}");
+            return 1;
+        }
         let started = {
             let cfg = server.config.read();
             tidecache::state::cluster::Cluster::start(&cfg, bound)

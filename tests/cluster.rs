@@ -25,6 +25,38 @@ fn standalone_reports_cluster_disabled() {
     assert!(e.contains("cluster support disabled"), "{e}");
 }
 
+/// A client port above 55535 leaves no room for the bus port (+10000): the start stops, as
+/// Redis's does, unless cluster-port names the bus port.
+#[test]
+fn a_client_port_without_room_for_the_bus_stops_the_start() {
+    let dir = std::env::temp_dir().join(format!("tc-cluster-highport-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    // A free port above 55535.
+    let port = (55536..65000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free high port");
+    let out = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--cluster-enabled",
+            "yes",
+            "--save",
+            "",
+        ])
+        .args(["--dir", dir.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Your Redis port number must be 55535 or less."),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn three_masters_made_by_redis_cli_redirect_and_survive_a_restart() {
     if !redis_server_available() {
