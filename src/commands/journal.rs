@@ -1926,7 +1926,7 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
                 "aof_pending_rewrite",
                 (P.rewrite_scheduled.load(Relaxed) as u8).to_string(),
             ),
-            ("aof_buffer_length", "0".into()),
+            ("aof_buffer_length", j.buffered().0.to_string()),
             ("aof_pending_bio_fsync", "0".into()),
             ("aof_delayed_fsync", "0".into()),
         ]);

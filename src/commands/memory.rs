@@ -138,7 +138,12 @@ pub fn memory_stats(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         field("clients.slaves", int(0)),
         field("clients.normal", int(m.clients_normal)),
         field("cluster.links", int(0)),
-        field("aof.buffer", int(0)),
+        field(
+            "aof.buffer",
+            int(crate::store::journal::journal()
+                .filter(|_| crate::store::journal::enabled())
+                .map_or(0, |j| j.buffered().1 as u64)),
+        ),
         field("lua.caches", int(m.lua_caches)),
         field("functions.caches", int(m.functions_caches)),
     ];

@@ -143,6 +143,13 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// Encoded records not yet written to the file, and the buffer's allocation (INFO's
+    /// `aof_buffer_length`, MEMORY STATS `aof.buffer`).
+    pub fn buffered(&self) -> (usize, usize) {
+        let m = self.merge.lock();
+        (m.buf.len(), m.buf.capacity())
+    }
+
     /// A journal appending to `file` (already at its end, `size` bytes), placing sequence
     /// numbers from `first`.
     pub fn start(file: File, size: u64, base_size: u64, first: u64, policy: u8) -> Arc<Journal> {
