@@ -115,8 +115,8 @@ fn doc_journaldrop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 /// `WAITAOF numlocal numreplicas timeout` (Redis 7.2): waits until this client's last write
-/// is fsynced. There are no replicas: `numreplicas > 0` waits out the timeout, as Redis does
-/// when no replica acknowledges.
+/// is fsynced. Replicas' fsyncs are not counted yet: `numreplicas > 0` waits out the timeout,
+/// as Redis does when no replica acknowledges.
 pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let numlocal = args.next_i64()?;
     if !(0..=1).contains(&numlocal) {

@@ -37,9 +37,9 @@ use watches::Watches;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What `INFO` and `HELLO` report as `redis_version`: clients gate features on it (redis-py's
-/// client-side cache wants 7.4). Every command and option Redis 7.1–7.4 added is here except
-/// replication, sentinel and modules, which this server has in no version (docs/SPEC.md,
-/// "Connection and server commands").
+/// client-side cache wants 7.4). The commands and options Redis 7.1–7.4 added are here; what
+/// differs is in docs/differences-redis.md (sentinel and modules this server has in no
+/// version).
 pub const REDIS_COMPAT_VERSION: &str = "7.4.0";
 
 /// Counters shown by `INFO stats` (reset by `CONFIG RESETSTAT`).
