@@ -42,7 +42,7 @@ fn main() {
         eprintln!("*** FATAL CONFIG FILE ERROR *** >>> {e}");
         std::process::exit(1);
     }
-    init_logging(&config);
+    let set_log_level = init_logging(&config);
     if let Some(Err(e)) = title_setup {
         tracing::warn!("The process title cannot be set: {e}");
     }
@@ -97,7 +97,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = runtime.block_on(run(config));
+    let code = runtime.block_on(run(config, set_log_level));
     std::process::exit(code);
 }
 
@@ -148,13 +148,14 @@ fn adjust_open_files_limit(config: &mut Config) {
     }
 }
 
-async fn run(config: Config) -> i32 {
+async fn run(config: Config, set_log_level: tidecache::state::LogLevelSetter) -> i32 {
     let log = RedisLog::new(&config);
     let port = config.get_i64("port");
     // Redis loads its append-only journal instead of the snapshot when `appendonly` is on.
     let snapshot = (config.get("appendonly") != "yes")
         .then(|| std::path::Path::new(config.get("dir")).join(config.get("dbfilename")));
     let server = Server::new(config);
+    let _ = server.log_level.set(set_log_level);
     // ACL users from `user` lines or the ACL file; an error stops the start, as in Redis.
     if let Err(e) = tidecache::commands::acl::load_at_startup(&server) {
         log.line(Level::Warning, &e);
@@ -479,15 +480,21 @@ fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
     }
 }
 
-fn init_logging(config: &Config) {
-    let level = match config.get("loglevel") {
+/// tracing's level for a `loglevel` value (the Redis-format lines are filtered apart, by
+/// `state::redis_log`).
+fn tracing_level(loglevel: &str) -> &'static str {
+    match loglevel {
         "debug" => "debug",
         "verbose" => "info",
         "notice" => "info",
         "warning" => "warn",
         _ => "off",
-    };
-    let filter = tracing_subscriber::EnvFilter::new(level);
+    }
+}
+
+/// Starts the log; what sets its level later (CONFIG SET loglevel).
+fn init_logging(config: &Config) -> tidecache::state::LogLevelSetter {
+    let filter = tracing_subscriber::EnvFilter::new(tracing_level(config.get("loglevel")));
     // A log line that cannot be written is dropped, as Redis drops it. The subscriber's
     // own report of the failure goes to standard error with `eprintln!`, which panics when
     // standard error is a closed pipe: the task that logged died with it (the signal
@@ -501,17 +508,36 @@ fn init_logging(config: &Config) {
     if logfile.as_os_str().is_empty() {
         // Colours only on a terminal, not in a file the standard error was sent to.
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        builder.with_writer(std::io::stderr).with_ansi(ansi).init();
+        let builder = builder
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .with_filter_reloading();
+        let handle = builder.reload_handle();
+        builder.init();
+        Box::new(move |level: &str| {
+            handle
+                .reload(tracing_subscriber::EnvFilter::new(tracing_level(level)))
+                .map_err(|e| e.to_string())
+        })
     } else {
         match std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(logfile)
         {
-            Ok(f) => builder
-                .with_writer(std::sync::Mutex::new(f))
-                .with_ansi(false)
-                .init(),
+            Ok(f) => {
+                let builder = builder
+                    .with_writer(std::sync::Mutex::new(f))
+                    .with_ansi(false)
+                    .with_filter_reloading();
+                let handle = builder.reload_handle();
+                builder.init();
+                Box::new(move |level: &str| {
+                    handle
+                        .reload(tracing_subscriber::EnvFilter::new(tracing_level(level)))
+                        .map_err(|e| e.to_string())
+                })
+            }
             Err(e) => {
                 eprintln!("Can't open the log file '{}': {e}", logfile.display());
                 std::process::exit(1);

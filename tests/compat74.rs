@@ -173,3 +173,50 @@ fn a_running_save_reports_its_progress() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CONFIG SET loglevel changes the level of every log line, not only the Redis-format ones:
+/// a protocol error is logged at debug level once `debug` is set, and no longer after
+/// `warning`.
+#[test]
+fn config_set_loglevel_reaches_the_whole_log() {
+    let dir = std::env::temp_dir().join(format!("tc-loglevel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // With a log file the banner TestServer reads goes there: started on a port found free.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args(["--port", &port.to_string(), "--save", ""])
+        .args(["--dir", dir.to_str().unwrap(), "--logfile", "tc.log"])
+        .spawn()
+        .expect("spawn");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    assert!(eventually(10.0, || client.get_connection().is_ok()));
+    let mut c = client.get_connection().unwrap();
+    let bad = || {
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = raw.write_all(b"*a\r\n");
+        let mut buf = [0u8; 64];
+        let _ = std::io::Read::read(&mut raw, &mut buf);
+    };
+    let logged = || {
+        std::fs::read_to_string(dir.join("tc.log"))
+            .unwrap_or_default()
+            .matches("protocol error")
+            .count()
+    };
+    bad();
+    assert_eq!(logged(), 0);
+    let _: String = q(&mut c, &["CONFIG", "SET", "loglevel", "debug"]).unwrap();
+    bad();
+    assert!(eventually(5.0, || logged() == 1));
+    let _: String = q(&mut c, &["CONFIG", "SET", "loglevel", "warning"]).unwrap();
+    bad();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(logged(), 1);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -528,6 +528,7 @@ enum Apply {
     TlsPort,
     Oom,
     Title,
+    LogLevel,
 }
 
 impl Apply {
@@ -538,6 +539,7 @@ impl Apply {
             "tls-port" => Apply::TlsPort,
             "oom-score-adj" | "oom-score-adj-values" => Apply::Oom,
             "proc-title-template" => Apply::Title,
+            "loglevel" => Apply::LogLevel,
             n if n.starts_with("tls-") => Apply::Tls,
             _ => return None,
         })
@@ -591,12 +593,17 @@ impl Apply {
             Apply::Title => server
                 .set_proc_title()
                 .map_err(|e| logged(e, "failed to set process title")),
+            Apply::LogLevel => {
+                let level = server.config.read().get("loglevel").to_string();
+                match server.log_level.get() {
+                    Some(set) => set(&level).map_err(|e| logged(e, "failed to set the log level")),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
 
-/// Whether a `no | yes | local` guard setting (`enable-debug-command`,
-/// `enable-protected-configs`) lets this client through: `local` is loopback clients only.
 fn module_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     Ok(crate::commands::help_reply(
         "module",
@@ -645,6 +652,8 @@ fn module_unload(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     ))
 }
 
+/// Whether a `no | yes | local` guard setting (`enable-debug-command`,
+/// `enable-protected-configs`) lets this client through: `local` is loopback clients only.
 pub fn allowed_by(ctx: &Ctx<'_>, guard: &str) -> bool {
     match ctx.server.config.read().get(guard) {
         "yes" => true,

@@ -80,6 +80,9 @@ impl Stats {
     }
 }
 
+/// What sets the log's level from a `loglevel` value.
+pub type LogLevelSetter = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
 /// State shared by every connection.
 pub struct Server {
     pub config: RwLock<Config>,
@@ -121,6 +124,9 @@ pub struct Server {
     pub tracking: Arc<tracking::Tracking>,
     /// The TLS configuration new connections on `tls-port` get (`config::tls`).
     pub tls: crate::config::tls::TlsContext,
+    /// Sets the level of the log's own lines (CONFIG SET loglevel): installed by the binary
+    /// once its logger is, as the logger is made before the server.
+    pub log_level: std::sync::OnceLock<LogLevelSetter>,
     /// Binds a RESP listener anew (`CONFIG SET port` / `tls-port`): installed by the network
     /// side, which owns the listening sockets, once it accepts; see `Server::rebind`.
     pub rebind: std::sync::OnceLock<RebindHook>,
@@ -260,6 +266,7 @@ impl Server {
             acl,
             tracking,
             tls: Default::default(),
+            log_level: std::sync::OnceLock::new(),
             rebind: std::sync::OnceLock::new(),
             cluster: std::sync::OnceLock::new(),
         })
