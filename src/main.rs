@@ -492,6 +492,17 @@ fn tracing_level(loglevel: &str) -> &'static str {
     }
 }
 
+/// What sets the log's level through its filter's reload handle (one per writer type).
+fn level_setter<S: 'static>(
+    handle: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, S>,
+) -> tidecache::state::LogLevelSetter {
+    Box::new(move |level: &str| {
+        handle
+            .reload(tracing_subscriber::EnvFilter::new(tracing_level(level)))
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// Starts the log; what sets its level later (CONFIG SET loglevel).
 fn init_logging(config: &Config) -> tidecache::state::LogLevelSetter {
     let filter = tracing_subscriber::EnvFilter::new(tracing_level(config.get("loglevel")));
@@ -512,13 +523,9 @@ fn init_logging(config: &Config) -> tidecache::state::LogLevelSetter {
             .with_writer(std::io::stderr)
             .with_ansi(ansi)
             .with_filter_reloading();
-        let handle = builder.reload_handle();
+        let setter = level_setter(builder.reload_handle());
         builder.init();
-        Box::new(move |level: &str| {
-            handle
-                .reload(tracing_subscriber::EnvFilter::new(tracing_level(level)))
-                .map_err(|e| e.to_string())
-        })
+        setter
     } else {
         match std::fs::OpenOptions::new()
             .create(true)
@@ -530,13 +537,9 @@ fn init_logging(config: &Config) -> tidecache::state::LogLevelSetter {
                     .with_writer(std::sync::Mutex::new(f))
                     .with_ansi(false)
                     .with_filter_reloading();
-                let handle = builder.reload_handle();
+                let setter = level_setter(builder.reload_handle());
                 builder.init();
-                Box::new(move |level: &str| {
-                    handle
-                        .reload(tracing_subscriber::EnvFilter::new(tracing_level(level)))
-                        .map_err(|e| e.to_string())
-                })
+                setter
             }
             Err(e) => {
                 eprintln!("Can't open the log file '{}': {e}", logfile.display());

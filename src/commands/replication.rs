@@ -50,7 +50,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     let port = crate::util::num::parse_i64(&port)
         .filter(|p| (0..=65535).contains(p))
-        .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+        .ok_or_else(CommandError::not_integer)?;
     let host = text(&host).to_string();
     let same = replication::repl()
         .master
@@ -91,7 +91,7 @@ fn replconf(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if is(opt, "listening-port") {
             let p = crate::util::num::parse_i64(val)
                 .filter(|p| (0..=65535).contains(p))
-                .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+                .ok_or_else(CommandError::not_integer)?;
             replication::repl().confs.lock().entry(id).or_default().port = Some(p as u16);
         } else if is(opt, "ip-address") {
             replication::repl().confs.lock().entry(id).or_default().ip =
@@ -160,8 +160,7 @@ fn psync(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     no_chaining()?;
     let replid = text(&all[0]).to_string();
-    let offset = crate::util::num::parse_i64(&all[1])
-        .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+    let offset = crate::util::num::parse_i64(&all[1]).ok_or_else(CommandError::not_integer)?;
     replication::hand_off(Psync {
         replid: Some(replid),
         offset,
@@ -195,8 +194,8 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     while j < all.len() {
         let a = &all[j];
         if is(a, "timeout") && j + 1 < all.len() && timeout_ms == 0 {
-            timeout_ms = crate::util::num::parse_i64(&all[j + 1])
-                .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+            timeout_ms =
+                crate::util::num::parse_i64(&all[j + 1]).ok_or_else(CommandError::not_integer)?;
             if timeout_ms <= 0 {
                 return Err(CommandError::msg(
                     "ERR FAILOVER timeout must be greater than 0",
@@ -204,8 +203,8 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             }
             j += 2;
         } else if is(a, "to") && j + 2 < all.len() && target.is_none() {
-            let port = crate::util::num::parse_i64(&all[j + 2])
-                .ok_or_else(|| CommandError::msg("ERR value is not an integer or out of range"))?;
+            let port =
+                crate::util::num::parse_i64(&all[j + 2]).ok_or_else(CommandError::not_integer)?;
             target = Some((text(&all[j + 1]).to_string(), port));
             j += 3;
         } else if is(a, "force") && !force {

@@ -130,26 +130,38 @@ impl PubSub {
         p
     }
 
-    /// Whether an output-buffer limit applies to the client's class.
-    pub fn output_limit_applies(&self, client: &ClientHandle) -> bool {
-        let (hard, soft, _) = if client.is_pubsub() {
+    /// The limits of the class a client's replies count in (Redis's `getClientType`):
+    /// pubsub while it is subscribed, else normal.
+    fn reply_limits(&self, client: &ClientHandle) -> (u64, u64, u64) {
+        if client.is_pubsub() {
             self.pubsub_limit.get()
         } else {
             self.normal_limit.get()
-        };
+        }
+    }
+
+    /// Counts and logs a client past its output-buffer limit; the caller closes it.
+    fn closing(&self, client: &ClientHandle, bytes: u64) {
+        self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            client = client.id,
+            bytes,
+            "Client scheduled to be closed ASAP for overcoming of output buffer limits."
+        );
+    }
+
+    /// Whether an output-buffer limit applies to the client's class.
+    pub fn output_limit_applies(&self, client: &ClientHandle) -> bool {
+        let (hard, soft, _) = self.reply_limits(client);
         hard > 0 || soft > 0
     }
 
     /// Whether a client with `pending` bytes of output not yet written is past its
-    /// output-buffer limit (Redis's `checkClientOutputBufferLimits`): the class is pubsub
-    /// for a subscribed client, else normal; the hard limit at once, the soft one once held
-    /// for its seconds. Counted and logged when true: the caller closes the client.
+    /// output-buffer limit (Redis's `checkClientOutputBufferLimits`): the hard limit at once,
+    /// the soft one once held for its seconds. Counted and logged when true: the caller
+    /// closes the client.
     pub fn output_over_limit(&self, client: &ClientHandle, pending: usize) -> bool {
-        let (hard, soft, secs) = if client.is_pubsub() {
-            self.pubsub_limit.get()
-        } else {
-            self.normal_limit.get()
-        };
+        let (hard, soft, secs) = self.reply_limits(client);
         if hard == 0 && soft == 0 {
             return false;
         }
@@ -159,12 +171,7 @@ impl PubSub {
             .outbox
             .over_soft_limit(soft > 0 && pending >= soft, secs, || self.now_ms());
         if over_hard || over_soft {
-            self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                client = client.id,
-                bytes = pending,
-                "Client scheduled to be closed ASAP for overcoming of output buffer limits."
-            );
+            self.closing(client, pending);
             return true;
         }
         false
@@ -391,12 +398,7 @@ impl PubSub {
         let over_hard = hard > 0 && total as u64 > hard;
         let over_soft = ob.over_soft_limit(soft > 0 && total as u64 > soft, secs, || self.now_ms());
         if over_hard || over_soft {
-            self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                client = client.id,
-                bytes = total,
-                "closing client that exceeded its output buffer limit"
-            );
+            self.closing(client, total as u64);
             client.kill();
             ob.clear();
         } else {
