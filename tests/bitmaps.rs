@@ -116,10 +116,7 @@ fn random_sequences_reply_as_redis() {
         return;
     };
     let t = TestServer::start(&[]);
-    let rc = &mut redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let rc = &mut reference.conn();
     let tc = &mut t.conn();
     for seed in [0x9e37_79b9_7f4a_7c15u64, 42, 0xdead_beef] {
         let mut rng = Rng(seed);

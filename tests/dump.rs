@@ -218,10 +218,7 @@ fn payloads_move_both_ways() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let mut t = ours.conn();
     let keys = populate(&mut r);
     let mut identical = Vec::new();
@@ -464,10 +461,7 @@ fn legacy_encodings_load_as_on_redis() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let mut t = ours.conn();
     for (k, p) in legacy_payloads() {
         assert_eq!(restore(&mut r, k, 0, &p, &[]), "OK", "{k} on redis");
@@ -790,10 +784,7 @@ fn mutated_payloads_load_as_on_redis() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     cmd(&mut r, &["CONFIG", "SET", "sanitize-dump-payload", "yes"]);
     let mut t = ours.conn();
     let samples = sample_payloads(&mut r);
@@ -864,10 +855,7 @@ fn sanitization_counter_follows_the_setting_as_on_redis() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let mut t = ours.conn();
     let keys = populate(&mut r);
     let payloads: Vec<Vec<u8>> = keys

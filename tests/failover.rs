@@ -4,18 +4,7 @@
 
 mod support;
 
-use support::{eventually, info_value, q, replicate, ReferenceRedis, TestServer};
-
-fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    match cmd.query::<redis::Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(_) => support::err_text(cmd.query::<redis::Value>(c)),
-    }
-}
+use support::{eventually, info_value, q, replicate, reply_text, ReferenceRedis, TestServer};
 
 #[test]
 fn refusals_answer_as_redis() {
@@ -23,10 +12,7 @@ fn refusals_answer_as_redis() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let mut t = ours.conn();
     for args in [
         &["FAILOVER"][..],
@@ -39,7 +25,11 @@ fn refusals_answer_as_redis() {
         &["FAILOVER", "ABORT", "FORCE"],
         &["FAILOVER", "TO", "127.0.0.1", "1", "FORCE"],
     ] {
-        assert_eq!(reply(&mut t, args), reply(&mut r, args), "{args:?}");
+        assert_eq!(
+            reply_text(&mut t, args),
+            reply_text(&mut r, args),
+            "{args:?}"
+        );
     }
 }
 
@@ -59,14 +49,14 @@ fn the_master_hands_over_to_its_replica_and_follows_it() {
     );
     // A replica is not a target of its own; a target must be a replica.
     assert_eq!(
-        reply(&mut r, &["FAILOVER"]),
+        reply_text(&mut r, &["FAILOVER"]),
         "ERR FAILOVER is not valid when server is a replica."
     );
     assert_eq!(
-        reply(&mut m, &["FAILOVER", "TO", "127.0.0.1", "1"]),
+        reply_text(&mut m, &["FAILOVER", "TO", "127.0.0.1", "1"]),
         "ERR FAILOVER target HOST and PORT is not a replica."
     );
-    assert_eq!(reply(&mut m, &["FAILOVER"]), "ok");
+    assert_eq!(reply_text(&mut m, &["FAILOVER"]), "ok");
     assert!(
         eventually(10.0, || info_value(&mut r, "replication", "role")
             .as_deref()
@@ -132,7 +122,7 @@ fn a_failover_waits_for_sync_and_ends_by_abort_timeout_or_force() {
     };
 
     assert_eq!(
-        reply(
+        reply_text(
             &mut m,
             &["FAILOVER", "TO", "127.0.0.1", &port, "TIMEOUT", "60000"]
         ),
@@ -140,16 +130,16 @@ fn a_failover_waits_for_sync_and_ends_by_abort_timeout_or_force() {
     );
     assert_eq!(state(&mut m), "waiting-for-sync");
     assert_eq!(
-        reply(&mut m, &["FAILOVER"]),
+        reply_text(&mut m, &["FAILOVER"]),
         "ERR FAILOVER already in progress."
     );
-    assert_eq!(reply(&mut m, &["FAILOVER", "ABORT"]), "ok");
+    assert_eq!(reply_text(&mut m, &["FAILOVER", "ABORT"]), "ok");
     assert_eq!(state(&mut m), "no-failover");
     let _: () = q(&mut m, &["SET", "k", "v"]).unwrap();
 
     // A timeout without FORCE gives up, and writes resume.
     assert_eq!(
-        reply(
+        reply_text(
             &mut m,
             &["FAILOVER", "TO", "127.0.0.1", &port, "TIMEOUT", "300"]
         ),
@@ -165,7 +155,7 @@ fn a_failover_waits_for_sync_and_ends_by_abort_timeout_or_force() {
     // FORCE goes on after the timeout: the replica takes over once it runs again, with
     // what it had acknowledged and what the master sent it meanwhile.
     assert_eq!(
-        reply(
+        reply_text(
             &mut m,
             &[
                 "FAILOVER",

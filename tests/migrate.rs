@@ -128,10 +128,7 @@ fn every_type_to_redis_server() {
     let Some(reference) = ReferenceRedis::start() else {
         return;
     };
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     every_type_to(reference.port, &mut r);
 }
 
@@ -263,10 +260,7 @@ fn auth_and_auth2() {
     let Some(reference) = ReferenceRedis::start() else {
         return;
     };
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let _: () = q(
         &mut r,
         &["ACL", "SETUSER", "mover", "on", ">pw2", "~*", "+@all"],

@@ -4,18 +4,7 @@
 
 mod support;
 
-use support::{err_text, ReferenceRedis, TestServer};
-
-fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    match cmd.query::<redis::Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(_) => err_text(cmd.query::<redis::Value>(c)),
-    }
-}
+use support::{reply_text, ReferenceRedis, TestServer};
 
 #[test]
 fn module_answers_as_redis_without_modules() {
@@ -23,10 +12,7 @@ fn module_answers_as_redis_without_modules() {
         return;
     };
     let ours = TestServer::start(&[]);
-    let mut r = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r = reference.conn();
     let mut t = ours.conn();
     for args in [
         &["MODULE", "LIST"][..],
@@ -38,18 +24,22 @@ fn module_answers_as_redis_without_modules() {
         &["MODULE", "NOSUCH"],
         &["MODULE"],
     ] {
-        assert_eq!(reply(&mut t, args), reply(&mut r, args), "{args:?}");
+        assert_eq!(
+            reply_text(&mut t, args),
+            reply_text(&mut r, args),
+            "{args:?}"
+        );
     }
     // Allowed, LOAD fails as a module that cannot load fails there; UNLOAD finds nothing.
     let open = TestServer::start(&["--enable-module-command", "yes"]);
     let mut o = open.conn();
     assert_eq!(
-        reply(&mut o, &["MODULE", "LOAD", "/nonexistent/module.so"]),
+        reply_text(&mut o, &["MODULE", "LOAD", "/nonexistent/module.so"]),
         "ERR Error loading the extension. Please check the server logs."
     );
     assert_eq!(
-        reply(&mut o, &["MODULE", "UNLOAD", "nosuch"]),
+        reply_text(&mut o, &["MODULE", "UNLOAD", "nosuch"]),
         "ERR Error unloading module: no such module with that name"
     );
-    assert_eq!(reply(&mut o, &["MODULE", "LIST"]), "array([])");
+    assert_eq!(reply_text(&mut o, &["MODULE", "LIST"]), "array([])");
 }

@@ -182,6 +182,15 @@ pub fn q<T: redis::FromRedisValue>(
     cmd.query(c)
 }
 
+/// A command's reply as text, for comparing two servers' answers: the value's debug form,
+/// or an error as the server sent it ("CODE detail").
+pub fn reply_text(c: &mut redis::Connection, args: &[&str]) -> String {
+    match q::<redis::Value>(c, args) {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => err_text::<()>(Err(e)),
+    }
+}
+
 /// A command whose reply is an array of strings.
 pub fn strs(c: &mut redis::Connection, args: &[&str]) -> Vec<String> {
     q::<Vec<String>>(c, args).expect("array of strings")
@@ -268,6 +277,13 @@ impl ReferenceRedis {
             let _ = r.child.kill();
         }
         panic!("redis-server did not start on a port of its own");
+    }
+
+    /// A connection to it.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .and_then(|c| c.get_connection())
+            .expect("connect to the reference redis-server")
     }
 }
 
