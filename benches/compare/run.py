@@ -1815,6 +1815,15 @@ def persistence_markdown(p):
 # 6. TLS (`--only tls`)
 
 
+def get_set_plan(label=""):
+    """GET and SET of `key:__rand_int__` at pipeline 1 and 16: (name, command, pipeline) rows
+    for the parts that measure just those (TLS, cluster)."""
+    return [(f"{verb}{label}", cmd, pipeline)
+            for verb, cmd in (("GET", ["GET", "key:__rand_int__"]),
+                              ("SET", ["SET", "key:__rand_int__", VALUE32]))
+            for pipeline in (1, 16)]
+
+
 def make_test_certs(d):
     """A throwaway CA and a server certificate it signed (EC P-256, valid for localhost and
     127.0.0.1, two days) in `d`, made with `openssl`: (ca, cert, key) paths, or raises
@@ -1852,10 +1861,7 @@ def tls(env, quick):
     keys = 10_000 if quick else 100_000
     n = 4_000 if quick else 100_000
     rounds = 1 if quick else 3
-    plan = [("GET over TLS", ["GET", "key:__rand_int__"], 1),
-            ("GET over TLS", ["GET", "key:__rand_int__"], 16),
-            ("SET over TLS", ["SET", "key:__rand_int__", VALUE32], 1),
-            ("SET over TLS", ["SET", "key:__rand_int__", VALUE32], 16)]
+    plan = get_set_plan(" over TLS")
     rows = [{"workload": name, "pipeline": p, "redis": None, "tidecache": None,
              "redis_error": None, "tidecache_error": None} for name, _, p in plan]
     d = tempfile.mkdtemp(prefix="tls-", dir=OUT)
@@ -1961,10 +1967,7 @@ def cluster(env, quick):
     n = 20_000 if quick else 200_000
     rounds = 1 if quick else 5
     mem_keys = 100_000 if quick else 1_000_000
-    plan = [("GET", ["GET", "key:__rand_int__"], 1),
-            ("GET", ["GET", "key:__rand_int__"], 16),
-            ("SET", ["SET", "key:__rand_int__", VALUE32], 1),
-            ("SET", ["SET", "key:__rand_int__", VALUE32], 16)]
+    plan = get_set_plan()
     order = [("redis", "standalone"), ("redis", "cluster"),
              ("tidecache", "standalone"), ("tidecache", "cluster")]
     servers = {}
