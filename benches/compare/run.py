@@ -1147,6 +1147,28 @@ def zipf(env, quick):
 # reports
 
 
+def build_label(binary):
+    """Which build `binary` is, as the results page names it: README's `cargo build
+    --release` (laid out by the committed profile when the toolchain's LLVM reads it, as
+    scripts/rustc-pgo decides), or another binary given with --tidecache."""
+    default = os.path.join(ROOT, "target", "release", "tidecache-server")
+    if os.path.realpath(binary) != os.path.realpath(default):
+        return f"{binary} (given with --tidecache)"
+    try:
+        with open(os.path.join(ROOT, "pgo", "llvm-major")) as f:
+            want = f.read().strip()
+        with open(os.path.join(ROOT, "pgo", "trained-on")) as f:
+            trained = f.read().strip()[:12]
+        llvm = run(["rustc", "-vV"], 30)[1]
+        have = next((line.split(":")[1].strip().split(".")[0] for line in llvm.splitlines()
+                     if line.startswith("LLVM version:")), None)
+    except OSError:
+        return "cargo build --release (no profile in pgo/)"
+    if have != want:
+        return f"cargo build --release (rustc's LLVM {have} cannot read the LLVM {want} profile: no profile-guided layout)"
+    return f"cargo build --release (laid out by pgo/tidecache.profdata, trained on {trained})"
+
+
 def machine():
     cpu = platform.processor() or platform.machine()
     try:
@@ -2086,13 +2108,7 @@ def main():
                     help="also write docs/BENCHMARKS.md and docs/compare.svg (after a full run)")
     ap.add_argument("--redis-server", default="redis-server")
     ap.add_argument("--tidecache", default=os.path.join(ROOT, "target", "release", "tidecache-server"))
-    ap.add_argument("--pgo", action="store_true",
-                    help="measure the profile-guided build of scripts/pgo-build.sh (built here "
-                    "unless --no-build; the one docs/BENCHMARKS.md publishes)")
     args = ap.parse_args()
-    if args.pgo:
-        args.tidecache = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")),
-                                      "pgo", "tidecache-server")
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(parts) - {"throughput", "memory", "expiry", "zipf", "tls", "threads",
                             "persistence", "cluster"}
@@ -2110,12 +2126,7 @@ def main():
                 raise HarnessError(f"{tool} not found (apt-get install redis-tools)")
         if run([args.redis_server, "--version"], 10)[0] != 0:
             raise HarnessError(f"{args.redis_server} not found (apt-get install redis-server)")
-        if args.pgo and not args.no_build:
-            log("scripts/pgo-build.sh (instrumented build, training run, build with the profile)")
-            rc, _, err = run(["bash", os.path.join(ROOT, "scripts", "pgo-build.sh")], 5400)
-            if rc != 0:
-                raise HarnessError(f"scripts/pgo-build.sh failed: {err[-2000:]}")
-        elif not args.no_build:
+        if not args.no_build:
             log("cargo build --release")
             rc, _, err = run(["cargo", "build", "--release", "--manifest-path",
                               os.path.join(ROOT, "Cargo.toml")], 1800)
@@ -2124,8 +2135,7 @@ def main():
         env = Env(args)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         results = {"date": stamp, "machine": machine(), "mode": "quick" if args.quick else "full",
-                   "build": "profile-guided (scripts/pgo-build.sh)" if args.pgo
-                   else "cargo build --release",
+                   "build": build_label(args.tidecache),
                    "redis_version": run([args.redis_server, "--version"], 10)[1].strip()}
         if "throughput" in parts:
             results["throughput"] = throughput(env, args.quick)
