@@ -253,10 +253,6 @@ pub fn wrongtype() -> Reply {
     Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
 }
 
-pub fn syntax_error() -> Reply {
-    Reply::error("ERR syntax error")
-}
-
 /// The error for an unknown subcommand: `ERR unknown subcommand 'x'. Try CLIENT HELP.`
 pub fn unknown_subcommand(container: &str, sub: &[u8]) -> Reply {
     let sub: String = String::from_utf8_lossy(sub).chars().take(128).collect();

@@ -366,10 +366,6 @@ impl CommandSpec {
         }
         self
     }
-    /// A row whose implementation has not landed: it answers a clear error.
-    pub const fn planned(self, name: &'static str, arity: i32) -> CommandSpec {
-        self.cmd(name, arity, not_yet_implemented)
-    }
     /// Adds [`flag`]s.
     pub const fn flags(mut self, f: u32) -> CommandSpec {
         self.flags |= f;

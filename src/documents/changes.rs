@@ -138,8 +138,4 @@ impl ChangeFeed {
             append(batch);
         }
     }
-
-    pub fn pending_len(&self) -> usize {
-        self.pending.lock().len()
-    }
 }

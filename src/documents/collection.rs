@@ -1131,14 +1131,6 @@ impl CollectionShard {
         Ok(())
     }
 
-    /// Whether the collection has a unique secondary index.
-    pub fn has_unique(&self) -> bool {
-        self.indexes
-            .iter()
-            .filter_map(IndexShard::as_ordered)
-            .any(|o| o.unique.is_some())
-    }
-
     /// The secondary index specs, in creation order (every shard's part holds the same).
     pub fn index_specs(&self) -> Vec<Arc<IndexSpec>> {
         self.indexes

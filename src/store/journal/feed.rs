@@ -182,12 +182,6 @@ impl Feed {
         self.resolve_marks(&mut m);
         rx
     }
-
-    /// Raw bytes of the stream outside any command (the PING sent to replicas): a record
-    /// of its own at number `seq`.
-    pub fn submit_raw(&self, seq: u64, bytes: Vec<u8>) {
-        self.submit(&[seq], vec![Sub { db: None, bytes }]);
-    }
 }
 
 #[cfg(test)]
