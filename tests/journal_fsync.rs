@@ -53,6 +53,17 @@ struct Traced {
 
 impl Traced {
     fn start(dir: &Path, policy: &str, inject: &str) -> Traced {
+        Traced::start_with(dir, policy, inject, &[], &[])
+    }
+
+    /// [`Traced::start`] with more server arguments and environment.
+    fn start_with(
+        dir: &Path,
+        policy: &str,
+        inject: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Traced {
         let log = dir.join("strace.log");
         let mut strace = Command::new("strace")
             .args(["-f", "-qq", "--seccomp-bpf", "-e", "signal=none"])
@@ -64,6 +75,8 @@ impl Traced {
             .args(["--port", "0", "--loglevel", "notice", "--dir"])
             .arg(dir)
             .args(["--appendonly", "yes", "--appendfsync", policy])
+            .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -276,6 +289,113 @@ fn concurrent_writers_share_fsyncs_and_each_waits_for_one() {
     // One by one they would take 40 fsyncs (6 s); shared, a few.
     assert!(fsyncs <= 10, "{fsyncs} fdatasyncs for 40 writers");
     assert!(took < Duration::from_secs(4), "40 writers took {took:?}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A pop served for a blocked client by another client's push is a record of its own, made
+/// after the push took its number. The popped client's reply waits for that record, and
+/// WAITAOF then counts it: on a disk whose fsync fails, WAITAOF 1 after the pop must say
+/// the pop is not on disk (it counted nothing before: the served path never told it of the
+/// pop). Two I/O threads, so the push and the pop's reply run on different threads.
+#[test]
+fn a_served_pop_waits_for_its_own_record() {
+    if !strace_works() {
+        return;
+    }
+    let dir = temp_dir("served-pop");
+    let s = Traced::start_with(&dir, "everysec", "error=EIO", &["--io-threads", "2"], &[]);
+    let mut a = s.conn();
+    let mut b = s.conn();
+    a.send(&["BLPOP", "q", "0"]);
+    // The BLPOP is blocked before the push arrives.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        b.ask(&["LPUSH", "q", "job"], Duration::from_secs(5)),
+        ":1\r\n"
+    );
+    assert_eq!(
+        a.reply_within(Duration::from_secs(5)),
+        "*2\r\n$1\r\nq\r\n$3\r\njob\r\n"
+    );
+    let t = Instant::now();
+    assert_eq!(
+        a.ask(&["WAITAOF", "1", "0", "300"], Duration::from_secs(5)),
+        "*2\r\n:0\r\n:0\r\n",
+        "the pop is not on disk"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(250));
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under `always` on a slow disk (each fsync 150 ms), the popped client's reply leaves only
+/// after an fsync that began once the pop's record was in the file.
+#[test]
+fn a_served_pop_under_always_waits_for_its_fsync() {
+    if !strace_works() {
+        return;
+    }
+    let dir = temp_dir("served-pop-always");
+    let s = Traced::start_with(
+        &dir,
+        "always",
+        "delay_enter=150000",
+        &["--io-threads", "2"],
+        &[],
+    );
+    let mut a = s.conn();
+    let mut b = s.conn();
+    for round in 0..5 {
+        a.send(&["BLPOP", "q", "0"]);
+        std::thread::sleep(Duration::from_millis(100));
+        let sent = Instant::now();
+        b.send(&["LPUSH", "q", &format!("job{round}")]);
+        let got = a.reply_within(Duration::from_secs(5));
+        let waited = sent.elapsed();
+        assert!(
+            got.contains(&format!("job{round}")),
+            "round {round}: {got:?}"
+        );
+        assert!(
+            waited >= Duration::from_millis(140),
+            "round {round}: the pop answered after {waited:?}, before an fsync"
+        );
+        assert_eq!(b.reply_within(Duration::from_secs(5)), ":1\r\n");
+    }
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A script run on the script thread (the current-thread runtime of
+/// TIDECACHE_CURRENT_THREAD) writes its record there: its caller's reply waits for it and
+/// WAITAOF counts it.
+#[test]
+fn a_script_on_the_script_thread_is_counted_by_waitaof() {
+    if !strace_works() {
+        return;
+    }
+    let dir = temp_dir("script-thread");
+    let s = Traced::start_with(
+        &dir,
+        "everysec",
+        "error=EIO",
+        &[],
+        &[("TIDECACHE_CURRENT_THREAD", "1")],
+    );
+    let mut a = s.conn();
+    assert_eq!(
+        a.ask(
+            &["EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "k"],
+            Duration::from_secs(5)
+        ),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        a.ask(&["WAITAOF", "1", "0", "300"], Duration::from_secs(5)),
+        "*2\r\n:0\r\n:0\r\n",
+        "the script's write is not on disk"
+    );
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -701,14 +701,7 @@ pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
 
 /// When a command ends: what the client's next replies and WAITAOF wait for.
 pub fn ended(ctx: &mut Ctx<'_>, e: journal::Ended) {
-    if e.seq > 0 {
-        ctx.client.journal_seq = ctx.client.journal_seq.max(e.seq);
-        if e.wait {
-            ctx.client.journal_wait = ctx.client.journal_wait.max(e.seq);
-        } else {
-            ctx.client.journal_written = ctx.client.journal_written.max(e.seq);
-        }
-    }
+    ctx.client.journal_ended(e);
 }
 
 /// A handler's change is journaled as `argv` instead of its own arguments (its resolved,

@@ -227,7 +227,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let runtime = tokio::runtime::Handle::try_current();
     if ctx.client.in_exec || runtime.is_err() {
         let outcome = transfer(&job);
-        let (deleted, moved) = finish(ctx.server, db, &job, &outcome);
+        let Finished { deleted, moved, .. } = finish(ctx.server, db, &job, &outcome);
         // The handler's own arguments must not be journaled: a replay would migrate again.
         // Redis propagates MIGRATE as DEL of the acknowledged keys; a collection that left
         // is journaled as the record that removes it.
@@ -253,7 +253,11 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         {
             // Not in the middle of another client's EXEC or script.
             let _shared = server.exec_gate.shared(client_id);
-            finish(&server, db, &job, &outcome);
+            let done = finish(&server, db, &job, &outcome);
+            // The reply waits for the DEL it journaled (and WAITAOF counts it).
+            server
+                .blocking
+                .owe(client_id, crate::store::journal::Ended::at(done.record));
         }
         let _ = tx.send(outcome.reply);
     });
@@ -275,15 +279,15 @@ fn dump_of(v: &crate::store::Value) -> Option<Vec<u8>> {
 /// Deletes the acknowledged keys (unless COPY) that still hold what was sent, then removes
 /// the acknowledged collections that are still what was read; returns the keys deleted and
 /// the collections removed.
-fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> (Vec<Bytes>, Vec<Bytes>) {
+fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> Finished {
+    let mut done = Finished::default();
     if job.copy || outcome.acked.is_empty() {
-        return (Vec::new(), Vec::new());
+        return done;
     }
     let (keys, colls): (Vec<usize>, Vec<usize>) = outcome
         .acked
         .iter()
         .partition(|&&i| matches!(job.items[i].what, What::Key { .. }));
-    let mut deleted = Vec::new();
     if !keys.is_empty() {
         let names: Vec<&Bytes> = keys.iter().map(|&i| &job.items[i].key).collect();
         let mut l = server.store.lock_keys(&names);
@@ -302,38 +306,53 @@ fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> (Vec<Byte
             // The same key named twice in KEYS is acknowledged twice.
             if same && ks.remove(h, &item.key).is_some() {
                 server.notify(db, class::GENERIC, "del", &item.key);
-                deleted.push(item.key.clone());
+                done.deleted.push(item.key.clone());
             }
         }
-        if !deleted.is_empty() && !crate::store::journal::recording() {
+        if !done.deleted.is_empty() && !crate::store::journal::recording() {
             // Off the command's thread there is no record to join: the DEL is one of its
             // own, numbered while the keys are still locked.
             let mut argv: Vec<&[u8]> = vec![b"DEL"];
-            argv.extend(deleted.iter().map(|k| k.as_ref()));
-            crate::store::journal::change_record(db, &argv);
+            argv.extend(done.deleted.iter().map(|k| k.as_ref()));
+            done.record = done
+                .record
+                .max(crate::store::journal::change_record(db, &argv));
         }
         drop(l);
     }
     // Each collection in a critical section of its own (the catalog held exclusively and
     // every shard's lock), after the keys' locks are released.
-    let mut moved = Vec::new();
     for &i in &colls {
         let item = &job.items[i];
         let What::Collection { stamp, .. } = &item.what else {
             continue;
         };
         let name = String::from_utf8_lossy(&item.key);
+        let mut record = 0;
         let removed = server.store.remove_moved(db, &name, Some(stamp), || {
             if !crate::store::journal::recording() {
                 // As the DEL above: a record of its own, numbered under the locks.
-                crate::store::journal::change_record(db, &[b"DOC.JOURNALDROP", name.as_bytes()]);
+                record = crate::store::journal::change_record(
+                    db,
+                    &[b"DOC.JOURNALDROP", name.as_bytes()],
+                );
             }
         });
+        done.record = done.record.max(record);
         if removed {
-            moved.push(Bytes::copy_from_slice(name.as_bytes()));
+            done.moved.push(Bytes::copy_from_slice(name.as_bytes()));
         }
     }
-    (deleted, moved)
+    done
+}
+
+/// What [`finish`] removed: the keys deleted, the collections that left, and the highest
+/// journal record it made of its own (0 when none: inside a command, they join its record).
+#[derive(Default)]
+struct Finished {
+    deleted: Vec<Bytes>,
+    moved: Vec<Bytes>,
+    record: u64,
 }
 
 // ---------------------------------------------------------------------------------------------

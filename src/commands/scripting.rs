@@ -598,8 +598,8 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
         let reply = {
             let _exclusive = server.exec_gate.exclusive();
             // The script's writes are one journal record (`MULTI … EXEC`), made on this
-            // thread; the caller's reply waits for what the journal has placed when it
-            // arrives (the connection's blocked-reply path), so under `always` it is on disk.
+            // thread; the caller's reply waits for it (`Blocking::owe`), so under `always`
+            // it is on disk.
             let record = crate::store::journal::Command::begin();
             crate::store::journal::set_atomic();
             crate::store::journal::enter(client.db);
@@ -625,7 +625,8 @@ fn detach(ctx: &mut Ctx<'_>, argv: &[Bytes], job: fn(&mut Ctx<'_>, &[Bytes]) -> 
                     error_counted,
                 });
             crate::store::journal::leave(&[], false, false);
-            let _ = record.end();
+            // The caller's reply waits for the script's own record (and WAITAOF counts it).
+            server.blocking.owe(client.id(), record.end());
             reply
         };
         // Clients blocked on keys the script filled are served after it, as after EXEC.

@@ -718,15 +718,23 @@ async fn serve_blocked<S: ClientStream>(
     {
         return None;
     }
+    let id = blocked.id;
     let r = wait_blocked(server, handle, stream, inbuf, blocked).await?;
     crate::commands::stats::unblocked(client, &r);
-    // Served by another client's command (a pop): under `always` its reply waits for what
-    // is journaled so far.
-    let placed = crate::store::journal::placed();
-    if crate::store::journal::wait_on_reply() {
-        client.journal_wait = placed;
-    } else {
-        client.journal_written = placed;
+    match server.blocking.take_owed(id) {
+        // Answered by work made for it (a pop served by another client's push, a script on
+        // the script thread): the reply waits for that work's own record, which WAITAOF
+        // then counts.
+        Some(e) => client.journal_ended(e),
+        // Anything else (a timeout, a reply of the journal's own): what is journaled so far.
+        None => {
+            let placed = crate::store::journal::placed();
+            if crate::store::journal::wait_on_reply() {
+                client.journal_wait = client.journal_wait.max(placed);
+            } else {
+                client.journal_written = client.journal_written.max(placed);
+            }
+        }
     }
     r.encode(out, client.resp3);
     Some(())

@@ -18,6 +18,7 @@
 
 use crate::protocol::Reply;
 use crate::state::Server;
+use crate::store::journal::Ended;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -62,6 +63,10 @@ pub struct Blocking {
     has_ready: AtomicBool,
     /// One serving pass at a time, so waiters are served in their order.
     serving: Mutex<()>,
+    /// The journal records that replies sent to blocked clients by other work (a pop served
+    /// for them, a script run on the script thread, MIGRATE's background deletes) must not
+    /// go out before, by client id: set before the reply is sent, taken with it.
+    owed: Mutex<hashbrown::HashMap<u64, Ended>>,
 }
 
 /// The keys a client blocks on.
@@ -211,6 +216,7 @@ impl Blocking {
 
     /// Forgets a client that went away (its channel is dropped unanswered).
     pub fn forget(&self, id: u64) {
+        self.owed.lock().remove(&id);
         let mut g = self.inner.lock();
         if let Some(w) = g.waiters.get_mut(&id) {
             if w.attempt.is_none() {
@@ -220,6 +226,23 @@ impl Blocking {
             remove(&mut g, id);
             self.blocked.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// The reply about to be sent to blocked client `id` must not leave before record `e` is
+    /// written (on disk, when `e.wait`). Nothing when `e` journaled nothing.
+    pub fn owe(&self, id: u64, e: Ended) {
+        if e.seq > 0 {
+            let mut owed = self.owed.lock();
+            let slot = owed.entry(id).or_default();
+            slot.seq = slot.seq.max(e.seq);
+            slot.wait |= e.wait;
+        }
+    }
+
+    /// What the reply just received by blocked client `id` waits on, if another's work owed
+    /// it a record.
+    pub fn take_owed(&self, id: u64) -> Option<Ended> {
+        self.owed.lock().remove(&id)
     }
 
     /// Serves the keys an EXEC or a script of `client_id` filled, once its exclusive gate is
@@ -295,7 +318,7 @@ impl Blocking {
             // attempt names (`commands::journal::journal_as`).
             crate::store::journal::enter(db);
             let got = attempt(server, &key);
-            crate::store::journal::leave(&[], false, false);
+            let record = crate::store::journal::leave(&[], false, false);
             let mut g = self.inner.lock();
             let gave_up = g.waiters.get_mut(&id).and_then(|w| w.gave_up.take());
             match (got, gave_up) {
@@ -313,6 +336,12 @@ impl Blocking {
                     self.blocked.fetch_sub(1, Ordering::Relaxed);
                     let r = got.or(gave_up).unwrap_or(Reply::NoReply);
                     if let Some(tx) = w.and_then(|mut w| w.done.take()) {
+                        // The pop's own record: the command that woke the client took a
+                        // lower number and may hand its record over later, so what the
+                        // journal has placed when the reply arrives may not cover the pop.
+                        if let Some(e) = record {
+                            self.owe(id, e);
+                        }
                         let _ = tx.send(r);
                     }
                 }

@@ -651,6 +651,20 @@ pub struct MultiState {
 }
 
 impl ClientState {
+    /// A record this client's replies wait on from now (its command's, or one another's
+    /// work made for it): WAITAOF counts it, and the next reply waits until it is on disk
+    /// (`e.wait`) or written to the file.
+    pub fn journal_ended(&mut self, e: crate::store::journal::Ended) {
+        if e.seq > 0 {
+            self.journal_seq = self.journal_seq.max(e.seq);
+            if e.wait {
+                self.journal_wait = self.journal_wait.max(e.seq);
+            } else {
+                self.journal_written = self.journal_written.max(e.seq);
+            }
+        }
+    }
+
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> ClientState {
         ClientState {
             handle,

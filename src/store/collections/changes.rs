@@ -161,7 +161,9 @@ fn journal_trim(db: usize, key: &[u8], first_left: Option<StreamId>) {
             let id = id.to_bytes();
             crate::store::journal::change_record(db, &[b"XTRIM", key, b"MINID", b"=", &id]);
         }
-        None => crate::store::journal::change_record(db, &[b"XTRIM", key, b"MAXLEN", b"=", b"0"]),
+        None => {
+            crate::store::journal::change_record(db, &[b"XTRIM", key, b"MAXLEN", b"=", b"0"]);
+        }
     }
 }
 

@@ -470,20 +470,21 @@ pub fn enter(db: usize) {
 /// Closes the frame of a handler: its commands join the record if it changed something.
 /// `own` is its own arguments, journaled when `write` and the handler did not rewrite them;
 /// `always` journals them even if no key changed (document DDL).
-pub fn leave(own: &[bytes::Bytes], write: bool, always: bool) {
+///
+/// A context [`enter`] opened (outside the dispatcher: a pop served for a blocked client)
+/// ends with its outermost frame: its [`Ended`] is returned, for the reply that waits on it.
+pub fn leave(own: &[bytes::Bytes], write: bool, always: bool) -> Option<Ended> {
     CTX.with(|c| {
         let mut c = c.borrow_mut();
         if !c.active {
-            return;
+            return None;
         }
-        let Some(f) = c.frames.pop() else { return };
+        let f = c.frames.pop()?;
         if f.modified || always {
             leave_frame(&mut c, f, own, write, always);
         }
         // Every number a late context took is handed over, record or filler.
-        if c.late && c.frames.is_empty() {
-            close_ctx(&mut c);
-        }
+        (c.late && c.frames.is_empty()).then(|| close_ctx(&mut c))
     })
 }
 
@@ -555,9 +556,12 @@ pub fn key_removed(db: usize, key: &[u8]) {
 /// expiry or eviction, a change-stream entry), as the command that redoes it. Inside EXEC or
 /// a script it joins the record; otherwise it is a record of its own, numbered now (under
 /// its shard's lock).
-pub fn change_record(db: usize, argv: &[&[u8]]) {
+///
+/// Returns the record's number when it is one of its own (0 when it joined a record or the
+/// journal is off), for work off a command's thread whose reply must wait on it.
+pub fn change_record(db: usize, argv: &[&[u8]]) -> u64 {
     if !taking() {
-        return;
+        return 0;
     }
     let sub = command(Some(db), argv);
     let own = CTX.with(|c| {
@@ -570,15 +574,15 @@ pub fn change_record(db: usize, argv: &[&[u8]]) {
             Some(sub)
         }
     });
-    if let Some(sub) = own {
-        let seq = submit_alone(vec![sub]);
-        CTX.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.active {
-                c.wait = c.wait.max(seq);
-            }
-        });
-    }
+    let Some(sub) = own else { return 0 };
+    let seq = submit_alone(vec![sub]);
+    CTX.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.active {
+            c.wait = c.wait.max(seq);
+        }
+    });
+    seq
 }
 
 fn submit_alone(mut subs: Vec<Sub>) -> u64 {
@@ -621,7 +625,7 @@ pub fn doc_change(db: usize, coll: &str, change: crate::store::collections::Chan
     }
     match change {
         Change::Insert(d) | Change::Update(d) | Change::Replace(d) => {
-            change_record(db, &[b"DOC.JOURNALPUT", coll.as_bytes(), d.as_bytes()])
+            change_record(db, &[b"DOC.JOURNALPUT", coll.as_bytes(), d.as_bytes()]);
         }
         Change::Delete(d) => {
             if let Ok(id) = d.get("_id") {
@@ -640,6 +644,17 @@ fn del_record(db: usize, coll: &str, id: bson::Bson) {
     let mut raw = Vec::new();
     if f.to_writer(&mut raw).is_ok() {
         change_record(db, &[b"DOC.JOURNALDEL", coll.as_bytes(), &raw]);
+    }
+}
+
+impl Ended {
+    /// Record `seq`, made off the dispatcher (0: nothing), as the reply that waits on it sees
+    /// it: on disk first under `appendfsync always`, else written to the file.
+    pub fn at(seq: u64) -> Ended {
+        Ended {
+            seq,
+            wait: seq > 0 && wait_on_reply(),
+        }
     }
 }
 
