@@ -447,14 +447,28 @@ fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
             // The signal's setting says what SHUTDOWN with flags would: save (always, never,
             // or when a save schedule is set), and with `force` exit even if that save fails;
             // without it a failed save keeps the server running, as Redis's.
-            let (saves, force) = {
+            let (saves, force, now) = {
                 let config = server.config.read();
                 let flags = config.get(setting);
                 (
                     tidecache::config::shutdown_saves(flags, config.get("save")),
                     flags.split_whitespace().any(|f| f == "force"),
+                    flags.split_whitespace().any(|f| f == "now"),
                 )
             };
+            // Lagging replicas first (`shutdown-timeout`), unless the flags say `now`.
+            if !now {
+                let s = server.clone();
+                let waited = tokio::task::spawn_blocking(move || {
+                    tidecache::commands::replication::wait_replicas_before_shutdown(&s)
+                })
+                .await
+                .unwrap_or(true);
+                if !waited {
+                    tracing::warn!("Shutdown was aborted.");
+                    continue;
+                }
+            }
             if saves {
                 let s = server.clone();
                 let saved = tokio::task::spawn_blocking(move || {

@@ -121,3 +121,114 @@ fn every_write_acknowledged_before_shutdown_is_in_the_final_save() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn signal(s: &TestServer, sig: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &s.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+}
+
+/// A master with a replica that stopped reading (SIGSTOP) and so lags behind its writes.
+fn master_with_a_lagging_replica(timeout: &str) -> (TestServer, TestServer) {
+    let master = TestServer::start(&["--shutdown-timeout", timeout]);
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    signal(&replica, "-STOP");
+    let mut m = master.conn();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut m)
+        .expect("set");
+    (master, replica)
+}
+
+/// SHUTDOWN waits, writes paused, for a replica that has not acknowledged every write, up to
+/// `shutdown-timeout` (Redis 7's `isReadyToShutdown`), then exits and logs the replica as
+/// lagging; SHUTDOWN ABORT during the wait cancels it and writes resume; NOW skips it.
+#[test]
+fn shutdown_waits_for_a_lagging_replica_up_to_the_timeout() {
+    // ABORT.
+    let (master, replica) = master_with_a_lagging_replica("30");
+    let mut a = master.raw();
+    a.send(&support::resp(&["SHUTDOWN", "NOSAVE"]));
+    let mut b = master.conn();
+    let mut last = String::new();
+    assert!(
+        eventually(5.0, || {
+            last = support::q::<String>(&mut b, &["SHUTDOWN", "ABORT"])
+                .unwrap_or_else(|e| e.to_string());
+            last == "OK"
+        }),
+        "SHUTDOWN ABORT: {last}"
+    );
+    assert_eq!(
+        a.read_until(b"\r\n"),
+        b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n"
+    );
+    assert_eq!(
+        support::q::<String>(&mut b, &["SET", "after", "1"]).expect("set"),
+        "OK"
+    );
+    assert_eq!(
+        support::reply_text(&mut b, &["SHUTDOWN", "ABORT"]),
+        "ERR No shutdown in progress."
+    );
+    drop(master);
+    drop(replica);
+
+    // The timeout.
+    let (mut master, replica) = master_with_a_lagging_replica("2");
+    let mut a = master.raw();
+    let t = std::time::Instant::now();
+    a.send(&support::resp(&["SHUTDOWN", "NOSAVE"]));
+    assert_eq!(master.wait_exit(), Some(0));
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(8),
+        "exited after {waited:?}"
+    );
+    drop(replica);
+
+    // NOW.
+    let (mut master, replica) = master_with_a_lagging_replica("30");
+    let mut a = master.raw();
+    let t = std::time::Instant::now();
+    a.send(&support::resp(&["SHUTDOWN", "NOW", "NOSAVE"]));
+    assert_eq!(master.wait_exit(), Some(0));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "NOW waited {:?}",
+        t.elapsed()
+    );
+    drop(replica);
+}
+
+/// A replica that keeps up: the shutdown waits only until it has acknowledged the last
+/// write, so everything the master acknowledged is on the replica when the master is gone.
+#[test]
+fn shutdown_exits_once_the_replica_has_every_write() {
+    let mut master = TestServer::start(&["--shutdown-timeout", "30"]);
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    let mut m = master.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..5000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    let _: () = pipe.query(&mut m).expect("writes");
+    let mut a = master.raw();
+    let t = std::time::Instant::now();
+    a.send(&support::resp(&["SHUTDOWN", "NOSAVE"]));
+    assert_eq!(master.wait_exit(), Some(0));
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(int(&mut r, &["DBSIZE"]), 5000);
+}

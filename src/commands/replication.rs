@@ -283,6 +283,62 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
+/// Before a shutdown (SHUTDOWN without NOW, a signal): with replicas attached and
+/// `shutdown-timeout` above 0, writes are paused and the replicas asked for their offsets,
+/// and the shutdown waits until every one has acknowledged the whole stream or the timeout
+/// passes, as Redis's `isReadyToShutdown` (the replicas then lose nothing this master
+/// acknowledged). A lagging replica is logged when the time runs out. False when SHUTDOWN
+/// ABORT cancelled the wait: writes are resumed and the server goes on. Blocks its thread.
+pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
+    use std::sync::atomic::Ordering;
+    let timeout = server.config.read().get_u64("shutdown-timeout");
+    if timeout == 0 || replication::repl().replicas.lock().is_empty() {
+        return true;
+    }
+    let wait = &server.shutdown_wait;
+    wait.abort.store(false, Ordering::SeqCst);
+    wait.waiting.store(true, Ordering::SeqCst);
+    crate::state::pause::pause(
+        crate::state::pause::Purpose::Shutdown,
+        crate::state::pause::WRITE,
+        None,
+    );
+    crate::state::redis_log::line(server, false, "Waiting for replicas before shutting down.");
+    crate::store::journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    let done = loop {
+        if wait.abort.load(Ordering::SeqCst) {
+            crate::state::pause::unpause(crate::state::pause::Purpose::Shutdown);
+            break false;
+        }
+        let offset = replication::offset();
+        let replicas = replication::repl().replicas.lock().clone();
+        if replicas.iter().all(|r| r.ack >= offset) {
+            break true;
+        }
+        if std::time::Instant::now() >= deadline {
+            for r in replicas.iter().filter(|r| r.ack < offset) {
+                let lag = (crate::util::clock::now_ms() as u64).saturating_sub(r.ack_ms) / 1000;
+                crate::state::redis_log::line(
+                    server,
+                    true,
+                    &format!(
+                        "Lagging replica {}:{} reported offset {} behind master, lag={lag}, state={}.",
+                        r.ip,
+                        r.port,
+                        offset - r.ack,
+                        r.state
+                    ),
+                );
+            }
+            break true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    wait.waiting.store(false, Ordering::SeqCst);
+    done
+}
+
 /// One step of a FAILOVER waiting for a replica in sync (Redis's `updateFailoverStatus`);
 /// false once there is nothing more to wait for here (the link takes it on, or it ended).
 fn drive_failover(server: &std::sync::Arc<crate::state::Server>) -> bool {

@@ -788,7 +788,22 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         return Err(CommandError::syntax());
     }
     if abort {
-        return Err(CommandError::msg("ERR No shutdown in progress."));
+        let wait = &ctx.server.shutdown_wait;
+        if !wait.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CommandError::msg("ERR No shutdown in progress."));
+        }
+        wait.abort.store(true, std::sync::atomic::Ordering::SeqCst);
+        return Ok(Reply::ok());
+    }
+    if ctx
+        .server
+        .shutdown_wait
+        .waiting
+        .load(std::sync::atomic::Ordering::SeqCst)
+    {
+        return Err(CommandError::msg(
+            "ERR Errors trying to SHUTDOWN. Check logs.",
+        ));
     }
     let flags = if save {
         "save"
@@ -798,22 +813,36 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         ""
     };
     tracing::warn!("User requested shutdown...");
-    if !crate::config::shutdown_saves(flags, ctx.server.config.read().get("save")) {
+    let saves = crate::config::shutdown_saves(flags, ctx.server.config.read().get("save"));
+    let waits = !now
+        && ctx.server.config.read().get_u64("shutdown-timeout") > 0
+        && !crate::state::replication::repl().replicas.lock().is_empty();
+    if !saves && !waits {
         ctx.server.shutdown();
         // As Redis: the connection is closed without a reply.
         ctx.client.close_after_reply = true;
         return Ok(Reply::NoReply);
     }
-    // The save runs on a thread of its own (its snapshot's cut takes the exec gate this
-    // command holds) and the client waits for it as for SAVE. A failed save keeps the server
-    // running unless FORCE, as Redis's prepareForShutdown. (NOW: there is no wait for
-    // replicas to skip.)
+    // The wait for lagging replicas (unless NOW) and the save run on a thread of their own
+    // (the snapshot's cut takes the exec gate this command holds) and the client waits for
+    // them as for SAVE. A failed save keeps the server running unless FORCE, as Redis's
+    // prepareForShutdown; so does SHUTDOWN ABORT during the replicas' wait.
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = ctx.server.clone();
     let spawned = std::thread::Builder::new()
         .name("shutdown-save".into())
         .spawn(move || {
-            let reply = match super::journal::save_before_shutdown(&server) {
+            if waits && !super::replication::wait_replicas_before_shutdown(&server) {
+                tracing::warn!("Shutdown was aborted.");
+                let _ = tx.send(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."));
+                return;
+            }
+            let saved = if saves {
+                super::journal::save_before_shutdown(&server)
+            } else {
+                Ok(())
+            };
+            let reply = match saved {
                 Ok(()) => None,
                 Err(e) if force => {
                     tracing::warn!("Error trying to save the DB ({e}). Exit anyway.");

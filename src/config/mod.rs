@@ -134,6 +134,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "What SIGTERM does, as SHUTDOWN's flags (Redis's names): default (save when a save schedule is set), save, nosave, now, force, or several of them." },
     Setting { name: "shutdown-on-sigint", default: "default", live: true, kind: Kind::Special(parse_shutdown_flags),
         doc: "What SIGINT (Ctrl-C) does, as shutdown-on-sigterm." },
+    Setting { name: "shutdown-timeout", default: "10", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Seconds a shutdown (SHUTDOWN without NOW, SIGTERM, SIGINT) waits, writes paused, for lagging replicas to acknowledge every write before saving and exiting, as Redis's. 0: no wait." },
     Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
     Setting { name: "rdb-key-save-delay", default: "0", live: true, kind: Kind::Int(i32::MIN as i64, i32::MAX as i64),

@@ -97,6 +97,9 @@ pub struct Server {
     /// Set to true once to begin a graceful shutdown.
     shutdown_tx: watch::Sender<bool>,
     shutting_down: AtomicBool,
+    /// A shutdown waiting for lagging replicas (`shutdown-timeout`), and whether SHUTDOWN
+    /// ABORT has cancelled it.
+    pub shutdown_wait: ShutdownWait,
     /// Whether new connections must authenticate (the default user has a password or is
     /// off), cached from the ACL for every command's NOAUTH check.
     pub auth_required: AtomicBool,
@@ -158,6 +161,14 @@ impl ConnSettings {
         self.timeout
             .store(cfg.get_u64("timeout"), Ordering::Relaxed);
     }
+}
+
+/// A shutdown in its wait for lagging replicas (Redis's `shutdown_mstime` and
+/// `abortShutdown`): one at a time; SHUTDOWN ABORT sets `abort`.
+#[derive(Default)]
+pub struct ShutdownWait {
+    pub waiting: AtomicBool,
+    pub abort: AtomicBool,
 }
 
 impl Server {
@@ -255,6 +266,7 @@ impl Server {
             port: AtomicU64::new(0),
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
+            shutdown_wait: ShutdownWait::default(),
             auth_required: AtomicBool::new(auth_required),
             pubsub,
             watches,
