@@ -156,6 +156,12 @@ fn shutdown_waits_for_a_lagging_replica_up_to_the_timeout() {
     let mut a = master.raw();
     a.send(&support::resp(&["SHUTDOWN", "NOSAVE"]));
     let mut b = master.conn();
+    // INFO tells the shutdown in progress, as Redis 7's `shutdown_in_milliseconds`.
+    assert!(eventually(5.0, || {
+        support::info_value(&mut b, "server", "shutdown_in_milliseconds")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|ms| ms > 0 && ms <= 30_000)
+    }));
     let mut last = String::new();
     assert!(
         eventually(5.0, || {
@@ -176,6 +182,10 @@ fn shutdown_waits_for_a_lagging_replica_up_to_the_timeout() {
     assert_eq!(
         support::reply_text(&mut b, &["SHUTDOWN", "ABORT"]),
         "ERR No shutdown in progress."
+    );
+    assert_eq!(
+        support::info_value(&mut b, "server", "shutdown_in_milliseconds").as_deref(),
+        Some("0")
     );
     drop(master);
     drop(replica);

@@ -306,6 +306,10 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
     crate::state::redis_log::line(server, false, "Waiting for replicas before shutting down.");
     crate::store::journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    wait.deadline_ms.store(
+        crate::util::clock::now_ms() as u64 + timeout * 1000,
+        Ordering::SeqCst,
+    );
     let done = loop {
         if wait.abort.load(Ordering::SeqCst) {
             crate::state::pause::unpause(crate::state::pause::Purpose::Shutdown);
@@ -313,10 +317,9 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
         }
         let offset = replication::offset();
         let replicas = replication::repl().replicas.lock().clone();
-        if replicas.iter().all(|r| r.ack >= offset) {
-            break true;
-        }
-        if std::time::Instant::now() >= deadline {
+        let lagging = replicas.iter().filter(|r| r.ack < offset).count();
+        let timed_out = std::time::Instant::now() >= deadline;
+        if lagging == 0 || timed_out {
             for r in replicas.iter().filter(|r| r.ack < offset) {
                 let lag = (crate::util::clock::now_ms() as u64).saturating_sub(r.ack_ms) / 1000;
                 crate::state::redis_log::line(
@@ -331,10 +334,20 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
                     ),
                 );
             }
+            crate::state::redis_log::line(
+                server,
+                false,
+                &format!(
+                    "{} of {} replicas are in sync when shutting down.",
+                    replicas.len() - lagging,
+                    replicas.len()
+                ),
+            );
             break true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
+    wait.deadline_ms.store(0, Ordering::SeqCst);
     wait.waiting.store(false, Ordering::SeqCst);
     done
 }

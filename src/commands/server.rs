@@ -966,6 +966,11 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             kv("hz", &if hz == 0 { cfg.get_u64("hz") } else { hz });
             kv("configured_hz", &cfg.get("hz"));
             kv("shards", &s.store.shard_count());
+            let until = s.shutdown_wait.deadline_ms.load(Ordering::SeqCst);
+            kv(
+                "shutdown_in_milliseconds",
+                &until.saturating_sub(crate::util::clock::now_ms() as u64),
+            );
             kv(
                 "executable",
                 &std::env::current_exe()

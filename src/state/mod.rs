@@ -169,6 +169,9 @@ impl ConnSettings {
 pub struct ShutdownWait {
     pub waiting: AtomicBool,
     pub abort: AtomicBool,
+    /// When the wait ends at the latest (unix ms; 0: no wait), for INFO's
+    /// `shutdown_in_milliseconds`.
+    pub deadline_ms: AtomicU64,
 }
 
 impl Server {
