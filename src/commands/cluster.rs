@@ -867,15 +867,15 @@ pub fn redirect(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, args: &[Bytes]) -
     let is_exec = spec.name == "exec";
     // Whether the keys name collections (DOC.* commands) or keys (the others): a slot half
     // moved sends a name it no longer holds to the target (ASK), checked in its namespace.
-    let mut names_collections = !is_exec && spec.group == "document";
+    let mut names_collections = !is_exec && spec.has(COLLECTION);
     let mut names_keys = !is_exec && !names_collections;
     if is_exec {
         let m = ctx.client.multi.as_ref()?;
         for (flags, queued) in &m.queued {
             write |= flags & WRITE != 0;
             if let Ok(qspec) = crate::commands::resolve(queued) {
-                names_collections |= qspec.group == "document";
-                names_keys |= qspec.group != "document";
+                names_collections |= qspec.has(COLLECTION);
+                names_keys |= !qspec.has(COLLECTION);
                 let (pos, _) = qspec.routing_positions(queued);
                 keys.extend(pos.into_iter().map(|i| queued[i].as_ref()));
             }

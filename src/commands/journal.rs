@@ -22,7 +22,7 @@ use bson::Document;
 use bytes::Bytes;
 use std::sync::Arc;
 
-const JRN: CommandSpec = family("document", acl::DOCUMENT);
+const JRN: CommandSpec = family("document", acl::DOCUMENT).flags(COLLECTION);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
@@ -34,7 +34,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Internal: the journal's record of a document deletion or expiry ({_id} as raw BSON). Only run while the journal is replayed.")
         .complexity("O(1) plus the cost of the collection's indexes")
         .args("collection:key id"),
-    JRN.cmd("doc.journaldrop", 2, doc_journaldrop).flags(WRITE | LOADING).key()
+    JRN.cmd("doc.journaldrop", 2, doc_journaldrop).flags(WRITE | LOADING | JOURNAL_SELF).key()
         .doc("1.0.0", "Internal: the journal's record of a collection that left this server whole (moved by MIGRATE): removed without a change stream entry. Only run while the journal is replayed.")
         .complexity("O(N) where N is the number of documents")
         .args("collection:key"),
@@ -664,34 +664,13 @@ fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), Stri
     Ok(())
 }
 
-/// Collection and index DDL: journaled as the command itself when it succeeds (it changes no
-/// key and reports no document change, and replays the same).
-const DDL: &[&str] = &[
-    "doc.create",
-    "doc.drop",
-    "doc.rename",
-    "doc.createindex",
-    "doc.dropindex",
-    "doc.expireindex",
-    "doc.collmod",
-    // A collection that arrived whole, or left whole: no document change is reported for it.
-    "doc.restore",
-    "doc.restore-asking",
-    "doc.journaldrop",
-    // Functions change no key: their commands are journaled as they are when they succeed.
-    "function|load",
-    "function|delete",
-    "function|flush",
-    "function|restore",
-];
-
 /// After a handler ran through the table: its frame of the journal's record closes.
 pub fn left(spec: &CommandSpec, args: &[Bytes], reply: &Reply) {
-    let ddl = DDL.contains(&spec.name) && !reply.is_error();
+    let ddl = spec.has(JOURNAL_SELF) && !reply.is_error();
     // A document command's changes are records of their own (the documents, by `_id`):
     // its own arguments are never journaled, even when it changed a key (the change
     // stream's appends are journaled as their XADDs), or a replay would insert again.
-    let own = spec.has(WRITE) && (spec.group != "document" || ddl);
+    let own = spec.has(WRITE) && (!spec.has(COLLECTION) || ddl);
     // A blocking command that blocked is not journaled as itself (Redis never propagates
     // it): what it changed before blocking (the DEL of an expired key it met) is, and the
     // pop made for it later is journaled as that pop.

@@ -524,7 +524,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 /// their TOUCH, in the `read` category) read unless they TOUCH, so a read-only replica
 /// serves them.
 fn writes_on_replica(spec: &CommandSpec, args: &[Bytes]) -> bool {
-    if spec.group == "document" && spec.acl & spec::acl::READ != 0 {
+    if spec.has(flag::COLLECTION) && spec.acl & spec::acl::READ != 0 {
         return args.iter().skip(2).any(|a| is(a, "TOUCH"));
     }
     true
@@ -650,7 +650,9 @@ mod tests {
         let known = flag::NAMES.iter().fold(0, |f, (b, _)| f | b)
             | flag::TX_CONTROL
             | flag::SUBSCRIBED
-            | flag::REDACTED;
+            | flag::REDACTED
+            | flag::COLLECTION
+            | flag::JOURNAL_SELF;
         let mut check = |s: &CommandSpec, container: Option<&str>| {
             assert!(seen.insert(s.name), "{} twice", s.name);
             assert_eq!(s.name, s.name.to_lowercase());
@@ -658,6 +660,13 @@ mod tests {
                 panic!("{}: bad argument notation: {e}", s.name);
             }
             assert_eq!(s.flags & !known, 0, "{}: unknown flag bits", s.name);
+            // The document family, and only it, names collections in its key positions.
+            assert_eq!(
+                s.has(flag::COLLECTION),
+                s.group == "document",
+                "{}: COLLECTION",
+                s.name
+            );
             if let Some(c) = container {
                 assert!(s.name.starts_with(&format!("{c}|")), "{}", s.name);
             }

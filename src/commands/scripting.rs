@@ -142,13 +142,13 @@ static SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
-    FAMILY.cmd("function|delete", 3, functions::function_delete).flags(WRITE | NOSCRIPT)
+    FAMILY.cmd("function|delete", 3, functions::function_delete).flags(WRITE | NOSCRIPT | JOURNAL_SELF)
         .doc("7.0.0", "Delete a function by name").complexity("O(1)")
         .args("library-name"),
     FAMILY.cmd("function|dump", 2, functions::function_dump).flags(NOSCRIPT)
         .doc("7.0.0", "Dump all functions into a serialized binary payload")
         .complexity("O(N) where N is the number of functions"),
-    FAMILY.cmd("function|flush", -2, functions::function_flush).flags(WRITE | NOSCRIPT)
+    FAMILY.cmd("function|flush", -2, functions::function_flush).flags(WRITE | NOSCRIPT | JOURNAL_SELF)
         .doc("7.0.0", "Deleting all functions")
         .complexity("O(N) where N is the number of functions deleted")
         .args("[flush-type:(ASYNC|SYNC)]"),
@@ -160,11 +160,11 @@ static FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "List information about all the functions")
         .complexity("O(N) where N is the number of functions")
         .args("[LIBRARYNAME=library-name-pattern] [WITHCODE]"),
-    FAMILY.cmd("function|load", -3, functions::function_load).flags(WRITE | DENYOOM | NOSCRIPT)
+    FAMILY.cmd("function|load", -3, functions::function_load).flags(WRITE | DENYOOM | NOSCRIPT | JOURNAL_SELF)
         .doc("7.0.0", "Create a function with the given arguments (name, code, description)")
         .complexity("O(1) (considering compilation time is redundant)")
         .args("[REPLACE] function-code"),
-    FAMILY.cmd("function|restore", -3, functions::function_restore).flags(WRITE | DENYOOM | NOSCRIPT)
+    FAMILY.cmd("function|restore", -3, functions::function_restore).flags(WRITE | DENYOOM | NOSCRIPT | JOURNAL_SELF)
         .doc("7.0.0", "Restore all the functions on the given payload")
         .complexity("O(N) where N is the number of functions on the payload")
         .args("serialized-value [policy:(FLUSH|APPEND|REPLACE)]"),
@@ -2190,7 +2190,7 @@ fn cluster_refusal(
             readonly: ctx.client.cluster_readonly,
             migrate: false,
         },
-        &|k| store.holds(0, spec.group == "document", k),
+        &|k| store.holds(0, spec.has(COLLECTION), k),
     );
     use crate::state::cluster::Route;
     match route {

@@ -75,6 +75,14 @@ pub mod flag {
     /// Its arguments after the name are shown as `(redacted)` to MONITOR (AUTH; HELLO
     /// redacts only what follows its AUTH token).
     pub const REDACTED: u32 = 1 << 26;
+    /// Its key positions name collections, not keys (the `DOC.*` family): a slot's owner and
+    /// a script's or transaction's keys count them apart, and its own arguments are never
+    /// journaled for a document change (the changes are records of their own).
+    pub const COLLECTION: u32 = 1 << 27;
+    /// Journaled as itself when it succeeds although it changes no key and reports no
+    /// document change: collection and index DDL, a collection arriving or leaving whole,
+    /// the FUNCTION writes. It replays the same.
+    pub const JOURNAL_SELF: u32 = 1 << 28;
 
     /// Names in the order Redis prints them.
     pub const NAMES: &[(u32, &str)] = &[

@@ -16,7 +16,7 @@ pub(crate) mod transfer;
 
 use crate::commands::spec::{acl, family, flag::*, CommandSpec};
 
-const DOC: CommandSpec = family("document", acl::DOCUMENT);
+const DOC: CommandSpec = family("document", acl::DOCUMENT).flags(COLLECTION);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
@@ -48,15 +48,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Deletes the matching documents (with LIMIT 1, only the first) and returns how many were deleted.")
         .complexity("O(M) where M is the number of documents deleted, plus the cost of finding them")
         .args("collection:key [BSON] filter [LIMIT=limit:integer] [J]"),
-    DOC.cmd("doc.expireindex", 4, indexes::doc_expireindex).flags(WRITE).key()
+    DOC.cmd("doc.expireindex", 4, indexes::doc_expireindex).flags(WRITE | JOURNAL_SELF).key()
         .doc("1.0.0", "Creates a TTL index on a date field, or changes the expireAfterSeconds of the existing one (MongoDB's collMod); returns the index name.")
         .complexity("O(N) to build a new index, O(1) to change expireAfterSeconds")
         .args("collection:key field seconds:integer"),
-    DOC.cmd("doc.createindex", -3, indexes::doc_createindex).flags(WRITE | DENYOOM).key()
+    DOC.cmd("doc.createindex", -3, indexes::doc_createindex).flags(WRITE | DENYOOM | JOURNAL_SELF).key()
         .doc("1.0.0", "Creates a secondary index (single-field or compound, ascending or descending, optionally unique or TTL); returns its name.")
         .complexity("O(N log N) where N is the number of documents in the collection")
         .args("collection:key keys [UNIQUE] [NAME=name] [EXPIREAFTER=seconds:integer]"),
-    DOC.cmd("doc.dropindex", 3, indexes::doc_dropindex).flags(WRITE).key()
+    DOC.cmd("doc.dropindex", 3, indexes::doc_dropindex).flags(WRITE | JOURNAL_SELF).key()
         .doc("1.0.0", "Drops an index by name; dropping a TTL index stops expiry through it.")
         .complexity("O(N) where N is the number of entries in the index")
         .args("collection:key name"),
@@ -71,17 +71,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Runs an aggregation pipeline ($match $project $addFields $set $unset $group $sort $skip $limit $count $unwind) and returns the resulting documents.")
         .complexity("O(N) in the documents entering the pipeline")
         .args("collection:key [BSON] pipeline"),
-    DOC.cmd("doc.create", -2, lifecycle::doc_create).flags(WRITE | DENYOOM).key()
+    DOC.cmd("doc.create", -2, lifecycle::doc_create).flags(WRITE | DENYOOM | JOURNAL_SELF).key()
         .doc("1.0.0", "Creates a collection explicitly, optionally capped by SIZE bytes and MAX documents, optionally appending one entry per document change to the stream CHANGES (op, ns, _id, doc: the document after an insert, update or replace); errors if it exists.")
         .args("collection:key [capped:{CAPPED SIZE=bytes:integer [MAX=docs:integer]}] [CHANGES=changes:{stream:key [MAXLEN=maxlen:{[operator:(equal='='|approximately='~')] threshold:integer}]}]"),
-    DOC.cmd("doc.collmod", -4, lifecycle::doc_collmod).flags(WRITE).key()
+    DOC.cmd("doc.collmod", -4, lifecycle::doc_collmod).flags(WRITE | JOURNAL_SELF).key()
         .doc("1.0.0", "Sets the stream a collection's changes are appended to (one entry per insert, update, replace, delete, expiry; trimmed by MAXLEN as XADD), or with CHANGES OFF stops appending (MongoDB's collMod).")
         .complexity("O(1)")
         .args("collection:key CHANGES=changes:(OFF|target:{stream:key [MAXLEN=maxlen:{[operator:(equal='='|approximately='~')] threshold:integer}]})"),
-    DOC.cmd("doc.drop", 2, lifecycle::doc_drop).flags(WRITE).key()
+    DOC.cmd("doc.drop", 2, lifecycle::doc_drop).flags(WRITE | JOURNAL_SELF).key()
         .doc("1.0.0", "Drops a collection with its documents and indexes; returns 1 if it existed, else 0.")
         .complexity("O(N) where N is the number of documents").args("collection:key"),
-    DOC.cmd("doc.rename", -3, lifecycle::doc_rename).flags(WRITE).keys(1, 2, 1)
+    DOC.cmd("doc.rename", -3, lifecycle::doc_rename).flags(WRITE | JOURNAL_SELF).keys(1, 2, 1)
         .doc("1.0.0", "Renames a collection atomically, keeping its indexes, TTL indexes and capped state; errors if the target exists unless DROPTARGET.")
         .args("source:key destination:key [DROPTARGET]"),
     DOC.cmd("doc.collections", 1, lifecycle::doc_collections).flags(READONLY)
@@ -91,11 +91,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("1.0.0", "Returns a collection serialized whole (options, indexes, documents) for DOC.RESTORE, as DUMP serializes a key; nil when there is no collection.")
         .complexity("O(N) where N is the number of documents")
         .args("collection:key"),
-    DOC.cmd("doc.restore", -3, transfer::doc_restore).flags(WRITE | DENYOOM).key().acl(acl::DANGEROUS)
+    DOC.cmd("doc.restore", -3, transfer::doc_restore).flags(WRITE | DENYOOM | JOURNAL_SELF).key().acl(acl::DANGEROUS)
         .doc("1.0.0", "Creates a collection whole from a DOC.DUMP payload (what MIGRATE sends for a collection), in one step; BUSYKEY if it exists, unless REPLACE.")
         .complexity("O(N log N) where N is the number of documents, times the number of indexes")
         .args("collection:key serialized-value [REPLACE]"),
-    DOC.cmd("doc.restore-asking", -3, transfer::doc_restore).flags(WRITE | DENYOOM | ASKING).key().acl(acl::DANGEROUS)
+    DOC.cmd("doc.restore-asking", -3, transfer::doc_restore).flags(WRITE | DENYOOM | ASKING | JOURNAL_SELF).key().acl(acl::DANGEROUS)
         .doc("1.0.0", "An internal command for migrating collections in a cluster: DOC.RESTORE on a slot being imported.")
         .complexity("O(N log N) where N is the number of documents, times the number of indexes")
         .args("collection:key serialized-value [REPLACE]"),
