@@ -85,27 +85,27 @@ const EVAL_RO_KEYS: &[KeySpec] = &[KeySpec::keynum(2, &["RO", "access"])];
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    FAMILY.cmd("eval", -3, eval).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("eval", -3, eval).flags(NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("script numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("evalsha", -3, evalsha).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("evalsha", -3, evalsha).flags(NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("2.6.0", "Execute a Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("sha1 numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("eval_ro", -3, eval_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("eval_ro", -3, eval_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("script numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("evalsha_ro", -3, evalsha_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("evalsha_ro", -3, evalsha_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Execute a read-only Lua script server side")
         .complexity("Depends on the script that is executed.")
         .args("sha1 numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("fcall", -3, functions::fcall).flags(NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_KEYS)
+    FAMILY.cmd("fcall", -3, functions::fcall).flags(NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_KEYS)
         .doc("7.0.0", "Invoke a function")
         .complexity("Depends on the function that is executed.")
         .args("function numkeys:integer [key:key...] [arg...]"),
-    FAMILY.cmd("fcall_ro", -3, functions::fcall_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
+    FAMILY.cmd("fcall_ro", -3, functions::fcall_ro).flags(READONLY | NOSCRIPT | SKIP_MONITOR | STALE | NO_MANDATORY_KEYS | MOVABLEKEYS).key_specs(EVAL_RO_KEYS)
         .doc("7.0.0", "Invoke a read-only function")
         .complexity("Depends on the function that is executed.")
         .args("function numkeys:integer [key:key...] [arg...]"),

@@ -297,8 +297,8 @@ fn command_getkeys(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spec = getkeys_target(inner)?;
     let keys = keys_of(spec, inner);
     if keys.is_empty() {
-        // Scripts and functions may name no keys (Redis's NO_MANDATORY_KEYS commands).
-        if NO_MANDATORY_KEYS.contains(&spec.name) {
+        // Scripts and functions may name no keys.
+        if spec.has(NO_MANDATORY_KEYS) {
             return Ok(Reply::Array(vec![]));
         }
         return Err(no_keys_error(spec));
@@ -327,16 +327,6 @@ fn command_getkeysandflags(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult
             .collect(),
     ))
 }
-
-/// The commands Redis flags `no_mandatory_keys`: GETKEYS answers them an empty list.
-const NO_MANDATORY_KEYS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-];
 
 /// GETKEYS with no keys found: Redis says the arguments are invalid when the command does
 /// have keys (ZUNIONSTORE with a key count past the arguments), and that it has none when

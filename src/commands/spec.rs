@@ -65,6 +65,9 @@ pub mod flag {
     /// Runs on a slot this cluster node is importing without a preceding ASKING
     /// (RESTORE-ASKING, which MIGRATE sends).
     pub const ASKING: u32 = 1 << 16;
+    /// May be called with no key (the scripts and functions): COMMAND GETKEYS answers the
+    /// empty list instead of an error.
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
 
     /// Runs at once inside MULTI instead of being queued (Redis: EXEC, DISCARD, MULTI,
     /// WATCH, QUIT, RESET).
@@ -100,6 +103,7 @@ pub mod flag {
         (ASKING, "asking"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
         (MOVABLEKEYS, "movablekeys"),
