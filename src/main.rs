@@ -1,6 +1,7 @@
 //! `tidecache-server [path/to/tidecache.conf] [--name value ...]`
 
 use std::sync::Arc;
+use tidecache::commands::server::ShutdownStop;
 use tidecache::config::Config;
 use tidecache::server::{listener, start_background};
 use tidecache::state::redis_log::{Level, RedisLog};
@@ -456,37 +457,28 @@ fn watch_signals(server: Arc<Server>) -> impl std::future::Future<Output = ()> {
                     flags.split_whitespace().any(|f| f == "now"),
                 )
             };
-            // Lagging replicas first (`shutdown-timeout`), unless the flags say `now`.
-            if !now {
-                let s = server.clone();
-                let waited = tokio::task::spawn_blocking(move || {
-                    tidecache::commands::replication::wait_replicas_before_shutdown(&s)
-                })
-                .await
-                .unwrap_or(true);
-                if !waited {
-                    tracing::warn!("Shutdown was aborted.");
-                    continue;
+            // Lagging replicas first (`shutdown-timeout`, unless the flags say `now`), then
+            // the save.
+            let s = server.clone();
+            let prepared = tokio::task::spawn_blocking(move || {
+                tidecache::commands::server::prepare_for_shutdown(&s, !now, saves, force)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                // The steps' thread panicked: as a save that failed.
+                if force {
+                    tracing::warn!("Error trying to save the DB ({e}). Exit anyway.");
+                    Ok(())
+                } else {
+                    tracing::warn!("Error trying to save the DB, can't exit: {e}");
+                    Err(ShutdownStop::SaveFailed)
                 }
+            });
+            if prepared == Err(ShutdownStop::SaveFailed) {
+                tracing::warn!("{name} received but errors trying to shut down the server, check the logs for more information");
             }
-            if saves {
-                let s = server.clone();
-                let saved = tokio::task::spawn_blocking(move || {
-                    tidecache::commands::journal::save_before_shutdown(&s)
-                })
-                .await
-                .unwrap_or_else(|e| Err(e.to_string()));
-                match saved {
-                    Ok(()) => {}
-                    Err(e) if force => {
-                        tracing::warn!("Error trying to save the DB ({e}). Exit anyway.")
-                    }
-                    Err(e) => {
-                        tracing::warn!("Error trying to save the DB, can't exit: {e}");
-                        tracing::warn!("{name} received but errors trying to shut down the server, check the logs for more information");
-                        continue;
-                    }
-                }
+            if prepared.is_err() {
+                continue;
             }
             server.shutdown();
             return;

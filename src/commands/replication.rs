@@ -291,13 +291,16 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 /// ABORT cancelled the wait: writes are resumed and the server goes on. Blocks its thread.
 pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
     use std::sync::atomic::Ordering;
-    let timeout = server.config.read().get_u64("shutdown-timeout");
-    if timeout == 0 || replication::repl().replicas.lock().is_empty() {
+    if !shutdown_waits_for_replicas(server) {
         return true;
     }
+    let timeout = server.config.read().get_u64("shutdown-timeout");
     let wait = &server.shutdown_wait;
     wait.abort.store(false, Ordering::SeqCst);
-    wait.waiting.store(true, Ordering::SeqCst);
+    wait.deadline_ms.store(
+        crate::util::clock::now_ms() as u64 + timeout * 1000,
+        Ordering::SeqCst,
+    );
     crate::state::pause::pause(
         crate::state::pause::Purpose::Shutdown,
         crate::state::pause::WRITE,
@@ -306,10 +309,6 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
     crate::state::redis_log::line(server, false, "Waiting for replicas before shutting down.");
     crate::store::journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
-    wait.deadline_ms.store(
-        crate::util::clock::now_ms() as u64 + timeout * 1000,
-        Ordering::SeqCst,
-    );
     let done = loop {
         if wait.abort.load(Ordering::SeqCst) {
             crate::state::pause::unpause(crate::state::pause::Purpose::Shutdown);
@@ -317,10 +316,9 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
         }
         let offset = replication::offset();
         let replicas = replication::repl().replicas.lock().clone();
-        let lagging = replicas.iter().filter(|r| r.ack < offset).count();
-        let timed_out = std::time::Instant::now() >= deadline;
-        if lagging == 0 || timed_out {
-            for r in replicas.iter().filter(|r| r.ack < offset) {
+        let lagging: Vec<_> = replicas.iter().filter(|r| r.ack < offset).collect();
+        if lagging.is_empty() || std::time::Instant::now() >= deadline {
+            for r in &lagging {
                 let lag = (crate::util::clock::now_ms() as u64).saturating_sub(r.ack_ms) / 1000;
                 crate::state::redis_log::line(
                     server,
@@ -339,7 +337,7 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
                 false,
                 &format!(
                     "{} of {} replicas are in sync when shutting down.",
-                    replicas.len() - lagging,
+                    replicas.len() - lagging.len(),
                     replicas.len()
                 ),
             );
@@ -348,8 +346,14 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     wait.deadline_ms.store(0, Ordering::SeqCst);
-    wait.waiting.store(false, Ordering::SeqCst);
     done
+}
+
+/// Whether a shutdown now would wait for replicas: some are attached and `shutdown-timeout`
+/// is above 0.
+pub fn shutdown_waits_for_replicas(server: &crate::state::Server) -> bool {
+    server.config.read().get_u64("shutdown-timeout") > 0
+        && !replication::repl().replicas.lock().is_empty()
 }
 
 /// One step of a FAILOVER waiting for a replica in sync (Redis's `updateFailoverStatus`);

@@ -11,6 +11,7 @@ use crate::util::glob::glob_match;
 use bytes::Bytes;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 const SRV: CommandSpec = family("server", 0);
 
@@ -779,21 +780,14 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     }
     if abort {
         let wait = &ctx.server.shutdown_wait;
-        if !wait.waiting.load(std::sync::atomic::Ordering::SeqCst) {
+        if !wait.in_progress() {
             return Err(CommandError::msg("ERR No shutdown in progress."));
         }
-        wait.abort.store(true, std::sync::atomic::Ordering::SeqCst);
+        wait.abort.store(true, Ordering::SeqCst);
         return Ok(Reply::ok());
     }
-    if ctx
-        .server
-        .shutdown_wait
-        .waiting
-        .load(std::sync::atomic::Ordering::SeqCst)
-    {
-        return Err(CommandError::msg(
-            "ERR Errors trying to SHUTDOWN. Check logs.",
-        ));
+    if ctx.server.shutdown_wait.in_progress() {
+        return Err(CommandError::msg(SHUTDOWN_FAILED));
     }
     let flags = if save {
         "save"
@@ -804,9 +798,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     };
     tracing::warn!("User requested shutdown...");
     let saves = crate::config::shutdown_saves(flags, ctx.server.config.read().get("save"));
-    let waits = !now
-        && ctx.server.config.read().get_u64("shutdown-timeout") > 0
-        && !crate::state::replication::repl().replicas.lock().is_empty();
+    let waits = !now && super::replication::shutdown_waits_for_replicas(ctx.server);
     if !saves && !waits {
         ctx.server.shutdown();
         // As Redis: the connection is closed without a reply.
@@ -822,37 +814,22 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let spawned = std::thread::Builder::new()
         .name("shutdown-save".into())
         .spawn(move || {
-            if waits && !super::replication::wait_replicas_before_shutdown(&server) {
-                tracing::warn!("Shutdown was aborted.");
-                let _ = tx.send(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."));
-                return;
-            }
-            let saved = if saves {
-                super::journal::save_before_shutdown(&server)
-            } else {
-                Ok(())
-            };
-            let reply = match saved {
-                Ok(()) => None,
-                Err(e) if force => {
-                    tracing::warn!("Error trying to save the DB ({e}). Exit anyway.");
-                    None
+            let reply = match prepare_for_shutdown(&server, waits, saves, force) {
+                Ok(()) => {
+                    server.shutdown();
+                    Reply::NoReply
                 }
-                Err(e) => {
-                    tracing::warn!("Error trying to save the DB, can't exit: {e}");
-                    tracing::warn!("Errors trying to shut down the server. Check the logs for more information.");
-                    Some(Reply::error("ERR Errors trying to SHUTDOWN. Check logs."))
+                Err(stop) => {
+                    if stop == ShutdownStop::SaveFailed {
+                        tracing::warn!("Errors trying to shut down the server. Check the logs for more information.");
+                    }
+                    Reply::error(SHUTDOWN_FAILED)
                 }
             };
-            if reply.is_none() {
-                server.shutdown();
-            }
-            let _ = tx.send(reply.unwrap_or(Reply::NoReply));
+            let _ = tx.send(reply);
         });
     if spawned.is_err() {
-        return Err(CommandError::msg(
-            "ERR Errors trying to SHUTDOWN. Check logs.",
-        ));
+        return Err(CommandError::msg(SHUTDOWN_FAILED));
     }
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: ctx.client.id(),
@@ -860,6 +837,48 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         deadline: None,
     });
     Ok(Reply::NoReply)
+}
+
+/// SHUTDOWN's refusal when the shutdown cannot go on, as Redis words it.
+const SHUTDOWN_FAILED: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
+
+/// Why a shutdown does not go on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ShutdownStop {
+    /// SHUTDOWN ABORT during the wait for replicas.
+    Aborted,
+    /// The final save failed (without FORCE).
+    SaveFailed,
+}
+
+/// The steps before a shutdown, as Redis's `prepareForShutdown`, for SHUTDOWN and the
+/// signals alike: the wait for lagging replicas (`waits`), then the final save (`saves`),
+/// whose failure stops the shutdown unless `force`. What goes wrong is logged here. Blocks
+/// its thread.
+pub fn prepare_for_shutdown(
+    server: &Arc<Server>,
+    waits: bool,
+    saves: bool,
+    force: bool,
+) -> Result<(), ShutdownStop> {
+    if waits && !super::replication::wait_replicas_before_shutdown(server) {
+        tracing::warn!("Shutdown was aborted.");
+        return Err(ShutdownStop::Aborted);
+    }
+    if !saves {
+        return Ok(());
+    }
+    match super::journal::save_before_shutdown(server) {
+        Ok(()) => Ok(()),
+        Err(e) if force => {
+            tracing::warn!("Error trying to save the DB ({e}). Exit anyway.");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::warn!("Error trying to save the DB, can't exit: {e}");
+            Err(ShutdownStop::SaveFailed)
+        }
+    }
 }
 
 /// Every section, in Redis's order; `INFO` alone (or `default`) shows all but those in

@@ -167,11 +167,16 @@ impl ConnSettings {
 /// `abortShutdown`): one at a time; SHUTDOWN ABORT sets `abort`.
 #[derive(Default)]
 pub struct ShutdownWait {
-    pub waiting: AtomicBool,
     pub abort: AtomicBool,
-    /// When the wait ends at the latest (unix ms; 0: no wait), for INFO's
+    /// When the wait ends at the latest (unix ms; 0: no wait in progress), for INFO's
     /// `shutdown_in_milliseconds`.
     pub deadline_ms: AtomicU64,
+}
+
+impl ShutdownWait {
+    pub fn in_progress(&self) -> bool {
+        self.deadline_ms.load(Ordering::SeqCst) != 0
+    }
 }
 
 impl Server {
