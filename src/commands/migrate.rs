@@ -328,17 +328,16 @@ fn finish(server: &Server, db: usize, job: &Job, outcome: &Outcome) -> Finished 
             continue;
         };
         let name = String::from_utf8_lossy(&item.key);
-        let mut record = 0;
         let removed = server.store.remove_moved(db, &name, Some(stamp), || {
             if !crate::store::journal::recording() {
                 // As the DEL above: a record of its own, numbered under the locks.
-                record = crate::store::journal::change_record(
+                let record = crate::store::journal::change_record(
                     db,
                     &[b"DOC.JOURNALDROP", name.as_bytes()],
                 );
+                done.record = done.record.max(record);
             }
         });
-        done.record = done.record.max(record);
         if removed {
             done.moved.push(Bytes::copy_from_slice(name.as_bytes()));
         }
