@@ -97,14 +97,6 @@ fn the_master_hands_over_to_its_replica_and_follows_it() {
     assert!(e.starts_with("READONLY"), "{e}");
 }
 
-fn signal(s: &TestServer, sig: &str) {
-    let st = std::process::Command::new("kill")
-        .args([sig, &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-}
-
 /// A replica that cannot acknowledge (stopped): the failover waits with writes paused;
 /// ABORT ends it, TIMEOUT gives up on it, and FORCE goes on after the timeout anyway.
 #[test]
@@ -115,7 +107,7 @@ fn a_failover_waits_for_sync_and_ends_by_abort_timeout_or_force() {
     let mut r = replica.conn();
     replicate(&mut r, &master);
     let port = replica.port.to_string();
-    signal(&replica, "-STOP");
+    replica.signal("-STOP");
     let _: () = q(&mut m, &["SET", "unacked", "1"]).unwrap();
     let state = |m: &mut redis::Connection| {
         info_value(m, "replication", "master_failover_state").unwrap_or_default()
@@ -170,7 +162,7 @@ fn a_failover_waits_for_sync_and_ends_by_abort_timeout_or_force() {
         "ok"
     );
     assert!(eventually(5.0, || state(&mut m) == "failover-in-progress"));
-    signal(&replica, "-CONT");
+    replica.signal("-CONT");
     assert!(
         eventually(10.0, || info_value(&mut r, "replication", "role")
             .as_deref()

@@ -560,12 +560,7 @@ fn sigterm_exits_zero() {
     let mut s = TestServer::start(&[]);
     let mut c = s.conn();
     let _: String = redis::cmd("PING").query(&mut c).unwrap();
-    let st = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(s.child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    s.signal("-TERM");
     assert_eq!(s.wait_exit(), Some(0));
 }
 

@@ -17,14 +17,6 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     d
 }
 
-fn sigterm(s: &TestServer) {
-    let st = std::process::Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-}
-
 #[test]
 fn a_failed_final_save_keeps_the_server_running_unless_forced() {
     let dir = temp_dir("failed");
@@ -41,7 +33,7 @@ fn a_failed_final_save_keeps_the_server_running_unless_forced() {
     assert_eq!(int(&mut c, &["DBSIZE"]), 2);
 
     // A signal under the default shutdown-on-sigterm: the same refusal, logged.
-    sigterm(&s);
+    s.signal("-TERM");
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         s.child.try_wait().expect("wait").is_none(),
@@ -70,7 +62,7 @@ fn sigterm_with_force_exits_though_the_save_fails() {
     let mut c = s.conn();
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
     std::fs::remove_dir_all(&dir).expect("rm dir");
-    sigterm(&s);
+    s.signal("-TERM");
     assert_eq!(s.wait_exit(), Some(0));
 }
 
@@ -122,21 +114,13 @@ fn every_write_acknowledged_before_shutdown_is_in_the_final_save() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn signal(s: &TestServer, sig: &str) {
-    let st = std::process::Command::new("kill")
-        .args([sig, &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-}
-
 /// A master with a replica that stopped reading (SIGSTOP) and so lags behind its writes.
 fn master_with_a_lagging_replica(timeout: &str) -> (TestServer, TestServer) {
     let master = TestServer::start(&["--shutdown-timeout", timeout]);
     let replica = TestServer::start(&[]);
     let mut r = replica.conn();
     support::replicate(&mut r, &master);
-    signal(&replica, "-STOP");
+    replica.signal("-STOP");
     let mut m = master.conn();
     let _: () = redis::cmd("SET")
         .arg("k")

@@ -74,6 +74,15 @@ impl TestServer {
         Raw(s)
     }
 
+    /// Sends the process a signal (`-TERM`, `-STOP`, ...) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(st.success());
+    }
+
     /// Waits for the process to exit and returns its exit code.
     pub fn wait_exit(&mut self) -> Option<i32> {
         let deadline = Instant::now() + Duration::from_secs(10);
