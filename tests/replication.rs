@@ -544,3 +544,160 @@ fn a_replica_is_listed_by_its_announced_address() {
         .expect("replication.backlog");
     assert!(backlog > 0, "{backlog}");
 }
+
+/// INFO replication's field as an integer (0 when missing).
+fn info_int(c: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    info_value(c, section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A chain master ← replica ← sub-replica: the sub-replica follows the master's history
+/// (its replication ID and offsets), whether it joins by a full sync in the middle of the
+/// stream (in database 9, which the proxied stream cannot name again: the snapshot's
+/// `repl-stream-db` does) or continues after a dropped link.
+#[test]
+fn a_replica_serves_a_replica_of_its_own_with_the_masters_stream() {
+    let master = TestServer::start(&[]);
+    let middle = TestServer::start(&[]);
+    let last = TestServer::start(&[]);
+    let (mut m, mut b, mut c) = (master.conn(), middle.conn(), last.conn());
+    // A replica without its link up refuses replicas of its own, as Redis's.
+    let _: String = q(&mut b, &["REPLICAOF", "127.0.0.1", "1"]).unwrap();
+    let mut raw = middle.raw();
+    raw.roundtrip(
+        b"PSYNC ? -1\r\n",
+        b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n",
+    );
+    replicate(&mut b, &master);
+    let _: () = q(&mut m, &["SELECT", "9"]).unwrap();
+    let _: () = q(&mut m, &["SET", "before", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut b));
+    replicate(&mut c, &middle);
+    // After the sub-replica's snapshot, without another SELECT in the stream.
+    let _: () = q(&mut m, &["SET", "after", "2"]).unwrap();
+    let (n,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("counter")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(caught_up(&mut m, &mut c));
+    let _: () = q(&mut c, &["SELECT", "9"]).unwrap();
+    assert_eq!(
+        strs(&mut c, &["MGET", "before", "after", "counter"]),
+        ["1", "2", "1"]
+    );
+    assert_eq!(
+        info_value(&mut c, "replication", "master_replid"),
+        info_value(&mut m, "replication", "master_replid")
+    );
+    assert_eq!(
+        info_int(&mut b, "replication", "connected_slaves"),
+        1,
+        "the middle replica lists its replica"
+    );
+    // The middle one drops its replica, which continues from its backlog.
+    let _: i64 = q(&mut b, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
+    let _: () = q(&mut m, &["SET", "later", "3"]).unwrap();
+    assert!(eventually(10.0, || info_int(
+        &mut b,
+        "stats",
+        "sync_partial_ok"
+    ) == 1));
+    assert!(caught_up(&mut m, &mut c));
+    assert_eq!(strs(&mut c, &["MGET", "later"]), ["3"]);
+    assert_eq!(info_int(&mut b, "stats", "sync_full"), 1);
+}
+
+/// A promoted replica keeps the history it followed (master_replid2 up to
+/// second_repl_offset): the old master and the other replica follow it with a partial
+/// resynchronisation, and the writes made on it reach both.
+#[test]
+fn a_promoted_replica_lets_the_others_continue_with_a_partial_resync() {
+    let master = TestServer::start(&[]);
+    let one = TestServer::start(&[]);
+    let two = TestServer::start(&[]);
+    let (mut m, mut a, mut b) = (master.conn(), one.conn(), two.conn());
+    let _: () = q(&mut m, &["SET", "k", "1"]).unwrap();
+    replicate(&mut a, &master);
+    replicate(&mut b, &master);
+    for i in 0..200 {
+        let _: () = q(&mut m, &["SET", &format!("key:{i}"), &i.to_string()]).unwrap();
+    }
+    assert!(caught_up(&mut m, &mut a));
+    assert!(caught_up(&mut m, &mut b));
+    let old_id = info_value(&mut m, "replication", "master_replid");
+    let reached = info_int(&mut m, "replication", "master_repl_offset");
+
+    let _: () = q(&mut a, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert_eq!(info_value(&mut a, "replication", "master_replid2"), old_id);
+    assert_eq!(
+        info_int(&mut a, "replication", "second_repl_offset"),
+        reached + 1
+    );
+    let a_server = &one;
+    replicate(&mut b, a_server);
+    replicate(&mut m, a_server);
+    let _: () = q(&mut a, &["SET", "new", "x"]).unwrap();
+    assert!(caught_up(&mut a, &mut b));
+    assert!(caught_up(&mut a, &mut m));
+    for c in [&mut m, &mut b] {
+        assert_eq!(strs(c, &["MGET", "k", "key:199", "new"]), ["1", "199", "x"]);
+        assert_eq!(
+            info_value(c, "replication", "master_replid"),
+            info_value(&mut a, "replication", "master_replid")
+        );
+    }
+    assert_eq!(info_int(&mut a, "stats", "sync_full"), 0, "no full resync");
+    assert_eq!(info_int(&mut a, "stats", "sync_partial_ok"), 2);
+}
+
+/// The same with redis-server 7 on both sides: Redis master ← tidecache ← Redis replica.
+/// The Redis replica's snapshot comes from tidecache in the middle of Redis's stream (in
+/// database 9); once tidecache is promoted, both Redis servers follow it with a partial
+/// resynchronisation.
+#[test]
+fn a_chain_with_redis_server_on_both_sides_continues_after_a_promotion() {
+    let dir = std::env::temp_dir().join(format!("tidecache-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_string_lossy().to_string();
+    let args = ["--dir", d.as_str(), "--repl-diskless-sync-delay", "0"];
+    let Some(top) = ReferenceRedis::start_with(&args) else {
+        return;
+    };
+    let Some(bottom) = ReferenceRedis::start_with(&args) else {
+        return;
+    };
+    let middle = TestServer::start(&[]);
+    let (mut r, mut t, mut s) = (top.conn(), middle.conn(), bottom.conn());
+    let _: () = q(&mut r, &["SELECT", "9"]).unwrap();
+    let _: () = q(&mut r, &["SET", "a", "1"]).unwrap();
+    support::replicate_port(&mut t, top.port);
+    assert!(caught_up(&mut r, &mut t));
+    replicate(&mut s, &middle);
+    let _: () = q(&mut r, &["SET", "b", "2"]).unwrap();
+    let _: i64 = q(&mut r, &["INCR", "a"]).unwrap();
+    assert!(caught_up(&mut r, &mut s));
+    let _: () = q(&mut s, &["SELECT", "9"]).unwrap();
+    assert_eq!(strs(&mut s, &["MGET", "a", "b"]), ["2", "2"]);
+
+    let _: () = q(&mut t, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &middle.port.to_string()],
+    )
+    .unwrap();
+    let _: () = q(&mut t, &["SELECT", "9"]).unwrap();
+    let _: () = q(&mut t, &["SET", "c", "3"]).unwrap();
+    assert!(caught_up(&mut t, &mut r));
+    assert!(caught_up(&mut t, &mut s));
+    let _: () = q(&mut r, &["SELECT", "9"]).unwrap();
+    for c in [&mut r, &mut s] {
+        assert_eq!(strs(c, &["MGET", "a", "b", "c"]), ["2", "2", "3"]);
+    }
+    assert_eq!(info_int(&mut t, "stats", "sync_full"), 1, "only the first");
+    assert_eq!(info_int(&mut t, "stats", "sync_partial_ok"), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

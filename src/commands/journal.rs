@@ -1919,11 +1919,12 @@ pub const DOCS_TRAILER: &[u8; 8] = b"TIDEDOCS";
 /// RDB version 10, then the collections as `DOC.CREATE`/`DOC.JOURNALPUT` records (copied
 /// after the cut, as a rewrite's base copies them: their records are idempotent, and the
 /// stream from the cut brings every later change). `at_cut` runs at the cut with the
-/// number of the first change after it. The key count, or why not.
+/// number of the first change after it, and returns the database a replica's proxied stream
+/// has selected there (see `server/replication.rs`). The key count, or why not.
 pub fn replication_snapshot(
     server: &Arc<Server>,
     target: &std::path::Path,
-    at_cut: impl FnOnce(u64),
+    at_cut: impl FnOnce(u64) -> Option<usize>,
 ) -> Result<u64, String> {
     use std::io::{Seek, Write};
     let io = |e: std::io::Error| format!("can't write the RDB for the replica: {e}");
@@ -1937,13 +1938,20 @@ pub fn replication_snapshot(
         server.store.used_bytes(),
     )
     .map_err(io)?;
-    let Some((snap, functions, _)) = cut(server, at_cut) else {
+    let mut stream_db = None;
+    let Some((snap, functions, _)) = cut(server, |seq| stream_db = at_cut(seq)) else {
         w.abort();
         return Err("a snapshot is already being taken".into());
     };
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, true, None, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, true, None, |it| w.item(it)))
+        .and_then(|_| match stream_db {
+            // A replica's snapshot: the database its master's stream has selected at the
+            // cut, as Redis's `repl-stream-db` (its stream cannot name it again).
+            Some(db) => w.aux("repl-stream-db", &db.to_string()),
+            None => Ok(()),
+        });
     if let Err(e) = r {
         w.abort();
         return Err(io(e));
@@ -1977,11 +1985,12 @@ pub fn replication_snapshot(
 
 /// Loads a full resynchronisation's payload (`path`, written by
 /// [`replication_snapshot`] or by Redis) into the store, already flushed: the RDB's keys and
-/// functions. Returns the documents' RESP records that followed it, for the caller to run.
+/// functions. Returns the key count, the documents' RESP records that followed it (for the
+/// caller to run) and the stream's database (`repl-stream-db`), if the payload names one.
 pub fn load_replication_payload(
     server: &Arc<Server>,
     path: &std::path::Path,
-) -> Result<(u64, Vec<u8>), String> {
+) -> Result<(u64, Vec<u8>, Option<usize>), String> {
     use std::io::{Read, Seek};
     let io = |e: std::io::Error| format!("can't read the RDB from the master: {e}");
     let mut docs = Vec::new();
@@ -2045,5 +2054,5 @@ pub fn load_replication_payload(
     };
     rdb_loaded(server, &loaded);
     load_functions(server, &loaded.functions)?;
-    Ok((loaded.keys, docs))
+    Ok((loaded.keys, docs, loaded.stream_db))
 }

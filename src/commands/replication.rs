@@ -113,11 +113,12 @@ fn replconf(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     Ok(Reply::ok())
 }
 
-/// No chained replication here: a replica serves no replicas of its own.
-fn no_chaining() -> Result<(), CommandError> {
-    if replication::is_replica() {
+/// A replica serves replicas of its own (chained replication) once its link is up: they
+/// follow its master's stream, which it proxies (Redis's `syncCommand`).
+fn master_link_up() -> Result<(), CommandError> {
+    if replication::is_replica() && !replication::repl().link_up.get() {
         return Err(CommandError::msg(
-            "ERR this server is a replica and serves no replicas of its own (chained replication is not available)",
+            "NOMASTERLINK Can't SYNC while not connected with my master",
         ));
     }
     Ok(())
@@ -158,7 +159,7 @@ fn psync(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             "NOMASTERLINK Can't SYNC while failing over",
         ));
     }
-    no_chaining()?;
+    master_link_up()?;
     let replid = text(&all[0]).to_string();
     let offset = crate::util::num::parse_i64(&all[1]).ok_or_else(CommandError::not_integer)?;
     replication::hand_off(Psync {
@@ -410,7 +411,7 @@ fn drive_failover(server: &std::sync::Arc<crate::state::Server>) -> bool {
 /// SYNC: the old protocol, always a full resynchronisation without the `+FULLRESYNC` line.
 fn sync(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     args.finish()?;
-    no_chaining()?;
+    master_link_up()?;
     replication::hand_off(Psync {
         replid: None,
         offset: -1,

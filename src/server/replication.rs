@@ -130,9 +130,9 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<(), String> {
     let io = |e: std::io::Error| e.to_string();
     let epoch = replication::REPLICAS_EPOCH.load(Ordering::Acquire);
-    let mut pos = match partial_from(&req) {
-        Some(from) => {
-            let replid = repl().replid.lock().clone();
+    let (mut pos, gen) = match partial_from(&req) {
+        Some((from, gen)) => {
+            let replid = replication::current_replid();
             send(stream, format!("+CONTINUE {replid}\r\n").as_bytes())
                 .await
                 .map_err(io)?;
@@ -142,7 +142,7 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
                 "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {from}.",
                 (end + 1).saturating_sub(from)
             ));
-            from
+            (from, gen)
         }
         None => {
             if req.replid.as_deref().is_some_and(|r| r != "?") {
@@ -158,9 +158,9 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
                 false,
                 &format!("Full resync requested by replica {name}"),
             );
-            let offset = full_sync(server, stream, handle, &req, name).await?;
+            let (offset, gen) = full_sync(server, stream, handle, &req, name).await?;
             repl().sync_full.fetch_add(1, Ordering::Relaxed);
-            offset + 1
+            (offset + 1, gen)
         }
     };
     replication::update_replica(handle.id, |r| {
@@ -180,8 +180,16 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut out = Vec::new();
     loop {
         loop {
+            // A new history of this replica's backlog (its own full resynchronisation) or a
+            // new replication ID: the replica reconnects and learns it.
+            if replication::REPLICAS_EPOCH.load(Ordering::Acquire) != epoch {
+                return Ok(());
+            }
             out.clear();
-            if feed.read_from(pos, &mut out, 1 << 20).is_none() {
+            if feed.read_from_gen(gen, pos, &mut out, 1 << 20).is_none() {
+                if feed.gen() != gen {
+                    return Ok(());
+                }
                 return Err("the replica fell out of the replication backlog".into());
             }
             if out.is_empty() {
@@ -233,19 +241,21 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// The offset a PSYNC may continue from, if a partial resynchronisation is possible.
-fn partial_from(req: &Psync) -> Option<u64> {
+/// The offset a PSYNC may continue from, if a partial resynchronisation is possible, and
+/// the backlog's history it reads.
+fn partial_from(req: &Psync) -> Option<(u64, u64)> {
     let replid = req.replid.as_deref()?;
     let feed = crate::store::journal::feed()?;
+    let gen = feed.gen();
     let from = u64::try_from(req.offset).ok()?;
-    let ours = *repl().replid.lock() == replid;
+    let ours = replication::current_replid() == replid;
     let previous = *repl().replid2.lock() == replid
         && req.offset <= repl().second_offset.load(Ordering::Acquire);
     if !ours && !previous {
         if replid != "?" {
             tracing::info!(
                 "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{replid}', my replication IDs are '{}' and '{}')",
-                repl().replid.lock(),
+                replication::current_replid(),
                 repl().replid2.lock()
             );
         }
@@ -253,7 +263,7 @@ fn partial_from(req: &Psync) -> Option<u64> {
     }
     let (first, held) = feed.window();
     if held == 0 && from == feed.offset() + 1 {
-        return Some(from);
+        return Some((from, gen));
     }
     if from < first || from > feed.offset() + 1 {
         tracing::info!(
@@ -261,7 +271,7 @@ fn partial_from(req: &Psync) -> Option<u64> {
         );
         return None;
     }
-    Some(from)
+    Some((from, gen))
 }
 
 /// The full resynchronisation: snapshot at a cut (which starts the stream if it was not
@@ -272,7 +282,7 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     handle: &Arc<ClientHandle>,
     req: &Psync,
     name: &str,
-) -> Result<u64, String> {
+) -> Result<(u64, u64), String> {
     let dir = std::env::temp_dir().join(format!(
         "tidecache-repl-{}-{}",
         std::process::id(),
@@ -292,17 +302,26 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
     req: &Psync,
     name: &str,
     target: &std::path::Path,
-) -> Result<u64, String> {
+) -> Result<(u64, u64), String> {
     let io = |e: std::io::Error| e.to_string();
     let cap = server.config.read().get_u64("repl-backlog-size") as usize;
     let mut tries = 0;
-    let mark = loop {
+    let (mark, gen) = loop {
         let s = server.clone();
         let path = target.to_path_buf();
         let r = tokio::task::spawn_blocking(move || {
             let mut mark = None;
+            // A replica's cut falls between two commands its link applies: the data then
+            // matches the offset its backlog has reached, and the stream's database is known.
+            let applying = replication::is_replica().then(|| repl().applying.lock());
             let r = crate::commands::journal::replication_snapshot(&s, &path, |seq| {
-                mark = Some(crate::store::journal::start_feed(cap).mark(seq));
+                let feed = crate::store::journal::start_feed(cap);
+                mark = Some((feed.mark(seq), feed.gen()));
+                let db = applying
+                    .is_some()
+                    .then(|| repl().stream_db.load(Ordering::Acquire));
+                drop(applying);
+                db
             });
             r.map(|keys| (keys, mark))
         })
@@ -327,7 +346,7 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
     let offset = mark.await.map_err(|e| e.to_string())?;
     tracing::info!("Starting BGSAVE for SYNC with target: replica {name} (no fork: a snapshot)");
     if req.replid.is_some() {
-        let replid = repl().replid.lock().clone();
+        let replid = replication::current_replid();
         send(
             stream,
             format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
@@ -353,7 +372,7 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             _ = handle.killed_signal() => return Err("killed".into()),
         }
     }
-    Ok(offset)
+    Ok((offset, gen))
 }
 
 /// The replica's `REPLCONF ACK <offset>` lines.
@@ -621,6 +640,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     let handle = server.clients.register(any, local);
     repl().master_client.store(handle.id, Ordering::Relaxed);
     let mut client = ClientState::new(handle.clone(), true);
+    let backlog = server.config.read().get_u64("repl-backlog-size") as usize;
     let r = if let Some(rest) = r.strip_prefix("+FULLRESYNC") {
         let mut parts = rest.split_whitespace();
         let (Some(replid), Some(off)) = (parts.next(), parts.next()) else {
@@ -633,25 +653,53 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
             false,
             &format!("Full resync from master: {replid}:{off}"),
         );
+        // This server's own replicas follow a history that ends here: they resynchronise
+        // with the new one (Redis's replicationAttachToNewMaster).
+        replication::disconnect_replicas();
         let replid = replid.to_string();
         let loaded = load_snapshot(server, gen, &mut conn, &mut client, timeout).await;
         match loaded {
             Ok(()) => {
                 *repl().master_replid.lock() = replid;
+                *repl().replid2.lock() = "0".repeat(40);
+                repl().second_offset.store(-1, Ordering::Release);
                 repl().applied.store(off, Ordering::Release);
                 repl().read.store(off, Ordering::Release);
+                repl().stream_db.store(client.db, Ordering::Release);
+                // The backlog proxies the master's stream from the snapshot's offset.
+                crate::store::journal::start_feed(backlog).reset(off, client.db);
                 Ok(())
             }
             Err(e) => Err(e),
         }
     } else if let Some(rest) = r.strip_prefix("+CONTINUE") {
+        let applied = repl().applied.load(Ordering::Acquire);
         if let Some(new) = rest.split_whitespace().next() {
             if *new != cached {
                 tracing::info!("Master replication ID changed to {new}");
+                // The history so far keeps its ID as the second one, up to here, for this
+                // server's replicas; they reconnect to learn the new one (Redis's
+                // replicationSetupSlaveForFullResync... `PSYNC_CONTINUE` branch).
+                *repl().replid2.lock() = cached.clone();
+                repl()
+                    .second_offset
+                    .store(applied as i64 + 1, Ordering::Release);
                 *repl().master_replid.lock() = new.to_string();
+                replication::disconnect_replicas();
             }
         }
         client.db = LINK_DB.load(Ordering::Acquire);
+        repl().stream_db.store(client.db, Ordering::Release);
+        // The backlog continues with the master's bytes: a former master's own records
+        // end here (the offsets agree), any other history starts again at this offset.
+        match crate::store::journal::feed() {
+            Some(f) if f.offset() == applied => crate::store::journal::set_proxying(true),
+            Some(f) => {
+                replication::disconnect_replicas();
+                f.reset(applied, client.db);
+            }
+            None => crate::store::journal::start_feed(backlog).reset(applied, client.db),
+        }
         rlog(
             server,
             false,
@@ -737,7 +785,7 @@ async fn receive_and_load(
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
     let s = server.clone();
     let p = path.to_path_buf();
-    let (keys, docs) = tokio::task::spawn_blocking(move || {
+    let (keys, docs, stream_db) = tokio::task::spawn_blocking(move || {
         crate::commands::journal::load_replication_payload(&s, &p)
     })
     .await
@@ -751,7 +799,9 @@ async fn receive_and_load(
     while let Ok(Some(args)) = crate::protocol::parse_request(&mut docs, &mut parse, limits) {
         apply(server, client, &args).await;
     }
-    client.db = 0;
+    // A master's stream names its database after the snapshot; a replica's proxied one
+    // cannot, and its snapshot says which it is.
+    client.db = stream_db.unwrap_or(0);
     tracing::info!("Done loading RDB, keys loaded: {keys}");
     rlog(
         server,
@@ -764,6 +814,18 @@ async fn receive_and_load(
 /// Runs one command of the master's stream as the master's client (it may write on a
 /// read-only replica); the reply is dropped, as Redis drops its master client's replies.
 async fn apply(server: &Arc<Server>, client: &mut ClientState, args: &[Bytes]) {
+    // A command that blocked (a script on the script thread) is waited for.
+    if let Some(b) = apply_now(server, client, args) {
+        let _ = b.reply.await;
+    }
+}
+
+/// [`apply`]'s synchronous part: the command, or what it waits on if it blocked.
+fn apply_now(
+    server: &Arc<Server>,
+    client: &mut ClientState,
+    args: &[Bytes],
+) -> Option<crate::state::blocking::Blocked> {
     replication::set_applying(true);
     let reply = {
         let mut ctx = crate::commands::Ctx { server, client };
@@ -776,10 +838,34 @@ async fn apply(server: &Arc<Server>, client: &mut ClientState, args: &[Bytes]) {
             String::from_utf8_lossy(&args[0])
         );
     }
-    // A command that blocked (a script on the script thread) is waited for.
-    if let Some(b) = client.blocked.take() {
-        let _ = b.reply.await;
+    client.blocked.take()
+}
+
+/// The master's bytes applied but not yet in the backlog: a MULTI block's, placed whole at
+/// its EXEC (Redis counts a master client's offset only outside MULTI).
+struct Held {
+    bytes: Vec<u8>,
+    /// The database the held bytes start in.
+    db: usize,
+}
+
+/// After a command of the master's stream ran: its bytes join what is held, and unless the
+/// client is inside MULTI, everything held goes to the backlog after the changes it made.
+/// Returns the bytes that count as applied now.
+fn settle(client: &ClientState, held: &mut Held, raw: &[u8], db_before: usize) -> u64 {
+    if held.bytes.is_empty() {
+        held.db = db_before;
     }
+    held.bytes.extend_from_slice(raw);
+    let changed = crate::store::journal::take_last_changed();
+    if client.multi.is_some() {
+        return 0;
+    }
+    let bytes = std::mem::take(&mut held.bytes);
+    let n = bytes.len() as u64;
+    crate::store::journal::place_proxied(bytes, held.db, client.db, changed);
+    repl().stream_db.store(client.db, Ordering::Release);
+    n
 }
 
 /// Applies the stream, acknowledging once a second and when asked (`REPLCONF GETACK`).
@@ -797,6 +883,13 @@ async fn stream_loop(
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The stream's bytes as received, in step with `conn.buf`: each command's own bytes go
+    // to the backlog as they came (see `store/journal/feed.rs`, proxying).
+    let mut mirror = BytesMut::from(&conn.buf[..]);
+    let mut held = Held {
+        bytes: Vec::new(),
+        db: client.db,
+    };
     loop {
         // Bytes already buffered (after the snapshot, or from the last read) first.
         loop {
@@ -811,17 +904,40 @@ async fn stream_loop(
                 Ok(None) => break,
                 Err(e) => return Err(format!("Protocol error from master: {}", e.0)),
             };
-            let used = (before - conn.buf.len()) as u64;
+            let raw = mirror.split_to(before - conn.buf.len());
             if args.len() >= 2
                 && crate::commands::is(&args[0], "replconf")
                 && crate::commands::is(&args[1], "getack")
             {
                 let off = repl().applied.load(Ordering::Acquire).to_string();
                 conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await?;
-            } else {
-                apply(server, client, &args).await;
+                // Proxied too: this server's replicas answer it to this server.
+                let applied = {
+                    let _applying = repl().applying.lock();
+                    settle(client, &mut held, &raw, client.db)
+                };
+                repl().applied.fetch_add(applied, Ordering::AcqRel);
+                continue;
             }
-            repl().applied.fetch_add(used, Ordering::AcqRel);
+            let db_before = client.db;
+            let mut applied = 0;
+            let blocked = {
+                let _applying = repl().applying.lock();
+                crate::store::journal::take_last_changed();
+                let blocked = apply_now(server, client, &args);
+                if blocked.is_none() {
+                    applied = settle(client, &mut held, &raw, db_before);
+                }
+                blocked
+            };
+            if let Some(b) = blocked {
+                // A script on the script thread: its bytes follow its changes, placed once
+                // it is done (the lock is not held across the wait).
+                let _ = b.reply.await;
+                let _applying = repl().applying.lock();
+                applied = settle(client, &mut held, &raw, db_before);
+            }
+            repl().applied.fetch_add(applied, Ordering::AcqRel);
         }
         if conn.buf.capacity() - conn.buf.len() < 16 * 1024 {
             conn.buf.reserve(64 * 1024);
@@ -830,6 +946,7 @@ async fn stream_loop(
             r = conn.stream.read_buf(&mut conn.buf) => match r {
                 Ok(0) | Err(_) => return Err("Connection with master lost.".into()),
                 Ok(n) => {
+                    mirror.extend_from_slice(&conn.buf[conn.buf.len() - n..]);
                     repl().read.fetch_add(n as u64, Ordering::AcqRel);
                     repl().last_io_ms.store(now_ms(), Ordering::Release);
                 }

@@ -69,6 +69,13 @@ pub struct Repl {
     pub sync_partial_err: AtomicU64,
     /// FAILOVER's progress (master side).
     pub failover: Mutex<Failover>,
+    /// Replica side: held by the link while it applies one command of the master's stream
+    /// and places its bytes in the backlog, and by a snapshot's cut for a replica of this
+    /// replica, so the cut falls between two commands and its offset matches its data.
+    pub applying: Mutex<()>,
+    /// Replica side: the database the master's stream has selected, after the last command
+    /// applied (the snapshot's `repl-stream-db` for a replica of this replica).
+    pub stream_db: std::sync::atomic::AtomicUsize,
 }
 
 /// Where a FAILOVER stands (Redis's `failover_state`).
@@ -184,6 +191,8 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
         deadline_ms: None,
         force: false,
     }),
+    applying: Mutex::new(()),
+    stream_db: std::sync::atomic::AtomicUsize::new(0),
 });
 
 pub fn repl() -> &'static Repl {
@@ -298,8 +307,9 @@ pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
         let off = crate::store::journal::feed().map_or(0, |f| f.offset());
         repl().applied.store(off, Ordering::Release);
         repl().read.store(off, Ordering::Release);
-        // Replicas of this server are dropped: no chaining here.
-        disconnect_replicas();
+        // Replicas of this server stay (Redis 7's replicationSetMaster): a partial
+        // resynchronisation with the new master keeps their stream going, a full one or a
+        // new replication ID drops them.
     }
     let gen = repl().link_gen.fetch_add(1, Ordering::AcqRel) + 1;
     if let Some(start) = LINK_STARTER.get() {
@@ -318,15 +328,37 @@ pub fn unfollow() {
     *repl().master.lock() = None;
     repl().link_up.reset();
     repl().sync_in_progress.reset();
-    let applied = repl().applied.load(Ordering::Acquire);
+    // The backlog holds the master's stream up to here: this server's own records follow
+    // it, and its replid2 names that history (Redis's `shiftReplicationId`).
+    let reached = match crate::store::journal::feed() {
+        Some(f) => {
+            crate::store::journal::set_proxying(false);
+            f.offset()
+        }
+        None => repl().applied.load(Ordering::Acquire),
+    };
     let followed = std::mem::take(&mut *repl().master_replid.lock());
     if !followed.is_empty() {
         *repl().replid2.lock() = followed;
         repl()
             .second_offset
-            .store(applied as i64 + 1, Ordering::Release);
+            .store(reached as i64 + 1, Ordering::Release);
     }
     *repl().replid.lock() = random_id();
+    // Its replicas learn the new ID by reconnecting; they continue where they were.
+    disconnect_replicas();
+}
+
+/// The replication ID this server's history goes by: its master's, for a replica that has
+/// synchronised (it proxies that stream), else its own.
+pub fn current_replid() -> String {
+    if is_replica() {
+        let m = repl().master_replid.lock();
+        if !m.is_empty() {
+            return m.clone();
+        }
+    }
+    repl().replid.lock().clone()
 }
 
 /// Replica clients to drop (their connections watch this): every replica.
@@ -427,29 +459,23 @@ pub fn info(backlog_size: u64, replica_priority: u64, announced: bool) -> Vec<(S
             (READ_ONLY.load(Ordering::Relaxed) as u8).to_string(),
         );
         kv("replica_announced", (announced as u8).to_string());
-        kv("connected_slaves", "0".into());
     } else {
         kv("role", "master".into());
-        let replicas = r.replicas.lock().clone();
-        kv("connected_slaves", replicas.len().to_string());
-        for (i, s) in replicas.iter().enumerate() {
-            let lag = now.saturating_sub(s.ack_ms) / 1000;
-            kv(
-                &format!("slave{i}"),
-                format!(
-                    "ip={},port={},state={},offset={},lag={}",
-                    s.ip, s.port, s.state, s.ack, lag
-                ),
-            );
-        }
+    }
+    let replicas = r.replicas.lock().clone();
+    kv("connected_slaves", replicas.len().to_string());
+    for (i, s) in replicas.iter().enumerate() {
+        let lag = now.saturating_sub(s.ack_ms) / 1000;
+        kv(
+            &format!("slave{i}"),
+            format!(
+                "ip={},port={},state={},offset={},lag={}",
+                s.ip, s.port, s.state, s.ack, lag
+            ),
+        );
     }
     kv("master_failover_state", failover_phase().name().into());
-    let replid = if is_replica() && !r.master_replid.lock().is_empty() {
-        r.master_replid.lock().clone()
-    } else {
-        r.replid.lock().clone()
-    };
-    kv("master_replid", replid);
+    kv("master_replid", current_replid());
     kv("master_replid2", r.replid2.lock().clone());
     kv("master_repl_offset", offset().to_string());
     kv(

@@ -55,6 +55,9 @@ pub struct Loaded {
     pub empty_skipped: u64,
     /// The code of each function library (FUNCTION2), for the caller to load.
     pub functions: Vec<Vec<u8>>,
+    /// `repl-stream-db`: the database the master's replication stream has selected where
+    /// the snapshot was cut (written by a replica serving a replica of its own).
+    pub stream_db: Option<usize>,
 }
 
 /// How much a line the loader reports matters (Redis logs them at these levels).
@@ -418,6 +421,9 @@ impl State<'_> {
                             ),
                         );
                     }
+                } else if &k[..] == b"repl-stream-db" {
+                    // -1 (Redis's "none"): the stream names its database itself.
+                    self.out.stream_db = number().and_then(|n| usize::try_from(n).ok());
                 }
             }
             OPCODE_MODULE_AUX => {

@@ -236,6 +236,11 @@ impl ReferenceRedis {
     /// Under CI (`CI` set) a missing reference fails the test instead: CI installs it, and a
     /// comparison that silently skips there would prove nothing.
     pub fn start() -> Option<ReferenceRedis> {
+        Self::start_with(&[])
+    }
+
+    /// [`ReferenceRedis::start`] with more arguments for redis-server.
+    pub fn start_with(extra: &[&str]) -> Option<ReferenceRedis> {
         // A port found free can be taken by another test's reference before ours binds it:
         // ours then exits, and the readiness check would reach the other one (which goes
         // away when its test ends). So the server that answers must be our child.
@@ -253,6 +258,7 @@ impl ReferenceRedis {
                     "--appendonly",
                     "no",
                 ])
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn();
@@ -434,11 +440,12 @@ pub fn run_bounded(mut cmd: Command, timeout: Duration) -> (bool, String, f64) {
 
 /// Makes `replica` follow `master` (REPLICAOF) and waits for the link to come up.
 pub fn replicate(replica: &mut redis::Connection, master: &TestServer) {
-    let _: String = q(
-        replica,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
-    )
-    .expect("replicaof");
+    replicate_port(replica, master.port);
+}
+
+/// [`replicate`] to whatever server listens on `port` (a tidecache or a redis-server).
+pub fn replicate_port(replica: &mut redis::Connection, port: u16) {
+    let _: String = q(replica, &["REPLICAOF", "127.0.0.1", &port.to_string()]).expect("replicaof");
     assert!(
         eventually(10.0, || info_value(
             replica,

@@ -7,6 +7,14 @@
 //! It runs while the server has had a replica (Redis creates its backlog with the first
 //! replica, and so does this); starting it is a snapshot's cut (`start`), so the first
 //! number it places is the first change after that cut.
+//!
+//! **Proxying.** A replica's backlog holds its master's stream byte for byte, at the
+//! master's offsets (Redis's `replicationFeedStreamFromMasterStream`): its own replicas then
+//! follow the same history, and once it is promoted the others continue from it with a
+//! partial resynchronisation. In proxy mode the link places each applied command's bytes
+//! ([`Rec::Raw`]) and the records of what those commands changed become fillers; in record
+//! mode it is the other way round. A switch is itself placed by number ([`Rec::Mode`]), so
+//! every record on either side of it is read in the mode it was made in.
 
 use super::writer::Sub;
 use parking_lot::Mutex;
@@ -20,15 +28,40 @@ struct Mark {
     tx: tokio::sync::oneshot::Sender<u64>,
 }
 
+/// What is placed at a number.
+pub enum Rec {
+    /// A record of this server's changes (record mode).
+    Subs(Vec<Sub>),
+    /// Bytes of the master's stream that the link applied (proxy mode), with the database
+    /// they start in and the one they leave selected, and the highest number the command
+    /// that ran them took for its changes (0: none).
+    Raw {
+        bytes: Vec<u8>,
+        db_before: usize,
+        db_after: usize,
+        changed: u64,
+    },
+    /// From here on, proxy mode (`true`) or record mode.
+    Mode(bool),
+}
+
 struct Inner {
     /// The next sequence number to place.
     next: u64,
-    pending: BTreeMap<u64, Option<Vec<Sub>>>,
+    pending: BTreeMap<u64, Option<Rec>>,
     /// The database the stream has SELECTed (`usize::MAX`: none, a SELECT goes first).
     db: usize,
     ring: VecDeque<u8>,
     cap: usize,
     marks: Vec<Mark>,
+    /// Proxy mode (see the module's text).
+    proxy: bool,
+    /// The number of the last switch to record mode: a command of the master's stream that
+    /// made its changes before it had them dropped as proxy-mode records, so its bytes are
+    /// still placed after the switch.
+    record_since: u64,
+    /// Bumped by [`Feed::reset`]: a replica reading by offset stops at a new history.
+    gen: u64,
 }
 
 pub struct Feed {
@@ -50,6 +83,9 @@ impl Feed {
                 ring: VecDeque::new(),
                 cap: cap.max(16 * 1024),
                 marks: Vec::new(),
+                proxy: false,
+                record_since: 0,
+                gen: 0,
             }),
             offset: AtomicU64::new(offset),
             appended,
@@ -88,7 +124,16 @@ impl Feed {
     /// Copies the bytes from offset `from` (the replica's next byte, 1-based as Redis's
     /// PSYNC offsets) into `out`, at most `max`. `None`: those bytes left the backlog.
     pub fn read_from(&self, from: u64, out: &mut Vec<u8>, max: usize) -> Option<()> {
+        self.read_from_gen(u64::MAX, from, out, max)
+    }
+
+    /// [`Feed::read_from`] for a reader of history `gen` ([`Feed::gen`]; `u64::MAX`: any):
+    /// `None` once the backlog was reset to another history.
+    pub fn read_from_gen(&self, gen: u64, from: u64, out: &mut Vec<u8>, max: usize) -> Option<()> {
         let m = self.inner.lock();
+        if gen != u64::MAX && gen != m.gen {
+            return None;
+        }
         let end = self.offset();
         let held = m.ring.len() as u64;
         let first = end + 1 - held;
@@ -109,12 +154,43 @@ impl Feed {
         Some(())
     }
 
+    /// The backlog's history: a reader keeps it and reads with [`Feed::read_from_gen`].
+    pub fn gen(&self) -> u64 {
+        self.inner.lock().gen
+    }
+
+    /// Whether the stream is proxied (a replica's backlog).
+    pub fn proxying(&self) -> bool {
+        self.inner.lock().proxy
+    }
+
+    /// A new history at `offset` (a replica's full resynchronisation): the ring is emptied,
+    /// readers of the old one stop, marks not yet resolved are dropped, and the stream is
+    /// proxied from there in database `db` (the master's `repl-stream-db`).
+    pub fn reset(&self, offset: u64, db: usize) {
+        let mut m = self.inner.lock();
+        m.ring.clear();
+        m.marks.clear();
+        m.gen += 1;
+        m.proxy = true;
+        m.db = db;
+        self.offset.store(offset, Ordering::Release);
+        drop(m);
+        self.appended.send_replace(offset);
+    }
+
     /// A record (`subs`, placed at the largest of `seqs`) and its fillers; numbers before
     /// the feed's start are ignored.
     pub fn submit(&self, seqs: &[u64], subs: Vec<Sub>) {
+        self.submit_rec(seqs, Rec::Subs(subs));
+    }
+
+    /// [`Feed::submit`] for any kind of record.
+    pub fn submit_rec(&self, seqs: &[u64], rec: Rec) {
         let Some(&pos) = seqs.iter().max() else {
             return;
         };
+        let subs = rec;
         let mut m = self.inner.lock();
         let before = self.offset();
         for &s in seqs {
@@ -138,10 +214,46 @@ impl Feed {
             let Some(rec) = m.pending.remove(&next) else {
                 break;
             };
-            if let Some(subs) = rec {
-                let mut bytes = Vec::new();
-                super::writer::encode_record(subs, &mut m.db, &mut bytes);
-                self.append(m, &bytes);
+            match rec {
+                None => {}
+                Some(Rec::Subs(subs)) if !m.proxy => {
+                    let mut bytes = Vec::new();
+                    super::writer::encode_record(subs, &mut m.db, &mut bytes);
+                    self.append(m, &bytes);
+                }
+                // A proxied stream carries the master's bytes instead.
+                Some(Rec::Subs(_)) => {}
+                Some(Rec::Raw {
+                    bytes,
+                    db_before,
+                    db_after,
+                    changed,
+                }) => {
+                    if m.proxy {
+                        self.append(m, &bytes);
+                        m.db = db_after;
+                    } else if changed != 0 && changed < m.record_since {
+                        // Its changes were made (and their records dropped) before the
+                        // switch: its bytes stand for them, in the database they ran in.
+                        let mut out = Vec::new();
+                        let sub = Sub {
+                            db: Some(db_before),
+                            bytes,
+                        };
+                        super::writer::encode_record([sub], &mut m.db, &mut out);
+                        self.append(m, &out);
+                        m.db = db_after;
+                    }
+                }
+                Some(Rec::Mode(proxy)) => {
+                    if m.proxy && !proxy {
+                        m.record_since = next;
+                        // The first record names its database, as Redis's promoted
+                        // replica forgets `slaveseldb`.
+                        m.db = usize::MAX;
+                    }
+                    m.proxy = proxy;
+                }
             }
             m.next += 1;
         }
@@ -167,7 +279,11 @@ impl Feed {
             if m.marks[i].seq <= next {
                 let k = m.marks.swap_remove(i);
                 let _ = k.tx.send(offset);
-                m.db = usize::MAX;
+                // A proxied stream cannot name its database again: the replica learns it
+                // from the snapshot (`repl-stream-db`).
+                if !m.proxy {
+                    m.db = usize::MAX;
+                }
             } else {
                 i += 1;
             }
@@ -229,5 +345,51 @@ mod tests {
         assert_eq!(held, 16 * 1024);
         assert_eq!(first + held - 1, f.offset());
         assert!(f.read_from(first, &mut Vec::new(), 10).is_some());
+    }
+
+    fn raw(bytes: &[u8], changed: u64) -> Rec {
+        Rec::Raw {
+            bytes: bytes.to_vec(),
+            db_before: 3,
+            db_after: 3,
+            changed,
+        }
+    }
+
+    /// A replica's backlog: its master's bytes as they came, its own records as fillers; at
+    /// the switch to record mode (a promotion), a command whose changes came before the
+    /// switch is still placed (by its bytes, after a SELECT), one whose changes came after
+    /// it is placed by its records only, and the replica's own records follow.
+    #[test]
+    fn a_proxied_stream_keeps_the_masters_bytes_and_switches_by_number() {
+        let f = Feed::new(1, 16 * 1024, 0);
+        f.reset(100, 3);
+        assert_eq!(f.offset(), 100);
+        f.submit(&[1], vec![sub(0, b"local")]);
+        f.submit_rec(&[2], raw(b"MASTER1", 1));
+        assert_eq!(f.offset(), 107);
+        let mut out = Vec::new();
+        f.read_from(101, &mut out, usize::MAX).unwrap();
+        assert_eq!(out, b"MASTER1");
+        // Changes numbered 3 (before the switch at 4), its bytes placed at 5: kept.
+        f.submit(&[3], vec![sub(3, b"dropped")]);
+        f.submit_rec(&[4], Rec::Mode(false));
+        f.submit_rec(&[5], raw(b"LATE", 3));
+        // Changes at 6 after the switch, recorded; its bytes at 7 are not placed again.
+        f.submit(&[6], vec![sub(3, b"mine")]);
+        f.submit_rec(&[7], raw(b"TWICE", 6));
+        out.clear();
+        f.read_from(108, &mut out, usize::MAX).unwrap();
+        let text = String::from_utf8_lossy(&out).to_string();
+        assert!(
+            text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\nLATE*3"),
+            "{text}"
+        );
+        assert!(text.contains("mine") && !text.contains("dropped") && !text.contains("TWICE"));
+        // A reset is a new history: its readers stop.
+        let gen = f.gen();
+        f.reset(500, 0);
+        assert!(f.read_from_gen(gen, 501, &mut out, 10).is_none());
+        assert!(f.read_from_gen(f.gen(), 501, &mut out, 10).is_some());
     }
 }

@@ -99,6 +99,48 @@ pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
     f.submit(&[s], vec![command(db, argv)]);
 }
 
+/// Replica side: bytes of the master's stream the link applied, for the backlog (see
+/// `feed.rs`, proxying), numbered now: after everything the command that ran them changed
+/// (`changed`, its highest number, 0 if none). The journal's file gets a filler.
+pub fn place_proxied(bytes: Vec<u8>, db_before: usize, db_after: usize, changed: u64) {
+    let Some(f) = feed() else { return };
+    let s = NEXT.fetch_add(1, Ordering::AcqRel);
+    if enabled() {
+        if let Some(j) = JOURNAL_SLOT.get() {
+            j.submit(&[s], Vec::new());
+        }
+    }
+    f.submit_rec(
+        &[s],
+        feed::Rec::Raw {
+            bytes,
+            db_before,
+            db_after,
+            changed,
+        },
+    );
+}
+
+/// Switches the backlog between proxying the master's stream (a replica) and recording
+/// this server's changes (a master), at the number taken now: changes numbered before it
+/// are read in the old mode.
+pub fn set_proxying(on: bool) {
+    let Some(f) = feed() else { return };
+    let s = NEXT.fetch_add(1, Ordering::AcqRel);
+    if enabled() {
+        if let Some(j) = JOURNAL_SLOT.get() {
+            j.submit(&[s], Vec::new());
+        }
+    }
+    f.submit_rec(&[s], feed::Rec::Mode(on));
+}
+
+/// The highest number the last command run on this thread took for its changes (0: none),
+/// read once: the replica's link places the command's bytes after them.
+pub fn take_last_changed() -> u64 {
+    LAST_CHANGED.with(|l| l.replace(0))
+}
+
 /// EXEC's or a script's writes as one `MULTI … EXEC` block (a single write needs none).
 fn wrap(atomic: bool, subs: &mut Vec<Sub>) {
     if !atomic || subs.len() < 2 {
@@ -262,6 +304,8 @@ fn push_sub(c: &mut Ctx, sub: Sub) {
 
 thread_local! {
     static CTX: RefCell<Ctx> = RefCell::new(Ctx::default());
+    /// See [`take_last_changed`].
+    static LAST_CHANGED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// What the dispatcher learns when a command ends.
@@ -351,6 +395,9 @@ fn close_ctx(c: &mut Ctx) -> Ended {
             c.subs.clear();
             c.targets.clear();
             c.seqs.clear();
+            if seq.max(c.wait) > 0 {
+                LAST_CHANGED.with(|l| l.set(seq.max(c.wait)));
+            }
             // Replies wait for the file only: without it, nothing to wait for.
             let seq = if enabled() { seq.max(c.wait) } else { 0 };
             let wait = seq > 0

@@ -62,6 +62,14 @@ impl RdbWriter {
         Ok(w)
     }
 
+    /// One auxiliary field (a reader takes them anywhere before the end mark).
+    pub fn aux(&mut self, key: &str, value: &str) -> std::io::Result<()> {
+        self.buf.push(OP_AUX);
+        rdb::write_string(&mut self.buf, key.as_bytes());
+        rdb::write_string(&mut self.buf, value.as_bytes());
+        self.spill(false)
+    }
+
     /// The function libraries' code (Redis writes them before the keys).
     pub fn functions(&mut self, codes: &[bytes::Bytes]) -> std::io::Result<()> {
         for c in codes {
