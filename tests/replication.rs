@@ -701,3 +701,40 @@ fn a_chain_with_redis_server_on_both_sides_continues_after_a_promotion() {
     assert_eq!(info_int(&mut t, "stats", "sync_partial_ok"), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// WAITAOF counts a replica once its journal has the stream on disk (`REPLCONF ACK … FACK`,
+/// Redis 7.2): one with its journal on counts, one without never does, and a replica
+/// refuses WAITAOF as Redis's does.
+#[test]
+fn waitaof_counts_replicas_whose_journal_has_the_write_on_disk() {
+    let master = TestServer::start(&["--appendonly", "yes", "--dir", &temp_dir("waitaof-m")]);
+    let durable = TestServer::start(&["--appendonly", "yes", "--dir", &temp_dir("waitaof-r")]);
+    let plain = TestServer::start(&[]);
+    let (mut m, mut d, mut p) = (master.conn(), durable.conn(), plain.conn());
+    replicate(&mut d, &master);
+    replicate(&mut p, &master);
+    let _: () = q(&mut m, &["SET", "k", "v"]).unwrap();
+    let got: Vec<i64> = q(&mut m, &["WAITAOF", "1", "1", "5000"]).unwrap();
+    assert_eq!(got, [1, 1]);
+    // Two replicas are asked for: only one journal has it, so the timeout answers.
+    let _: () = q(&mut m, &["SET", "k", "w"]).unwrap();
+    let got: Vec<i64> = q(&mut m, &["WAITAOF", "0", "1", "5000"]).unwrap();
+    assert_eq!(got, [1, 1]);
+    let started = std::time::Instant::now();
+    let got: Vec<i64> = q(&mut m, &["WAITAOF", "0", "2", "300"]).unwrap();
+    assert_eq!(got, [1, 1]);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(280));
+    let err = q::<Vec<i64>>(&mut d, &["WAITAOF", "0", "0", "0"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("WAITAOF cannot be used with replica instances"),
+        "{err}"
+    );
+}
+
+fn temp_dir(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("tidecache-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.to_string_lossy().to_string()
+}

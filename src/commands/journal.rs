@@ -137,20 +137,47 @@ pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if timeout < 0 {
         return Err(CommandError::msg("ERR timeout is negative"));
     }
-    let Some(j) = journal::journal().filter(|_| journal::enabled()) else {
-        if numlocal > 0 {
-            return Err(CommandError::msg(
-                "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
-            ));
-        }
-        return Ok(Reply::Array(vec![Reply::Int(0), Reply::Int(0)]));
-    };
-    let woff = ctx.client.journal_seq;
-    let acked = j.durable() >= woff;
-    // Inside MULTI or a script nothing blocks: the answer is what is true now.
-    if (acked && numreplicas == 0) || ctx.client.multi.is_some() || ctx.client.in_exec {
-        return Ok(Reply::Array(vec![Reply::Int(acked as i64), Reply::Int(0)]));
+    use crate::state::replication;
+    if replication::is_replica() {
+        return Err(CommandError::msg(
+            "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.",
+        ));
     }
+    let local_journal = journal::journal().filter(|_| journal::enabled());
+    if numlocal > 0 && local_journal.is_none() {
+        return Err(CommandError::msg(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ));
+    }
+    let woff = ctx.client.journal_seq;
+    // Replicas count once their journal has the stream up to here on disk (`FACK`).
+    let target = replication::offset();
+    let local_now = local_journal.is_some_and(|j| j.durable() >= woff);
+    let replicas_now = replication::facked(target) as i64;
+    // Inside MULTI or a script nothing blocks: the answer is what is true now.
+    if (local_now as i64 >= numlocal && replicas_now >= numreplicas)
+        || ctx.client.multi.is_some()
+        || ctx.client.in_exec
+    {
+        return Ok(Reply::Array(vec![
+            Reply::Int(local_now as i64),
+            Reply::Int(replicas_now),
+        ]));
+    }
+    if numreplicas > 0 {
+        return wait_for_replicas_journals(
+            ctx,
+            local_journal,
+            woff,
+            numlocal,
+            numreplicas,
+            target,
+            timeout,
+        );
+    }
+    let Some(j) = local_journal else {
+        return Ok(Reply::Array(vec![Reply::Int(0), Reply::Int(replicas_now)]));
+    };
     let deadline = (timeout > 0)
         .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -158,12 +185,68 @@ pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     j.on_durable(
         woff,
         deadline,
-        numreplicas > 0,
+        false,
         Box::new(move |_| {
             let local = journal.durable() >= woff;
-            let _ = tx.send(Reply::Array(vec![Reply::Int(local as i64), Reply::Int(0)]));
+            let replicas = replication::facked(target) as i64;
+            let _ = tx.send(Reply::Array(vec![
+                Reply::Int(local as i64),
+                Reply::Int(replicas),
+            ]));
         }),
     );
+    ctx.client.blocked = Some(crate::state::blocking::Blocked {
+        id: ctx.client.id(),
+        reply: rx,
+        deadline: None,
+    });
+    Ok(Reply::NoReply)
+}
+
+/// WAITAOF with replicas: until this server's journal has the client's last write on disk
+/// (if `numlocal`) and `numreplicas` replicas said with `FACK` that theirs has the stream up
+/// to `target`, or the timeout. A task looks every 10 ms, as WAIT's does; replicas are asked
+/// to acknowledge at once.
+fn wait_for_replicas_journals(
+    ctx: &mut Ctx<'_>,
+    local_journal: Option<&'static std::sync::Arc<writer::Journal>>,
+    woff: u64,
+    numlocal: i64,
+    numreplicas: i64,
+    target: u64,
+    timeout: i64,
+) -> CmdResult {
+    use crate::state::replication;
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return Err(CommandError::msg("ERR WAITAOF needs the server's runtime"));
+    };
+    if let Some(j) = local_journal {
+        j.request_sync(woff);
+    }
+    journal::replicate_only(None, &[b"REPLCONF", b"GETACK", b"*"]);
+    let deadline = (timeout > 0)
+        .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rt.spawn(async move {
+        let mut tx = tx;
+        loop {
+            let local = local_journal.is_some_and(|j| j.durable() >= woff);
+            let replicas = replication::facked(target) as i64;
+            if (local as i64 >= numlocal && replicas >= numreplicas)
+                || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+            {
+                let _ = tx.send(Reply::Array(vec![
+                    Reply::Int(local as i64),
+                    Reply::Int(replicas),
+                ]));
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+                _ = tx.closed() => return,
+            }
+        }
+    });
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: ctx.client.id(),
         reply: rx,

@@ -109,6 +109,7 @@ pub async fn serve_replica<S: AsyncRead + AsyncWrite + Unpin>(
         state: "wait_bgsave",
         ack: 0,
         ack_ms: now_ms(),
+        fack: 0,
     });
     if let Err(e) = replica_session(server, stream, handle, inbuf, req, &name).await {
         rlog(
@@ -386,9 +387,16 @@ fn read_acks(id: u64, inbuf: &mut BytesMut, parse: &mut crate::protocol::ParseSt
             && crate::commands::is(&args[0], "replconf")
             && crate::commands::is(&args[1], "ack")
         {
+            // `ACK <offset> [FACK <fsynced offset>]` (Redis 7.2).
+            let fack = (args.len() >= 5 && crate::commands::is(&args[3], "fack"))
+                .then(|| crate::util::num::parse_i64(&args[4]))
+                .flatten();
             if let Some(off) = crate::util::num::parse_i64(&args[2]) {
                 replication::update_replica(id, |r| {
                     r.ack = r.ack.max(off.max(0) as u64);
+                    if let Some(f) = fack {
+                        r.fack = r.fack.max(f.max(0) as u64);
+                    }
                     r.ack_ms = now_ms();
                 });
             }
@@ -847,6 +855,10 @@ struct Held {
     bytes: Vec<u8>,
     /// The database the held bytes start in.
     db: usize,
+    /// (number, stream offset after it) of what was placed, until the journal has it on
+    /// disk: see [`fsynced_offset`].
+    fsync: std::collections::VecDeque<(u64, u64)>,
+    fsynced: u64,
 }
 
 /// After a command of the master's stream ran: its bytes join what is held, and unless the
@@ -863,9 +875,52 @@ fn settle(client: &ClientState, held: &mut Held, raw: &[u8], db_before: usize) -
     }
     let bytes = std::mem::take(&mut held.bytes);
     let n = bytes.len() as u64;
-    crate::store::journal::place_proxied(bytes, held.db, client.db, changed);
+    let seq = crate::store::journal::place_proxied(bytes, held.db, client.db, changed);
     repl().stream_db.store(client.db, Ordering::Release);
+    if seq != 0 && crate::store::journal::enabled() {
+        let reached = repl().applied.load(Ordering::Acquire) + n;
+        let f = &mut held.fsync;
+        // Bounded: an offset whose number is not yet on disk waits here (at most a second
+        // of stream under everysec); past the bound the oldest give way to newer ones.
+        if f.len() >= 1 << 16 {
+            f.pop_front();
+        }
+        f.push_back((seq, reached));
+    }
     n
+}
+
+/// The stream offset this replica's journal holds on disk (Redis's `fsynced_reploff`), for
+/// `REPLCONF ACK … FACK`: the newest placed offset whose number the journal has fsynced.
+/// `None` while the journal is off (no FACK is sent, as Redis sends none).
+fn fsynced_offset(held: &mut Held) -> Option<u64> {
+    let j = crate::store::journal::journal().filter(|_| crate::store::journal::enabled())?;
+    let durable = j.durable();
+    while let Some(&(seq, off)) = held.fsync.front() {
+        if seq > durable {
+            break;
+        }
+        held.fsynced = off;
+        held.fsync.pop_front();
+    }
+    if held.fsync.is_empty() && held.bytes.is_empty() {
+        // Everything placed is on disk: the whole stream applied so far is.
+        held.fsynced = held.fsynced.max(repl().applied.load(Ordering::Acquire));
+    }
+    Some(held.fsynced)
+}
+
+/// `REPLCONF ACK <applied> [FACK <fsynced>]`.
+async fn send_ack(conn: &mut Conn, held: &mut Held) -> Result<(), String> {
+    let off = repl().applied.load(Ordering::Acquire).to_string();
+    match fsynced_offset(held) {
+        Some(f) => {
+            let f = f.to_string();
+            conn.send(&[b"REPLCONF", b"ACK", off.as_bytes(), b"FACK", f.as_bytes()])
+                .await
+        }
+        None => conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await,
+    }
 }
 
 /// Applies the stream, acknowledging once a second and when asked (`REPLCONF GETACK`).
@@ -889,7 +944,11 @@ async fn stream_loop(
     let mut held = Held {
         bytes: Vec::new(),
         db: client.db,
+        fsync: Default::default(),
+        fsynced: 0,
     };
+    let mut fsync_tick = tokio::time::interval(Duration::from_millis(100));
+    fsync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // Bytes already buffered (after the snapshot, or from the last read) first.
         loop {
@@ -909,8 +968,7 @@ async fn stream_loop(
                 && crate::commands::is(&args[0], "replconf")
                 && crate::commands::is(&args[1], "getack")
             {
-                let off = repl().applied.load(Ordering::Acquire).to_string();
-                conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await?;
+                send_ack(conn, &mut held).await?;
                 // Proxied too: this server's replicas answer it to this server.
                 let applied = {
                     let _applying = repl().applying.lock();
@@ -959,8 +1017,15 @@ async fn stream_loop(
                 if idle > timeout.as_millis() as u64 {
                     return Err("MASTER timeout: no data nor PING received...".into());
                 }
-                let off = repl().applied.load(Ordering::Acquire).to_string();
-                conn.send(&[b"REPLCONF", b"ACK", off.as_bytes()]).await?;
+                send_ack(conn, &mut held).await?;
+            }
+            _ = fsync_tick.tick() => {
+                // A journal that reached the disk further is said at once: a WAITAOF on the
+                // master waits for it.
+                let before = held.fsynced;
+                if fsynced_offset(&mut held).is_some_and(|f| f > before) {
+                    send_ack(conn, &mut held).await?;
+                }
             }
         }
     }

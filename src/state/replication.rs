@@ -21,6 +21,9 @@ pub struct Replica {
     pub ack: u64,
     /// When it last acknowledged (Unix ms).
     pub ack_ms: u64,
+    /// The offset it has fsynced to its journal (`REPLCONF ACK … FACK <offset>`; 0: none
+    /// said, its journal is off): what WAITAOF counts.
+    pub fack: u64,
 }
 
 /// What a replica said with REPLCONF before its PSYNC.
@@ -401,6 +404,16 @@ pub fn acked(offset: u64) -> usize {
         .lock()
         .iter()
         .filter(|r| r.state == "online" && r.ack >= offset)
+        .count()
+}
+
+/// Replicas online whose journal holds at least `offset` on disk (WAITAOF).
+pub fn facked(offset: u64) -> usize {
+    repl()
+        .replicas
+        .lock()
+        .iter()
+        .filter(|r| r.state == "online" && r.fack >= offset)
         .count()
 }
 

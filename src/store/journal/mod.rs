@@ -102,8 +102,11 @@ pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
 /// Replica side: bytes of the master's stream the link applied, for the backlog (see
 /// `feed.rs`, proxying), numbered now: after everything the command that ran them changed
 /// (`changed`, its highest number, 0 if none). The journal's file gets a filler.
-pub fn place_proxied(bytes: Vec<u8>, db_before: usize, db_after: usize, changed: u64) {
-    let Some(f) = feed() else { return };
+///
+/// Returns the number it took (0: no backlog), which the journal's file reaches on disk
+/// once everything the bytes changed is there.
+pub fn place_proxied(bytes: Vec<u8>, db_before: usize, db_after: usize, changed: u64) -> u64 {
+    let Some(f) = feed() else { return 0 };
     let s = NEXT.fetch_add(1, Ordering::AcqRel);
     if enabled() {
         if let Some(j) = JOURNAL_SLOT.get() {
@@ -119,6 +122,7 @@ pub fn place_proxied(bytes: Vec<u8>, db_before: usize, db_after: usize, changed:
             changed,
         },
     );
+    s
 }
 
 /// Switches the backlog between proxying the master's stream (a replica) and recording
