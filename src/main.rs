@@ -363,7 +363,7 @@ async fn run(config: Config, set_log_level: tidecache::state::LogLevelSetter) ->
 /// meanwhile, as Redis does); false (after logging why, naming the file and the offset) when it cannot be
 /// loaded, and the server does not start.
 fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -> bool {
-    use tidecache::store::rdb_file::{load_path_with_progress, Note};
+    use tidecache::store::rdb_file::{load_path_as, Note};
     let started = std::time::Instant::now();
     let mut report = |note: Note, line: &str| match note {
         Note::Notice => log.line(Level::Notice, line),
@@ -373,7 +373,8 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
         }
     };
     let mut progress = tidecache::commands::journal::loading_progress;
-    match load_path_with_progress(&server.store, path, &mut report, &mut progress) {
+    let replica = server.holds_masters_data();
+    match load_path_as(&server.store, path, &mut report, &mut progress, replica) {
         Ok(None) => true,
         Ok(Some(loaded)) => {
             tidecache::commands::journal::rdb_loaded(server, &loaded);

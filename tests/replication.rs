@@ -738,3 +738,26 @@ fn temp_dir(name: &str) -> String {
     std::fs::create_dir_all(&d).unwrap();
     d.to_string_lossy().to_string()
 }
+
+/// A replica expires nothing itself (Redis's active expiry runs on masters only): keys past
+/// their deadline stay counted until its master's DELs arrive.
+#[test]
+fn a_replicas_keys_leave_by_the_masters_dels_only() {
+    let master = TestServer::start(&["--enable-debug-command", "yes"]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).unwrap();
+    for i in 0..20 {
+        let _: () = q(&mut m, &["SET", &format!("k{i}"), "v", "PX", "200"]).unwrap();
+    }
+    assert!(caught_up(&mut m, &mut r));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert_eq!(
+        int(&mut r, &["DBSIZE"]),
+        20,
+        "the replica swept keys itself"
+    );
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
+    assert!(eventually(10.0, || int(&mut r, &["DBSIZE"]) == 0));
+}

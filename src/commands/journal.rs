@@ -2117,11 +2117,14 @@ pub fn load_replication_payload(
         crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
         crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),
     };
-    let r = crate::store::rdb_file::load_path_with_progress(
+    // A replica keeps its master's keys that are already past their deadline (Redis's
+    // rdbLoad as a replica): the master's DELs remove them.
+    let r = crate::store::rdb_file::load_path_as(
         &server.store,
         path,
         &mut log,
         &mut loading_progress,
+        true,
     );
     end_loading();
     // Before the functions: FUNCTION LOAD runs through the dispatcher, which takes the gate.

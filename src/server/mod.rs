@@ -41,7 +41,11 @@ pub fn start_background(server: &Arc<Server>) {
             crate::state::EFFECTIVE_HZ.store(hz, std::sync::atomic::Ordering::Relaxed);
             crate::util::clock::tick();
             crate::util::alloc::sample_peak();
-            if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
+            // Active expiry is a master's (Redis's activeExpireCycle): a replica's keys leave
+            // by its master's DELs.
+            if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed)
+                || s.holds_masters_data()
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
                 continue;
             }

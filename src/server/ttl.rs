@@ -47,6 +47,11 @@ pub fn spawn_monitors(server: &Arc<Server>) {
 /// core to clients. Strict reads hide due documents meanwhile, so a slower sweep only
 /// delays reclaiming their memory.
 pub fn pass(server: &Server, shard: usize) {
+    // As MongoDB's secondaries, a replica's monitor deletes nothing: its master's deletions
+    // reach it through the stream.
+    if server.holds_masters_data() {
+        return;
+    }
     let _one_at_a_time = server.ttl.sweeping.lock();
     let now = crate::util::clock::now_ms();
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {

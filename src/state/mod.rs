@@ -371,6 +371,19 @@ impl Server {
         }
     }
 
+    /// Whether this server holds a master's data rather than its own (Redis's `!iAmMaster()`):
+    /// it follows a master, or its cluster configuration makes it a replica (which it is
+    /// from the start, before the bus has it follow anyone). A replica's keys and documents
+    /// leave by its master's deletions: it neither expires them itself nor drops the expired
+    /// ones of a file it loads.
+    pub fn holds_masters_data(&self) -> bool {
+        replication::is_replica()
+            || self
+                .cluster
+                .get()
+                .is_some_and(|c| c.lock().me().is_some_and(|m| m.is_replica()))
+    }
+
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }

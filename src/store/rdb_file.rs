@@ -99,12 +99,25 @@ pub fn load_path_with_progress(
     log: Log<'_>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Option<Loaded>, LoadError> {
+    load_path_as(store, path, log, progress, false)
+}
+
+/// [`load_path_with_progress`] for a replica (`replica`: Redis's `!iAmMaster()`), which
+/// keeps the keys already expired: they leave when its master's DELs arrive, and a command
+/// of the master's stream may still need them.
+pub fn load_path_as(
+    store: &Store,
+    path: &Path,
+    log: Log<'_>,
+    progress: &mut dyn FnMut(u64),
+    replica: bool,
+) -> Result<Option<Loaded>, LoadError> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(0, format!("cannot open the file: {e}"))),
     };
-    load_with(store, file, CHUNK, log, progress).map(Some)
+    load_with(store, file, CHUNK, log, progress, replica).map(Some)
 }
 
 /// Loads a whole RDB file held in memory into `store`.
@@ -225,6 +238,8 @@ struct State<'l> {
     /// The expire time read for the next key.
     expire: Option<i64>,
     now: i64,
+    /// A replica's load: nothing counts as expired.
+    keep_expired: bool,
     log: &'l mut dyn FnMut(Note, &str),
 }
 
@@ -235,7 +250,7 @@ pub fn load_reader(
     chunk: usize,
     log: Log<'_>,
 ) -> Result<Loaded, LoadError> {
-    load_with(store, src, chunk, log, &mut |_| {})
+    load_with(store, src, chunk, log, &mut |_| {}, false)
 }
 
 fn load_with(
@@ -244,6 +259,7 @@ fn load_with(
     chunk: usize,
     log: Log<'_>,
     progress: &mut dyn FnMut(u64),
+    keep_expired: bool,
 ) -> Result<Loaded, LoadError> {
     let mut input = Input {
         src,
@@ -274,6 +290,7 @@ fn load_with(
         db: 0,
         expire: None,
         now: crate::util::clock::now_ms(),
+        keep_expired,
         log,
     };
     loop {
@@ -493,7 +510,7 @@ impl State<'_> {
             }
         };
         let at = self.expire.take();
-        if at.is_some_and(|at| at < self.now) {
+        if !self.keep_expired && at.is_some_and(|at| at < self.now) {
             self.out.expired += 1;
             return Ok(());
         }
