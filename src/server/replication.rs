@@ -130,7 +130,8 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
     name: &str,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| e.to_string();
-    let epoch = replication::REPLICAS_EPOCH.load(Ordering::Acquire);
+    let mut dropped = repl().replicas_epoch.subscribe();
+    let epoch = *dropped.borrow_and_update();
     let (mut pos, gen) = match partial_from(&req) {
         Some((from, gen)) => {
             let replid = replication::current_replid();
@@ -183,7 +184,7 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
         loop {
             // A new history of this replica's backlog (its own full resynchronisation) or a
             // new replication ID: the replica reconnects and learns it.
-            if replication::REPLICAS_EPOCH.load(Ordering::Acquire) != epoch {
+            if *repl().replicas_epoch.borrow() != epoch {
                 return Ok(());
             }
             out.clear();
@@ -209,7 +210,7 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
         }
         if handle.is_killed()
             || server.is_shutting_down()
-            || replication::REPLICAS_EPOCH.load(Ordering::Acquire) != epoch
+            || *repl().replicas_epoch.borrow() != epoch
         {
             return Ok(());
         }
@@ -218,6 +219,7 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
         }
         tokio::select! {
             _ = appended.changed() => {}
+            _ = dropped.changed() => return Ok(()),
             r = stream.read_buf(inbuf) => match r {
                 Ok(0) => return Err("the replica closed the connection".into()),
                 Err(e) => return Err(e.to_string()),
@@ -421,10 +423,6 @@ fn start_link(server: &Arc<Server>, gen: u64) {
 fn current(server: &Server, gen: u64) -> bool {
     repl().link_gen.load(Ordering::Acquire) == gen && !server.is_shutting_down()
 }
-
-/// The database the master's stream has selected: kept across reconnections, since a
-/// partial resynchronisation continues the stream where it was.
-static LINK_DB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The replica's link: one session after another (a second apart) while this REPLICAOF is
 /// current.
@@ -696,8 +694,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
                 replication::disconnect_replicas();
             }
         }
-        client.db = LINK_DB.load(Ordering::Acquire);
-        repl().stream_db.store(client.db, Ordering::Release);
+        client.db = repl().stream_db.load(Ordering::Acquire);
         // The backlog continues with the master's bytes: a former master's own records
         // end here (the offsets agree), any other history starts again at this offset.
         match crate::store::journal::feed() {
@@ -725,7 +722,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         }
         other => other,
     };
-    LINK_DB.store(client.db, Ordering::Release);
+    repl().stream_db.store(client.db, Ordering::Release);
     crate::commands::transactions::reset_state(&mut crate::commands::Ctx {
         server,
         client: &mut client,

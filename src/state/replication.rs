@@ -77,8 +77,11 @@ pub struct Repl {
     /// replica, so the cut falls between two commands and its offset matches its data.
     pub applying: Mutex<()>,
     /// Replica side: the database the master's stream has selected, after the last command
-    /// applied (the snapshot's `repl-stream-db` for a replica of this replica).
+    /// applied (the snapshot's `repl-stream-db` for a replica of this replica); kept across
+    /// reconnections, since a partial resynchronisation continues the stream where it was.
     pub stream_db: std::sync::atomic::AtomicUsize,
+    /// Bumped to drop every replica of this server ([`disconnect_replicas`]).
+    pub replicas_epoch: tokio::sync::watch::Sender<u64>,
 }
 
 /// Where a FAILOVER stands (Redis's `failover_state`).
@@ -196,6 +199,7 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     }),
     applying: Mutex::new(()),
     stream_db: std::sync::atomic::AtomicUsize::new(0),
+    replicas_epoch: tokio::sync::watch::Sender::new(0),
 });
 
 pub fn repl() -> &'static Repl {
@@ -364,11 +368,11 @@ pub fn current_replid() -> String {
     repl().replid.lock().clone()
 }
 
-/// Replica clients to drop (their connections watch this): every replica.
-pub static REPLICAS_EPOCH: AtomicU64 = AtomicU64::new(0);
-
+/// Drops every replica connected to this server at once (they reconnect and learn what
+/// changed: a new replication ID, or a new history): each one's task watches
+/// [`Repl::replicas_epoch`].
 pub fn disconnect_replicas() {
-    REPLICAS_EPOCH.fetch_add(1, Ordering::AcqRel);
+    repl().replicas_epoch.send_modify(|e| *e += 1);
 }
 
 pub fn add_replica(r: Replica) {
