@@ -378,6 +378,19 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
         Ok(None) => true,
         Ok(Some(loaded)) => {
             tidecache::commands::journal::rdb_loaded(server, &loaded);
+            if let (Some(id), Some(offset)) = (loaded.repl_id.clone(), loaded.repl_offset) {
+                let backlog = server.config.read().get_u64("repl-backlog-size") as usize;
+                log.line(
+                    Level::Notice,
+                    &format!("Replication history restored from the RDB: {id}:{offset}"),
+                );
+                tidecache::state::replication::restore_history(
+                    id,
+                    offset,
+                    loaded.stream_db,
+                    backlog,
+                );
+            }
             if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
             {
                 let msg = format!("Can't load the RDB file {}: {e}", path.display());

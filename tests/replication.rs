@@ -761,3 +761,44 @@ fn a_replicas_keys_leave_by_the_masters_dels_only() {
     let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
     assert!(eventually(10.0, || int(&mut r, &["DBSIZE"]) == 0));
 }
+
+/// A restart from an RDB that says where its data stands (`repl-id`, `repl-offset`,
+/// `repl-stream-db`, as Redis's rdbSaveInfo): a restarted replica and a restarted master
+/// each continue with a partial resynchronisation, in the database the stream had selected.
+#[test]
+fn a_restart_from_the_rdb_continues_the_replication_history() {
+    let (dm, dr) = (temp_dir("restart-m"), temp_dir("restart-r"));
+    let master = TestServer::start(&["--dir", &dm, "--save", "900 1"]);
+    let mut replica = TestServer::start(&["--dir", &dr, "--save", "900 1"]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["SELECT", "5"]).unwrap();
+    for _ in 0..10 {
+        let _: i64 = q(&mut m, &["INCR", "c"]).unwrap();
+    }
+    assert!(caught_up(&mut m, &mut r));
+    replica.signal("-TERM");
+    assert_eq!(replica.wait_exit(), Some(0));
+    let _: i64 = q(&mut m, &["INCR", "c"]).unwrap();
+    let port = master.port.to_string();
+    let replica = TestServer::start(&["--dir", &dr, "--replicaof", "127.0.0.1", &port]);
+    let mut r = replica.conn();
+    assert!(caught_up(&mut m, &mut r));
+    let _: () = q(&mut r, &["SELECT", "5"]).unwrap();
+    assert_eq!(strs(&mut r, &["MGET", "c"]), ["11"]);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 1);
+    assert_eq!(info_int(&mut m, "stats", "sync_partial_ok"), 1);
+
+    let mut master = master;
+    master.signal("-TERM");
+    assert_eq!(master.wait_exit(), Some(0));
+    let master = TestServer::start(&["--dir", &dm]);
+    let mut m = master.conn();
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["SELECT", "5"]).unwrap();
+    let _: i64 = q(&mut m, &["INCR", "c"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "c"]), ["12"]);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 0, "no full resync");
+    assert_eq!(info_int(&mut m, "stats", "sync_partial_ok"), 1);
+}

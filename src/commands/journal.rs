@@ -1670,12 +1670,31 @@ fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Resu
         server.store.used_bytes(),
     )
     .map_err(io)?;
-    let (snap, functions, dirty_at_cut) = cut(server, |_| {})
-        .ok_or_else(|| "Failed saving the DB: a snapshot is already being taken".to_string())?;
+    // Where the data stands in the replication history (Redis's rdbSaveInfo): a restart
+    // from the file continues with a partial resynchronisation. A replica's cut falls between
+    // two commands its link applies, so its applied offset is the data's.
+    let applying = crate::state::replication::is_replica()
+        .then(|| crate::state::replication::repl().applying.lock());
+    let mut history = None;
+    let (snap, functions, dirty_at_cut) = cut(server, |seq| {
+        history = crate::state::replication::history_at_cut(seq, applying.is_some());
+        drop(applying);
+    })
+    .ok_or_else(|| "Failed saving the DB: a snapshot is already being taken".to_string())?;
     let copying = std::time::Instant::now();
     let r = w
         .functions(&functions)
-        .and_then(|_| each_item(server, &snap, paced, child, |it| w.item(it)));
+        .and_then(|_| each_item(server, &snap, paced, child, |it| w.item(it)))
+        .and_then(|n| {
+            if let Some((id, offset, db)) = history.and_then(|h| h.resolve()) {
+                if let Some(db) = db {
+                    w.aux("repl-stream-db", &db.to_string())?;
+                }
+                w.aux("repl-id", &id)?;
+                w.aux("repl-offset", &offset.to_string())?;
+            }
+            Ok(n)
+        });
     if let Ok(keys) = &r {
         log_snapshot("RDB snapshot written", &snap, *keys, copying);
     }

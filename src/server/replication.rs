@@ -859,23 +859,26 @@ struct Held {
 }
 
 /// After a command of the master's stream ran: its bytes join what is held, and unless the
-/// client is inside MULTI, everything held goes to the backlog after the changes it made.
-/// Returns the bytes that count as applied now.
-fn settle(client: &ClientState, held: &mut Held, raw: &[u8], db_before: usize) -> u64 {
+/// client is inside MULTI, everything held goes to the backlog after the changes it made and
+/// counts as applied. Called with [`Repl::applying`] held, so a snapshot's cut sees the data
+/// and the applied offset agree.
+///
+/// [`Repl::applying`]: crate::state::replication::Repl::applying
+fn settle(client: &ClientState, held: &mut Held, raw: &[u8], db_before: usize) {
     if held.bytes.is_empty() {
         held.db = db_before;
     }
     held.bytes.extend_from_slice(raw);
     let changed = crate::store::journal::take_last_changed();
     if client.multi.is_some() {
-        return 0;
+        return;
     }
     let bytes = std::mem::take(&mut held.bytes);
     let n = bytes.len() as u64;
     let seq = crate::store::journal::place_proxied(bytes, held.db, client.db, changed);
     repl().stream_db.store(client.db, Ordering::Release);
+    let reached = repl().applied.fetch_add(n, Ordering::AcqRel) + n;
     if seq != 0 && crate::store::journal::enabled() {
-        let reached = repl().applied.load(Ordering::Acquire) + n;
         let f = &mut held.fsync;
         // Bounded: an offset whose number is not yet on disk waits here (at most a second
         // of stream under everysec); past the bound the oldest give way to newer ones.
@@ -884,7 +887,6 @@ fn settle(client: &ClientState, held: &mut Held, raw: &[u8], db_before: usize) -
         }
         f.push_back((seq, reached));
     }
-    n
 }
 
 /// The stream offset this replica's journal holds on disk (Redis's `fsynced_reploff`), for
@@ -967,21 +969,17 @@ async fn stream_loop(
             {
                 send_ack(conn, &mut held).await?;
                 // Proxied too: this server's replicas answer it to this server.
-                let applied = {
-                    let _applying = repl().applying.lock();
-                    settle(client, &mut held, &raw, client.db)
-                };
-                repl().applied.fetch_add(applied, Ordering::AcqRel);
+                let _applying = repl().applying.lock();
+                settle(client, &mut held, &raw, client.db);
                 continue;
             }
             let db_before = client.db;
-            let mut applied = 0;
             let blocked = {
                 let _applying = repl().applying.lock();
                 crate::store::journal::take_last_changed();
                 let blocked = apply_now(server, client, &args);
                 if blocked.is_none() {
-                    applied = settle(client, &mut held, &raw, db_before);
+                    settle(client, &mut held, &raw, db_before);
                 }
                 blocked
             };
@@ -990,9 +988,8 @@ async fn stream_loop(
                 // it is done (the lock is not held across the wait).
                 let _ = b.reply.await;
                 let _applying = repl().applying.lock();
-                applied = settle(client, &mut held, &raw, db_before);
+                settle(client, &mut held, &raw, db_before);
             }
-            repl().applied.fetch_add(applied, Ordering::AcqRel);
         }
         if conn.buf.capacity() - conn.buf.len() < 16 * 1024 {
             conn.buf.reserve(64 * 1024);

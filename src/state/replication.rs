@@ -356,6 +356,62 @@ pub fn unfollow() {
     disconnect_replicas();
 }
 
+/// Where a snapshot cut at change `seq` stands in the replication history, for its RDB's
+/// `repl-id` / `repl-offset` / `repl-stream-db` (Redis's rdbPopulateSaveInfo): a replica that
+/// has synchronised (`link_held`: its link is between two commands) is at its applied offset
+/// in its master's stream; a master with a backlog at the offset where `seq` starts, known
+/// once every smaller number is placed. Nothing for a server without a history to continue.
+pub fn history_at_cut(seq: u64, link_held: bool) -> Option<HistoryAt> {
+    if link_held {
+        let id = repl().master_replid.lock().clone();
+        if id.is_empty() {
+            return None;
+        }
+        return Some(HistoryAt::Known(
+            id,
+            repl().applied.load(Ordering::Acquire),
+            Some(repl().stream_db.load(Ordering::Acquire)),
+        ));
+    }
+    if is_replica() {
+        return None;
+    }
+    let feed = crate::store::journal::feed()?;
+    Some(HistoryAt::Pending(
+        repl().replid.lock().clone(),
+        feed.mark(seq),
+    ))
+}
+
+/// See [`history_at_cut`].
+pub enum HistoryAt {
+    Known(String, u64, Option<usize>),
+    Pending(String, tokio::sync::oneshot::Receiver<u64>),
+}
+
+impl HistoryAt {
+    /// (replication ID, offset, the stream's database if it must be said), waiting for the
+    /// offset if it is not known yet; `None` if the history was reset meanwhile. Blocking.
+    pub fn resolve(self) -> Option<(String, u64, Option<usize>)> {
+        match self {
+            HistoryAt::Known(id, off, db) => Some((id, off, db)),
+            HistoryAt::Pending(id, rx) => rx.blocking_recv().ok().map(|off| (id, off, None)),
+        }
+    }
+}
+
+/// A restart from a file that says where its data stands in a replication history
+/// (`repl-id`, `repl-offset`): the history goes on from there, with a backlog at that offset,
+/// so replicas (or, for a replica, its master) continue with a partial resynchronisation
+/// (Redis's loadDataFromDisk with a valid rdbSaveInfo).
+pub fn restore_history(id: String, offset: u64, stream_db: Option<usize>, backlog: usize) {
+    *repl().replid.lock() = id;
+    crate::store::journal::start_feed_at(backlog, offset);
+    repl()
+        .stream_db
+        .store(stream_db.unwrap_or(0), Ordering::Release);
+}
+
 /// The replication ID this server's history goes by: its master's, for a replica that has
 /// synchronised (it proxies that stream), else its own.
 pub fn current_replid() -> String {

@@ -58,6 +58,9 @@ pub struct Loaded {
     /// `repl-stream-db`: the database the master's replication stream has selected where
     /// the snapshot was cut (written by a replica serving a replica of its own).
     pub stream_db: Option<usize>,
+    /// `repl-id` / `repl-offset`: where the file's data stands in a replication history.
+    pub repl_id: Option<String>,
+    pub repl_offset: Option<u64>,
 }
 
 /// How much a line the loader reports matters (Redis logs them at these levels).
@@ -438,6 +441,13 @@ impl State<'_> {
                             ),
                         );
                     }
+                } else if &k[..] == b"repl-id" {
+                    self.out.repl_id = std::str::from_utf8(&v)
+                        .ok()
+                        .filter(|id| id.len() == 40)
+                        .map(str::to_string);
+                } else if &k[..] == b"repl-offset" {
+                    self.out.repl_offset = number().and_then(|n| u64::try_from(n).ok());
                 } else if &k[..] == b"repl-stream-db" {
                     // -1 (Redis's "none"): the stream names its database itself.
                     self.out.stream_db = number().and_then(|n| usize::try_from(n).ok());

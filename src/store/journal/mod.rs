@@ -86,6 +86,14 @@ pub fn start_feed(cap: usize) -> &'static feed::Feed {
     f
 }
 
+/// Starts the replication stream at `offset` (a restart that continues a replication
+/// history: the offset its file was saved at), before anything is served.
+pub fn start_feed_at(cap: usize, offset: u64) -> &'static feed::Feed {
+    let f = FEED.get_or_init(|| feed::Feed::new(NEXT.load(Ordering::Acquire), cap, offset));
+    FEED_ON.store(true, Ordering::Release);
+    f
+}
+
 /// A record for the replication stream only (PUBLISH, the PING to replicas: Redis sends
 /// them to replicas and not to its AOF), numbered now; the journal gets a filler.
 pub fn replicate_only(db: Option<usize>, argv: &[&[u8]]) {
