@@ -802,3 +802,37 @@ fn a_restart_from_the_rdb_continues_the_replication_history() {
     assert_eq!(info_int(&mut m, "stats", "sync_full"), 0, "no full resync");
     assert_eq!(info_int(&mut m, "stats", "sync_partial_ok"), 1);
 }
+
+/// `repl-backlog-ttl`: a master alone for that long frees its backlog and starts a new
+/// history, so a replica coming back resyncs in full; the offset goes on.
+#[test]
+fn a_master_alone_past_the_backlog_ttl_frees_its_backlog() {
+    let master = TestServer::start(&["--repl-backlog-ttl", "1"]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["SET", "k", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    let id = info_value(&mut m, "replication", "master_replid");
+    let offset = info_int(&mut m, "replication", "master_repl_offset");
+    assert_eq!(info_int(&mut m, "replication", "repl_backlog_active"), 1);
+    let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert!(eventually(5.0, || info_int(
+        &mut m,
+        "replication",
+        "repl_backlog_active"
+    ) == 0));
+    assert_ne!(info_value(&mut m, "replication", "master_replid"), id);
+    assert_eq!(
+        info_int(&mut m, "replication", "master_repl_offset"),
+        offset
+    );
+    let _: () = q(&mut r, &["SET", "k", "2"]).unwrap();
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["1"]);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 2);
+    let _: () = q(&mut m, &["SET", "k", "3"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["3"]);
+}

@@ -218,6 +218,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Redis's bytes loaded between two rounds of serving clients during a load. A load here runs on a thread of its own and clients are served throughout, at any value." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
         doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
+    Setting { name: "repl-backlog-ttl", default: "3600", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Seconds a master without replicas keeps its backlog; then it frees it and starts a new replication history (a replica that comes back resyncs in full). 0: never. A replica keeps its backlog whatever this says." },
     Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
         doc: "Seconds between two PINGs a master sends its replicas on the stream. Alias: repl-ping-slave-period." },
     Setting { name: "repl-timeout", default: "60", live: true, kind: Kind::Int(1, i32::MAX as i64),

@@ -41,17 +41,22 @@ pub fn start(server: &Arc<Server>) {
     let s = server.clone();
     tokio::spawn(async move {
         let mut since_ping = 0u64;
+        let mut alone_since = 0u64;
         while !s.is_shutting_down() {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let (to, lag, period) = {
+            let (to, lag, period, ttl) = {
                 let c = s.config.read();
                 (
                     c.get_u64("min-replicas-to-write"),
                     c.get_u64("min-replicas-max-lag"),
                     c.get_u64("repl-ping-replica-period").max(1),
+                    c.get_u64("repl-backlog-ttl"),
                 )
             };
             replication::refresh_good_replicas(to, lag);
+            if let Some(line) = replication::expire_backlog(ttl, &mut alone_since) {
+                rlog(&s, false, &line);
+            }
             since_ping += 1;
             if since_ping >= period {
                 since_ping = 0;

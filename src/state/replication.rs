@@ -490,8 +490,35 @@ pub fn offset() -> u64 {
     if is_replica() {
         repl().applied.load(Ordering::Acquire)
     } else {
-        crate::store::journal::feed().map_or(0, |f| f.offset())
+        crate::store::journal::stream_offset()
     }
+}
+
+/// `repl-backlog-ttl` (Redis's replicationCron): a master that has had no replica for
+/// `ttl` seconds frees its backlog and starts a new history (a new replication ID, no
+/// second one), since no replica can continue the old one from it. `since` keeps when the
+/// last replica left (0: some are connected). Returns the line to log when it frees it.
+pub fn expire_backlog(ttl: u64, since: &mut u64) -> Option<String> {
+    let now = crate::util::clock::now_ms() as u64;
+    if is_replica() || !repl().replicas.lock().is_empty() || crate::store::journal::feed().is_none()
+    {
+        *since = 0;
+        return None;
+    }
+    if *since == 0 {
+        *since = now;
+    }
+    if ttl == 0 || now.saturating_sub(*since) < ttl * 1000 {
+        return None;
+    }
+    *repl().replid.lock() = random_id();
+    *repl().replid2.lock() = "0".repeat(40);
+    repl().second_offset.store(-1, Ordering::Release);
+    crate::store::journal::free_feed();
+    *since = 0;
+    Some(format!(
+        "Replication backlog freed after {ttl} seconds without connected replicas."
+    ))
 }
 
 /// INFO replication's lines.

@@ -179,6 +179,25 @@ impl Feed {
         self.appended.send_replace(offset);
     }
 
+    /// Frees the backlog (`repl-backlog-ttl`): its bytes and readers go, the offset stays.
+    pub fn free(&self) {
+        let mut m = self.inner.lock();
+        m.ring = VecDeque::new();
+        m.pending.clear();
+        m.marks.clear();
+        m.gen += 1;
+    }
+
+    /// Takes records again from change `first` on (a snapshot's cut, after [`Feed::free`]):
+    /// the stream goes on at its offset, naming its database first.
+    pub fn restart(&self, first: u64) {
+        let mut m = self.inner.lock();
+        m.next = first;
+        m.pending.clear();
+        m.db = usize::MAX;
+        m.proxy = false;
+    }
+
     /// A record (`subs`, placed at the largest of `seqs`) and its fillers; numbers before
     /// the feed's start are ignored.
     pub fn submit(&self, seqs: &[u64], subs: Vec<Sub>) {

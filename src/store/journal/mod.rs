@@ -82,8 +82,25 @@ pub fn feed() -> Option<&'static feed::Feed> {
 /// change after the cut.
 pub fn start_feed(cap: usize) -> &'static feed::Feed {
     let f = FEED.get_or_init(|| feed::Feed::new(NEXT.load(Ordering::Acquire), cap, 0));
-    FEED_ON.store(true, Ordering::Release);
+    if !FEED_ON.swap(true, Ordering::AcqRel) {
+        // Freed since (or new): it takes the changes from this cut on.
+        f.restart(NEXT.load(Ordering::Acquire));
+    }
     f
+}
+
+/// Frees the replication backlog (`repl-backlog-ttl` on a master without replicas): no
+/// record is taken for it until a replica's full sync starts it again.
+pub fn free_feed() {
+    if let Some(f) = feed() {
+        FEED_ON.store(false, Ordering::Release);
+        f.free();
+    }
+}
+
+/// `master_repl_offset`: the stream's offset, kept while the backlog is freed.
+pub fn stream_offset() -> u64 {
+    FEED.get().map_or(0, |f| f.offset())
 }
 
 /// Starts the replication stream at `offset` (a restart that continues a replication
