@@ -836,3 +836,38 @@ fn a_master_alone_past_the_backlog_ttl_frees_its_backlog() {
     assert!(caught_up(&mut m, &mut r));
     assert_eq!(strs(&mut r, &["MGET", "k"]), ["3"]);
 }
+
+/// A redis-server master with diskless sync (Redis 7's default) streams its snapshot with an
+/// end mark (`$EOF:<mark>`) to a replica that says `capa eof`: tidecache reads it and then
+/// the stream.
+#[test]
+fn a_replica_takes_a_diskless_masters_streamed_snapshot() {
+    let dir = temp_dir("diskless-ref");
+    let Some(redis) = ReferenceRedis::start_with(&[
+        "--dir",
+        &dir,
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]) else {
+        return;
+    };
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (redis.conn(), replica.conn());
+    for i in 0..500 {
+        let _: () = q(&mut m, &["SET", &format!("key:{i}"), &"x".repeat(i)]).unwrap();
+    }
+    support::replicate_port(&mut r, redis.port);
+    let _: () = q(&mut m, &["SET", "after", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut r, &["DBSIZE"]), 501);
+    assert_eq!(
+        strs(&mut r, &["MGET", "key:499", "after"]),
+        ["x".repeat(499), "1".into()]
+    );
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "the master wrote a file: the transfer was not diskless"
+    );
+}

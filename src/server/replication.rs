@@ -583,9 +583,9 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         }
     }
     let r = conn
-        // Not `capa eof`: the payload is always read by its `$<len>` (a Redis master then
-        // sends its RDB from disk rather than streamed with an end marker).
-        .command(&[b"REPLCONF", b"capa", b"psync2"], timeout)
+        // `eof`: a payload streamed with an end mark rather than a length (a diskless master's
+        // `$EOF:<mark>`) is read too.
+        .command(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], timeout)
         .await?;
     if r.starts_with('-') {
         tracing::info!("(Non critical) Master does not understand REPLCONF capa: {r}");
@@ -750,17 +750,29 @@ async fn load_snapshot(
     if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
     }
-    let len: u64 = head
-        .strip_prefix('$')
-        .and_then(|l| l.parse().ok())
-        .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}'), are you sure the host and port are right?"))?;
-    tracing::info!("MASTER <-> REPLICA sync: receiving {len} bytes from master to disk");
+    // `$EOF:<40 bytes>`: a diskless master's stream, as long as it takes, ended by the mark.
+    let size = match head.strip_prefix("$EOF:") {
+        Some(mark) if mark.len() == 40 => {
+            tracing::info!(
+                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+            );
+            Payload::Marked(mark.as_bytes().to_vec())
+        }
+        _ => {
+            let len: u64 = head
+                .strip_prefix('$')
+                .and_then(|l| l.parse().ok())
+                .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}'), are you sure the host and port are right?"))?;
+            tracing::info!("MASTER <-> REPLICA sync: receiving {len} bytes from master to disk");
+            Payload::Length(len)
+        }
+    };
     let path = std::env::temp_dir().join(format!(
         "tidecache-replica-{}-{}.rdb",
         std::process::id(),
         crate::util::clock::now_us()
     ));
-    let r = receive_and_load(server, conn, client, timeout, len, &path).await;
+    let r = receive_and_load(server, conn, client, timeout, size, &path).await;
     let _ = std::fs::remove_file(&path);
     repl().sync_in_progress.clear(gen);
     r
@@ -771,21 +783,46 @@ async fn receive_and_load(
     conn: &mut Conn,
     client: &mut ClientState,
     timeout: Duration,
-    len: u64,
+    size: Payload,
     path: &std::path::Path,
 ) -> Result<(), String> {
     use std::io::Write;
     let io = |e: std::io::Error| format!("Failed trying to write the temp DB to disk: {e}");
     let mut f = std::fs::File::create(path).map_err(io)?;
-    let mut left = len;
-    while left > 0 {
-        if conn.buf.is_empty() {
-            conn.fill(timeout).await?;
+    match size {
+        Payload::Length(len) => {
+            let mut left = len;
+            while left > 0 {
+                if conn.buf.is_empty() {
+                    conn.fill(timeout).await?;
+                }
+                let n = (conn.buf.len() as u64).min(left) as usize;
+                let part = conn.buf.split_to(n);
+                f.write_all(&part).map_err(io)?;
+                left -= n as u64;
+            }
         }
-        let n = (conn.buf.len() as u64).min(left) as usize;
-        let part = conn.buf.split_to(n);
-        f.write_all(&part).map_err(io)?;
-        left -= n as u64;
+        Payload::Marked(mark) => {
+            // The last bytes read stay back until more come: they may be the mark. The master
+            // sends nothing after it until this replica's first acknowledgement.
+            let mut tail: Vec<u8> = Vec::new();
+            loop {
+                if conn.buf.is_empty() {
+                    conn.fill(timeout).await?;
+                }
+                let part = conn.buf.split_to(conn.buf.len());
+                tail.extend_from_slice(&part);
+                if tail.ends_with(&mark) {
+                    f.write_all(&tail[..tail.len() - mark.len()]).map_err(io)?;
+                    break;
+                }
+                if tail.len() > mark.len() {
+                    let keep = tail.len() - mark.len();
+                    f.write_all(&tail[..keep]).map_err(io)?;
+                    tail.drain(..keep);
+                }
+            }
+        }
     }
     f.sync_all().map_err(io)?;
     drop(f);
@@ -819,6 +856,12 @@ async fn receive_and_load(
         "MASTER <-> REPLICA sync: Finished with success",
     );
     Ok(())
+}
+
+/// How a snapshot's payload ends: after `$<len>` bytes, or at a diskless master's mark.
+enum Payload {
+    Length(u64),
+    Marked(Vec<u8>),
 }
 
 /// Runs one command of the master's stream as the master's client (it may write on a
