@@ -871,3 +871,51 @@ fn a_replica_takes_a_diskless_masters_streamed_snapshot() {
         "the master wrote a file: the transfer was not diskless"
     );
 }
+
+/// `repl-diskless-sync yes` (the default): a replica that says `capa eof` gets the snapshot
+/// streamed with an end mark, no file between; one that does not, or with `no`, gets it with
+/// its length. Either way it loads.
+#[test]
+fn a_diskless_master_streams_the_snapshot_to_a_replica_that_reads_it() {
+    let master = TestServer::start(&[]);
+    let mut m = master.conn();
+    let _: () = q(&mut m, &["SET", "k", "v"]).unwrap();
+    let head = |capa: bool| {
+        let mut raw = master.raw();
+        if capa {
+            raw.roundtrip(b"REPLCONF capa eof capa psync2\r\n", b"+OK\r\n");
+        }
+        raw.send(b"PSYNC ? -1\r\n");
+        // Bare newlines keep the link alive while a snapshot waits its turn.
+        let first = String::from_utf8_lossy(&raw.read_until(b"\r\n")).to_string();
+        let first = first.trim_start_matches('\n');
+        assert!(first.starts_with("+FULLRESYNC "), "{first}");
+        let mut second = raw.read_until(b"\r\n");
+        while second.first() == Some(&b'\n') {
+            second.remove(0);
+        }
+        String::from_utf8_lossy(&second).trim_end().to_string()
+    };
+    let streamed = head(true);
+    assert!(
+        streamed.starts_with("$EOF:") && streamed.len() == 45,
+        "{streamed}"
+    );
+    assert!(head(false).starts_with('$') && !head(false).starts_with("$EOF:"));
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-diskless-sync", "no"]).unwrap();
+    assert!(!head(true).starts_with("$EOF:"));
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-diskless-sync", "yes"]).unwrap();
+    // A replica (tidecache, which says capa eof) loads the streamed snapshot, and so does
+    // redis-server.
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "k"]), ["v"]);
+    if let Some(redis) = ReferenceRedis::start() {
+        let mut rr = redis.conn();
+        replicate(&mut rr, &master);
+        assert!(caught_up(&mut m, &mut rr));
+        assert_eq!(strs(&mut rr, &["MGET", "k"]), ["v"]);
+    }
+}

@@ -2085,6 +2085,57 @@ pub fn replication_snapshot(
     Err("the collection catalog kept changing while the documents were copied".into())
 }
 
+/// Why a diskless transfer did not start (nothing was sent yet).
+#[derive(Debug)]
+pub enum NotStreamed {
+    /// Another snapshot is being taken: try again.
+    Busy,
+    /// The data holds collections, whose records are copied after the cut and may be copied
+    /// again: only a file can take that, so the transfer goes through one.
+    Collections,
+    Failed(String),
+}
+
+/// A diskless full resynchronisation's payload (`repl-diskless-sync`): the key space at a
+/// cut as RDB, written into `sink` as it is copied, with no file. `at_cut` runs at the cut as
+/// for [`replication_snapshot`]; `ready` runs once the transfer is sure to go this way,
+/// before the first byte reaches `sink`.
+pub fn replication_snapshot_streamed(
+    server: &Arc<Server>,
+    sink: Box<dyn std::io::Write + Send>,
+    at_cut: impl FnOnce(u64) -> Option<usize>,
+    ready: impl FnOnce(),
+) -> Result<u64, NotStreamed> {
+    if server.store.document_totals().collections > 0 {
+        return Err(NotStreamed::Collections);
+    }
+    let mut w = crate::store::journal::rdb_save::RdbWriter::streaming(
+        sink,
+        crate::state::REDIS_COMPAT_VERSION,
+        server.store.used_bytes(),
+    );
+    let mut stream_db = None;
+    let Some((snap, functions, _)) = cut(server, |seq| stream_db = at_cut(seq)) else {
+        return Err(NotStreamed::Busy);
+    };
+    // The header is still in the writer's buffer: nothing has been sent.
+    if server.store.document_totals().collections > 0 {
+        return Err(NotStreamed::Collections);
+    }
+    ready();
+    let r = w
+        .functions(&functions)
+        .and_then(|_| each_item(server, &snap, true, None, |it| w.item(it)))
+        .and_then(|_| match stream_db {
+            Some(db) => w.aux("repl-stream-db", &db.to_string()),
+            None => Ok(()),
+        });
+    let keys = w.keys;
+    r.and_then(|_| w.finish_stream())
+        .map_err(|e| NotStreamed::Failed(format!("can't stream the RDB to the replica: {e}")))?;
+    Ok(keys)
+}
+
 /// Loads a full resynchronisation's payload (`path`, written by
 /// [`replication_snapshot`] or by Redis) into the store, already flushed: the RDB's keys and
 /// functions. Returns the key count, the documents' RESP records that followed it (for the

@@ -96,9 +96,13 @@ fn replconf(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         } else if is(opt, "ip-address") {
             replication::repl().confs.lock().entry(id).or_default().ip =
                 Some(text(val).to_string());
-        } else if is(opt, "capa") || is(opt, "rdb-only") || is(opt, "rdb-filter-only") {
-            // Every replica gets the RDB with its length and PSYNC's +CONTINUE with the ID:
-            // what `eof` and `psync2` announce the replica understands.
+        } else if is(opt, "capa") {
+            // `eof`: a diskless transfer may go to it (`repl-diskless-sync`). Every replica
+            // gets PSYNC's +CONTINUE with the ID, what `psync2` announces.
+            if is(val, "eof") {
+                replication::repl().confs.lock().entry(id).or_default().eof = true;
+            }
+        } else if is(opt, "rdb-only") || is(opt, "rdb-filter-only") {
         } else if is(opt, "ack") || is(opt, "getack") {
             // ACK comes on a replica's stream (read there); GETACK on a master's stream
             // (answered by the link). Elsewhere, as Redis, no reply.

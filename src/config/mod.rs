@@ -218,6 +218,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Redis's bytes loaded between two rounds of serving clients during a load. A load here runs on a thread of its own and clients are served throughout, at any value." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
         doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
+    Setting { name: "repl-diskless-sync", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: a full resynchronisation streams the snapshot to the replica's socket as it is copied (`$EOF:<mark>`), with no file, when the replica says it reads that (REPLCONF capa eof) and the data set holds no collection; otherwise, and with no, it goes through a file in the temp directory." },
+    Setting { name: "repl-diskless-sync-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "Seconds a master waits before a diskless transfer starts. Redis waits (5 s by default) so that replicas arriving meanwhile share one transfer; here each replica's transfer is its own, so the default is not to wait." },
     Setting { name: "repl-backlog-ttl", default: "3600", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Seconds a master without replicas keeps its backlog; then it frees it and starts a new replication history (a replica that comes back resyncs in full). 0: never. A replica keeps its backlog whatever this says." },
     Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
@@ -345,11 +349,9 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
-    // Replication settings for what this replication does not do (diskless sync options;
-    // propagation errors are logged).
-    ("repl-diskless-sync-delay", &[]),
+    // Replication settings for what this replication does not do (transfers shared between
+    // replicas; propagation errors are logged).
     ("propagation-error-behavior", &[]),
-    ("repl-diskless-sync", &[]),
     ("repl-diskless-sync-max-replicas", &[]),
     ("repl-disable-tcp-nodelay", &[]),
     ("replica-lazy-flush", &["no"]),

@@ -314,6 +314,43 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
     let io = |e: std::io::Error| e.to_string();
     let cap = server.config.read().get_u64("repl-backlog-size") as usize;
     let mut tries = 0;
+    let (diskless, delay) = {
+        let c = server.config.read();
+        (
+            c.get_bool("repl-diskless-sync"),
+            c.get_u64("repl-diskless-sync-delay"),
+        )
+    };
+    let eof = repl().confs.lock().get(&handle.id).is_some_and(|c| c.eof);
+    if diskless && eof {
+        // Redis waits so that more replicas can share one transfer; each replica's transfer
+        // here is its own, and the wait is what the setting asks for.
+        for _ in 0..delay {
+            send(stream, b"\n").await.map_err(io)?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        loop {
+            match streamed_sync(server, stream, handle, req, cap).await {
+                Ok(done) => return Ok(done),
+                Err(crate::commands::journal::NotStreamed::Busy) if tries < 600 => {
+                    tries += 1;
+                    if handle.is_killed() || server.is_shutting_down() {
+                        return Err("gone".into());
+                    }
+                    send(stream, b"\n").await.map_err(io)?;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(crate::commands::journal::NotStreamed::Collections) => {
+                    tracing::info!("Replica {name} gets the snapshot through a file: the data set holds collections");
+                    break;
+                }
+                Err(crate::commands::journal::NotStreamed::Busy) => {
+                    return Err("a snapshot was being taken for too long".into())
+                }
+                Err(crate::commands::journal::NotStreamed::Failed(e)) => return Err(e),
+            }
+        }
+    }
     let (mark, gen) = loop {
         let s = server.clone();
         let path = target.to_path_buf();
@@ -380,6 +417,106 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             _ = handle.killed_signal() => return Err("killed".into()),
         }
     }
+    Ok((offset, gen))
+}
+
+/// A sink of a streamed snapshot: the RDB's bytes, chunk by chunk, to the task sending them
+/// (bounded, so the copy goes at the pace of the replica's socket).
+struct ChannelWriter(tokio::sync::mpsc::Sender<Vec<u8>>);
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .blocking_send(data.to_vec())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A diskless full resynchronisation (Redis's `rdbSaveToSlavesSockets`): `+FULLRESYNC`, then
+/// `$EOF:<mark>`, the RDB as it is copied from the snapshot, and the mark. Nothing is sent
+/// before the snapshot is sure to be streamed ([`NotStreamed`]).
+///
+/// [`NotStreamed`]: crate::commands::journal::NotStreamed
+async fn streamed_sync<S: AsyncRead + AsyncWrite + Unpin>(
+    server: &Arc<Server>,
+    stream: &mut S,
+    handle: &Arc<ClientHandle>,
+    req: &Psync,
+    cap: usize,
+) -> Result<(u64, u64), crate::commands::journal::NotStreamed> {
+    use crate::commands::journal::NotStreamed;
+    let failed = |e: std::io::Error| NotStreamed::Failed(e.to_string());
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    let copy = tokio::task::spawn_blocking(move || {
+        let cut = std::cell::RefCell::new(None);
+        let applying = replication::is_replica().then(|| repl().applying.lock());
+        crate::commands::journal::replication_snapshot_streamed(
+            &s,
+            Box::new(ChannelWriter(tx)),
+            |seq| {
+                let feed = crate::store::journal::start_feed(cap);
+                *cut.borrow_mut() = Some((feed.mark(seq), feed.gen()));
+                let db = applying
+                    .is_some()
+                    .then(|| repl().stream_db.load(Ordering::Acquire));
+                drop(applying);
+                db
+            },
+            || {
+                let _ = ready_tx.send(cut.borrow_mut().take());
+            },
+        )
+    });
+    let Ok(Some((mark, gen))) = ready_rx.await else {
+        return match copy.await {
+            Ok(Err(e)) => Err(e),
+            _ => Err(NotStreamed::Failed(
+                "the snapshot ended before its cut".into(),
+            )),
+        };
+    };
+    let offset = mark
+        .await
+        .map_err(|_| NotStreamed::Failed("the backlog was reset".into()))?;
+    tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets (no fork: a snapshot)");
+    if req.replid.is_some() {
+        let replid = replication::current_replid();
+        send(
+            stream,
+            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
+        )
+        .await
+        .map_err(failed)?;
+    }
+    replication::update_replica(handle.id, |r| r.state = "send_bulk");
+    let mark = replication::random_id();
+    send(stream, format!("$EOF:{mark}\r\n").as_bytes())
+        .await
+        .map_err(failed)?;
+    while let Some(chunk) = rx.recv().await {
+        tokio::select! {
+            biased;
+            r = send(stream, &chunk) => r.map_err(failed)?,
+            _ = handle.killed_signal() => return Err(NotStreamed::Failed("killed".into())),
+        }
+    }
+    match copy.await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(e) => return Err(NotStreamed::Failed(e.to_string())),
+    }
+    send(stream, mark.as_bytes()).await.map_err(failed)?;
+    tracing::info!(
+        "Streamed RDB transfer with replica {} succeeded (socket).",
+        handle.addr
+    );
     Ok((offset, gen))
 }
 

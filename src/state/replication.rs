@@ -31,6 +31,8 @@ pub struct Replica {
 pub struct ReplConf {
     pub port: Option<u16>,
     pub ip: Option<String>,
+    /// `capa eof`: it reads a snapshot streamed with an end mark (a diskless transfer).
+    pub eof: bool,
 }
 
 /// A PSYNC (or SYNC) the connection hands to the replication side once its reply batch is

@@ -249,6 +249,10 @@ impl ReferenceRedis {
                 .and_then(|l| l.local_addr())
                 .map(|a| a.port())
                 .expect("free port");
+            // Its own directory: a replica's RDB (or a save) never lands in the project's,
+            // where every later test server would load it.
+            let dir = std::env::temp_dir().join(format!("tidecache-ref-{port}"));
+            let _ = std::fs::create_dir_all(&dir);
             let child = Command::new("redis-server")
                 .args([
                     "--port",
@@ -257,6 +261,8 @@ impl ReferenceRedis {
                     "",
                     "--appendonly",
                     "no",
+                    "--dir",
+                    &dir.to_string_lossy(),
                 ])
                 .args(extra)
                 .stdout(Stdio::null())

@@ -18,9 +18,24 @@ const OP_SELECTDB: u8 = 254;
 const OP_AUX: u8 = 250;
 const OP_EOF: u8 = 255;
 
+/// Where the bytes go: a temporary file renamed over the target at the end, or a stream
+/// (a diskless replication transfer).
+enum Out {
+    File { file: SyncingFile, tmp: PathBuf },
+    Stream(Box<dyn std::io::Write + Send>),
+}
+
+impl Out {
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Out::File { file, .. } => file.write_all(data),
+            Out::Stream(w) => w.write_all(data),
+        }
+    }
+}
+
 pub struct RdbWriter {
-    file: SyncingFile,
-    tmp: PathBuf,
+    out: Out,
     buf: Vec<u8>,
     crc: u64,
     db: usize,
@@ -35,9 +50,21 @@ impl RdbWriter {
     pub fn create(dir: &Path, version: &str, used_mem: usize) -> std::io::Result<RdbWriter> {
         let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
         let file = SyncingFile::new(File::create(&tmp)?);
+        Ok(Self::with(Out::File { file, tmp }, version, used_mem))
+    }
+
+    /// Writes into `sink` instead of a file: the bytes of a diskless transfer.
+    pub fn streaming(
+        sink: Box<dyn std::io::Write + Send>,
+        version: &str,
+        used_mem: usize,
+    ) -> RdbWriter {
+        Self::with(Out::Stream(sink), version, used_mem)
+    }
+
+    fn with(out: Out, version: &str, used_mem: usize) -> RdbWriter {
         let mut w = RdbWriter {
-            file,
-            tmp,
+            out,
             buf: Vec::with_capacity(1 << 16),
             crc: 0,
             db: usize::MAX,
@@ -59,7 +86,7 @@ impl RdbWriter {
             rdb::write_string(&mut w.buf, k.as_bytes());
             rdb::write_string(&mut w.buf, v.as_bytes());
         }
-        Ok(w)
+        w
     }
 
     /// One auxiliary field (a reader takes them anywhere before the end mark).
@@ -102,7 +129,7 @@ impl RdbWriter {
     fn spill(&mut self, all: bool) -> std::io::Result<()> {
         if all || self.buf.len() >= 1 << 16 {
             self.crc = rdb::crc64(self.crc, &self.buf);
-            self.file.write_all(&self.buf)?;
+            self.out.write_all(&self.buf)?;
             self.bytes += self.buf.len() as u64;
             self.buf.clear();
         }
@@ -115,10 +142,15 @@ impl RdbWriter {
         self.buf.push(OP_EOF);
         self.spill(true)?;
         let crc = self.crc.to_le_bytes();
-        self.file.write_all(&crc)?;
+        self.out.write_all(&crc)?;
         self.bytes += 8;
-        self.file.file.sync_all()?;
-        std::fs::rename(&self.tmp, target)?;
+        let Out::File { file, tmp } = self.out else {
+            return Err(std::io::Error::other(
+                "a streamed RDB has no file to finish",
+            ));
+        };
+        file.file.sync_all()?;
+        std::fs::rename(&tmp, target)?;
         if let Some(dir) = target.parent() {
             let dir = if dir.as_os_str().is_empty() {
                 Path::new(".")
@@ -130,8 +162,23 @@ impl RdbWriter {
         Ok(())
     }
 
+    /// The end mark and checksum of a streamed RDB, flushed.
+    pub fn finish_stream(mut self) -> std::io::Result<()> {
+        self.buf.push(OP_EOF);
+        self.spill(true)?;
+        let crc = self.crc.to_le_bytes();
+        self.out.write_all(&crc)?;
+        self.bytes += 8;
+        match &mut self.out {
+            Out::Stream(w) => w.flush(),
+            Out::File { .. } => Ok(()),
+        }
+    }
+
     /// Gives up: the temporary file is removed.
     pub fn abort(self) {
-        let _ = std::fs::remove_file(&self.tmp);
+        if let Out::File { tmp, .. } = &self.out {
+            let _ = std::fs::remove_file(tmp);
+        }
     }
 }
