@@ -283,24 +283,81 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     let path = aof::dir_of(&dir, &dirname);
     // Absolute, so a later CONFIG SET dir does not move it.
     let _ = AOF_DIR.set(std::path::absolute(&path).unwrap_or_else(|_| path.clone()));
-    std::fs::create_dir_all(&path).map_err(|e| {
-        format!(
-            "Can't open or create append-only dir {}: {e}",
-            path.display()
-        )
-    })?;
+    let dir_existed = path.is_dir();
     let mname = aof::Manifest::manifest_name(&prefix);
     let mpath = path.join(&mname);
-    let manifest = match std::fs::read_to_string(&mpath) {
-        Ok(text) => Some(aof::Manifest::parse(&text)?),
+    let mut manifest = match std::fs::read(&mpath) {
+        Ok(text) => Some(aof::Manifest::parse(&text).map_err(|e| {
+            // Redis's report, the reason last (the line the caller logs).
+            log(true, "*** FATAL AOF MANIFEST FILE ERROR ***");
+            if let Some((n, line)) = &e.line {
+                log(true, &format!("Reading the manifest file, at line {n}"));
+                log(true, &format!(">>> '{line}'"));
+            }
+            e.reason.to_string()
+        })?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
             return Err(format!(
-                "Can't open the AOF manifest {}: {e}",
-                mpath.display()
+                "Fatal error: can't open the AOF manifest file {} for reading: {}",
+                mpath.display(),
+                aof::strerror(&e)
             ))
         }
     };
+    // An append-only file of Redis before 7.0 (`appendfilename` in `dir`) becomes the base
+    // of a manifest, as Redis's `aofUpgradePrepare` does, rather than being left out of
+    // the data set: when there is no journal directory, when its manifest names no base
+    // and no incremental file, or when an upgrade stopped between writing the manifest
+    // and moving the file.
+    let old = std::path::Path::new(&dir).join(&prefix);
+    if old.is_file() {
+        let names_nothing = manifest
+            .as_ref()
+            .is_none_or(|m| m.base.is_none() && m.incr.is_empty());
+        let interrupted = manifest.as_ref().is_some_and(|m| {
+            m.incr.is_empty()
+                && m.base.as_ref().is_some_and(|b| b.name == prefix)
+                && !path.join(&prefix).exists()
+        });
+        if !dir_existed || names_nothing || interrupted {
+            std::fs::create_dir_all(&path).map_err(|e| {
+                format!(
+                    "Can't open or create append-only dir {}: {}",
+                    path.display(),
+                    aof::strerror(&e)
+                )
+            })?;
+            let m = aof::Manifest {
+                base: Some(aof::FileInfo {
+                    name: prefix.clone(),
+                    seq: 1,
+                    kind: 'b',
+                }),
+                incr: manifest.take().map(|m| m.incr).unwrap_or_default(),
+            };
+            aof::write_manifest(&path, &mname, &m.to_text())
+                .map_err(|e| format!("Can't write the AOF manifest: {e}"))?;
+            std::fs::rename(&old, path.join(&prefix)).map_err(|e| {
+                format!(
+                    "Error trying to move the old AOF file {prefix} into dir {dirname}: {}",
+                    aof::strerror(&e)
+                )
+            })?;
+            log(
+                false,
+                &format!("Successfully migrated an old-style AOF file ({prefix}) into the AOF directory ({dirname})."),
+            );
+            manifest = Some(m);
+        }
+    }
+    std::fs::create_dir_all(&path).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {}",
+            path.display(),
+            aof::strerror(&e)
+        )
+    })?;
     let manifest = match manifest {
         Some(m) if m.incr.is_empty() && m.base.is_none() => None,
         m => m,
@@ -309,8 +366,7 @@ pub fn load(server: &Arc<Server>, log: &mut dyn FnMut(bool, &str)) -> Result<(),
     let manifest = match manifest {
         Some(mut m) => {
             let files: Vec<aof::FileInfo> = m.base.iter().chain(&m.incr).cloned().collect();
-            let total: u64 = files.iter().map(|f| file_len(&path.join(&f.name))).sum();
-            LOAD.total.store(total, Relaxed);
+            LOAD.total.store(files_size(&path, &files)?, Relaxed);
             let started = std::time::Instant::now();
             replay(server, &path, &files, truncated_ok, log)?;
             log(
@@ -455,14 +511,11 @@ pub fn debug_loadaof(ctx: &mut Ctx<'_>) -> CmdResult {
 fn replay_journal(server: &Arc<Server>) -> Result<(), String> {
     let (dir, prefix) = paths(server);
     let mname = aof::Manifest::manifest_name(&prefix);
-    let text = std::fs::read_to_string(dir.join(&mname))
-        .map_err(|e| format!("can't read the AOF manifest: {e}"))?;
+    let text =
+        std::fs::read(dir.join(&mname)).map_err(|e| format!("can't read the AOF manifest: {e}"))?;
     let m = aof::Manifest::parse(&text)?;
     let files: Vec<aof::FileInfo> = m.base.iter().chain(&m.incr).cloned().collect();
-    LOAD.total.store(
-        files.iter().map(|f| file_len(&dir.join(&f.name))).sum(),
-        Relaxed,
-    );
+    LOAD.total.store(files_size(&dir, &files)?, Relaxed);
     let mut log = |warn: bool, line: &str| {
         if warn {
             tracing::warn!("{line}");
@@ -471,6 +524,26 @@ fn replay_journal(server: &Arc<Server>) -> Result<(), String> {
         }
     };
     replay(server, &dir, &files, true, &mut log)
+}
+
+/// The size of every file a manifest names, checked before anything is loaded as Redis's
+/// `getBaseAndIncrAppendOnlyFilesSize` does: a named file that cannot be found stops the
+/// load, since loading the others would give a data set without that file's writes.
+fn files_size(dir: &std::path::Path, files: &[aof::FileInfo]) -> Result<u64, String> {
+    let mut total = 0;
+    for f in files {
+        match std::fs::metadata(dir.join(&f.name)) {
+            Ok(m) => total += m.len(),
+            Err(e) => {
+                return Err(format!(
+                    "Unable to obtain the AOF file {} length. stat: {}",
+                    f.name,
+                    aof::strerror(&e)
+                ))
+            }
+        }
+    }
+    Ok(total)
 }
 
 fn file_len(p: &std::path::Path) -> u64 {
@@ -1280,8 +1353,8 @@ fn rewrite(server: &Arc<Server>) -> Result<(), String> {
         .ok_or("the journal is off")?;
     let (dir, prefix) = paths(server);
     let mname = aof::Manifest::manifest_name(&prefix);
-    let text = std::fs::read_to_string(dir.join(&mname))
-        .map_err(|e| format!("can't read the AOF manifest: {e}"))?;
+    let text =
+        std::fs::read(dir.join(&mname)).map_err(|e| format!("can't read the AOF manifest: {e}"))?;
     let old = aof::Manifest::parse(&text)?;
     let incr_seq = old.incr.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
     let base_seq = old.base.as_ref().map_or(0, |b| b.seq) + 1;
@@ -1348,7 +1421,7 @@ fn existing_manifest(
         )
     })?;
     let mname = aof::Manifest::manifest_name(prefix);
-    let old = match std::fs::read_to_string(dir.join(&mname)) {
+    let old = match std::fs::read(dir.join(&mname)) {
         Ok(text) => Some(aof::Manifest::parse(&text)?),
         Err(_) => None,
     };
@@ -1390,7 +1463,7 @@ fn install_base(
     functions: &[Bytes],
     dir: &std::path::Path,
     prefix: &str,
-    base_seq: u64,
+    base_seq: i64,
 ) -> Result<aof::FileInfo, String> {
     let tmp = dir.join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let copying = std::time::Instant::now();

@@ -72,7 +72,8 @@ fn push_len(out: &mut Vec<u8>, mut n: usize) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileInfo {
     pub name: String,
-    pub seq: u64,
+    /// Redis's `long long` read with `atoll`: a manifest may hold any value but 0.
+    pub seq: i64,
     /// `b` (base), `h` (history, to be deleted), `i` (incremental).
     pub kind: char,
 }
@@ -82,6 +83,32 @@ pub struct Manifest {
     pub base: Option<FileInfo>,
     pub incr: Vec<FileInfo>,
 }
+
+/// Why a manifest was refused, as `aofLoadManifestFromFile` reports it: the reason in
+/// Redis's words and, for a line that broke a rule, its number (from 1) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub reason: &'static str,
+    pub line: Option<(usize, String)>,
+}
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.line {
+            Some((n, _)) => write!(f, "{} (manifest line {n})", self.reason),
+            None => f.write_str(self.reason),
+        }
+    }
+}
+
+impl From<ManifestError> for String {
+    fn from(e: ManifestError) -> String {
+        e.to_string()
+    }
+}
+
+/// The longest manifest line Redis reads, newline included (`MANIFEST_MAX_LINE`).
+const MANIFEST_MAX_LINE: usize = 1024;
 
 impl Manifest {
     pub fn manifest_name(prefix: &str) -> String {
@@ -102,97 +129,261 @@ impl Manifest {
         s
     }
 
-    /// Reads a manifest as Redis's `aofLoadManifestFromFile` does: `key value` pairs per
-    /// line, `#` comments, one base at most, incremental files in increasing `seq`.
-    pub fn parse(text: &str) -> Result<Manifest, String> {
+    /// Reads a manifest exactly as Redis 7.0's `aofLoadManifestFromFile` does, refusing
+    /// what it refuses, because a journal whose manifest is damaged would otherwise load
+    /// as a shorter data set than the one written: an empty file; a line longer than 1024
+    /// bytes or without its newline; a blank line; fewer than three `key value` pairs or an
+    /// odd number of words; a `file`, `seq` (non-zero) or `type` missing; a file name with
+    /// a path separator; a second base; incremental `seq`s not strictly increasing; a type
+    /// other than `b`, `h`, `i`. Lines starting with `#` are comments; keys are matched
+    /// without regard to case and unknown keys are ignored (Redis's forward compatibility);
+    /// history (`h`) entries are accepted and left out.
+    pub fn parse(text: &[u8]) -> Result<Manifest, ManifestError> {
         let mut m = Manifest::default();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        if text.is_empty() {
+            return Err(ManifestError {
+                reason: "Found an empty AOF manifest",
+                line: None,
+            });
+        }
+        let mut maxseq = 0i64;
+        let mut rest = text;
+        let mut n = 0;
+        while !rest.is_empty() {
+            // fgets with a buffer of MANIFEST_MAX_LINE + 1: a line and its newline, or the
+            // first 1024 bytes of a longer one.
+            let cut = rest
+                .iter()
+                .take(MANIFEST_MAX_LINE)
+                .position(|&c| c == b'\n')
+                .map_or(rest.len().min(MANIFEST_MAX_LINE), |p| p + 1);
+            let (raw, after) = rest.split_at(cut);
+            rest = after;
+            n += 1;
+            if raw[0] == b'#' {
                 continue;
             }
-            let words = split_words(line)
-                .ok_or_else(|| format!("Invalid AOF manifest file format (line {})", n + 1))?;
-            if words.len() % 2 != 0 {
-                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            // The text as C reads it: up to a NUL byte, if any.
+            let raw = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+            let shown = || String::from_utf8_lossy(trim(raw)).into_owned();
+            let fail = |reason| ManifestError {
+                reason,
+                line: Some((n, shown())),
+            };
+            if !raw.contains(&b'\n') {
+                return Err(fail("The AOF manifest file contains too long line"));
             }
+            let line = trim(raw);
+            if line.is_empty() {
+                return Err(fail("Invalid AOF manifest file format"));
+            }
+            let words = match split_args(line) {
+                Some(w) if w.len() >= 6 && w.len() % 2 == 0 => w,
+                _ => return Err(fail("Invalid AOF manifest file format")),
+            };
             let mut name = None;
-            let mut seq = None;
-            let mut kind = None;
+            let mut seq = 0i64;
+            let mut kind = 0u8;
             for kv in words.chunks(2) {
-                match kv[0].as_str() {
-                    "file" => name = Some(kv[1].clone()),
-                    "seq" => seq = kv[1].parse::<u64>().ok(),
-                    "type" => kind = kv[1].chars().next(),
-                    _ => {}
+                let key = &kv[0];
+                if key.eq_ignore_ascii_case(b"file") {
+                    if kv[1].contains(&b'/') || kv[1].contains(&b'\\') {
+                        return Err(fail("File can't be a path, just a filename"));
+                    }
+                    name = Some(String::from_utf8_lossy(&kv[1]).into_owned());
+                } else if key.eq_ignore_ascii_case(b"seq") {
+                    seq = atoll(&kv[1]);
+                } else if key.eq_ignore_ascii_case(b"type") {
+                    kind = kv[1].first().copied().unwrap_or(0);
                 }
             }
-            let (Some(name), Some(seq), Some(kind)) = (name, seq, kind) else {
-                return Err(format!("Invalid AOF manifest file format (line {})", n + 1));
+            let name = match name {
+                Some(name) if seq != 0 && kind != 0 => name,
+                _ => return Err(fail("Invalid AOF manifest file format")),
             };
-            let info = FileInfo { name, seq, kind };
+            let info = FileInfo {
+                name,
+                seq,
+                kind: kind as char,
+            };
             match kind {
-                'b' => {
+                b'b' => {
                     if m.base.is_some() {
-                        return Err("Found duplicate base file information".into());
+                        return Err(fail("Found duplicate base file information"));
                     }
                     m.base = Some(info);
                 }
-                'i' => {
-                    if m.incr.last().is_some_and(|l| l.seq >= seq) {
-                        return Err("Found a non-monotonic sequence number".into());
+                b'h' => {}
+                b'i' => {
+                    if seq <= maxseq {
+                        return Err(fail("Found a non-monotonic sequence number"));
                     }
+                    maxseq = seq;
                     m.incr.push(info);
                 }
-                'h' => {}
-                _ => return Err(format!("Unknown AOF file type '{kind}'")),
+                _ => return Err(fail("Unknown AOF file type")),
             }
         }
         Ok(m)
     }
 }
 
-/// A manifest file name in quotes when it needs them (Redis's `sdscatrepr` for names with
-/// spaces); ours never do.
+/// `sdstrim(line, " \t\r\n")`.
+fn trim(mut s: &[u8]) -> &[u8] {
+    let junk = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    while s.first().is_some_and(junk) {
+        s = &s[1..];
+    }
+    while s.last().is_some_and(junk) {
+        s = &s[..s.len() - 1];
+    }
+    s
+}
+
+/// C's `atoll`: leading white space, a sign, the digits up to the first other byte; 0 when
+/// there are none. Out of range saturates, as glibc's `strtoll` does.
+fn atoll(s: &[u8]) -> i64 {
+    let mut i = s.iter().take_while(|&&c| is_space(c)).count();
+    let neg = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let mut v: i64 = 0;
+    for &c in s[i..].iter().take_while(|c| c.is_ascii_digit()) {
+        let d = (c - b'0') as i64;
+        v = if neg {
+            v.saturating_mul(10).saturating_sub(d)
+        } else {
+            v.saturating_mul(10).saturating_add(d)
+        };
+    }
+    v
+}
+
+/// A manifest file name as Redis writes it: as it is, or in quotes with escapes when it
+/// holds a space, a quote, a backslash or a byte outside printable ASCII (`sdsneedsrepr`,
+/// then `sdscatrepr`), so [`split_args`] reads back the same bytes.
 fn quote(name: &str) -> String {
-    if name.contains([' ', '"', '\'', '\\']) || name.chars().any(|c| c.is_control()) {
-        format!("{name:?}")
-    } else {
-        name.to_string()
+    let needs = name
+        .bytes()
+        .any(|c| c == b' ' || c == b'"' || c == b'\\' || !(0x21..0x7f).contains(&c));
+    if !needs {
+        return name.to_string();
+    }
+    let mut out = String::from("\"");
+    for c in name.bytes() {
+        match c {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(c as char),
+            _ => out.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Splits a line into words as Redis's `sdssplitargs`: `"…"` words with `\n`, `\r`, `\t`,
+/// `\b`, `\a`, `\xHH` and `\<any>` escapes, `'…'` words with `\'`; a closing quote must be
+/// followed by white space or the end. `None` for an unbalanced quote.
+fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    loop {
+        while p < line.len() && is_space(at(p)) {
+            p += 1;
+        }
+        if p >= line.len() {
+            return Some(out);
+        }
+        let mut w = Vec::new();
+        let (mut inq, mut insq) = (false, false);
+        loop {
+            let c = at(p);
+            if inq {
+                if c == b'\\'
+                    && at(p + 1) == b'x'
+                    && at(p + 2).is_ascii_hexdigit()
+                    && at(p + 3).is_ascii_hexdigit()
+                {
+                    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+                    w.push(hex(at(p + 2)) * 16 + hex(at(p + 3)));
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    w.push(match at(p) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        o => o,
+                    });
+                } else if c == b'"' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    w.push(c);
+                }
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    w.push(b'\'');
+                } else if c == b'\'' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    w.push(c);
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    o => w.push(o),
+                }
+            }
+            p += 1;
+        }
+        out.push(w);
     }
 }
 
-/// Splits a manifest line into words, `"…"` quoted words unescaped (`sdssplitargs`).
-fn split_words(line: &str) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        let Some(&c) = chars.peek() else {
-            return Some(out);
-        };
-        let mut w = String::new();
-        if c == '"' {
-            chars.next();
-            loop {
-                match chars.next()? {
-                    '"' => break,
-                    '\\' => w.push(chars.next()?),
-                    c => w.push(c),
-                }
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c.is_whitespace() {
-                    break;
-                }
-                w.push(c);
-                chars.next();
-            }
-        }
-        out.push(w);
+/// C's `isspace` in the C locale.
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// What an I/O error says, as C's `strerror` prints it (Redis's log lines quote it), without
+/// the "(os error N)" the standard library appends.
+pub fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
     }
 }
 
@@ -209,11 +400,11 @@ pub fn write_manifest(dir: &Path, name: &str, text: &str) -> std::io::Result<()>
     File::open(dir)?.sync_all()
 }
 
-pub fn base_name(prefix: &str, seq: u64) -> String {
+pub fn base_name(prefix: &str, seq: i64) -> String {
     format!("{prefix}.{seq}.base.aof")
 }
 
-pub fn incr_name(prefix: &str, seq: u64) -> String {
+pub fn incr_name(prefix: &str, seq: i64) -> String {
     format!("{prefix}.{seq}.incr.aof")
 }
 
@@ -422,7 +613,110 @@ mod tests {
             text,
             "file appendonly.aof.1.base.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
         );
-        assert_eq!(Manifest::parse(&text).unwrap(), m);
+        assert_eq!(Manifest::parse(text.as_bytes()).unwrap(), m);
+    }
+
+    /// What Redis 7.0's `aofLoadManifestFromFile` refuses is refused, with its reason and
+    /// the line it stopped at; what it accepts reads the same.
+    #[test]
+    fn manifest_refusals_are_redis_s() {
+        let refused = |text: &[u8]| Manifest::parse(text).unwrap_err();
+        let b = "file a.1.base.aof seq 1 type b\n";
+        assert_eq!(refused(b"").reason, "Found an empty AOF manifest");
+        let blank = refused(format!("{b}\nfile a.2.incr.aof seq 2 type i\n").as_bytes());
+        assert_eq!(blank.reason, "Invalid AOF manifest file format");
+        assert_eq!(blank.line, Some((2, String::new())));
+        for bad in [
+            "filx a.1.base.aof seq 1 type b\n",
+            "file a.1.incr.aof type i\n",
+            "file a.1.incr.aof seq 1 type i newkey\n",
+            "file a.1.incr.aof seq 0 type i\n",
+            "file a.1.incr.aof seq x type i\n",
+            "file a.1.incr.aof seq 1 type \"\"\n",
+            "file \"a.1.incr.aof seq 1 type i\n",
+            "file \"a\"b seq 1 type i\n",
+            "   \t\n",
+            " # an indented comment\n",
+        ] {
+            let e = refused(format!("{b}{bad}").as_bytes());
+            assert_eq!(e.reason, "Invalid AOF manifest file format", "{bad:?}");
+            assert_eq!(e.line.map(|l| l.0), Some(2), "{bad:?}");
+        }
+        assert_eq!(
+            refused(b"file a.1.base.aof seq 1 type b").reason,
+            "The AOF manifest file contains too long line"
+        );
+        let long = format!("{}\n", b.trim_end().repeat(40));
+        assert_eq!(
+            refused(long.as_bytes()).reason,
+            "The AOF manifest file contains too long line"
+        );
+        assert_eq!(
+            refused(format!("{b}file a.2.base.aof seq 2 type b\n").as_bytes()).reason,
+            "Found duplicate base file information"
+        );
+        assert_eq!(
+            refused(b"file a.2.incr.aof seq 2 type i\nfile a.1.incr.aof seq 1 type i\n").reason,
+            "Found a non-monotonic sequence number"
+        );
+        assert_eq!(
+            refused(b"file a.1.incr.aof seq -1 type i\n").reason,
+            "Found a non-monotonic sequence number"
+        );
+        assert_eq!(
+            refused(b"file a.1.base.aof seq 1 type x\n").reason,
+            "Unknown AOF file type"
+        );
+        assert_eq!(
+            refused(b"file ../a.1.base.aof seq 1 type b\n").reason,
+            "File can't be a path, just a filename"
+        );
+
+        // Accepted: comments, unknown keys, keys in any case, history entries, a gap in
+        // the sequence, a line of exactly 1024 bytes with its newline, quoted names.
+        let ok = Manifest::parse(
+            b"# written by hand\nFILE a.1.base.aof SEQ 1 TYPE b newkey newvalue\n\
+              file a.0.base.aof seq 7 type h\nfile a.1.incr.aof seq 1 type i\n\
+              file a.3.incr.aof seq 3 type i\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.base.as_ref().map(|f| f.name.as_str()),
+            Some("a.1.base.aof")
+        );
+        assert_eq!(ok.incr.iter().map(|f| f.seq).collect::<Vec<_>>(), [1, 3]);
+        let pad = 1023 - "file a.1.base.aof seq 1 type b".len();
+        let edge = format!("file a.1.base.aof seq 1 type b{}\n", " ".repeat(pad));
+        assert_eq!(edge.len(), 1024);
+        assert!(Manifest::parse(edge.as_bytes()).is_ok());
+        let quoted = Manifest::parse(b"file \" x\\n\\x41\" seq 2 type b\n").unwrap();
+        assert_eq!(quoted.base.map(|f| f.name), Some(" x\nA".to_string()));
+    }
+
+    /// Names Redis writes in quotes (spaces, escapes, bytes outside printable ASCII) read
+    /// back as the same name.
+    #[test]
+    fn quoted_manifest_names_round_trip() {
+        for name in [
+            " file seq \n\n.aof .2.base.aof",
+            "a\"b.aof",
+            "caf\u{e9}\t.aof",
+        ] {
+            let m = Manifest {
+                base: Some(FileInfo {
+                    name: name.to_string(),
+                    seq: 2,
+                    kind: 'b',
+                }),
+                incr: Vec::new(),
+            };
+            let text = m.to_text();
+            assert!(text.starts_with("file \""), "{text}");
+            assert_eq!(Manifest::parse(text.as_bytes()).unwrap(), m, "{text}");
+        }
+        assert_eq!(atoll(b"  -12x"), -12);
+        assert_eq!(atoll(b"99999999999999999999"), i64::MAX);
+        assert_eq!(atoll(b"x1"), 0);
     }
 
     fn read(data: &[u8]) -> (Vec<Vec<Vec<u8>>>, ReadEnd) {
