@@ -1,6 +1,7 @@
 //! DEBUG's switches for Redis's test suite: PAUSE-CRON stops the periodic work (active
 //! expiry) until it is turned back on; SET-DISABLE-DENY-SCRIPTS lets scripts call commands
-//! flagged noscript.
+//! flagged noscript; AOF-FLUSH-SLEEP holds back each write of the journal, and replies
+//! wait for it.
 mod support;
 
 use std::time::{Duration, Instant};
@@ -46,4 +47,48 @@ fn disable_deny_scripts_lets_scripts_call_noscript_commands() {
     assert_eq!(int(&mut c, &script), id);
     let _: () = q(&mut c, &["DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"]).expect("debug");
     assert!(q::<i64>(&mut c, &script).is_err());
+}
+
+/// `DEBUG AOF-FLUSH-SLEEP` (Redis's integration/aof "AOF fsync always barrier issue"): each
+/// write of the journal's buffer waits that long, a write's reply leaves only once its
+/// record is in the file, and 0 turns it off.
+#[test]
+fn aof_flush_sleep_delays_the_journal_and_the_replies_wait() {
+    let dir = std::env::temp_dir().join(format!("tidecache-flush-sleep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let s = TestServer::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--dir",
+        dir.to_str().expect("utf-8 path"),
+    ]);
+    let mut c = s.conn();
+    let incr = dir.join("appendonlydir/appendonly.aof.1.incr.aof");
+    let size = || std::fs::metadata(&incr).map(|m| m.len()).unwrap_or(0);
+    let _: () = q(&mut c, &["DEBUG", "AOF-FLUSH-SLEEP", "300000"]).expect("sleep");
+    let before = size();
+    let t = Instant::now();
+    assert_eq!(int(&mut c, &["INCR", "n"]), 1);
+    assert!(
+        t.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(size() > before);
+    let _: () = q(&mut c, &["DEBUG", "AOF-FLUSH-SLEEP", "0"]).expect("off");
+    let t = Instant::now();
+    assert_eq!(int(&mut c, &["INCR", "n"]), 2);
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
 }

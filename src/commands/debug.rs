@@ -2,7 +2,7 @@
 //! allows it (Redis 7's rule and text). The subcommands of Redis 7.0 that Redis's own test
 //! suite leans on answer as Redis answers them (`SLEEP`, `SET-ACTIVE-EXPIRE`, `OBJECT`,
 //! `PROTOCOL`, `POPULATE`, `LISTPACK`, `QUICKLIST`, `HTSTATS`, `HTSTATS-KEY`, `CHANGE-REPL-ID`, `ERROR`,
-//! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`,
+//! `LOG`, `STRINGMATCH-TEST`, `CONFIG-REWRITE-FORCE-ALL`, `QUICKLIST-PACKED-THRESHOLD`, `AOF-FLUSH-SLEEP`,
 //! `DIGEST`, `DIGEST-VALUE` with Redis's algorithm, so digests match Redis's own);
 //! `RELOAD` round-trips every value through its RDB form (see `reload`); `LOADAOF` empties
 //! the data and replays the journal's files (`commands::journal::debug_loadaof`); those whose
@@ -76,6 +76,8 @@ const HELP: &[&str] = &[
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
     "    default.",
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
     "QUICKLIST-PACKED-THRESHOLD <size>",
     "    Sets the threshold for elements to be inserted as plain vs packed nodes",
     "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
@@ -128,6 +130,12 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         (b"SET-ACTIVE-EXPIRE", 1) => {
             let on = text(args.next_arg()?).trim().parse::<i64>().unwrap_or(0) != 0;
             crate::store::expiry::set_active(on);
+            Ok(Reply::ok())
+        }
+        (b"AOF-FLUSH-SLEEP", 1) => {
+            // Redis reads it with atoi; a negative value sleeps not at all here.
+            let us = text(args.next_arg()?).trim().parse::<i64>().unwrap_or(0);
+            crate::store::journal::writer::set_flush_sleep(us.max(0) as u64);
             Ok(Reply::ok())
         }
         (b"ADVANCE-CLOCK", 1) => {

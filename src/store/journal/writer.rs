@@ -27,6 +27,15 @@ pub struct Sub {
     pub bytes: Vec<u8>,
 }
 
+/// `DEBUG AOF-FLUSH-SLEEP <microseconds>`: how long each write of buffered records to the
+/// file is held back (0: not at all), so a test can see whether a reply leaves before its
+/// record is in the file, as Redis's `aof_flush_sleep`.
+static FLUSH_SLEEP_US: AtomicU64 = AtomicU64::new(0);
+
+pub fn set_flush_sleep(us: u64) {
+    FLUSH_SLEEP_US.store(us, Ordering::Relaxed);
+}
+
 pub const ALWAYS: u8 = 0;
 /// How long after records arrive the journal thread looks at them, leaving the connections
 /// about to reply the time to write (and fsync) them themselves (see `Journal::run`).
@@ -450,6 +459,10 @@ impl Journal {
             }
             (std::mem::take(&mut m.buf), m.buf_upto, split)
         };
+        let sleep = FLUSH_SLEEP_US.load(Ordering::Relaxed);
+        if sleep > 0 && !data.is_empty() {
+            std::thread::sleep(Duration::from_micros(sleep));
+        }
         match split {
             Some(off) => {
                 // The cut of a rewrite: the old file gets what precedes it, then the new
