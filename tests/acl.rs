@@ -463,11 +463,12 @@ fn commands_of(c: &mut redis::Connection, user: &str) -> String {
     redis::from_redis_value_ref::<String>(&v[at + 1]).unwrap()
 }
 
-/// A selector's command rules read back in the order given (Redis 7.2's kept text), a rule
-/// replacing earlier ones about the same command or its subcommands, and rules that change
-/// nothing where they stand left out (as Redis 7.0 answers). The byte-for-byte cases where
-/// redis-server 7.0 answers the same are in tests/compare/acl.txt; these are the ones where
-/// its best-fit search answers in another order (or spells out single commands).
+/// A selector's command rules read back as given, in order (Redis 7.2+'s text, what the
+/// reported version 7.4 promises), a rule replacing earlier ones about the same command or
+/// its subcommands, and a rule that changes nothing where it stands kept. The byte-for-byte
+/// cases where redis-server 7.0 answers the same are in tests/compare/acl.txt; these are the
+/// ones where 7.0's best-fit search answers otherwise (another order, single commands spelled
+/// out, or a rule left out).
 #[test]
 fn command_rules_read_back_in_the_order_given() {
     let s = TestServer::start(&[]);
@@ -490,23 +491,22 @@ fn command_rules_read_back_in_the_order_given() {
     let _: String = q(&mut n, &["CLIENT", "SETNAME", "foo"]).unwrap();
     let e = err_text(q::<String>(&mut n, &["CLIENT", "KILL", "type", "master"]));
     assert!(e.starts_with("NOPERM") && e.contains("client|kill"), "{e}");
-    // ... and "ACLs set can include subcommands, if already full command exists": a rule
-    // that changes nothing is not shown.
+    // ... and "ACLs set can include subcommands, if already full command exists", with
+    // Redis 7.2's answer: a rule that changes nothing is kept (7.0 answered `+@all`).
     set(&mut c, "bob", "+memory|doctor");
     assert_eq!(commands_of(&mut c, "bob"), "-@all +memory|doctor");
     set(&mut c, "bob", "+memory");
     assert_eq!(commands_of(&mut c, "bob"), "-@all +memory");
     set(&mut c, "bob", "+@all +client|id");
-    assert_eq!(commands_of(&mut c, "bob"), "+@all");
+    assert_eq!(commands_of(&mut c, "bob"), "+@all +client|id");
 
-    // Redis 7.2's unit/acl "ACL GETUSER provides correct results", one user throughout.
-    // Where 7.2 keeps a rule that changes nothing where it stands (`+hget` once `-@hash`
-    // before it is gone, `-hget` on a user without it, `-acl`, `-@dangerous` after `-@all`)
-    // this server leaves it out.
+    // Redis 7.4's unit/acl "ACL GETUSER provides correct results", one user throughout,
+    // each answer as 7.4's test expects it; then rules that change nothing where they
+    // stand, which 7.0 left out.
     let steps = [
         ("+@all -@hash -@slow +hget", "+@all -@hash -@slow +hget"),
-        ("-@hash", "+@all -@slow -@hash"),
-        ("+@hash", "+@all -@slow +@hash"),
+        ("-@hash", "+@all -@slow +hget -@hash"),
+        ("+@hash", "+@all -@slow +hget +@hash"),
         ("-@all", "-@all"),
         ("-@string -@slow +@all", "+@all"),
         ("-@all +@HASH +@hash +@HaSh", "-@all +@hash"),
@@ -515,19 +515,24 @@ fn command_rules_read_back_in_the_order_given() {
             "-@all +@hash +@slow +@set +@set +@slow +@hash",
             "-@all +@set +@slow +@hash",
         ),
-        ("-@all +hget -hset +hset -hget", "-@all +hset"),
+        ("-@all +hget -hset +hset -hget", "-@all +hset -hget"),
         (
             "-@all +client|list +client|list +config|get +config +acl|list -acl",
-            "-@all +client|list +config",
+            "-@all +client|list +config -acl",
         ),
         (
             "-@all +select|0 +select|0 +debug|segfault +debug",
             "-@all +select|0 +debug",
         ),
-        ("-@all -@dangerous", "-@all"),
+        ("-@all -@dangerous", "-@all -@dangerous"),
         (
             "-@all +config +config|get -config|set +config",
             "-@all +config",
+        ),
+        ("+@all -@write +get", "+@all -@write +get"),
+        (
+            "-@all +select|0 -select +client|id -client|id",
+            "-@all -select -client|id",
         ),
         // Order as given, where Redis 7.0 sorts by its own search.
         ("-@all +@read +@write", "-@all +@read +@write"),
@@ -550,17 +555,93 @@ fn command_rules_read_back_in_the_order_given() {
     );
     let v: Vec<redis::Value> = q(&mut c, &["ACL", "GETUSER", "sel"]).unwrap();
     let shown = format!("{v:?}");
-    for want in ["-@all +set", "-@all +get +set", "+@all -@write"] {
+    for want in ["-@all +set -get", "-@all +get +set", "+@all -@write +get"] {
         assert!(shown.contains(&format!("\"{want}\"")), "{want}: {shown}");
     }
     let list: Vec<String> = q(&mut c, &["ACL", "LIST"]).unwrap();
     let line = list.iter().find(|l| l.starts_with("user sel ")).unwrap();
     assert!(
         line.ends_with(
-            "resetchannels -@all +set (~s* resetchannels -@all +get +set) \
-             (resetchannels +@all -@write)"
+            "resetchannels -@all +set -get (~s* resetchannels -@all +get +set) \
+             (resetchannels +@all -@write +get)"
         ),
         "{line}"
+    );
+}
+
+/// redis-py 8.1's `test_acl_getuser_setuser`, the form it expects from Redis 7.2 on: the
+/// client's `acl_setuser` sends categories, then commands, then keys, and reads the
+/// categories and commands back out of the `commands` text; `-@geo` after `-@all` changes
+/// nothing and is shown all the same.
+#[test]
+fn acl_getuser_answers_redis_py_s_7_2_form() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let _: String = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "redis-py-user",
+            "reset",
+            "on",
+            ">pass1",
+            ">pass2",
+            "+@set",
+            "+@hash",
+            "-@geo",
+            "+get",
+            "+mget",
+            "-hset",
+            "~cache:*",
+            "~objects:*",
+            "&message:*",
+            "(+set %W~app*)",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        commands_of(&mut c, "redis-py-user"),
+        "-@all +@set +@hash -@geo +get +mget -hset"
+    );
+    let v: redis::Value = q(&mut c, &["ACL", "GETUSER", "redis-py-user"]).unwrap();
+    let shown = format!("{v:?}");
+    for want in ["-@all +set", "%W~app*", "~cache:* ~objects:*", "&message:*"] {
+        assert!(shown.contains(&format!("\"{want}\"")), "{want}: {shown}");
+    }
+    // reset=False: the new rules go on top of the kept ones.
+    let _: String = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "redis-py-user",
+            "reset",
+            "on",
+            ">pass1",
+            "+@set",
+            "+get",
+            "~cache:*",
+        ],
+    )
+    .unwrap();
+    let _: String = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "redis-py-user",
+            "on",
+            ">pass2",
+            "+@hash",
+            "+mget",
+            "~objects:*",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        commands_of(&mut c, "redis-py-user"),
+        "-@all +@set +get +@hash +mget"
     );
 }
 

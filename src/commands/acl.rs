@@ -524,12 +524,11 @@ fn acl_getuser(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let Some(u) = ctx.server.acl.get(args.next_arg()?) else {
         return Ok(Reply::Nil);
     };
-    let cat = catalog();
     let describe = |s: &crate::state::acl::Selector| {
         vec![
             (
                 Reply::bulk_str("commands"),
-                Reply::bulk(s.describe_commands(cat)),
+                Reply::bulk(s.describe_commands()),
             ),
             (Reply::bulk_str("keys"), Reply::bulk(s.describe_keys())),
             (
@@ -567,7 +566,7 @@ fn acl_getuser(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 }
 
 fn user_line(u: &User) -> String {
-    format!("user {} {}", u.name_text(), u.describe(catalog()))
+    format!("user {} {}", u.name_text(), u.describe())
 }
 
 fn acl_list(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
@@ -948,7 +947,7 @@ pub fn config_users(server: &Server) -> Vec<Vec<String>> {
         .acl
         .users()
         .iter()
-        .map(|u| (u.name_text(), u.describe(catalog())))
+        .map(|u| (u.name_text(), u.describe()))
         .filter(|(name, rules)| !(name == "default" && rules == fresh))
         .map(|(name, rules)| {
             std::iter::once(name)
