@@ -918,4 +918,50 @@ fn a_diskless_master_streams_the_snapshot_to_a_replica_that_reads_it() {
         assert!(caught_up(&mut m, &mut rr));
         assert_eq!(strs(&mut rr, &["MGET", "k"]), ["v"]);
     }
+
+/// MEMORY STATS field `name` (an integer).
+fn memory_stat(c: &mut redis::Connection, name: &str) -> i64 {
+    let stats: Vec<redis::Value> = q(c, &["MEMORY", "STATS"]).unwrap();
+    stats
+        .chunks(2)
+        .find(|kv| matches!(&kv[0], redis::Value::BulkString(k) if k == name.as_bytes()))
+        .and_then(|kv| match kv[1] {
+            redis::Value::Int(n) => Some(n),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{name}"))
+}
+
+/// MEMORY STATS `clients.slaves` is what the replicas' connections hold on the master (the
+/// acknowledgements' input buffer and the chunk of the stream being sent), counted apart
+/// from `clients.normal`: 0 without replicas, and at least a streamed value's size once a
+/// write of that size went out.
+#[test]
+fn memory_stats_measures_the_replica_links() {
+    let master = TestServer::start(&[]);
+    let mut m = master.conn();
+    assert_eq!(memory_stat(&mut m, "clients.slaves"), 0);
+    let normal_alone = memory_stat(&mut m, "clients.normal");
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    assert!(eventually(5.0, || memory_stat(&mut m, "clients.slaves") > 0));
+    // Written on a connection of its own, closed after: its query buffer held the value.
+    let mut w = master.conn();
+    let value = "x".repeat(300_000);
+    let _: () = q(&mut w, &["SET", "big", &value]).unwrap();
+    drop(w);
+    assert!(caught_up(&mut m, &mut r));
+    let slaves = memory_stat(&mut m, "clients.slaves");
+    assert!(slaves >= 300_000, "{slaves}");
+    // The replica's link is not counted with the normal clients.
+    assert!(
+        eventually(5.0, || memory_stat(&mut m, "clients.normal")
+            < normal_alone + 100_000),
+        "{normal_alone} -> {}",
+        memory_stat(&mut m, "clients.normal")
+    );
+    // Gone with the replica.
+    let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    assert!(eventually(5.0, || memory_stat(&mut m, "clients.slaves") == 0));
 }

@@ -42,6 +42,9 @@ struct Overhead {
     total: u64,
     startup: u64,
     clients_normal: u64,
+    /// The connections of replicas served by this server: their input buffer (the
+    /// acknowledgements) and the chunk of the stream or snapshot being sent.
+    clients_slaves: u64,
     lua_caches: u64,
     functions_caches: u64,
     /// (db, main table overhead, expires overhead) of each non-empty database.
@@ -63,7 +66,21 @@ impl Overhead {
         let peak = crate::util::alloc::sample_peak().max(total);
         let startup = crate::util::alloc::startup();
         let handles = server.clients.all();
-        let clients_normal: u64 = handles.iter().map(|h| h.mem_fields(0).tot_mem as u64).sum();
+        let replicas: Vec<u64> = crate::state::replication::repl()
+            .replicas
+            .lock()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        let (mut clients_normal, mut clients_slaves) = (0u64, 0u64);
+        for h in &handles {
+            let mem = h.mem_fields(0).tot_mem as u64;
+            if replicas.contains(&h.id) {
+                clients_slaves += mem;
+            } else {
+                clients_normal += mem;
+            }
+        }
         let (scripts, lua_caches) = crate::commands::scripting::cache_stats();
         let (_, _, functions_caches, _) = crate::commands::scripting::function_stats();
         let entry = crate::util::mem::alloc_size(std::mem::size_of::<crate::store::Entry>()) + 8;
@@ -89,6 +106,7 @@ impl Overhead {
             total,
             startup,
             clients_normal,
+            clients_slaves,
             lua_caches,
             functions_caches,
             dbs,
@@ -135,7 +153,7 @@ pub fn memory_stats(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
             "replication.backlog",
             int(crate::store::journal::feed().map_or(0, |f| f.allocated() as u64)),
         ),
-        field("clients.slaves", int(0)),
+        field("clients.slaves", int(m.clients_slaves)),
         field("clients.normal", int(m.clients_normal)),
         field("cluster.links", int(0)),
         field(
@@ -245,6 +263,7 @@ mod tests {
             total,
             startup: 1 << 20,
             clients_normal: 20_000,
+            clients_slaves: 0,
             lua_caches: 0,
             functions_caches: 0,
             dbs: Vec::new(),

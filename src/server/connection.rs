@@ -687,6 +687,11 @@ async fn hand_off<S: ClientStream>(
         .await
         .is_ok()
     {
+        // The reply buffer is not used while the link streams to the replica: it is given
+        // back, so what the link holds is what the replica session allocates.
+        *out = BytesMut::new();
+        handle.bufs.output(0, 0);
+        handle.bufs.rbs.store(0, Ordering::Relaxed);
         crate::server::replication::serve_replica(server, stream, handle, inbuf, req).await;
     }
 }

@@ -199,7 +199,11 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 return Err("the replica fell out of the replication backlog".into());
             }
+            // The chunk being sent is this link's output buffer (its capacity stays
+            // allocated between chunks): MEMORY STATS' `clients.slaves`.
+            handle.bufs.output(out.len(), out.capacity());
             if out.is_empty() {
+                handle.bufs.rbs.store(out.capacity(), Ordering::Relaxed);
                 break;
             }
             tokio::select! {
@@ -207,6 +211,7 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
                 r = send(stream, &out) => r.map_err(io)?,
                 _ = handle.killed_signal() => return Ok(()),
             }
+            handle.bufs.output(0, out.capacity());
             server
                 .stats
                 .net_output_bytes
@@ -222,13 +227,17 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
         if inbuf.capacity() - inbuf.len() < 4096 {
             inbuf.reserve(16 * 1024);
         }
+        handle.bufs.input(inbuf.len(), inbuf.capacity());
         tokio::select! {
             _ = appended.changed() => {}
             _ = dropped.changed() => return Ok(()),
             r = stream.read_buf(inbuf) => match r {
                 Ok(0) => return Err("the replica closed the connection".into()),
                 Err(e) => return Err(e.to_string()),
-                Ok(_) => read_acks(handle.id, inbuf, &mut parse),
+                Ok(_) => {
+                    read_acks(handle.id, inbuf, &mut parse);
+                    handle.bufs.input(inbuf.len(), inbuf.capacity());
+                }
             },
             _ = handle.attention(server) => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
@@ -406,17 +415,24 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(io)?;
     let mut chunk = vec![0u8; 1 << 20];
+    // The chunk is this link's output buffer while the snapshot goes out (MEMORY STATS'
+    // `clients.slaves`, CLIENT LIST's `rbs`/`omem`).
+    handle.bufs.rbs.store(chunk.len(), Ordering::Relaxed);
     loop {
         let n = std::io::Read::read(&mut f, &mut chunk).map_err(io)?;
         if n == 0 {
             break;
         }
+        handle.bufs.output(n, chunk.len());
         tokio::select! {
             biased;
             r = send(stream, &chunk[..n]) => r.map_err(io)?,
             _ = handle.killed_signal() => return Err("killed".into()),
         }
+        handle.bufs.output(0, chunk.len());
     }
+    drop(chunk);
+    handle.bufs.rbs.store(0, Ordering::Relaxed);
     Ok((offset, gen))
 }
 
@@ -501,12 +517,16 @@ async fn streamed_sync<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(failed)?;
     while let Some(chunk) = rx.recv().await {
+        // The chunk being sent is this link's output buffer (MEMORY STATS' `clients.slaves`).
+        handle.bufs.output(chunk.len(), chunk.capacity());
         tokio::select! {
             biased;
             r = send(stream, &chunk) => r.map_err(failed)?,
             _ = handle.killed_signal() => return Err(NotStreamed::Failed("killed".into())),
         }
     }
+    handle.bufs.output(0, 0);
+    handle.bufs.rbs.store(0, Ordering::Relaxed);
     match copy.await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(e),
