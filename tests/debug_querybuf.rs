@@ -348,3 +348,55 @@ fn client_query_buffer_limit_closes_the_client() {
     assert!(r.closed(), "the client over the limit was not closed");
     assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
 }
+
+/// DEBUG QUICKLIST-PACKED-THRESHOLD is checked with Redis 7.0's bounds (up to 4GB less 1MB,
+/// 0 restoring the default) and changes nothing: lists here have no plain nodes, so a list
+/// built under a 1-byte threshold is laid out, sized and read exactly as one built under the
+/// default (see docs/differences-redis.md).
+#[test]
+fn quicklist_packed_threshold_is_checked_and_changes_nothing() {
+    let s = debug_server();
+    let mut c = s.conn();
+    let set = |c: &mut redis::Connection, v: &str| {
+        q::<String>(c, &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", v])
+    };
+    for ok in ["0", "1b", "4095mb", "4293918720"] {
+        assert_eq!(set(&mut c, ok).unwrap(), "OK", "{ok}");
+    }
+    for bad in ["4293918721", "4gb", "x", "-1"] {
+        assert_eq!(
+            err_text(set(&mut c, bad)),
+            "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+            "{bad}"
+        );
+    }
+    let big = "b".repeat(10_000);
+    let fill = |c: &mut redis::Connection, key: &str| {
+        for i in 0..300 {
+            let v = if i % 50 == 7 {
+                big.clone()
+            } else {
+                format!("e{i}")
+            };
+            q::<i64>(c, &["RPUSH", key, &v]).unwrap();
+        }
+        q::<i64>(c, &["LINSERT", key, "BEFORE", "e3", "x"]).unwrap();
+        q::<String>(c, &["LSET", key, "5", &big]).unwrap();
+    };
+    set(&mut c, "0").unwrap();
+    fill(&mut c, "default");
+    set(&mut c, "1b").unwrap();
+    fill(&mut c, "tiny");
+    let usage = |c: &mut redis::Connection, key: &str| {
+        q::<i64>(c, &["MEMORY", "USAGE", key, "SAMPLES", "0"]).unwrap()
+    };
+    assert_eq!(usage(&mut c, "default"), usage(&mut c, "tiny"));
+    let all = |c: &mut redis::Connection, key: &str| {
+        q::<Vec<String>>(c, &["LRANGE", key, "0", "-1"]).unwrap()
+    };
+    assert_eq!(all(&mut c, "default"), all(&mut c, "tiny"));
+    assert_eq!(
+        q::<String>(&mut c, &["OBJECT", "ENCODING", "tiny"]).unwrap(),
+        "quicklist"
+    );
+}
