@@ -918,6 +918,7 @@ fn a_diskless_master_streams_the_snapshot_to_a_replica_that_reads_it() {
         assert!(caught_up(&mut m, &mut rr));
         assert_eq!(strs(&mut rr, &["MGET", "k"]), ["v"]);
     }
+}
 
 /// MEMORY STATS field `name` (an integer).
 fn memory_stat(c: &mut redis::Connection, name: &str) -> i64 {
