@@ -374,6 +374,7 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
     };
     let mut progress = tidecache::commands::journal::loading_progress;
     let replica = server.holds_masters_data();
+    tidecache::store::expiry::set_replica(replica);
     match load_path_as(&server.store, path, &mut report, &mut progress, replica) {
         Ok(None) => true,
         Ok(Some(loaded)) => {

@@ -758,6 +758,13 @@ fn a_replicas_keys_leave_by_the_masters_dels_only() {
         20,
         "the replica swept keys itself"
     );
+    // Hidden from reads, still there (DEBUG OBJECT finds it, as in Redis).
+    assert_eq!(int(&mut r, &["EXISTS", "k0"]), 0);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 20, "a read removed a key");
+    // A writable replica's own keys with a deadline do expire there.
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]).unwrap();
+    let _: () = q(&mut r, &["SET", "mine", "v", "PX", "100"]).unwrap();
+    assert!(eventually(5.0, || int(&mut r, &["DBSIZE"]) == 20));
     let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
     assert!(eventually(10.0, || int(&mut r, &["DBSIZE"]) == 0));
 }

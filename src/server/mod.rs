@@ -42,10 +42,18 @@ pub fn start_background(server: &Arc<Server>) {
             crate::util::clock::tick();
             crate::util::alloc::sample_peak();
             // Active expiry is a master's (Redis's activeExpireCycle): a replica's keys leave
-            // by its master's DELs.
-            if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed)
-                || s.holds_masters_data()
-            {
+            // by its master's DELs, but for those its own clients gave a deadline.
+            let replica = s.holds_masters_data();
+            crate::store::expiry::set_replica(replica);
+            if replica && !crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
+                let s2 = s.clone();
+                let now = crate::util::clock::now_ms();
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::store::expiry::sweep_replica_own(&s2.store, now)
+                })
+                .await;
+            }
+            if crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) || replica {
                 tokio::time::sleep(std::time::Duration::from_millis(1000 / hz)).await;
                 continue;
             }

@@ -238,6 +238,7 @@ pub fn applying() -> bool {
 
 pub fn set_applying(on: bool) {
     APPLYING.with(|a| a.set(on));
+    crate::store::expiry::set_from_master(on);
 }
 
 /// PSYNC/SYNC asks its connection to become a replica's stream.
@@ -308,6 +309,7 @@ pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
         return;
     }
     let was_master = !IS_REPLICA.swap(true, Ordering::AcqRel);
+    crate::store::expiry::set_replica(true);
     *repl().master.lock() = Some((host, port));
     repl().link_up.reset();
     if was_master {
@@ -333,6 +335,7 @@ pub fn unfollow() {
     if !IS_REPLICA.swap(false, Ordering::AcqRel) {
         return;
     }
+    crate::store::expiry::set_replica(false);
     repl().link_gen.fetch_add(1, Ordering::AcqRel);
     *repl().master.lock() = None;
     repl().link_up.reset();

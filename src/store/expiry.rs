@@ -21,6 +21,51 @@ pub fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
 
+/// Whether this server is a replica (Redis's `!iAmMaster()`), as the key spaces see it: a
+/// key past its deadline is hidden from reads but stays, until its master's DEL; only the
+/// keys its own clients gave a deadline (a writable replica) expire here.
+static REPLICA: AtomicBool = AtomicBool::new(false);
+
+pub fn set_replica(on: bool) {
+    REPLICA.store(on, Ordering::Relaxed);
+}
+
+#[inline]
+pub fn replica() -> bool {
+    REPLICA.load(Ordering::Relaxed)
+}
+
+thread_local! {
+    /// The running command comes from this replica's master: keys are as the master has
+    /// them, live until the master's DEL (Redis's expireIfNeeded for the master client).
+    static FROM_MASTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline]
+pub fn from_master() -> bool {
+    FROM_MASTER.with(|f| f.get())
+}
+
+pub fn set_from_master(on: bool) {
+    FROM_MASTER.with(|f| f.set(on));
+}
+
+/// A replica's sweep (Redis's expireSlaveKeys): only the keys its own clients gave a
+/// deadline (a writable replica) are removed when due.
+pub fn sweep_replica_own(store: &Store, now: i64) -> usize {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return 0;
+    }
+    let mut total = 0;
+    for shard in 0..store.shard_count() {
+        let mut s = store.lock(shard);
+        for db in 0..store.databases() {
+            total += s.dbs[db].keys.expire_own(now);
+        }
+    }
+    total
+}
+
 /// One sweep over every shard and database: removes every key due at `now`, in batches.
 /// Returns how many keys were removed.
 pub fn sweep(store: &Store, now: i64) -> usize {

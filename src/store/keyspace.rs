@@ -370,6 +370,9 @@ struct Books {
     /// elsewhere (standalone servers pay one predictable branch where a key is added or
     /// removed). Its bytes are counted in `mem`.
     slots: Option<Box<SlotIndex>>,
+    /// On a replica, the hashes of keys its own clients gave a deadline (a writable
+    /// replica): the only ones it expires itself (`expiry::sweep_replica_own`).
+    own_volatile: Option<Box<hashbrown::HashSet<u64>>>,
 }
 
 impl Books {
@@ -419,8 +422,11 @@ impl Books {
     /// Is the key's deadline at or before `now`? The clock is read only for a key that has
     /// a deadline.
     fn due(&self, e: &Entry, now: impl FnOnce() -> i64) -> bool {
-        // While the journal is replayed nothing expires lazily (see `journal::loading`).
-        self.deadline(e).is_some_and(|d| d.at <= now()) && !crate::store::journal::loading()
+        // While the journal is replayed nothing expires lazily (see `journal::loading`), and
+        // a replica's master sees its keys as it has them.
+        self.deadline(e).is_some_and(|d| d.at <= now())
+            && !crate::store::journal::loading()
+            && !crate::store::expiry::from_master()
     }
 
     fn wheel(&mut self) -> &mut Wheel<u64> {
@@ -431,6 +437,11 @@ impl Books {
     /// Sets, moves or clears a deadline in the wheel in the same critical section as the
     /// entry. Returns the entry's new deadline record.
     fn schedule(&mut self, hash: u64, old: Option<Deadline>, at: Option<i64>) -> Option<Deadline> {
+        if at.is_some() && crate::store::expiry::replica() && !crate::store::expiry::from_master() {
+            self.own_volatile
+                .get_or_insert_with(Default::default)
+                .insert(hash);
+        }
         let d = self.schedule_inner(hash, old, at);
         if old.is_none() != at.is_none() {
             self.sync_wheel_mem();
@@ -589,6 +600,23 @@ fn live_entry<'a>(
     }
 }
 
+/// [`live_entry`] for a replica's read: an entry past its deadline is `None` and left in
+/// place.
+fn hidden_if_due<'a>(
+    segs: &'a mut [HashTable<Box<Entry>>],
+    books: &Books,
+    hash: u64,
+    key: &[u8],
+) -> Option<&'a mut Entry> {
+    let e = segs
+        .get_mut(segment_of(hash))?
+        .find_mut(hash, |e| *e.key == *key)?;
+    if books.due(e, expiry_now_ms) {
+        return None;
+    }
+    Some(&mut **e)
+}
+
 pub struct Keyspace {
     /// Empty until the first key arrives (16 databases × N shards of empty key spaces cost
     /// nothing).
@@ -634,6 +662,7 @@ impl Keyspace {
                 table_bytes: 0,
                 counters,
                 slots: None,
+                own_volatile: None,
             },
             hasher,
         }
@@ -709,7 +738,13 @@ impl Keyspace {
     }
 
     fn lookup(&mut self, hash: u64, key: &[u8], touch: bool) -> Option<&mut Entry> {
-        let found = live_entry(&mut self.segs, &mut self.books, hash, key);
+        let found = if crate::store::expiry::replica() {
+            // A replica's read: a key past its deadline reads as missing and stays until its
+            // master's DEL (Redis's expireIfNeeded on a replica).
+            hidden_if_due(&mut self.segs, &self.books, hash, key)
+        } else {
+            live_entry(&mut self.segs, &mut self.books, hash, key)
+        };
         if touch {
             let c = &self.books.counters;
             match &found {
@@ -1017,6 +1052,51 @@ impl Keyspace {
         self.books.sync_wheel_mem();
         self.release_if_empty();
         (n, more)
+    }
+
+    /// A replica's sweep of the keys its own clients gave a deadline: those due are removed
+    /// (as expired), those gone or without a deadline any more are forgotten.
+    pub fn expire_own(&mut self, now: i64) -> usize {
+        let Some(own) = self.books.own_volatile.as_mut() else {
+            return 0;
+        };
+        let hashes: Vec<u64> = own.iter().copied().collect();
+        let mut n = 0;
+        for hash in hashes {
+            let hasher = &self.hasher;
+            let Some(seg) = self.segs.get_mut(segment_of(hash)) else {
+                continue;
+            };
+            let books = &mut self.books;
+            let keep = match seg.find_entry(hash, |e| hash_key(hasher, &e.key) == hash) {
+                Err(_) => false,
+                Ok(occ) => match books.deadline(occ.get()) {
+                    None => false,
+                    Some(d) if d.at <= now => {
+                        let (e, _) = occ.remove();
+                        books.removed(hash, &e, Removal::Expired, None);
+                        n += 1;
+                        false
+                    }
+                    Some(_) => true,
+                },
+            };
+            if !keep {
+                if let Some(own) = books.own_volatile.as_mut() {
+                    own.remove(&hash);
+                }
+            }
+        }
+        if self
+            .books
+            .own_volatile
+            .as_ref()
+            .is_some_and(|o| o.is_empty())
+        {
+            self.books.own_volatile = None;
+        }
+        self.books.sync_wheel_mem();
+        n
     }
 
     /// Appends the live keys of one segment to `out` (SCAN). Expired keys are skipped.
