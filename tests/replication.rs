@@ -973,3 +973,25 @@ fn memory_stats_measures_the_replica_links() {
     let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
     assert!(eventually(5.0, || memory_stat(&mut m, "clients.slaves") == 0));
 }
+
+/// propagation-error-behavior: a command of the master's stream that fails on a read-only
+/// replica is logged and passed over with `ignore`, and stops the replica with `panic`
+/// (DEBUG REPLICATE sends a command to the replicas only).
+#[test]
+fn a_failing_command_of_the_stream_is_ignored_or_stops_the_replica_as_set() {
+    let master = TestServer::start(&["--enable-debug-command", "yes"]);
+    let lenient = TestServer::start(&[]);
+    let mut strict = TestServer::start(&["--propagation-error-behavior", "panic"]);
+    let (mut m, mut l, mut s) = (master.conn(), lenient.conn(), strict.conn());
+    replicate(&mut l, &master);
+    replicate(&mut s, &master);
+    let _: () = q(&mut m, &["DEBUG", "REPLICATE", "fake-command-1"]).unwrap();
+    let _: () = q(&mut m, &["SET", "after", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut l));
+    assert_eq!(strs(&mut l, &["MGET", "after"]), ["1"]);
+    assert_eq!(
+        strict.wait_exit(),
+        None,
+        "the strict replica did not stop on a signal"
+    );
+}

@@ -67,6 +67,8 @@ const HELP: &[&str] = &[
     "RELOAD [option ...]",
     "    Write every value in its RDB form and load it back (no file is written).",
     "    Valid <option> values: MERGE, NOFLUSH (with MERGE). NOSAVE is not available.",
+    "REPLICATE <string> ... <string>",
+    "    Send the command to the replicas without running it here.",
     "PAUSE-CRON <0|1>",
     "    Stop periodic cron job processing.",
     "SET-DISABLE-DENY-SCRIPTS <0|1>",
@@ -115,6 +117,13 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             if secs.is_finite() && secs > 0.0 {
                 std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
             }
+            Ok(Reply::ok())
+        }
+        // The command goes to the replicas only, not run here (Redis's alsoPropagate with
+        // PROPAGATE_REPL): tests of what a replica does with a command it cannot run.
+        (b"REPLICATE", n) if n >= 1 => {
+            let argv: Vec<&[u8]> = args.rest().iter().map(|a| &a[..]).collect();
+            crate::store::journal::replicate_only(None, &argv);
             Ok(Reply::ok())
         }
         (b"PAUSE-CRON", 1) => {

@@ -815,7 +815,15 @@ fn run_one(ctx: &mut Ctx<'_>, argv: Vec<Vec<u8>>, file: &str) -> Result<(), Stri
     }
     let reply = crate::commands::dispatch(ctx, &args);
     if let Reply::Error(e) = &reply {
-        tracing::debug!("journal replay: {}: {e}", String::from_utf8_lossy(&args[0]));
+        let cmd = String::from_utf8_lossy(&args[0]);
+        tracing::debug!("journal replay: {cmd}: {e}");
+        // propagation-error-behavior panic: a journal whose commands fail here would load a
+        // data set other than the one it recorded; the start stops instead.
+        if ctx.server.config.read().get("propagation-error-behavior") == "panic" {
+            return Err(format!(
+                "This server panicked sending an error to the append only file {file} after processing the command '{cmd}': {e}"
+            ));
+        }
     }
     Ok(())
 }

@@ -218,6 +218,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Redis's bytes loaded between two rounds of serving clients during a load. A load here runs on a thread of its own and clients are served throughout, at any value." },
     Setting { name: "repl-backlog-size", default: "1048576", live: true, kind: Kind::Memory,
         doc: "Bytes of the replication stream kept in memory (created with the first replica), so a replica that reconnects resumes with a partial resync instead of a full one." },
+    Setting { name: "propagation-error-behavior", default: "ignore", live: true, kind: Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        doc: "What an error does in a command of the master's stream (on a read-only replica) or of the journal being replayed at start: ignore logs it (the == CRITICAL == line, for the stream) and goes on; panic stops the process (the stream) or the start (the journal); panic-on-replicas stops only for the stream." },
     Setting { name: "repl-diskless-sync", default: "yes", live: true, kind: Kind::Bool,
         doc: "yes: a full resynchronisation streams the snapshot to the replica's socket as it is copied (`$EOF:<mark>`), with no file, when the replica says it reads that (REPLCONF capa eof) and the data set holds no collection; otherwise, and with no, it goes through a file in the temp directory." },
     Setting { name: "repl-diskless-sync-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
@@ -351,7 +353,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("no-appendfsync-on-rewrite", &[]),
     // Replication settings for what this replication does not do (transfers shared between
     // replicas; propagation errors are logged).
-    ("propagation-error-behavior", &[]),
     ("repl-diskless-sync-max-replicas", &[]),
     ("repl-disable-tcp-nodelay", &[]),
     ("replica-lazy-flush", &["no"]),

@@ -1043,10 +1043,33 @@ fn apply_now(
     };
     replication::set_applying(false);
     if let crate::protocol::Reply::Error(e) = &reply {
-        tracing::warn!(
-            "== CRITICAL == This replica is sending an error to its master: '{e}' after processing the command '{}'",
-            String::from_utf8_lossy(&args[0])
+        let cmd = String::from_utf8_lossy(&args[0]);
+        rlog(
+            server,
+            true,
+            &format!(
+                "== CRITICAL == This replica is sending an error to its master: '{e}' after processing the command '{cmd}'"
+            ),
         );
+        // propagation-error-behavior: a read-only replica's data would diverge from its
+        // master's; the setting may say that is worse than stopping (Redis's serverPanic).
+        let (behavior, read_only) = {
+            let c = server.config.read();
+            (
+                c.get("propagation-error-behavior").to_string(),
+                c.get_bool("replica-read-only"),
+            )
+        };
+        if read_only && behavior != "ignore" {
+            rlog(
+                server,
+                true,
+                &format!(
+                    "This replica panicked sending an error to its master after processing the command '{cmd}'"
+                ),
+            );
+            std::process::abort();
+        }
     }
     client.blocked.take()
 }
