@@ -995,3 +995,33 @@ fn a_failing_command_of_the_stream_is_ignored_or_stops_the_replica_as_set() {
         "the strict replica did not stop on a signal"
     );
 }
+
+/// CONFIG REWRITE writes the master the server follows now (REPLICAOF at run time
+/// included), so a restart from the file follows it again, as Redis's
+/// rewriteConfigReplicaOfOption.
+#[test]
+fn config_rewrite_keeps_the_master_followed_now() {
+    let master = TestServer::start(&[]);
+    let dir = temp_dir("rewrite-replicaof");
+    let conf = format!("{dir}/tidecache.conf");
+    std::fs::write(&conf, "# a replica's file\n").unwrap();
+    let replica = TestServer::start_with(Some(&conf), &[]);
+    let mut r = replica.conn();
+    replicate(&mut r, &master);
+    let _: () = q(&mut r, &["CONFIG", "REWRITE"]).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let line = text.lines().find(|l| l.starts_with("replicaof"));
+    assert!(
+        line.is_some_and(|l| l.contains(&master.port.to_string())),
+        "{text}"
+    );
+    let _: () = q(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let _: () = q(&mut r, &["CONFIG", "REWRITE"]).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("replicaof") && l.contains(&master.port.to_string())),
+        "{text}"
+    );
+}

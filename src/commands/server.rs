@@ -668,6 +668,13 @@ fn config_rewrite(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     let mut cfg = ctx.server.config.read().clone();
     // The ACL users in force, as `user` lines (none when they live in an ACL file).
     cfg.users = crate::commands::acl::config_users(ctx.server);
+    // The master this server follows now (REPLICAOF since the start included), as Redis's
+    // rewriteConfigReplicaOfOption; not in cluster mode, where nodes.conf says it.
+    if ctx.server.cluster.get().is_none() {
+        let master = crate::state::replication::repl().master.lock().clone();
+        let line = master.map_or(String::new(), |(h, p)| format!("{h} {p}"));
+        cfg.set_normalized("replicaof", line);
+    }
     cfg.rewrite()
         .map_err(|e| CommandError::msg(format!("ERR {e}")))?;
     Ok(Reply::ok())
