@@ -205,8 +205,8 @@ pub fn waitaof(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// WAITAOF with replicas: until this server's journal has the client's last write on disk
 /// (if `numlocal`) and `numreplicas` replicas said with `FACK` that theirs has the stream up
-/// to `target`, or the timeout. A task looks every 10 ms, as WAIT's does; replicas are asked
-/// to acknowledge at once.
+/// to `target`, or the timeout. A task looks again at each acknowledgement, as WAIT's does;
+/// replicas are asked to acknowledge at once.
 fn wait_for_replicas_journals(
     ctx: &mut Ctx<'_>,
     local_journal: Option<&'static std::sync::Arc<writer::Journal>>,
@@ -229,22 +229,24 @@ fn wait_for_replicas_journals(
     let (tx, rx) = tokio::sync::oneshot::channel();
     rt.spawn(async move {
         let mut tx = tx;
-        loop {
+        // Woken by each replica's acknowledgement; the local journal's fsync is looked at
+        // then and at least every 100 ms.
+        let wait = replication::wait_acks(deadline, || {
             let local = local_journal.is_some_and(|j| j.durable() >= woff);
             let replicas = replication::facked(target) as i64;
-            if (local as i64 >= numlocal && replicas >= numreplicas)
-                || deadline.is_some_and(|d| std::time::Instant::now() >= d)
-            {
+            (
+                local as i64 >= numlocal && replicas >= numreplicas,
+                (local, replicas),
+            )
+        });
+        tokio::select! {
+            (local, replicas) = wait => {
                 let _ = tx.send(Reply::Array(vec![
                     Reply::Int(local as i64),
                     Reply::Int(replicas),
                 ]));
-                return;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
-                _ = tx.closed() => return,
-            }
+            _ = tx.closed() => {}
         }
     });
     ctx.client.blocked = Some(crate::state::blocking::Blocked {

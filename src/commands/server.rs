@@ -1265,20 +1265,17 @@ fn wait(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let deadline = (ms > 0)
         .then(|| std::time::Instant::now() + std::time::Duration::from_millis(ms.unsigned_abs()));
     let (tx, rx) = tokio::sync::oneshot::channel();
-    // A task holds the sender: it looks at the acknowledgements every 10 ms until enough
-    // arrived or the deadline, or ends when the client goes away (the receiver is dropped).
+    // A task holds the sender: it looks again at each acknowledgement until enough arrived
+    // or the deadline, or ends when the client goes away (the receiver is dropped).
     rt.spawn(async move {
         let mut tx = tx;
-        loop {
+        let wait = replication::wait_acks(deadline, || {
             let n = replication::acked(target) as i64;
-            if n >= numreplicas || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                let _ = tx.send(Reply::Int(n));
-                return;
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
-                _ = tx.closed() => return,
-            }
+            (n >= numreplicas, n)
+        });
+        tokio::select! {
+            n = wait => { let _ = tx.send(Reply::Int(n)); }
+            _ = tx.closed() => {}
         }
     });
     ctx.client.blocked = Some(crate::state::blocking::Blocked {

@@ -563,6 +563,7 @@ fn read_acks(id: u64, inbuf: &mut BytesMut, parse: &mut crate::protocol::ParseSt
                     }
                     r.ack_ms = now_ms();
                 });
+                repl().acks.send_modify(|n| *n = n.wrapping_add(1));
             }
         }
     }

@@ -84,6 +84,9 @@ pub struct Repl {
     pub stream_db: std::sync::atomic::AtomicUsize,
     /// Bumped to drop every replica of this server ([`disconnect_replicas`]).
     pub replicas_epoch: tokio::sync::watch::Sender<u64>,
+    /// Bumped by every acknowledgement a replica sends (REPLCONF ACK): WAIT and WAITAOF
+    /// wake on it.
+    pub acks: tokio::sync::watch::Sender<u64>,
 }
 
 /// Where a FAILOVER stands (Redis's `failover_state`).
@@ -202,6 +205,7 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     applying: Mutex::new(()),
     stream_db: std::sync::atomic::AtomicUsize::new(0),
     replicas_epoch: tokio::sync::watch::Sender::new(0),
+    acks: tokio::sync::watch::Sender::new(0),
 });
 
 pub fn repl() -> &'static Repl {
@@ -443,6 +447,26 @@ pub fn add_replica(r: Replica) {
 pub fn update_replica(id: u64, f: impl FnOnce(&mut Replica)) {
     if let Some(r) = repl().replicas.lock().iter_mut().find(|r| r.id == id) {
         f(r);
+    }
+}
+
+/// Waits until `done` says so (checked at each replica acknowledgement, and at least every
+/// 100 ms) or the deadline; then `done`'s last answer. The wait of WAIT and WAITAOF.
+pub async fn wait_acks<T>(
+    deadline: Option<std::time::Instant>,
+    mut done: impl FnMut() -> (bool, T),
+) -> T {
+    let mut acks = repl().acks.subscribe();
+    loop {
+        let (ok, value) = done();
+        if ok || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return value;
+        }
+        let nap = deadline.map_or(std::time::Duration::from_millis(100), |d| {
+            d.saturating_duration_since(std::time::Instant::now())
+                .min(std::time::Duration::from_millis(100))
+        });
+        let _ = tokio::time::timeout(nap, acks.changed()).await;
     }
 }
 
