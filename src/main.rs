@@ -373,7 +373,9 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
         }
     };
     let mut progress = tidecache::commands::journal::loading_progress;
-    let replica = server.holds_masters_data();
+    // A `replicaof` of the config file makes it a replica before anything loads, as
+    // Redis's masterhost is set from the file.
+    let replica = server.holds_masters_data() || !server.config.read().get("replicaof").is_empty();
     tidecache::store::expiry::set_replica(replica);
     match load_path_as(&server.store, path, &mut report, &mut progress, replica) {
         Ok(None) => true,
@@ -390,6 +392,7 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
                     offset,
                     loaded.stream_db,
                     backlog,
+                    replica,
                 );
             }
             if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)

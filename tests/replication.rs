@@ -796,11 +796,21 @@ fn a_restart_from_the_rdb_continues_the_replication_history() {
     assert_eq!(info_int(&mut m, "stats", "sync_full"), 1);
     assert_eq!(info_int(&mut m, "stats", "sync_partial_ok"), 1);
 
+    let old_id = info_value(&mut m, "replication", "master_replid");
     let mut master = master;
     master.signal("-TERM");
     assert_eq!(master.wait_exit(), Some(0));
+    // Where the replica is: the master's last bytes (the shutdown's GETACK included).
+    let reached = info_int(&mut r, "replication", "master_repl_offset");
     let master = TestServer::start(&["--dir", &dm]);
     let mut m = master.conn();
+    // A restarted master keeps the file's history as its second one (Redis 7.0).
+    assert_eq!(info_value(&mut m, "replication", "master_replid2"), old_id);
+    assert_eq!(
+        info_int(&mut m, "replication", "second_repl_offset"),
+        reached + 1
+    );
+    assert_ne!(info_value(&mut m, "replication", "master_replid"), old_id);
     replicate(&mut r, &master);
     let _: () = q(&mut m, &["SELECT", "5"]).unwrap();
     let _: i64 = q(&mut m, &["INCR", "c"]).unwrap();

@@ -413,8 +413,25 @@ impl HistoryAt {
 /// (`repl-id`, `repl-offset`): the history goes on from there, with a backlog at that offset,
 /// so replicas (or, for a replica, its master) continue with a partial resynchronisation
 /// (Redis's loadDataFromDisk with a valid rdbSaveInfo).
-pub fn restore_history(id: String, offset: u64, stream_db: Option<usize>, backlog: usize) {
-    *repl().replid.lock() = id;
+///
+/// A replica takes the ID as its own (its link then asks its master to continue it); a master
+/// keeps it as its second ID up to that offset and starts a new one, as Redis 7.0 does.
+pub fn restore_history(
+    id: String,
+    offset: u64,
+    stream_db: Option<usize>,
+    backlog: usize,
+    replica: bool,
+) {
+    if replica {
+        *repl().replid.lock() = id;
+    } else {
+        *repl().replid2.lock() = id;
+        repl()
+            .second_offset
+            .store(offset as i64 + 1, Ordering::Release);
+        *repl().replid.lock() = random_id();
+    }
     crate::store::journal::start_feed_at(backlog, offset);
     repl()
         .stream_db
