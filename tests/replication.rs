@@ -1035,3 +1035,22 @@ fn config_rewrite_keeps_the_master_followed_now() {
         "{text}"
     );
 }
+
+/// min-replicas-to-write is a master's rule: a replica with it set still applies its
+/// master's writes (Redis's checkGoodReplicasStatus).
+#[test]
+fn min_replicas_to_write_is_ignored_by_a_replica() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "10",
+    ]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let _: () = q(&mut m, &["SET", "foo", "bar"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "foo"]), ["bar"]);
+}

@@ -314,6 +314,7 @@ pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
     }
     let was_master = !IS_REPLICA.swap(true, Ordering::AcqRel);
     crate::store::expiry::set_replica(true);
+    crate::state::NO_GOOD_REPLICAS.store(false, Ordering::Relaxed);
     *repl().master.lock() = Some((host, port));
     repl().link_up.reset();
     if was_master {
@@ -527,7 +528,10 @@ pub fn facked(offset: u64) -> usize {
 /// with `min-replicas-to-write` and `min-replicas-max-lag` set, writes need that many
 /// replicas that acknowledged within the lag.
 pub fn refresh_good_replicas(to_write: u64, max_lag: u64) {
-    let refuse = to_write > 0 && max_lag > 0 && (good_replicas(max_lag) as u64) < to_write;
+    // A replica's writes come from its master: the rule is a master's (Redis's
+    // checkGoodReplicasStatus is true while masterhost is set).
+    let refuse =
+        !is_replica() && to_write > 0 && max_lag > 0 && (good_replicas(max_lag) as u64) < to_write;
     crate::state::NO_GOOD_REPLICAS.store(refuse, Ordering::Relaxed);
 }
 
