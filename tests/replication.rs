@@ -1054,3 +1054,29 @@ fn min_replicas_to_write_is_ignored_by_a_replica() {
     assert!(caught_up(&mut m, &mut r));
     assert_eq!(strs(&mut r, &["MGET", "foo"]), ["bar"]);
 }
+
+/// repl-diskless-sync-delay holds a diskless transfer back, and
+/// repl-diskless-sync-max-replicas ends the wait once that many replicas wait.
+#[test]
+fn a_diskless_transfer_waits_its_delay_unless_enough_replicas_wait() {
+    let timed = |extra: &[&str]| {
+        let master = TestServer::start(extra);
+        let replica = TestServer::start(&[]);
+        let mut r = replica.conn();
+        let started = std::time::Instant::now();
+        replicate(&mut r, &master);
+        started.elapsed()
+    };
+    let waited = timed(&["--repl-diskless-sync-delay", "2"]);
+    assert!(
+        waited >= std::time::Duration::from_millis(1900),
+        "{waited:?}"
+    );
+    let early = timed(&[
+        "--repl-diskless-sync-delay",
+        "2",
+        "--repl-diskless-sync-max-replicas",
+        "1",
+    ]);
+    assert!(early < std::time::Duration::from_millis(1500), "{early:?}");
+}

@@ -224,6 +224,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "yes: a full resynchronisation streams the snapshot to the replica's socket as it is copied (`$EOF:<mark>`), with no file, when the replica says it reads that (REPLCONF capa eof) and the data set holds no collection; otherwise, and with no, it goes through a file in the temp directory." },
     Setting { name: "repl-diskless-sync-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Seconds a master waits before a diskless transfer starts. Redis waits (5 s by default) so that replicas arriving meanwhile share one transfer; here each replica's transfer is its own, so the default is not to wait." },
+    Setting { name: "repl-diskless-sync-max-replicas", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
+        doc: "A diskless transfer's wait (repl-diskless-sync-delay) ends early once this many replicas wait for a full resynchronisation. 0: the whole delay." },
     Setting { name: "repl-backlog-ttl", default: "3600", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Seconds a master without replicas keeps its backlog; then it frees it and starts a new replication history (a replica that comes back resyncs in full). 0: never. A replica keeps its backlog whatever this says." },
     Setting { name: "repl-ping-replica-period", default: "10", live: true, kind: Kind::Int(1, i32::MAX as i64),
@@ -351,9 +353,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("rdbcompression", &[]),
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
-    // Replication settings for what this replication does not do (transfers shared between
-    // replicas; propagation errors are logged).
-    ("repl-diskless-sync-max-replicas", &[]),
     ("repl-disable-tcp-nodelay", &[]),
     ("replica-lazy-flush", &["no"]),
     ("rdb-del-sync-files", &["no"]),

@@ -335,6 +335,20 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
         // Redis waits so that more replicas can share one transfer; each replica's transfer
         // here is its own, and the wait is what the setting asks for.
         for _ in 0..delay {
+            // Enough replicas waiting (repl-diskless-sync-max-replicas) end the wait.
+            let max = server
+                .config
+                .read()
+                .get_u64("repl-diskless-sync-max-replicas");
+            let waiting = repl()
+                .replicas
+                .lock()
+                .iter()
+                .filter(|r| r.state == "wait_bgsave")
+                .count() as u64;
+            if max > 0 && waiting >= max {
+                break;
+            }
             send(stream, b"\n").await.map_err(io)?;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
