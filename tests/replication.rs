@@ -1080,3 +1080,37 @@ fn a_diskless_transfer_waits_its_delay_unless_enough_replicas_wait() {
     ]);
     assert!(early < std::time::Duration::from_millis(1500), "{early:?}");
 }
+
+/// ROLE shows where a replica's link is: `handshake` while its master holds the transfer
+/// back (a long repl-diskless-sync-delay), then `connected`.
+#[test]
+fn role_shows_the_links_handshake() {
+    let master = TestServer::start(&["--repl-diskless-sync-delay", "1000"]);
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    let state = |r: &mut redis::Connection| {
+        let role: Vec<redis::Value> = q(r, &["ROLE"]).unwrap();
+        match &role[3] {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).to_string(),
+            other => format!("{other:?}"),
+        }
+    };
+    assert!(
+        eventually(5.0, || state(&mut r) == "handshake"),
+        "{}",
+        state(&mut r)
+    );
+    let mut m = master.conn();
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]).unwrap();
+    let _: i64 = q(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap_or(0);
+    assert!(
+        eventually(10.0, || state(&mut r) == "connected"),
+        "{}",
+        state(&mut r)
+    );
+}

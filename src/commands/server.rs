@@ -1297,7 +1297,11 @@ fn role(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
         } else if repl().sync_in_progress.get() {
             "sync"
         } else {
-            "connect"
+            match repl().link_phase.load(Acquire) {
+                replication::LINK_CONNECTING => "connecting",
+                replication::LINK_HANDSHAKE => "handshake",
+                _ => "connect",
+            }
         };
         let applied = repl().applied.load(Acquire);
         return Ok(Reply::Array(vec![

@@ -349,6 +349,9 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             if max > 0 && waiting >= max {
                 break;
             }
+            if handle.is_killed() || server.is_shutting_down() {
+                return Err("gone".into());
+            }
             send(stream, b"\n").await.map_err(io)?;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -615,6 +618,7 @@ async fn link(server: Arc<Server>, gen: u64) {
         }
         repl().link_up.clear(gen);
         repl().sync_in_progress.clear(gen);
+        repl().link_phase.store(0, Ordering::Release);
         if !current(&server, gen) {
             return;
         }
@@ -697,6 +701,8 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         false,
         &format!("Connecting to MASTER {host}:{port}"),
     );
+    let phase = &repl().link_phase;
+    phase.store(replication::LINK_CONNECTING, Ordering::Release);
     let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
         .await
         .map_err(|_| "Timeout connecting to the MASTER...".to_string())?
@@ -712,6 +718,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         stream,
         buf: BytesMut::new(),
     };
+    phase.store(replication::LINK_HANDSHAKE, Ordering::Release);
     rlog(server, false, "MASTER <-> REPLICA sync started");
     let pong = conn.command(&[b"PING"], timeout).await?;
     if pong.starts_with('-')

@@ -87,7 +87,15 @@ pub struct Repl {
     /// Bumped by every acknowledgement a replica sends (REPLCONF ACK): WAIT and WAITAOF
     /// wake on it.
     pub acks: tokio::sync::watch::Sender<u64>,
+    /// Replica side: where the link's session is before its transfer ([`LINK_CONNECTING`],
+    /// [`LINK_HANDSHAKE`]; 0: not started), for ROLE.
+    pub link_phase: std::sync::atomic::AtomicU8,
 }
+
+/// The link is opening its TCP connection (ROLE's `connecting`).
+pub const LINK_CONNECTING: u8 = 1;
+/// Connected, not yet answered PSYNC (ROLE's `handshake`).
+pub const LINK_HANDSHAKE: u8 = 2;
 
 /// Where a FAILOVER stands (Redis's `failover_state`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -206,6 +214,7 @@ static REPL: LazyLock<Repl> = LazyLock::new(|| Repl {
     stream_db: std::sync::atomic::AtomicUsize::new(0),
     replicas_epoch: tokio::sync::watch::Sender::new(0),
     acks: tokio::sync::watch::Sender::new(0),
+    link_phase: std::sync::atomic::AtomicU8::new(0),
 });
 
 pub fn repl() -> &'static Repl {
