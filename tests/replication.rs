@@ -1114,3 +1114,52 @@ fn role_shows_the_links_handshake() {
         state(&mut r)
     );
 }
+
+/// GETSET reaches the stream as SET, RPOPLPUSH and BRPOPLPUSH (served at once or after
+/// blocking) as RPOPLPUSH, BLMOVE as LMOVE: what Redis 7.0 propagates, so a replica's
+/// command statistics match.
+#[test]
+fn moves_and_getset_reach_the_stream_as_redis_propagates_them() {
+    let master = TestServer::start(&[]);
+    let mut r = sync_stream(&master);
+    let mut c = master.conn();
+    let _: Option<String> = q(&mut c, &["GETSET", "k", "v"]).unwrap();
+    let _: i64 = q(&mut c, &["RPUSH", "src", "1", "2"]).unwrap();
+    let _: String = q(&mut c, &["BRPOPLPUSH", "src", "dst", "1"]).unwrap();
+    let _: String = q(&mut c, &["BLMOVE", "src", "dst", "LEFT", "RIGHT", "1"]).unwrap();
+    let mut blocked = master.conn();
+    let waiter = std::thread::spawn(move || {
+        q::<String>(&mut blocked, &["BRPOPLPUSH", "empty", "dst", "5"]).unwrap()
+    });
+    assert!(eventually(5.0, || info_int(
+        &mut c,
+        "clients",
+        "blocked_clients"
+    ) == 1));
+    let _: i64 = q(&mut c, &["LPUSH", "empty", "x"]).unwrap();
+    assert_eq!(waiter.join().unwrap(), "x");
+    let _: String = q(&mut c, &["SET", "end", "x"]).unwrap();
+    let stream = r.read_until(b"$3\r\nend\r\n$1\r\nx\r\n");
+    let text = String::from_utf8_lossy(&stream).to_string();
+    let names: Vec<&str> = text
+        .split("\r\n")
+        .collect::<Vec<_>>()
+        .windows(3)
+        .filter(|w| w[0].starts_with('*') && w[1].starts_with('$'))
+        .map(|w| w[2])
+        .filter(|n| !n.eq_ignore_ascii_case("select"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "SET",
+            "RPUSH",
+            "RPOPLPUSH",
+            "LMOVE",
+            "LPUSH",
+            "RPOPLPUSH",
+            "SET"
+        ],
+        "{text}"
+    );
+}

@@ -492,14 +492,15 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
 
 /// Moves one element from `src` to `dst` (LMOVE, RPOPLPUSH, a served BLMOVE). `Ok(None)`
 /// when `src` is empty; WRONGTYPE when either key holds another type, checked before
-/// anything changes.
+/// anything changes. It reaches the journal and replicas as RPOPLPUSH for RPOPLPUSH and
+/// BRPOPLPUSH (`rpoplpush`), else as LMOVE, as Redis 7.0 propagates them.
 pub fn move_element(
     server: &Server,
     db: usize,
     src: &Bytes,
     dst: &Bytes,
-    from: End,
-    to: End,
+    (from, to): (End, End),
+    rpoplpush: bool,
 ) -> Result<Option<Vec<u8>>, WrongType> {
     let mut locked = server.store.lock_keys(&[src, dst]);
     let (hs, hd) = (locked.hash(0), locked.hash(1));
@@ -530,24 +531,34 @@ pub fn move_element(
             b"RIGHT"
         }
     };
-    crate::commands::journal::journal_as(&[b"LMOVE", src, dst, side(from), side(to)]);
+    if rpoplpush {
+        crate::commands::journal::journal_as(&[b"RPOPLPUSH", src, dst]);
+    } else {
+        crate::commands::journal::journal_as(&[b"LMOVE", src, dst, side(from), side(to)]);
+    }
     Ok(Some(v))
 }
 
-fn lmove_generic(ctx: &mut Ctx<'_>, src: &Bytes, dst: &Bytes, from: End, to: End) -> CmdResult {
-    let got = move_element(ctx.server, ctx.client.db, src, dst, from, to)?;
+fn lmove_generic(
+    ctx: &mut Ctx<'_>,
+    src: &Bytes,
+    dst: &Bytes,
+    ends: (End, End),
+    rpoplpush: bool,
+) -> CmdResult {
+    let got = move_element(ctx.server, ctx.client.db, src, dst, ends, rpoplpush)?;
     Ok(got.map_or(Reply::Nil, |v| Reply::Bulk(v.into())))
 }
 
 fn lmove(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (src, dst) = (args.next_key()?, args.next_key()?);
     let (from, to) = (parse_end(args)?, parse_end(args)?);
-    lmove_generic(ctx, src, dst, from, to)
+    lmove_generic(ctx, src, dst, (from, to), false)
 }
 
 fn rpoplpush(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (src, dst) = (args.next_key()?, args.next_key()?);
-    lmove_generic(ctx, src, dst, End::Right, End::Left)
+    lmove_generic(ctx, src, dst, (End::Right, End::Left), true)
 }
 
 /// The reply of LMPOP/BLMPOP: `[key, [elements]]`.
@@ -630,30 +641,31 @@ fn blmove_generic(
     ctx: &mut Ctx<'_>,
     src: &Bytes,
     dst: &Bytes,
-    from: End,
-    to: End,
+    ends: (End, End),
+    rpoplpush: bool,
     timeout: &[u8],
 ) -> CmdResult {
     let deadline = parse_timeout(timeout)?;
     let db = ctx.client.db;
-    if let Some(v) = move_element(ctx.server, db, src, dst, from, to)? {
+    if let Some(v) = move_element(ctx.server, db, src, dst, ends, rpoplpush)? {
         return Ok(Reply::Bulk(v.into()));
     }
     let dst = dst.clone();
-    let attempt =
-        move |server: &Server, key: &Bytes| match move_element(server, db, key, &dst, from, to) {
-            Ok(got) => got.map(|v| Reply::Bulk(v.into())),
-            // The destination holds another type: the element stays, the client gets the error.
-            Err(WrongType) => {
-                let src_is_list = server.store.with_key(db, key, |ks, h| {
-                    ks.read_as::<ListValue, _>(h, key, |l| l.is_some_and(|l| !l.is_empty()))
-                });
-                match src_is_list {
-                    Ok(true) => Some(CommandError::wrongtype().into_reply("blmove")),
-                    _ => None,
-                }
+    let attempt = move |server: &Server, key: &Bytes| match move_element(
+        server, db, key, &dst, ends, rpoplpush,
+    ) {
+        Ok(got) => got.map(|v| Reply::Bulk(v.into())),
+        // The destination holds another type: the element stays, the client gets the error.
+        Err(WrongType) => {
+            let src_is_list = server.store.with_key(db, key, |ks, h| {
+                ks.read_as::<ListValue, _>(h, key, |l| l.is_some_and(|l| !l.is_empty()))
+            });
+            match src_is_list {
+                Ok(true) => Some(CommandError::wrongtype().into_reply("blmove")),
+                _ => None,
             }
-        };
+        }
+    };
     // Inside MULTI the reply is a null bulk; a timeout answers a null array (Redis 7.0 times
     // out every list block with one).
     if ctx.client.in_exec {
@@ -672,12 +684,12 @@ fn blmove(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (src, dst) = (args.next_key()?, args.next_key()?);
     let (from, to) = (parse_end(args)?, parse_end(args)?);
     let timeout = args.next_arg()?;
-    blmove_generic(ctx, src, dst, from, to, timeout)
+    blmove_generic(ctx, src, dst, (from, to), false, timeout)
 }
 
 fn brpoplpush(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let (src, dst, timeout) = (args.next_key()?, args.next_key()?, args.next_arg()?);
-    blmove_generic(ctx, src, dst, End::Right, End::Left, timeout)
+    blmove_generic(ctx, src, dst, (End::Right, End::Left), true, timeout)
 }
 
 fn blmpop(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {

@@ -352,6 +352,8 @@ fn getset(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         };
         ks.set(h, key, Value::string(val), Ttl::Clear);
         ctx.server.notify(ctx.client.db, class::STRING, "set", key);
+        // Propagated as the SET it amounts to, as Redis 7.0 does.
+        crate::commands::journal::journal_as(&[b"SET", key, val]);
         Ok(old)
     })
 }
