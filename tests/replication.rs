@@ -1163,3 +1163,50 @@ fn moves_and_getset_reach_the_stream_as_redis_propagates_them() {
         "{text}"
     );
 }
+
+/// A replica that restarts from its file keeps the keys already past their deadline (Redis's
+/// rdbLoad when not a master): they leave when its master's DELs come, not before.
+#[test]
+fn a_restarted_replica_keeps_its_expired_keys_until_the_masters_dels() {
+    let dr = temp_dir("restart-expired");
+    let master = TestServer::start(&["--enable-debug-command", "yes"]);
+    let port = master.port.to_string();
+    let args = [
+        "--dir",
+        &dr,
+        "--save",
+        "900 1",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+    ];
+    let mut replica = TestServer::start(&args);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    assert!(eventually(10.0, || info_value(
+        &mut r,
+        "replication",
+        "master_link_status"
+    )
+    .as_deref()
+        == Some("up")));
+    for i in 0..10 {
+        let _: () = q(&mut m, &["SET", &format!("k{i}"), "v", "PX", "1500"]).unwrap();
+    }
+    let _: () = q(&mut m, &["SET", "plain", "v"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).unwrap();
+    replica.signal("-TERM");
+    assert_eq!(replica.wait_exit(), Some(0));
+    std::thread::sleep(std::time::Duration::from_millis(1700));
+    let replica = TestServer::start(&args);
+    let mut r = replica.conn();
+    assert_eq!(int(&mut r, &["DBSIZE"]), 11);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert_eq!(
+        int(&mut r, &["DBSIZE"]),
+        11,
+        "the replica expired keys itself"
+    );
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
+    assert!(eventually(10.0, || int(&mut r, &["DBSIZE"]) == 1));
+}

@@ -43,7 +43,9 @@ pub fn start_background(server: &Arc<Server>) {
             crate::util::alloc::sample_peak();
             // Active expiry is a master's (Redis's activeExpireCycle): a replica's keys leave
             // by its master's DELs, but for those its own clients gave a deadline.
-            let replica = s.holds_masters_data();
+            // A replica from its start (its config file's replicaof, set before the load) or
+            // by its cluster configuration; REPLICAOF NO ONE clears it.
+            let replica = crate::store::expiry::replica() || s.holds_masters_data();
             crate::store::expiry::set_replica(replica);
             if replica && !crate::state::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
                 let s2 = s.clone();

@@ -120,7 +120,13 @@ pub fn load_path_as(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(0, format!("cannot open the file: {e}"))),
     };
-    load_with(store, file, CHUNK, log, progress, replica).map(Some)
+    // A replica's load is its master's data: no key it loads is one of its own clients'
+    // (which alone it expires itself, `expiry::sweep_replica_own`).
+    let was = crate::store::expiry::from_master();
+    crate::store::expiry::set_from_master(replica || was);
+    let r = load_with(store, file, CHUNK, log, progress, replica).map(Some);
+    crate::store::expiry::set_from_master(was);
+    r
 }
 
 /// Loads a whole RDB file held in memory into `store`.
