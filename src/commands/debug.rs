@@ -115,7 +115,19 @@ fn debug(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         (b"SLEEP", 1) => {
             let secs = text(args.next_arg()?).trim().parse::<f64>().unwrap_or(0.0);
             if secs.is_finite() && secs > 0.0 {
-                std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(3600.0)));
+                // Redis's whole process stops: the background work here that its one thread
+                // would not do meanwhile waits too (`Server::thawed`).
+                let pause = std::time::Duration::from_secs_f64(secs.min(3600.0));
+                let until = crate::util::clock::now_ms().max(0) as u64 + pause.as_millis() as u64;
+                let frozen = &ctx.server.frozen_until;
+                frozen.fetch_max(until, std::sync::atomic::Ordering::AcqRel);
+                std::thread::sleep(pause);
+                let _ = frozen.compare_exchange(
+                    until,
+                    0,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                );
             }
             Ok(Reply::ok())
         }

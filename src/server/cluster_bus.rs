@@ -60,6 +60,7 @@ pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         while !s.is_shutting_down() {
             tick.tick().await;
+            s.thawed().await;
             let Some(c) = s.cluster.get() else { return };
             let now = crate::util::clock::now_ms();
             let offset = crate::state::cluster::my_offset();
@@ -165,6 +166,8 @@ fn spawn_link(
                     Ok(0) => break "connection closed",
                     Err(_) => break "I/O error",
                     Ok(_) => {
+                        // Held still by DEBUG SLEEP: the frames wait, as in Redis's socket.
+                        s.thawed().await;
                         if !drain_frames(&s, link, &mut buf) {
                             break "link freed";
                         }

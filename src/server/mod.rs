@@ -39,6 +39,8 @@ pub fn start_background(server: &Arc<Server>) {
                 effective_hz(c.get_u64("hz"), c.get_bool("dynamic-hz"), s.clients.count())
             };
             crate::state::EFFECTIVE_HZ.store(hz, std::sync::atomic::Ordering::Relaxed);
+            // Held still by DEBUG SLEEP, as Redis's cron.
+            s.thawed().await;
             crate::util::clock::tick();
             crate::util::alloc::sample_peak();
             // Active expiry is a master's (Redis's activeExpireCycle): a replica's keys leave

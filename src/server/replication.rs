@@ -44,6 +44,7 @@ pub fn start(server: &Arc<Server>) {
         let mut alone_since = 0u64;
         while !s.is_shutting_down() {
             tokio::time::sleep(Duration::from_secs(1)).await;
+            s.thawed().await;
             let (to, lag, period, ttl) = {
                 let c = s.config.read();
                 (
@@ -186,6 +187,8 @@ async fn replica_session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut parse = crate::protocol::ParseState::default();
     let mut out = Vec::new();
     loop {
+        // Held still by DEBUG SLEEP: nothing is sent meanwhile.
+        server.thawed().await;
         loop {
             // A new history of this replica's backlog (its own full resynchronisation) or a
             // new replication ID: the replica reconnects and learns it.
@@ -611,6 +614,7 @@ async fn link(server: Arc<Server>, gen: u64) {
         let Some((host, port)) = repl().master.lock().clone() else {
             return;
         };
+        server.thawed().await;
         if let Err(e) = session(&server, gen, &host, port).await {
             if !e.is_empty() {
                 rlog(&server, true, &e);
@@ -1199,6 +1203,8 @@ async fn stream_loop(
     let mut fsync_tick = tokio::time::interval(Duration::from_millis(100));
     fsync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Held still by DEBUG SLEEP: nothing is applied or acknowledged meanwhile.
+        server.thawed().await;
         // Bytes already buffered (after the snapshot, or from the last read) first.
         loop {
             // A REPLICAOF since (another master, or NO ONE) ends this link before it applies

@@ -100,6 +100,10 @@ pub struct Server {
     /// A shutdown waiting for lagging replicas (`shutdown-timeout`), and whether SHUTDOWN
     /// ABORT has cancelled it.
     pub shutdown_wait: ShutdownWait,
+    /// Unix ms until which DEBUG SLEEP holds the whole server still (0: it runs): the
+    /// background work that Redis's one thread would not do meanwhile (the replication link,
+    /// the replicas' streams, the cluster bus) waits for it ([`Server::thawed`]).
+    pub frozen_until: std::sync::atomic::AtomicU64,
     /// Whether new connections must authenticate (the default user has a password or is
     /// off), cached from the ACL for every command's NOAUTH check.
     pub auth_required: AtomicBool,
@@ -275,6 +279,7 @@ impl Server {
             shutdown_tx,
             shutting_down: AtomicBool::new(false),
             shutdown_wait: ShutdownWait::default(),
+            frozen_until: std::sync::atomic::AtomicU64::new(0),
             auth_required: AtomicBool::new(auth_required),
             pubsub,
             watches,
@@ -382,6 +387,18 @@ impl Server {
                 .cluster
                 .get()
                 .is_some_and(|c| c.lock().me().is_some_and(|m| m.is_replica()))
+    }
+
+    /// Resolves once no DEBUG SLEEP holds the server still (at once, usually).
+    pub async fn thawed(&self) {
+        loop {
+            let until = self.frozen_until.load(std::sync::atomic::Ordering::Acquire);
+            let now = crate::util::clock::now_ms().max(0) as u64;
+            if until == 0 || now >= until {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(until - now)).await;
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {
