@@ -51,7 +51,7 @@ propagation-error-behavior panic";
 
 /// The settings of default.conf (and the runner's `unixsocket`) that mean nothing here, in
 /// the order the file has them.
-const IGNORED: &str = "always-show-logo, daemonize, pidfile, repl-diskless-sync-delay, rdbcompression, no-appendfsync-on-rewrite, activerehashing, propagation-error-behavior, unixsocket";
+const IGNORED: &str = "always-show-logo, daemonize, pidfile, rdbcompression, no-appendfsync-on-rewrite, activerehashing, unixsocket";
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tidecache-spawn-{name}-{}", std::process::id()));

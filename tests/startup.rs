@@ -149,11 +149,11 @@ fn starts_from_redis_test_config_and_logs_as_redis() {
         "daemonize",
         "pidfile",
         "unixsocket",
-        "propagation-error-behavior",
     ] {
         assert!(warnings[0].contains(name), "{name} not in {}", warnings[0]);
     }
     for name in [
+        "propagation-error-behavior",
         "notify-keyspace-events",
         "appendonly",
         "enable-debug-command",
