@@ -1210,3 +1210,42 @@ fn a_restarted_replica_keeps_its_expired_keys_until_the_masters_dels() {
     let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]).unwrap();
     assert!(eventually(10.0, || int(&mut r, &["DBSIZE"]) == 1));
 }
+
+/// A replica's full resynchronisation flushes its old data only once clients are held back
+/// for the load: a client reading throughout never finds a key that is there before and
+/// after.
+#[test]
+fn a_full_resync_never_shows_an_empty_data_set() {
+    let args = ["--enable-debug-command", "yes"];
+    let (a, b) = (TestServer::start(&args), TestServer::start(&args));
+    for s in [&a, &b] {
+        let mut c = s.conn();
+        let _: () = q(&mut c, &["DEBUG", "POPULATE", "30000"]).unwrap();
+        let _: () = q(&mut c, &["SET", "k", "1"]).unwrap();
+    }
+    let replica = TestServer::start(&[]);
+    let mut r = replica.conn();
+    replicate(&mut r, &a);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut reader = replica.conn();
+    let done = stop.clone();
+    let misses = std::thread::spawn(move || {
+        let mut misses = 0;
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(None) = q::<Option<String>>(&mut reader, &["GET", "k"]) {
+                misses += 1;
+            }
+        }
+        misses
+    });
+    for _ in 0..3 {
+        replicate(&mut r, &b);
+        replicate(&mut r, &a);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        misses.join().unwrap(),
+        0,
+        "a read found the data set flushed"
+    );
+}

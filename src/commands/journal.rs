@@ -769,6 +769,34 @@ fn replay(
 
 /// Loads the function libraries of a `dump.rdb` read at start (`FUNCTION LOAD REPLACE`
 /// through the command table, as a loading client); the errors, in Redis's words.
+/// A replica's FLUSHALL before it loads its master's snapshot, run here as the master's
+/// command (a read-only replica takes it) without the exec gate, which the load holds.
+fn flush_for_sync(server: &Arc<Server>) {
+    let args = [Bytes::from_static(b"FLUSHALL")];
+    let Some(spec) = crate::commands::table().get(&args[0]) else {
+        return;
+    };
+    let any: std::net::SocketAddr = ([0, 0, 0, 0], 0).into();
+    let handle = server.clients.register(any, any);
+    let mut client = ClientState::new(handle.clone(), true);
+    let was = LOADER.with(|l| l.replace(true));
+    crate::state::replication::set_applying(true);
+    let reply = crate::commands::execute(
+        &mut Ctx {
+            server,
+            client: &mut client,
+        },
+        spec,
+        &args,
+    );
+    crate::state::replication::set_applying(false);
+    LOADER.with(|l| l.set(was));
+    if let Reply::Error(e) = reply {
+        tracing::warn!("Flushing the old data for the master's snapshot failed: {e}");
+    }
+    server.clients.unregister(handle.id);
+}
+
 pub fn load_functions(server: &Arc<Server>, codes: &[Vec<u8>]) -> Result<(), String> {
     if codes.is_empty() {
         return Ok(());
@@ -2266,6 +2294,10 @@ pub fn load_replication_payload(
     if total > interval {
         begin_loading_rdb(server, total);
     }
+    // The old data goes only now, with clients held back or answered -LOADING: none reads
+    // an empty data set between the flush and the load.
+    tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+    flush_for_sync(server);
     let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
         crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
         crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),

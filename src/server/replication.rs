@@ -1009,9 +1009,7 @@ async fn receive_and_load(
     }
     f.sync_all().map_err(io)?;
     drop(f);
-    tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
     client.db = 0;
-    apply(server, client, &[Bytes::from_static(b"FLUSHALL")]).await;
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
     let s = server.clone();
     let p = path.to_path_buf();
