@@ -2298,6 +2298,7 @@ pub fn load_replication_payload(
     // an empty data set between the flush and the load.
     tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
     flush_for_sync(server);
+    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
     let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
         crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
         crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),

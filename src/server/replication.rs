@@ -1010,7 +1010,6 @@ async fn receive_and_load(
     f.sync_all().map_err(io)?;
     drop(f);
     client.db = 0;
-    tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
     let s = server.clone();
     let p = path.to_path_buf();
     let (keys, docs, stream_db) = tokio::task::spawn_blocking(move || {
