@@ -1249,3 +1249,18 @@ fn a_full_resync_never_shows_an_empty_data_set() {
         "a read found the data set flushed"
     );
 }
+
+/// CONFIG RESETSTAT zeroes the replication counters of INFO stats, as Redis's
+/// resetServerStats does.
+#[test]
+fn config_resetstat_zeroes_the_sync_counters() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 1);
+    let _: () = q(&mut m, &["CONFIG", "RESETSTAT"]).unwrap();
+    for f in ["sync_full", "sync_partial_ok", "sync_partial_err"] {
+        assert_eq!(info_int(&mut m, "stats", f), 0, "{f}");
+    }
+}

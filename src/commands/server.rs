@@ -655,6 +655,11 @@ pub fn allowed_by(ctx: &Ctx<'_>, guard: &str) -> bool {
 
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
     ctx.server.stats.reset();
+    // The replication counters of INFO stats too, as Redis's resetServerStats.
+    let r = crate::state::replication::repl();
+    for counter in [&r.sync_full, &r.sync_partial_ok, &r.sync_partial_err] {
+        counter.store(0, Ordering::Relaxed);
+    }
     crate::state::cmdstats::reset();
     ctx.server.store.reset_stats();
     ctx.server
