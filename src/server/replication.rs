@@ -352,22 +352,14 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             if max > 0 && waiting >= max {
                 break;
             }
-            if handle.is_killed() || server.is_shutting_down() {
-                return Err("gone".into());
-            }
-            send(stream, b"\n").await.map_err(io)?;
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            keep_alive(server, stream, handle, Duration::from_secs(1)).await?;
         }
         loop {
             match streamed_sync(server, stream, handle, req, cap).await {
                 Ok(done) => return Ok(done),
                 Err(crate::commands::journal::NotStreamed::Busy) if tries < 600 => {
                     tries += 1;
-                    if handle.is_killed() || server.is_shutting_down() {
-                        return Err("gone".into());
-                    }
-                    send(stream, b"\n").await.map_err(io)?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    keep_alive(server, stream, handle, Duration::from_millis(100)).await?;
                 }
                 Err(crate::commands::journal::NotStreamed::Collections) => {
                     tracing::info!("Replica {name} gets the snapshot through a file: the data set holds collections");
@@ -389,11 +381,8 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             // matches the offset its backlog has reached, and the stream's database is known.
             let applying = replication::is_replica().then(|| repl().applying.lock());
             let r = crate::commands::journal::replication_snapshot(&s, &path, |seq| {
-                let feed = crate::store::journal::start_feed(cap);
-                mark = Some((feed.mark(seq), feed.gen()));
-                let db = applying
-                    .is_some()
-                    .then(|| repl().stream_db.load(Ordering::Acquire));
+                let (cut, db) = at_sync_cut(cap, seq, applying.is_some());
+                mark = Some(cut);
                 drop(applying);
                 db
             });
@@ -407,28 +396,16 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
             // Another snapshot (BGSAVE, a rewrite, another replica's) is being taken.
             Err(e) if e.contains("already being taken") && tries < 600 => {
                 tries += 1;
-                if handle.is_killed() || server.is_shutting_down() {
-                    return Err("gone".into());
-                }
-                // Keeps the replica's read timeout away while it waits.
-                send(stream, b"\n").await.map_err(io)?;
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                keep_alive(server, stream, handle, Duration::from_millis(100)).await?;
             }
             Err(e) => return Err(e),
         }
     };
     let offset = mark.await.map_err(|e| e.to_string())?;
     tracing::info!("Starting BGSAVE for SYNC with target: replica {name} (no fork: a snapshot)");
-    if req.replid.is_some() {
-        let replid = replication::current_replid();
-        send(
-            stream,
-            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
-        )
+    announce_full_resync(stream, handle, req, offset)
         .await
         .map_err(io)?;
-    }
-    replication::update_replica(handle.id, |r| r.state = "send_bulk");
     let mut f = std::fs::File::open(target).map_err(io)?;
     let len = f.metadata().map_err(io)?.len();
     send(stream, format!("${len}\r\n").as_bytes())
@@ -454,6 +431,57 @@ async fn full_sync_from<S: AsyncRead + AsyncWrite + Unpin>(
     drop(chunk);
     handle.bufs.rbs.store(0, Ordering::Relaxed);
     Ok((offset, gen))
+}
+
+/// A wait before a full resynchronisation's snapshot (its turn, or the diskless delay):
+/// a bare newline keeps the replica's read timeout away, then `pause`. Ends the sync if the
+/// replica was killed or the server is stopping.
+async fn keep_alive<S: AsyncWrite + Unpin>(
+    server: &Server,
+    stream: &mut S,
+    handle: &ClientHandle,
+    pause: Duration,
+) -> Result<(), String> {
+    if handle.is_killed() || server.is_shutting_down() {
+        return Err("gone".into());
+    }
+    send(stream, b"\n").await.map_err(|e| e.to_string())?;
+    tokio::time::sleep(pause).await;
+    Ok(())
+}
+
+/// At a full resynchronisation's cut (change `seq`): the backlog, started if it was not, and
+/// where the cut falls in it (resolved once every smaller number is placed) with its
+/// history; for a replica whose link is held between two commands (`link_held`), the
+/// database its master's stream has selected there (`repl-stream-db`).
+fn at_sync_cut(
+    cap: usize,
+    seq: u64,
+    link_held: bool,
+) -> ((tokio::sync::oneshot::Receiver<u64>, u64), Option<usize>) {
+    let feed = crate::store::journal::start_feed(cap);
+    let db = link_held.then(|| repl().stream_db.load(Ordering::Acquire));
+    ((feed.mark(seq), feed.gen()), db)
+}
+
+/// `+FULLRESYNC <replid> <offset>` (not for SYNC, which has no such line); the replica is
+/// then receiving its snapshot.
+async fn announce_full_resync<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    handle: &ClientHandle,
+    req: &Psync,
+    offset: u64,
+) -> std::io::Result<()> {
+    if req.replid.is_some() {
+        let replid = replication::current_replid();
+        send(
+            stream,
+            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
+        )
+        .await?;
+    }
+    replication::update_replica(handle.id, |r| r.state = "send_bulk");
+    Ok(())
 }
 
 /// A sink of a streamed snapshot: the RDB's bytes, chunk by chunk, to the task sending them
@@ -497,11 +525,8 @@ async fn streamed_sync<S: AsyncRead + AsyncWrite + Unpin>(
             &s,
             Box::new(ChannelWriter(tx)),
             |seq| {
-                let feed = crate::store::journal::start_feed(cap);
-                *cut.borrow_mut() = Some((feed.mark(seq), feed.gen()));
-                let db = applying
-                    .is_some()
-                    .then(|| repl().stream_db.load(Ordering::Acquire));
+                let (at, db) = at_sync_cut(cap, seq, applying.is_some());
+                *cut.borrow_mut() = Some(at);
                 drop(applying);
                 db
             },
@@ -522,16 +547,9 @@ async fn streamed_sync<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(|_| NotStreamed::Failed("the backlog was reset".into()))?;
     tracing::info!("Starting BGSAVE for SYNC with target: replicas sockets (no fork: a snapshot)");
-    if req.replid.is_some() {
-        let replid = replication::current_replid();
-        send(
-            stream,
-            format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes(),
-        )
+    announce_full_resync(stream, handle, req, offset)
         .await
         .map_err(failed)?;
-    }
-    replication::update_replica(handle.id, |r| r.state = "send_bulk");
     let mark = replication::random_id();
     send(stream, format!("$EOF:{mark}\r\n").as_bytes())
         .await
