@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 use support::{ReferenceRedis, TestServer};
-use tidecache::protocol::request::split_args;
+use tidecache::util::sds::split_args;
 
 /// Reads one complete RESP reply and returns its bytes.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {

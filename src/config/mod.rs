@@ -3,9 +3,9 @@
 
 pub mod tls;
 
-use crate::protocol::request::split_args;
 use crate::util::glob::glob_match;
 use crate::util::num::parse_memory;
+use crate::util::sds::split_args;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -1198,32 +1198,12 @@ fn args_to_lines(args: &[String]) -> String {
                 }
             }
             _ => {
-                out.push_str(&repr(arg));
+                crate::util::sds::repr(&mut out, arg.as_bytes());
                 out.push(' ');
                 value_given = true;
             }
         }
     }
-    out
-}
-
-/// A string quoted as Redis's `sdscatrepr`, which `split_args` reads back.
-fn repr(v: &str) -> String {
-    let mut out = String::from("\"");
-    for &b in v.as_bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
     out
 }
 

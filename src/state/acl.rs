@@ -592,7 +592,7 @@ impl User {
         } else if op[0] == b'(' && op[op.len() - 1] == b')' {
             let inner = &op[1..op.len() - 1];
             let mut s = Selector::new(false, pubsub_all);
-            let words = crate::protocol::request::split_args(inner).ok_or(RuleError::Syntax)?;
+            let words = crate::util::sds::split_args(inner).ok_or(RuleError::Syntax)?;
             for w in words {
                 s.apply(cat, &w)?;
             }

@@ -548,7 +548,7 @@ impl PubSub {
         let mut line = format!("{}.{:06} [{db} {from}]", now / 1_000_000, now % 1_000_000);
         for a in args {
             line.push(' ');
-            repr(&mut line, a);
+            crate::util::sds::repr(&mut line, a);
         }
         for c in self.monitors.read().values() {
             let _ = self.push(c, Outgoing::Monitor(line.clone()), false);
@@ -556,35 +556,9 @@ impl PubSub {
     }
 }
 
-/// Quotes bytes as Redis's `sdscatrepr`.
-pub fn repr(out: &mut String, b: &[u8]) {
-    out.push('"');
-    for &c in b {
-        match c {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            c if c.is_ascii_graphic() || c == b' ' => out.push(c as char),
-            c => out.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn repr_matches_sdscatrepr() {
-        let mut s = String::new();
-        repr(&mut s, b"a\"b\\\n\x01 z");
-        assert_eq!(s, "\"a\\\"b\\\\\\n\\x01 z\"");
-    }
 
     #[test]
     fn doc_expired_shape_through_notify_with() {

@@ -12,4 +12,5 @@ pub mod packed;
 pub mod proc;
 pub mod proctitle;
 pub mod rng;
+pub mod sds;
 pub mod sha256;

@@ -387,7 +387,7 @@ pub fn log_reply(reply: &Reply, resp3: bool) {
 /// `sdscatrepr`: quoted, with escapes.
 fn repr(out: &mut Vec<u8>, b: &[u8]) {
     let mut s = String::new();
-    crate::state::pubsub::repr(&mut s, b);
+    crate::util::sds::repr(&mut s, b);
     out.extend_from_slice(s.as_bytes());
 }
 

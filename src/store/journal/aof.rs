@@ -177,7 +177,7 @@ impl Manifest {
             if line.is_empty() {
                 return Err(fail("Invalid AOF manifest file format"));
             }
-            let words = match split_args(line) {
+            let words = match crate::util::sds::split_args(line) {
                 Some(w) if w.len() >= 6 && w.len() % 2 == 0 => w,
                 _ => return Err(fail("Invalid AOF manifest file format")),
             };
@@ -243,7 +243,10 @@ fn trim(mut s: &[u8]) -> &[u8] {
 /// C's `atoll`: leading white space, a sign, the digits up to the first other byte; 0 when
 /// there are none. Out of range saturates, as glibc's `strtoll` does.
 fn atoll(s: &[u8]) -> i64 {
-    let mut i = s.iter().take_while(|&&c| is_space(c)).count();
+    let mut i = s
+        .iter()
+        .take_while(|&&c| crate::util::sds::is_c_space(c))
+        .count();
     let neg = match s.get(i) {
         Some(b'-') => {
             i += 1;
@@ -269,7 +272,7 @@ fn atoll(s: &[u8]) -> i64 {
 
 /// A manifest file name as Redis writes it: as it is, or in quotes with escapes when it
 /// holds a space, a quote, a backslash or a byte outside printable ASCII (`sdsneedsrepr`,
-/// then `sdscatrepr`), so [`split_args`] reads back the same bytes.
+/// then `sdscatrepr`), so `sdssplitargs` reads back the same bytes.
 fn quote(name: &str) -> String {
     let needs = name
         .bytes()
@@ -277,104 +280,9 @@ fn quote(name: &str) -> String {
     if !needs {
         return name.to_string();
     }
-    let mut out = String::from("\"");
-    for c in name.bytes() {
-        match c {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(c as char),
-            _ => out.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    out.push('"');
+    let mut out = String::new();
+    crate::util::sds::repr(&mut out, name.as_bytes());
     out
-}
-
-/// Splits a line into words as Redis's `sdssplitargs`: `"…"` words with `\n`, `\r`, `\t`,
-/// `\b`, `\a`, `\xHH` and `\<any>` escapes, `'…'` words with `\'`; a closing quote must be
-/// followed by white space or the end. `None` for an unbalanced quote.
-fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    let at = |i: usize| line.get(i).copied().unwrap_or(0);
-    loop {
-        while p < line.len() && is_space(at(p)) {
-            p += 1;
-        }
-        if p >= line.len() {
-            return Some(out);
-        }
-        let mut w = Vec::new();
-        let (mut inq, mut insq) = (false, false);
-        loop {
-            let c = at(p);
-            if inq {
-                if c == b'\\'
-                    && at(p + 1) == b'x'
-                    && at(p + 2).is_ascii_hexdigit()
-                    && at(p + 3).is_ascii_hexdigit()
-                {
-                    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
-                    w.push(hex(at(p + 2)) * 16 + hex(at(p + 3)));
-                    p += 3;
-                } else if c == b'\\' && at(p + 1) != 0 {
-                    p += 1;
-                    w.push(match at(p) {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        o => o,
-                    });
-                } else if c == b'"' {
-                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
-                        return None;
-                    }
-                    p += 1;
-                    break;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    w.push(c);
-                }
-            } else if insq {
-                if c == b'\\' && at(p + 1) == b'\'' {
-                    p += 1;
-                    w.push(b'\'');
-                } else if c == b'\'' {
-                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
-                        return None;
-                    }
-                    p += 1;
-                    break;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    w.push(c);
-                }
-            } else {
-                match c {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
-                    b'"' => inq = true,
-                    b'\'' => insq = true,
-                    o => w.push(o),
-                }
-            }
-            p += 1;
-        }
-        out.push(w);
-    }
-}
-
-/// C's `isspace` in the C locale.
-fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 /// What an I/O error says, as C's `strerror` prints it (Redis's log lines quote it), without
