@@ -321,6 +321,25 @@ async fn run(config: Config, set_log_level: tidecache::state::LogLevelSetter) ->
             return 1;
         }
     }
+    // What an atomic slot migration left here when this node stopped mid-import.
+    if server.cluster.get().is_some() {
+        let s = server.clone();
+        let (slots, n) =
+            tokio::task::spawn_blocking(move || tidecache::commands::cluster::trim_unowned(&s))
+                .await
+                .unwrap_or_default();
+        if n > 0 {
+            log.line(
+                Level::Warning,
+                &format!(
+                    "Deleted {n} keys and collections of {} slots other nodes own (slots {}..={})",
+                    slots.len(),
+                    slots.first().copied().unwrap_or(0),
+                    slots.last().copied().unwrap_or(0)
+                ),
+            );
+        }
+    }
     let pid = std::process::id();
     tracing::info!(
         "tidecache {VERSION} (Redis {} compatible) started: port {}, pid {}, {} shards, {} databases",

@@ -58,6 +58,10 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         .doc("7.0.0", "Returns a list of all TCP links to and from peer nodes in cluster").complexity("O(N) where N is the total number of Cluster nodes"),
     CLUSTER.cmd("cluster|meet", -4, subcommand).flags(ADMIN | STALE)
         .doc("3.0.0", "Force a node cluster to handshake with another node").complexity("O(1)"),
+    CLUSTER.cmd("cluster|migration", -4, subcommand).flags(ADMIN | STALE)
+        .doc("8.4.0", "Start, monitor, and cancel atomic slot migration tasks").complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
+    CLUSTER.cmd("cluster|syncslots", -6, subcommand).flags(ADMIN | STALE | NOSCRIPT | NO_MULTI)
+        .doc("8.4.0", "An internal command of atomic slot migration: the target asks the source for the slots").complexity("O(N) where N is the number of keys in the slots."),
     CLUSTER.cmd("cluster|myid", 2, subcommand).flags(STALE)
         .doc("3.0.0", "Return the node id").complexity("O(1)"),
     CLUSTER.cmd("cluster|myshardid", 2, subcommand).flags(STALE)
@@ -168,7 +172,13 @@ fn subcommand(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             st.my_repl_offset = offset;
             nodes_conf::shards_reply(st)
         }),
-        "info" => Reply::Verbatim(Bytes::from(info_text(&c.lock()))),
+        "info" => {
+            let mut text = info_text(&c.lock());
+            migration_info(&c.migrations, &mut text);
+            Reply::Verbatim(Bytes::from(text))
+        }
+        "migration" => return migration(server, c, all),
+        "syncslots" => return syncslots(c, all),
         "keyslot" => Reply::Int(cluster::key_slot(&all[2]) as i64),
         "countkeysinslot" => {
             let slot = int_arg(&all[2])?;
@@ -628,6 +638,207 @@ fn info_text(st: &cluster::ClusterState) -> String {
     s
 }
 
+/// CLUSTER INFO's atomic slot migration fields (Redis 8.4).
+fn migration_info(m: &cluster::migration::Migrations, s: &mut String) {
+    use std::sync::atomic::Ordering::Relaxed;
+    s.push_str(&format!(
+        "cluster_slot_migration_active_tasks:{}\r\n\
+         cluster_slot_migration_active_trim_running:{}\r\n\
+         cluster_slot_migration_stats_active_trim_started:{}\r\n\
+         cluster_slot_migration_stats_active_trim_completed:{}\r\n\
+         cluster_slot_migration_stats_active_trim_cancelled:{}\r\n",
+        m.active_count(),
+        m.trims_running.load(Relaxed),
+        m.trims_started.load(Relaxed),
+        m.trims_completed.load(Relaxed),
+        m.trims_cancelled.load(Relaxed),
+    ));
+}
+
+/// CLUSTER MIGRATION IMPORT | STATUS | CANCEL (Redis 8.4's atomic slot migration).
+fn migration(server: &Arc<Server>, c: &Cluster, all: &[Bytes]) -> CmdResult {
+    use cluster::migration::{self as asm, st, Task};
+    let sub = text(&all[2]).to_ascii_lowercase();
+    match sub.as_str() {
+        "import" => {
+            let args: Vec<&[u8]> = all[3..].iter().map(|a| &a[..]).collect();
+            let ranges =
+                asm::parse_ranges(&args).map_err(|e| CommandError::msg(format!("ERR {e}")))?;
+            let (source, dest) = {
+                let st = c.lock();
+                if !st.myself_is_master() {
+                    return Err(CommandError::msg(
+                        "ERR This node is a replica, slots can only be imported to a master",
+                    ));
+                }
+                let mut owner = None;
+                for slot in asm::slots_of(&ranges) {
+                    let Some(o) = st.slots[slot as usize] else {
+                        return Err(CommandError::msg(format!("ERR Slot {slot} has no owner")));
+                    };
+                    if o == st.myself {
+                        return Err(CommandError::msg(
+                            "ERR this node is already the owner of the slot range",
+                        ));
+                    }
+                    if owner.is_some_and(|x| x != o) {
+                        return Err(CommandError::msg(
+                            "ERR Slots are not served by the same node",
+                        ));
+                    }
+                    if st.migrating_to.contains_key(&slot) || st.importing_from.contains_key(&slot)
+                    {
+                        return Err(CommandError::msg(format!(
+                            "ERR Slot {slot} is being migrated with CLUSTER SETSLOT"
+                        )));
+                    }
+                    owner = Some(o);
+                }
+                let owner = owner.ok_or(CommandError::WrongArity)?;
+                (
+                    wire::name_str(&owner).to_string(),
+                    wire::name_str(&st.myself).to_string(),
+                )
+            };
+            let Some(start) = c.migrations.starter() else {
+                return Err(CommandError::msg(
+                    "ERR atomic slot migration is not running on this node",
+                ));
+            };
+            let id = asm::new_id();
+            let now = crate::util::clock::now_ms();
+            c.migrations
+                .add(Task {
+                    id: id.clone(),
+                    ranges,
+                    source,
+                    dest,
+                    importing: true,
+                    state: st::CONNECTING,
+                    last_error: String::new(),
+                    retries: 0,
+                    create_time: now,
+                    start_time: -1,
+                    done_time: -1,
+                    write_pause_ms: 0,
+                    cancel: Arc::default(),
+                })
+                .map_err(|e| CommandError::msg(format!("ERR {e}")))?;
+            start(server, id.clone());
+            Ok(Reply::bulk(Bytes::from(id)))
+        }
+        "status" => {
+            let tasks = match (all.len(), all.get(3).map(|a| text(a).to_ascii_lowercase())) {
+                (4, Some(a)) if a == "all" => c.migrations.all(),
+                (5, Some(a)) if a == "id" => c.migrations.get(&text(&all[4])).into_iter().collect(),
+                (_, Some(a)) if a == "all" || a == "id" => return Err(CommandError::WrongArity),
+                _ => return Err(CommandError::msg("ERR unknown argument")),
+            };
+            Ok(Reply::Array(tasks.iter().map(task_status).collect()))
+        }
+        "cancel" => {
+            let id = match (all.len(), text(&all[3]).to_ascii_lowercase().as_str()) {
+                (5, "id") => Some(text(&all[4]).to_string()),
+                (4, "all") => None,
+                (_, "id" | "all") => return Err(CommandError::WrongArity),
+                _ => return Err(CommandError::msg("ERR unknown argument")),
+            };
+            Ok(Reply::Int(c.migrations.cancel(id.as_deref()) as i64))
+        }
+        _ => Err(CommandError::msg("ERR unknown argument")),
+    }
+}
+
+/// One task as CLUSTER MIGRATION STATUS shows it (a map in RESP3, pairs in RESP2).
+fn task_status(t: &cluster::migration::Task) -> Reply {
+    let b = |s: &str| Reply::bulk(Bytes::copy_from_slice(s.as_bytes()));
+    Reply::Map(vec![
+        (b("id"), b(&t.id)),
+        (b("slots"), b(&t.ranges_text())),
+        (b("source"), b(&t.source)),
+        (b("dest"), b(&t.dest)),
+        (
+            b("operation"),
+            b(if t.importing { "import" } else { "migrate" }),
+        ),
+        (b("state"), b(t.state)),
+        (b("last_error"), b(&t.last_error)),
+        (b("retries"), Reply::Int(t.retries as i64)),
+        (b("create_time"), Reply::Int(t.create_time)),
+        (b("start_time"), Reply::Int(t.start_time)),
+        (b("end_time"), Reply::Int(t.done_time)),
+        (b("write_pause_ms"), Reply::Int(t.write_pause_ms)),
+    ])
+}
+
+/// CLUSTER SYNCSLOTS <task-id> <target-id> <start> <end> [...]: sent by a migration's target
+/// to this node, the slots' owner; the connection then carries the slots' snapshot and
+/// their later writes to the target (`server::slot_migration`).
+fn syncslots(c: &Cluster, all: &[Bytes]) -> CmdResult {
+    use crate::state::replication::SlotSync;
+    use cluster::migration::{self as asm, st, Task};
+    if all.len() < 6 {
+        return Err(CommandError::WrongArity);
+    }
+    let id = text(&all[2]).to_string();
+    let args: Vec<&[u8]> = all[4..].iter().map(|a| &a[..]).collect();
+    let ranges = asm::parse_ranges(&args).map_err(|e| CommandError::msg(format!("ERR {e}")))?;
+    let (me, dest) = {
+        let mut st = c.lock();
+        let Some(dest) = st.lookup_name(&all[3]) else {
+            return Err(CommandError::msg(format!(
+                "ERR Unknown node {}",
+                text(&all[3])
+            )));
+        };
+        if !st.myself_is_master() {
+            return Err(CommandError::msg("ERR This node is not a master"));
+        }
+        for slot in asm::slots_of(&ranges) {
+            if st.slots[slot as usize] != Some(st.myself) {
+                return Err(CommandError::msg(format!(
+                    "ERR I'm not the owner of hash slot {slot}"
+                )));
+            }
+            if st.migrating_to.contains_key(&slot) {
+                return Err(CommandError::msg(format!(
+                    "ERR Slot {slot} is being migrated with CLUSTER SETSLOT"
+                )));
+            }
+        }
+        st.exporting.extend(asm::slots_of(&ranges));
+        (
+            wire::name_str(&st.myself).to_string(),
+            wire::name_str(&dest).to_string(),
+        )
+    };
+    let now = crate::util::clock::now_ms();
+    let added = c.migrations.add(Task {
+        id: id.clone(),
+        ranges: ranges.clone(),
+        source: me,
+        dest: dest.clone(),
+        importing: false,
+        state: st::SEND_BULK_AND_STREAM,
+        last_error: String::new(),
+        retries: 0,
+        create_time: now,
+        start_time: now,
+        done_time: -1,
+        write_pause_ms: 0,
+        cancel: Arc::default(),
+    });
+    if let Err(e) = added {
+        let mut st = c.lock();
+        for slot in asm::slots_of(&ranges) {
+            st.exporting.remove(&slot);
+        }
+        return Err(CommandError::msg(format!("ERR {e}")));
+    }
+    crate::state::replication::hand_off_slots(SlotSync { id, ranges, dest });
+    Ok(Reply::NoReply)
+}
+
 /// Redis's `clusterGetMessageTypeString`.
 fn type_name(t: usize) -> &'static str {
     match t {
@@ -711,6 +922,12 @@ fn help() -> Reply {
             "    Return the hash slot for <key>.",
             "MEET <ip> <port> [<bus-port>]",
             "    Connect nodes into a working cluster.",
+            "MIGRATION IMPORT <start-slot> <end-slot> [<start-slot> <end-slot> ...]",
+            "    Import the slot ranges from their owner (atomic slot migration).",
+            "MIGRATION STATUS [ID <task-id> | ALL]",
+            "    Show the atomic slot migration tasks.",
+            "MIGRATION CANCEL <ID <task-id> | ALL>",
+            "    Cancel atomic slot migration tasks.",
             "MYID",
             "    Return the node id.",
             "MYSHARDID",
@@ -782,6 +999,93 @@ pub fn apply_effects(server: &Arc<Server>, c: &Cluster) {
             tracing::warn!("{e}");
         }
     }
+}
+
+/// An atomic slot migration's trim: deletes the keys and collections of database 0 in
+/// `slots` (given away, or of an import that did not finish), a batch of keys at a time,
+/// each batch journaled as one `DEL` and each collection as `DOC.JOURNALDROP`, so this
+/// node's journal and replicas drop them too. How many names went.
+pub fn trim_slots(server: &Arc<Server>, slots: impl Iterator<Item = u16>) -> usize {
+    let migrations = server.cluster.get().map(|c| &c.migrations);
+    if let Some(m) = migrations {
+        m.trims_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        m.trims_running
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut n = 0;
+    for slot in slots {
+        loop {
+            let keys = crate::store::slot_keys(&server.store, slot, 256);
+            if keys.is_empty() {
+                break;
+            }
+            let mut l = server.store.lock_keys(&keys);
+            let mut gone: Vec<&[u8]> = vec![b"DEL"];
+            for (i, k) in keys.iter().enumerate() {
+                let h = l.hash(i);
+                if l.ks(i, 0).remove(h, k).is_some() {
+                    server.notify(0, crate::state::pubsub::class::GENERIC, "del", k);
+                    gone.push(k);
+                }
+            }
+            if gone.len() > 1 {
+                crate::store::journal::change_record(0, &gone);
+            }
+            let removed = gone.len() - 1;
+            n += removed;
+            drop(l);
+            if removed == 0 {
+                // Listed but not removable (already gone meanwhile): nothing more to do.
+                break;
+            }
+        }
+        for name in collections_in_slot(&server.store, slot) {
+            let removed = server.store.remove_moved(0, &name, None, || {
+                crate::store::journal::change_record(0, &[b"DOC.JOURNALDROP", name.as_bytes()]);
+            });
+            n += removed as usize;
+        }
+    }
+    if let Some(m) = migrations {
+        m.trims_running
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        m.trims_completed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    n
+}
+
+/// At start, on a master: the keys and collections of slots another node owns and this one
+/// neither imports nor migrates (CLUSTER SETSLOT) are deleted, journaled — what an atomic
+/// slot migration this node was importing when it stopped left, as Redis 8.4 trims the
+/// slots a node does not own. The slots and how many names went.
+pub fn trim_unowned(server: &Arc<Server>) -> (Vec<u16>, usize) {
+    let Some(c) = server.cluster.get() else {
+        return (Vec::new(), 0);
+    };
+    let slots: Vec<u16> = {
+        let st = c.lock();
+        if !st.myself_is_master() {
+            return (Vec::new(), 0);
+        }
+        (0..cluster::SLOTS as u16)
+            .filter(|&s| {
+                st.slots[s as usize].is_some_and(|o| o != st.myself)
+                    && !st.importing_from.contains_key(&s)
+                    && !st.migrating_to.contains_key(&s)
+            })
+            .collect()
+    };
+    let held: Vec<u16> = slots
+        .into_iter()
+        .filter(|&s| count_names_in_slot(&server.store, s) > 0)
+        .collect();
+    if held.is_empty() {
+        return (held, 0);
+    }
+    let n = trim_slots(server, held.iter().copied());
+    (held, n)
 }
 
 /// Deletes the keys and collections of database 0 in `slot` (a slot this node lost while

@@ -564,20 +564,40 @@ pub fn postponed_by_pause(client: &ClientState, args: &[Bytes], mode: u8) -> boo
     let writes = |flags: u32, name: &[u8]| {
         flags & WRITE != 0 || MAY_REPLICATE.iter().any(|n| crate::commands::is(name, n))
     };
-    if spec.name == "exec" {
-        if let Some(m) = &client.multi {
-            return m
-                .queued
+    let write = if spec.name == "exec" {
+        client.multi.as_ref().is_some_and(|m| {
+            m.queued
                 .iter()
-                .any(|(f, a)| writes(*f, a.first().map_or(&b""[..], |x| &x[..])));
-        }
-    }
-    // A script whose shebang declares `no-writes` neither writes nor replicates (Redis's
-    // evalGetCommandFlags); scripts loaded by SHA and functions are taken as writing.
-    if spec.name == "eval" && args.get(1).is_some_and(|b| no_writes_shebang(b)) {
+                .any(|(f, a)| writes(*f, a.first().map_or(&b""[..], |x| &x[..])))
+        })
+    } else {
+        // A script whose shebang declares `no-writes` neither writes nor replicates (Redis's
+        // evalGetCommandFlags); scripts loaded by SHA and functions are taken as writing.
+        !(spec.name == "eval" && args.get(1).is_some_and(|b| no_writes_shebang(b)))
+            && writes(spec.flags, spec.name.as_bytes())
+    };
+    if !write {
         return false;
     }
-    writes(spec.flags, spec.name.as_bytes())
+    if mode == crate::state::pause::WRITE {
+        return true;
+    }
+    // An atomic slot migration's flip holds writes to its slots only.
+    let paused = |argv: &[Bytes]| {
+        crate::commands::resolve(argv).is_ok_and(|s| {
+            let (pos, _) = s.routing_positions(argv);
+            pos.into_iter().any(|i| {
+                crate::state::pause::slot_paused(crate::state::cluster::key_slot(&argv[i]))
+            })
+        })
+    };
+    if spec.name == "exec" {
+        return client
+            .multi
+            .as_ref()
+            .is_some_and(|m| m.queued.iter().any(|(_, a)| paused(a)));
+    }
+    paused(args)
 }
 
 /// Whether a script body starts with a `#!` line whose `flags=` list holds `no-writes`.

@@ -2247,6 +2247,89 @@ pub fn replication_snapshot_streamed(
     Ok(keys)
 }
 
+/// An atomic slot migration's snapshot, on the source: the keys of database 0 `keep`
+/// accepts, as the commands that re-create them (the AOF base's form,
+/// `store::journal::base`), then the collections it accepts (by name) with their indexes
+/// and documents, handed to `sink` about 64 KB at a time. `at_cut` runs at the cut with the
+/// journal's next number, as for [`replication_snapshot`]: the stream of later writes starts
+/// there. Documents are copied after the cut as for a rewrite (their records are
+/// idempotent, see `store::journal::snapshot`). `Ok(None)`: another snapshot is being
+/// taken, try again. The number of keys.
+pub fn slot_snapshot(
+    server: &Arc<Server>,
+    keep: &dyn Fn(&[u8]) -> bool,
+    sink: &mut dyn FnMut(Vec<u8>) -> std::io::Result<()>,
+    at_cut: impl FnOnce(u64),
+) -> Result<Option<u64>, String> {
+    const PIECE: usize = 1 << 16;
+    let io = |e: std::io::Error| format!("can't send the slots' snapshot: {e}");
+    let Some((snap, _, _)) = cut(server, at_cut) else {
+        return Ok(None);
+    };
+    let mut buf = Vec::with_capacity(PIECE);
+    let mut db = 0;
+    let mut items = Vec::new();
+    let mut pacer = Pacer::new();
+    let mut keys = 0;
+    let keep_key = |d: usize, k: &[u8]| d == 0 && keep(k);
+    for shard in 0..server.store.shard_count() {
+        while snap.next_chunk_where(&server.store, shard, &mut items, &keep_key) {
+            for it in &items {
+                crate::store::journal::base::item(&mut buf, &mut db, it);
+                keys += 1;
+            }
+            if buf.len() >= PIECE {
+                sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;
+            }
+            pacer.rest();
+        }
+    }
+    let gen = snapshot::catalog_gen();
+    let defs = snapshot::collections(&server.store);
+    let changed = || "the collection catalog changed while the documents were copied".to_string();
+    let mut docs = Vec::new();
+    for def in defs
+        .iter()
+        .filter(|d| snap.db_at_cut(d.db) == 0 && keep(d.name.as_bytes()))
+    {
+        def.encode(&mut buf);
+        let name = def.name.as_bytes();
+        for shard in 0..server.store.shard_count() {
+            let mut from = 0;
+            loop {
+                let next = snapshot::copy_docs(
+                    &server.store,
+                    gen,
+                    def.db,
+                    &def.name,
+                    shard,
+                    from,
+                    &mut docs,
+                )
+                .map_err(|()| changed())?;
+                for d in &docs {
+                    aof::encode(&mut buf, &[b"DOC.JOURNALPUT", name, d]);
+                }
+                if buf.len() >= PIECE {
+                    sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;
+                }
+                pacer.rest();
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
+        }
+    }
+    if snapshot::catalog_gen() != gen {
+        return Err(changed());
+    }
+    if !buf.is_empty() {
+        sink(buf).map_err(io)?;
+    }
+    Ok(Some(keys))
+}
+
 /// Loads a full resynchronisation's payload (`path`, written by
 /// [`replication_snapshot`] or by Redis) into the store, already flushed: the RDB's keys and
 /// functions. Returns the key count, the documents' RESP records that followed it (for the

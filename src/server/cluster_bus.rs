@@ -28,6 +28,7 @@ pub async fn bind(server: &Server, cport: u16) -> std::io::Result<Vec<TcpListene
 
 /// Starts accepting on the bus listeners and the cron.
 pub fn start(server: &Arc<Server>, listeners: Vec<TcpListener>) {
+    crate::server::slot_migration::start(server);
     for l in listeners {
         let s = server.clone();
         tokio::spawn(async move {

@@ -666,7 +666,7 @@ fn read_available(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usi
 }
 
 /// PSYNC/SYNC: writes what precedes, then serves the replication stream on this socket until
-/// the replica goes.
+/// the replica goes; CLUSTER SYNCSLOTS: sends the slots to an atomic migration's target.
 async fn hand_off<S: ClientStream>(
     server: &Arc<Server>,
     handle: &Arc<ClientHandle>,
@@ -674,7 +674,7 @@ async fn hand_off<S: ClientStream>(
     inbuf: &mut BytesMut,
     out: &mut BytesMut,
     client: &mut ClientState,
-    req: crate::state::replication::Psync,
+    req: crate::state::replication::HandOff,
 ) {
     if out.is_empty()
         || write_out(
@@ -692,7 +692,15 @@ async fn hand_off<S: ClientStream>(
         *out = BytesMut::new();
         handle.bufs.output(0, 0);
         handle.bufs.rbs.store(0, Ordering::Relaxed);
-        crate::server::replication::serve_replica(server, stream, handle, inbuf, req).await;
+        match req {
+            crate::state::replication::HandOff::Replica(req) => {
+                crate::server::replication::serve_replica(server, stream, handle, inbuf, req).await
+            }
+            crate::state::replication::HandOff::Slots(req) => {
+                crate::server::slot_migration::serve_export(server, stream, handle, inbuf, req)
+                    .await
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod coalesce;
 pub mod connection;
 pub mod listener;
 pub mod replication;
+pub mod slot_migration;
 pub mod ttl;
 
 use crate::state::Server;

@@ -55,6 +55,14 @@ pub fn pass(server: &Server, shard: usize) {
     let _one_at_a_time = server.ttl.sweeping.lock();
     let now = crate::util::clock::now_ms();
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
+        // A collection whose slot is moving is expired by one node at a time: the source
+        // until it holds writes for the flip, the target once it owns the slot.
+        if server.cluster.get().is_some_and(|c| {
+            let slot = crate::state::cluster::key_slot(coll.as_bytes());
+            crate::state::pause::slot_paused(slot) || c.migrations.importing(slot)
+        }) {
+            continue;
+        }
         loop {
             let started = Instant::now();
             // Under the exec gate, shared, like a command: a transaction or script sees a

@@ -252,6 +252,9 @@ pub struct ClientMeta {
     /// Name of the last command run (a table entry's name, so no allocation per command).
     pub last_cmd: &'static str,
     pub no_evict: bool,
+    /// An atomic slot migration's connection: `g` on the source (sending slots), `o` on
+    /// the target (importing them), as Redis 8.4's CLIENT LIST flags; 0 otherwise.
+    pub slot_migration: u8,
     /// CLIENT NO-TOUCH: this client's commands (but TOUCH) leave the keys' access clocks.
     pub no_touch: bool,
     /// Keys the client WATCHes (CLIENT LIST `watch`, INFO `watching_clients`).
@@ -403,6 +406,9 @@ impl ClientHandle {
         }
         if m.no_touch {
             flags.push('T');
+        }
+        if m.slot_migration != 0 {
+            flags.push(m.slot_migration as char);
         }
         if flags.is_empty() {
             flags.push('N');

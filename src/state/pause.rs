@@ -7,7 +7,7 @@
 //! Outside a pause the connection's whole check is one relaxed load ([`active`]).
 
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -44,10 +44,58 @@ fn changed() -> &'static Notify {
     N.get_or_init(Notify::new)
 }
 
-/// Whether a pause may be in force (it may also have just expired).
+/// Whether a pause may be in force (it may also have just expired): CLIENT PAUSE and the
+/// like, or writes to the slots an atomic slot migration is handing over.
 #[inline]
 pub fn active() -> bool {
-    MODE.load(Ordering::Relaxed) != OFF
+    MODE.load(Ordering::Relaxed) != OFF || SLOTS_ON.load(Ordering::Relaxed)
+}
+
+/// Writes to these slots wait (an atomic slot migration's flip), until the deadline or
+/// [`unpause_slots`]: one bit a slot.
+static SLOTS: Mutex<Option<(Box<[u64; 256]>, Instant)>> = Mutex::new(None);
+static SLOTS_ON: AtomicBool = AtomicBool::new(false);
+
+/// Holds writes to `slots` until `end` or [`unpause_slots`].
+pub fn pause_slots(slots: impl Iterator<Item = u16>, end: Instant) {
+    let mut bits = Box::new([0u64; 256]);
+    for s in slots {
+        bits[(s as usize) / 64] |= 1 << (s % 64);
+    }
+    *SLOTS.lock() = Some((bits, end));
+    SLOTS_ON.store(true, Ordering::Relaxed);
+    changed().notify_waiters();
+}
+
+pub fn unpause_slots() {
+    *SLOTS.lock() = None;
+    SLOTS_ON.store(false, Ordering::Relaxed);
+    changed().notify_waiters();
+}
+
+/// The end of the slot pause in force, if one is.
+fn slots_end() -> Option<Instant> {
+    if !SLOTS_ON.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut g = SLOTS.lock();
+    match g.as_ref() {
+        Some((_, end)) if *end > Instant::now() => Some(*end),
+        _ => {
+            *g = None;
+            SLOTS_ON.store(false, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// Whether writes to `slot` are held now.
+pub fn slot_paused(slot: u16) -> bool {
+    slots_end().is_some()
+        && SLOTS
+            .lock()
+            .as_ref()
+            .is_some_and(|(bits, _)| bits[(slot as usize) / 64] & (1 << (slot % 64)) != 0)
 }
 
 /// The strongest mode in force and the deadline that ends it (`None`: none of the
@@ -122,8 +170,8 @@ pub fn postponed() -> usize {
     POSTPONED.load(Ordering::Relaxed)
 }
 
-/// Waits while a pause in force covers the request (`covered(mode)`). Returns at once when
-/// none does.
+/// Waits while a pause in force covers the request (`covered(mode)`, `mode` OFF when only a
+/// slot pause is in force). Returns at once when none does.
 pub async fn wait_while(covered: impl Fn(u8) -> bool) {
     /// Uncounts the connection however the wait ends (also when it is dropped: a kill).
     struct Counted;
@@ -139,9 +187,12 @@ pub async fn wait_while(covered: impl Fn(u8) -> bool) {
         // Registered before reading the state, so a change between the two is not missed.
         notified.as_mut().enable();
         let (mode, end) = current();
-        if mode == OFF || !covered(mode) {
+        // `covered` also says whether the request writes to a slot held by a migration's
+        // flip, whose end counts too.
+        if !covered(mode) {
             break;
         }
+        let end = if mode == OFF { slots_end() } else { end };
         if counted.is_none() {
             POSTPONED.fetch_add(1, Ordering::Relaxed);
             counted = Some(Counted);

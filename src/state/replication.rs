@@ -239,7 +239,7 @@ pub fn random_id() -> String {
 
 thread_local! {
     static APPLYING: Cell<bool> = const { Cell::new(false) };
-    static HANDOFF: std::cell::RefCell<Option<Psync>> = const { std::cell::RefCell::new(None) };
+    static HANDOFF: std::cell::RefCell<Option<HandOff>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Whether the running command comes from this replica's master (it may write on a
@@ -254,14 +254,36 @@ pub fn set_applying(on: bool) {
     crate::store::expiry::set_from_master(on);
 }
 
+/// What a connection becomes once its command's reply is out.
+pub enum HandOff {
+    /// PSYNC/SYNC: a replica's stream.
+    Replica(Psync),
+    /// CLUSTER SYNCSLOTS: the source's side of an atomic slot migration.
+    Slots(SlotSync),
+}
+
+/// What CLUSTER SYNCSLOTS hands to the connection it came on: the task (made on this node,
+/// the source, under the target's id; `state::cluster::migration`) and its slots.
+pub struct SlotSync {
+    pub id: String,
+    pub ranges: Vec<(u16, u16)>,
+    /// The target node's name.
+    pub dest: String,
+}
+
 /// PSYNC/SYNC asks its connection to become a replica's stream.
 pub fn hand_off(p: Psync) {
-    HANDOFF.with(|h| *h.borrow_mut() = Some(p));
+    HANDOFF.with(|h| *h.borrow_mut() = Some(HandOff::Replica(p)));
+}
+
+/// CLUSTER SYNCSLOTS asks its connection to send slots to the migration's target.
+pub fn hand_off_slots(s: SlotSync) {
+    HANDOFF.with(|h| *h.borrow_mut() = Some(HandOff::Slots(s)));
 }
 
 /// The connection's check after a command (one thread-local read).
 #[inline]
-pub fn take_hand_off() -> Option<Psync> {
+pub fn take_hand_off() -> Option<HandOff> {
     HANDOFF.with(|h| h.borrow_mut().take())
 }
 

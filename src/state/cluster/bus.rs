@@ -915,7 +915,10 @@ impl ClusterState {
                     .and_then(|o| self.nodes.get(&o))
                     .map(|o| o.config_epoch);
                 if self.slot_is_unclaimed(j) || owner_epoch.is_some_and(|e| e < sender_epoch) {
-                    if self.slots[j as usize] == Some(me) && keys_in_slot(j) > 0 {
+                    if self.slots[j as usize] == Some(me)
+                        && !self.exporting.contains(&j)
+                        && keys_in_slot(j) > 0
+                    {
                         dirty_slots.push(j);
                     }
                     if self.slots[j as usize].is_some() && self.slots[j as usize] == curmaster {

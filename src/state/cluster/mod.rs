@@ -9,6 +9,7 @@
 
 pub mod bus;
 pub mod failover;
+pub mod migration;
 pub mod nodes_conf;
 
 use crate::config::Config;
@@ -229,6 +230,9 @@ pub struct ClusterState {
     pub slots: Vec<Option<NodeName>>,
     pub migrating_to: BTreeMap<u16, NodeName>,
     pub importing_from: BTreeMap<u16, NodeName>,
+    /// Slots an atomic migration is sending away: when their owner changes, the migration
+    /// trims their keys (journaled, so this node's replicas drop them too), not the bus.
+    pub exporting: std::collections::BTreeSet<u16>,
     owner_not_claiming: Box<SlotBitmap>,
     pub links: HashMap<u64, Link>,
     next_link: u64,
@@ -278,6 +282,8 @@ struct SlotView {
 pub struct Cluster {
     state: Mutex<ClusterState>,
     view: SlotView,
+    /// Atomic slot migrations (CLUSTER MIGRATION), apart from the bus's state.
+    pub migrations: migration::Migrations,
 }
 
 /// Where a command's keys send it (Redis's `getNodeByQuery` results).
@@ -413,6 +419,7 @@ impl Cluster {
         let cluster = Cluster {
             state: Mutex::new(st),
             view: SlotView::new(),
+            migrations: migration::Migrations::default(),
         };
         cluster.with(|_| {});
         Ok(cluster)
@@ -617,6 +624,7 @@ impl ClusterState {
             slots: vec![None; SLOTS],
             migrating_to: BTreeMap::new(),
             importing_from: BTreeMap::new(),
+            exporting: Default::default(),
             owner_not_claiming: Box::new([0; SLOTS / 8]),
             links: HashMap::new(),
             next_link: 1,

@@ -186,6 +186,18 @@ impl Snapshot {
     /// Copies the next chunk of shard `shard` into `out` (cleared first): whole segments,
     /// at least one, until [`CHUNK_EFFORT`] is reached. False once the shard is done.
     pub fn next_chunk(&self, store: &Store, shard: usize, out: &mut Vec<Item>) -> bool {
+        self.next_chunk_where(store, shard, out, &|_, _| true)
+    }
+
+    /// [`next_chunk`](Self::next_chunk) keeping only the keys `keep(db at the cut, key)`
+    /// accepts; the others are not cloned (an atomic slot migration's few slots).
+    pub fn next_chunk_where(
+        &self,
+        store: &Store,
+        shard: usize,
+        out: &mut Vec<Item>,
+        keep: &dyn Fn(usize, &[u8]) -> bool,
+    ) -> bool {
         out.clear();
         let c = &self.cow;
         let mut g = store.lock(shard);
@@ -196,6 +208,7 @@ impl Snapshot {
         }
         let now = crate::util::clock::now_ms();
         let mut effort = 0;
+        let mut skipped = 0;
         while seg < SEGMENTS && effort < CHUNK_EFFORT {
             let mut saved = c.saved[shard].lock();
             for (d, db) in g.dbs.iter_mut().enumerate() {
@@ -203,6 +216,12 @@ impl Snapshot {
                 let mut mine = saved.remove(&(seg, sdb)).unwrap_or_default();
                 let ks = &db.keys;
                 ks.scan_segment(seg, now, |e| {
+                    if !keep(sdb, e.key()) {
+                        // A key passed over costs its test: a walk that keeps few keys
+                        // still ends its lock hold in bounded time.
+                        skipped += 1;
+                        return;
+                    }
                     let item = match mine.remove(e.key()) {
                         Some(None) => None,
                         Some(Some((value, deadline))) => Some((value, deadline)),
@@ -223,6 +242,9 @@ impl Snapshot {
                 });
                 // Keys that existed at the cut and were deleted since.
                 for (key, v) in mine {
+                    if !keep(sdb, &key) {
+                        continue;
+                    }
                     if let Some((value, deadline)) = v {
                         out.push(Item {
                             db: sdb,
@@ -233,6 +255,8 @@ impl Snapshot {
                     }
                 }
             }
+            effort += skipped / 16;
+            skipped = 0;
             seg += 1;
             // Visiting a segment costs a little even when it is empty, so an empty or
             // sparse shard is not walked whole under one hold either.
