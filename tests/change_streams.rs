@@ -645,3 +645,43 @@ fn monitor_expiry_wakes_a_blocked_reader() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(got.iter().all(|(_, f)| f["op"] == "expire"), "{got:?}");
 }
+
+/// A replica's change stream is its master's, entry for entry: the master's stream carries
+/// the entries it appended (with their IDs), and the replica's own application of the
+/// document records appends none of its own (which would also make the master's XADD fail
+/// there).
+#[test]
+fn a_replica_holds_its_masters_change_stream_entry_for_entry() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    support::replicate(&mut r, &master);
+    let _: () = q(&mut m, &["DOC.CREATE", "c", "CHANGES", "cs"]).unwrap();
+    for i in 0..20 {
+        let _: Vec<Value> = q(
+            &mut m,
+            &["DOC.INSERT", "c", &format!(r#"{{"_id":{i},"a":1}}"#)],
+        )
+        .unwrap();
+    }
+    let _: i64 = q(&mut m, &["DOC.DELETE", "c", r#"{"_id":3}"#]).unwrap();
+    let _: i64 = q(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    let ids = |c: &mut Connection| -> Vec<String> {
+        let es: Vec<Value> = q(c, &["XRANGE", "cs", "-", "+"]).unwrap();
+        es.iter()
+            .map(|e| match e {
+                Value::Array(v) => text(&v[0]),
+                _ => String::new(),
+            })
+            .collect()
+    };
+    let on_master = ids(&mut m);
+    assert_eq!(on_master.len(), 21);
+    assert!(
+        eventually(5.0, || ids(&mut r) == on_master),
+        "{:?}",
+        ids(&mut r)
+    );
+    assert_eq!(int(&mut r, &["DOC.COUNT", "c", "{}"]), 19);
+}

@@ -39,8 +39,9 @@ impl Store {
         change: Change<'_>,
     ) -> bool {
         // While the journal is replayed, the stream's own records (below) bring its
-        // entries back with their IDs: the replayed changes must not append them again.
-        if crate::store::journal::loading() {
+        // entries back with their IDs: the replayed changes must not append them again. So
+        // does a master's stream (or a slot migration's source's) to what applies it.
+        if crate::store::journal::loading() || crate::store::expiry::from_master() {
             return false;
         }
         let (op, doc) = match change {
