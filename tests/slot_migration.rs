@@ -386,3 +386,183 @@ fn a_cancelled_or_refused_import_leaves_the_slots_where_they_were() {
     assert_eq!(owner_port(src, 2000), src.port);
     check(src);
 }
+
+/// Loads `n` keys of slots `0..=last` on `node` (200-byte values); their names.
+fn load(node: &Node, prefix: &str, last: u16, n: usize) -> Vec<String> {
+    let mut c = node.conn();
+    let mut names = Vec::new();
+    let mut pipe = redis::pipe();
+    let mut i = 0;
+    while names.len() < n {
+        let k = format!("{prefix}{i}");
+        i += 1;
+        if key_slot(k.as_bytes()) <= last {
+            pipe.cmd("SET").arg(&k).arg(vec![b'x'; 200]).ignore();
+            names.push(k);
+        }
+    }
+    let _: () = pipe.query(&mut c).expect("load");
+    names
+}
+
+/// A writer of INCRs on `keys` through a cluster client until `stop`: the count each key
+/// was acknowledged.
+fn spawn_writer(
+    addrs: Vec<String>,
+    keys: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<u64>> {
+    std::thread::spawn(move || {
+        let mut acked = vec![0u64; keys.len()];
+        let client = redis::cluster::ClusterClient::builder(addrs)
+            .connection_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(2))
+            .retries(2)
+            .build()
+            .expect("client");
+        let mut conn = None;
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if conn.is_none() {
+                conn = client.get_connection().ok();
+                if conn.is_none() {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            }
+            let Some(cc) = conn.as_mut() else { continue };
+            let j = i % keys.len();
+            let r: redis::RedisResult<i64> = redis::cmd("INCR").arg(&keys[j]).query(cc);
+            match r {
+                Ok(_) => acked[j] += 1,
+                Err(_) => {
+                    conn = None;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            i += 1;
+        }
+        acked
+    })
+}
+
+/// `kill -9` of the target, then of the source, in the middle of a migration (the snapshot
+/// slowed by rdb-key-save-delay), every node journaling with `appendfsync always`: each
+/// time the slots end up on exactly one side with every acknowledged write, the restarted
+/// target holds nothing of slots it does not own, and the next import completes.
+#[test]
+fn a_migration_killed_on_either_side_leaves_each_slot_on_one_side_with_every_write() {
+    if !tool_available("redis-cli") {
+        return;
+    }
+    let extra = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut nodes = vec![
+        Node::start(false, &extra),
+        Node::start(false, &extra),
+        Node::start(false, &extra),
+    ];
+    {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        create(&refs, 0);
+    }
+    let si = nodes
+        .iter()
+        .position(|n| n.port == owner_port(&nodes[0], 0))
+        .expect("source");
+    let di = (si + 1) % 3;
+    let names = load(&nodes[si], "m", 1999, 20_000);
+    let counters: Vec<String> = (0..50).map(|i| format!("{{{}}}:n", names[i * 7])).collect();
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("redis://{}/", n.addr()))
+        .collect();
+
+    for victim in ["target", "source"] {
+        let _: () = q(
+            &mut nodes[si].conn(),
+            &["CONFIG", "SET", "rdb-key-save-delay", "200"],
+        )
+        .unwrap();
+        let before: Vec<i64> = {
+            let mut s = nodes[si].conn();
+            counters
+                .iter()
+                .map(|k| q::<Option<i64>>(&mut s, &["GET", k]).unwrap().unwrap_or(0))
+                .collect()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = spawn_writer(addrs.clone(), counters.clone(), stop.clone());
+        std::thread::sleep(Duration::from_millis(300));
+        let id: String = q(
+            &mut nodes[di].conn(),
+            &["CLUSTER", "MIGRATION", "IMPORT", "0", "1999"],
+        )
+        .unwrap();
+        // Mid-way: the target has applied part of the snapshot.
+        assert!(
+            eventually(30.0, || names_in(&nodes[di], 0..=1999) > 1000),
+            "the import did not start: {:?}",
+            status(&nodes[di], &id)
+        );
+        let k = if victim == "target" { di } else { si };
+        nodes[k].kill();
+        std::thread::sleep(Duration::from_millis(500));
+        let (port, dir) = (nodes[k].port, nodes[k].dir.clone());
+        nodes[k] = Node::start_in(false, port, dir, &extra);
+        for n in &nodes {
+            assert!(
+                eventually(30.0, || n.info_field("cluster_state") == "ok"),
+                "{}",
+                n.cmd(&["CLUSTER", "NODES"])
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        let acked = writer.join().expect("writer");
+        // The source still owns every slot, with every key; the target holds none of them.
+        assert_eq!(owner_port(&nodes[di], 0), nodes[si].port, "{victim}");
+        assert_eq!(owner_port(&nodes[si], 1999), nodes[si].port, "{victim}");
+        assert!(
+            eventually(30.0, || names_in(&nodes[di], 0..=1999) == 0),
+            "the target kept imported keys after the {victim} was killed"
+        );
+        assert!(eventually(30.0, || nodes[di]
+            .info_field("cluster_slot_migration_active_tasks")
+            == "0"));
+        let mut s = nodes[si].conn();
+        for (j, k) in counters.iter().enumerate() {
+            let v = q::<Option<i64>>(&mut s, &["GET", k]).unwrap().unwrap_or(0);
+            assert!(
+                v >= before[j] + acked[j] as i64,
+                "{k}: {v} after {} acknowledged increments on {} ({victim} killed)",
+                acked[j],
+                before[j]
+            );
+        }
+        assert_eq!(
+            q::<Option<String>>(&mut s, &["GET", &names[0]])
+                .unwrap()
+                .map(|v| v.len()),
+            Some(200)
+        );
+        check(&nodes[si]);
+    }
+
+    // After both failures, the migration goes through.
+    let _: () = q(
+        &mut nodes[si].conn(),
+        &["CONFIG", "SET", "rdb-key-save-delay", "0"],
+    )
+    .unwrap();
+    let id: String = q(
+        &mut nodes[di].conn(),
+        &["CLUSTER", "MIGRATION", "IMPORT", "0", "1999"],
+    )
+    .unwrap();
+    let st = wait_done(&nodes[di], &id);
+    assert_eq!(st["state"], "completed", "{st:?}");
+    assert_eq!(
+        names_in(&nodes[di], 0..=1999) as usize,
+        names.len() + counters.len()
+    );
+    assert!(eventually(10.0, || names_in(&nodes[si], 0..=1999) == 0));
+}

@@ -2272,11 +2272,16 @@ pub fn slot_snapshot(
     let mut pacer = Pacer::new();
     let mut keys = 0;
     let keep_key = |d: usize, k: &[u8]| d == 0 && keep(k);
+    // rdb-key-save-delay (a test knob) slows this copy as it slows a save's.
+    let delay = crate::store::journal::child::key_save_delay().max(0) as u64;
     for shard in 0..server.store.shard_count() {
         while snap.next_chunk_where(&server.store, shard, &mut items, &keep_key) {
             for it in &items {
                 crate::store::journal::base::item(&mut buf, &mut db, it);
                 keys += 1;
+                if delay > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(delay));
+                }
             }
             if buf.len() >= PIECE {
                 sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;

@@ -51,6 +51,12 @@ pub fn set_key_save_delay(us: i64) {
     KEY_SAVE_DELAY.store(us, Relaxed);
 }
 
+/// `rdb-key-save-delay` now (µs; negative: the sparse form), for a copy that has no
+/// stand-in child (an atomic slot migration's snapshot).
+pub fn key_save_delay() -> i64 {
+    KEY_SAVE_DELAY.load(Relaxed)
+}
+
 /// Ends the snapshot copies in progress at their next key, as Redis kills its save child
 /// at SHUTDOWN: they fail and their files are removed.
 pub fn abort_running() {
