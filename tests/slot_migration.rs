@@ -566,3 +566,148 @@ fn a_migration_killed_on_either_side_leaves_each_slot_on_one_side_with_every_wri
     );
     assert!(eventually(10.0, || names_in(&nodes[si], 0..=1999) == 0));
 }
+
+/// (id, master id or "-") of each node in CLUSTER NODES of `n`, by port.
+fn roles(n: &Node) -> Vec<(u16, String, String)> {
+    n.cmd(&["CLUSTER", "NODES"])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let port = f
+                .get(1)?
+                .split('@')
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((port, f[0].to_string(), f.get(3)?.to_string()))
+        })
+        .collect()
+}
+
+/// With a replica on each side: the target's replica receives what was imported, the
+/// source's drops it after the flip; documents that fall due while the slots move expire
+/// once, announced (`doc.expired`) by the node that owned the slot at that moment.
+#[test]
+fn replicas_follow_the_move_and_documents_due_meanwhile_expire_once() {
+    if !tool_available("redis-cli") {
+        return;
+    }
+    let extra = [
+        "--ttl-monitor-period",
+        "1",
+        "--notify-keyspace-events",
+        "KEx",
+    ];
+    let nodes: Vec<Node> = (0..6).map(|_| Node::start(false, &extra)).collect();
+    {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        create(&refs, 1);
+    }
+    let by_port = |p: u16| nodes.iter().find(|n| n.port == p).expect("node");
+    let src = by_port(owner_port(&nodes[0], 0));
+    assert!(eventually(20.0, || roles(src)
+        .iter()
+        .filter(|r| r.2 != "-")
+        .count()
+        == 3));
+    let all = roles(src);
+    let id_of = |p: u16| {
+        all.iter()
+            .find(|r| r.0 == p)
+            .map(|r| r.1.clone())
+            .expect("id")
+    };
+    let replica_of = |p: u16| {
+        let id = id_of(p);
+        by_port(all.iter().find(|r| r.2 == id).expect("a replica").0)
+    };
+    let dst = by_port(owner_port(&nodes[0], 16383));
+    assert_ne!(src.port, dst.port);
+    let (src_r, dst_r) = (replica_of(src.port), replica_of(dst.port));
+
+    let names = load(src, "r", 999, 5000);
+    let tag = (0..)
+        .map(|t| format!("t{t}"))
+        .find(|t| key_slot(t.as_bytes()) <= 999)
+        .expect("tag");
+    let coll = format!("{{{tag}}}s");
+    let mut s = src.conn();
+    let _: String = q(&mut s, &["DOC.EXPIREINDEX", &coll, "at", "1"]).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let date = |ms: i64| format!(r#"{{"$date":{{"$numberLong":"{ms}"}}}}"#);
+    let mut docs: Vec<String> = (0..30)
+        .map(|i| format!(r#"{{"_id":"due{i}","at":{}}}"#, date(now + i * 120)))
+        .collect();
+    docs.extend(
+        (0..100).map(|i| format!(r#"{{"_id":"later{i}","at":{}}}"#, date(now + 3_600_000))),
+    );
+    let mut cmd = redis::cmd("DOC.INSERT");
+    cmd.arg(&coll).arg(&docs);
+    let _: Vec<redis::Value> = cmd.query(&mut s).expect("insert");
+
+    // Both masters' announcements of the collection's expiries.
+    let listen = |n: &Node| {
+        let mut c = n.conn();
+        let channel = format!("__keyspace@0__:{coll}");
+        std::thread::spawn(move || {
+            let mut ps = c.as_pubsub();
+            ps.subscribe(&channel).expect("subscribe");
+            ps.set_read_timeout(Some(Duration::from_millis(500)))
+                .expect("timeout");
+            let mut got = Vec::new();
+            let until = std::time::Instant::now() + Duration::from_secs(12);
+            while std::time::Instant::now() < until {
+                if let Ok(m) = ps.get_message() {
+                    got.push(m.get_payload::<String>().unwrap_or_default());
+                }
+            }
+            got
+        })
+    };
+    let (on_src, on_dst) = (listen(src), listen(dst));
+    std::thread::sleep(Duration::from_millis(200));
+    let _: () = q(&mut s, &["CONFIG", "SET", "rdb-key-save-delay", "400"]).unwrap();
+    let id: String = q(
+        &mut dst.conn(),
+        &["CLUSTER", "MIGRATION", "IMPORT", "0", "999"],
+    )
+    .unwrap();
+    let st = wait_done(dst, &id);
+    assert_eq!(st["state"], "completed", "{st:?}");
+    let mut events = on_src.join().expect("listener");
+    let from_src = events.len();
+    events.extend(on_dst.join().expect("listener"));
+    events.sort();
+    let want: Vec<String> = {
+        let mut w: Vec<String> = (0..30).map(|i| format!("\"due{i}\"")).collect();
+        w.sort();
+        w
+    };
+    assert_eq!(
+        events, want,
+        "each due document announced once ({from_src} by the source)"
+    );
+    let mut d = dst.conn();
+    assert_eq!(int(&mut d, &["DOC.COUNT", &coll, "{}"]), 100);
+
+    // The target's replica has the slots' keys and the collection; the source's has none.
+    assert!(
+        eventually(20.0, || names_in(dst_r, 0..=999) as usize
+            == names.len() + 1),
+        "{} names on the target's replica",
+        names_in(dst_r, 0..=999)
+    );
+    assert!(
+        eventually(20.0, || names_in(src_r, 0..=999) == 0),
+        "{} names left on the source's replica",
+        names_in(src_r, 0..=999)
+    );
+    let mut r = dst_r.conn();
+    let _: () = q(&mut r, &["READONLY"]).unwrap();
+    assert_eq!(int(&mut r, &["DOC.COUNT", &coll, "{}"]), 100);
+}

@@ -2247,10 +2247,10 @@ pub fn replication_snapshot_streamed(
     Ok(keys)
 }
 
-/// An atomic slot migration's snapshot, on the source: the keys of database 0 `keep`
-/// accepts, as the commands that re-create them (the AOF base's form,
-/// `store::journal::base`), then the collections it accepts (by name) with their indexes
-/// and documents, handed to `sink` about 64 KB at a time. `at_cut` runs at the cut with the
+/// An atomic slot migration's snapshot, on the source: the collections of database 0 `keep`
+/// accepts (by name) with their indexes and documents, then the keys it accepts, as the
+/// commands that re-create them (the AOF base's form, `store::journal::base`), handed to
+/// `sink` about 64 KB at a time. `at_cut` runs at the cut with the
 /// journal's next number, as for [`replication_snapshot`]: the stream of later writes starts
 /// there. Documents are copied after the cut as for a rewrite (their records are
 /// idempotent, see `store::journal::snapshot`). `Ok(None)`: another snapshot is being
@@ -2271,24 +2271,6 @@ pub fn slot_snapshot(
     let mut items = Vec::new();
     let mut pacer = Pacer::new();
     let mut keys = 0;
-    let keep_key = |d: usize, k: &[u8]| d == 0 && keep(k);
-    // rdb-key-save-delay (a test knob) slows this copy as it slows a save's.
-    let delay = crate::store::journal::child::key_save_delay().max(0) as u64;
-    for shard in 0..server.store.shard_count() {
-        while snap.next_chunk_where(&server.store, shard, &mut items, &keep_key) {
-            for it in &items {
-                crate::store::journal::base::item(&mut buf, &mut db, it);
-                keys += 1;
-                if delay > 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(delay));
-                }
-            }
-            if buf.len() >= PIECE {
-                sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;
-            }
-            pacer.rest();
-        }
-    }
     let gen = snapshot::catalog_gen();
     let defs = snapshot::collections(&server.store);
     let changed = || "the collection catalog changed while the documents were copied".to_string();
@@ -2328,6 +2310,27 @@ pub fn slot_snapshot(
     }
     if snapshot::catalog_gen() != gen {
         return Err(changed());
+    }
+    if !buf.is_empty() {
+        sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;
+    }
+    let keep_key = |d: usize, k: &[u8]| d == 0 && keep(k);
+    // rdb-key-save-delay (a test knob) slows this copy as it slows a save's.
+    let delay = crate::store::journal::child::key_save_delay().max(0) as u64;
+    for shard in 0..server.store.shard_count() {
+        while snap.next_chunk_where(&server.store, shard, &mut items, &keep_key) {
+            for it in &items {
+                crate::store::journal::base::item(&mut buf, &mut db, it);
+                keys += 1;
+                if delay > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(delay));
+                }
+            }
+            if buf.len() >= PIECE {
+                sink(std::mem::replace(&mut buf, Vec::with_capacity(PIECE))).map_err(io)?;
+            }
+            pacer.rest();
+        }
     }
     if !buf.is_empty() {
         sink(buf).map_err(io)?;

@@ -19,8 +19,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// `ttl-strict-reads`, cached for the read path (every scan asks).
 static STRICT_READS: AtomicBool = AtomicBool::new(true);
 
+thread_local! {
+    /// The running command applies a master's stream (or a slot migration's source's):
+    /// documents are as that node has them, live until its deletion record arrives
+    /// (`store::expiry::set_from_master` sets it with the keys' flag).
+    static FROM_MASTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub fn set_from_master(on: bool) {
+    FROM_MASTER.with(|f| f.set(on));
+}
+
+/// Whether due documents are hidden now: `ttl-strict-reads`, except for what a master's
+/// stream applies (a write meeting a document its master still has must not expire it).
 pub fn strict_reads() -> bool {
-    STRICT_READS.load(Ordering::Relaxed)
+    STRICT_READS.load(Ordering::Relaxed) && !FROM_MASTER.with(|f| f.get())
 }
 
 /// Follows `ttl-strict-reads` (at start and on `CONFIG SET`).

@@ -48,6 +48,7 @@ pub fn from_master() -> bool {
 
 pub fn set_from_master(on: bool) {
     FROM_MASTER.with(|f| f.set(on));
+    crate::documents::ttl::set_from_master(on);
 }
 
 /// A replica's sweep (Redis's expireSlaveKeys): only the keys its own clients gave a
