@@ -292,6 +292,15 @@ async fn apply_stream(
                         ));
                     }
                     b"HANDOFF" => {
+                        // Taken only while the source still holds the writes, by half a
+                        // margin: past that it may have given up and taken writes again.
+                        let left = args
+                            .get(2)
+                            .and_then(|a| crate::util::num::parse_i64(a))
+                            .unwrap_or(0);
+                        if started_handoff_late(left, last_io) {
+                            return Err("the hand-off came too late to take the slots".into());
+                        }
                         c.migrations.set_state(&task.id, st::TAKEOVER);
                         let epoch = take_over(server, c, &task.ranges);
                         out.clear();
@@ -337,6 +346,13 @@ async fn apply_stream(
             acked = applied;
         }
     }
+}
+
+/// Whether a hand-off that left the source with `left_ms` of its pause, read from a buffer
+/// filled at `read_at`, arrives too late: less than half of it is left now.
+fn started_handoff_late(left_ms: i64, read_at: Instant) -> bool {
+    let spent = read_at.elapsed().as_millis() as i64;
+    left_ms <= 0 || spent * 2 >= left_ms
 }
 
 /// Runs one command of the source's stream as a master's stream is run: never redirected,
@@ -781,8 +797,14 @@ async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
         if let Some((at, end)) = paused {
             let reached = read_to > end;
             if reached && !handed_off {
+                // The target may take the slots only within the time left of the pause (it
+                // keeps half of it as a margin for the way back).
+                let left = Duration::from_millis(pause_ms).saturating_sub(at.elapsed());
                 out.clear();
-                control(&mut out, &[b"HANDOFF"]);
+                control(
+                    &mut out,
+                    &[b"HANDOFF", left.as_millis().to_string().as_bytes()],
+                );
                 send(stream, &out).await?;
                 sent += out.len() as u64;
                 handed_off = true;
@@ -808,6 +830,13 @@ async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
                 return Ok(());
             }
             if at.elapsed() > Duration::from_millis(pause_ms) {
+                // The bus may have told what the stream did not.
+                let target = c.lock().lookup_name(req.dest.as_bytes());
+                let first = req.ranges.first().map_or(0, |r| r.0);
+                if target.is_some() && c.lock().slots[first as usize] == target {
+                    taken = Some(0);
+                    continue;
+                }
                 return Err("the target did not take the slots over within cluster-slot-migration-write-pause-timeout".into());
             }
         } else if snapshot_done && sent.saturating_sub(acked) <= max_lag {
