@@ -947,3 +947,56 @@ fn give_up_slots(server: &Arc<Server>, c: &Cluster, req: &SlotSync, epoch: u64) 
     crate::commands::cluster::apply_effects(server, c);
     replica_now
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(words: &[&str]) -> Vec<Bytes> {
+        words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    /// The backlog's filter keeps the commands on the slots (a MULTI block with only its
+    /// commands on them), drops the others and the stream's own lines, and refuses what the
+    /// copy cannot follow.
+    #[test]
+    fn the_filter_keeps_the_slots_commands() {
+        let a = "{a}x"; // slot 15495
+        let b = "{b}x"; // slot 3300
+        let ranges = [(15000, 16000)];
+        let run = |cmds: &[Vec<Bytes>]| {
+            let mut multi = None;
+            let mut out = Vec::new();
+            for c in cmds {
+                keep_command(c, &ranges, &mut multi, &mut out)?;
+            }
+            Ok::<String, String>(String::from_utf8_lossy(&out).to_string())
+        };
+        let got = run(&[
+            cmd(&["SELECT", "0"]),
+            cmd(&["PING"]),
+            cmd(&["SET", a, "1"]),
+            cmd(&["SET", b, "2"]),
+            cmd(&["MULTI"]),
+            cmd(&["INCR", b]),
+            cmd(&["INCR", a]),
+            cmd(&["EXEC"]),
+            cmd(&["MULTI"]),
+            cmd(&["INCR", b]),
+            cmd(&["EXEC"]),
+            cmd(&["DOC.JOURNALPUT", a, "doc"]),
+            cmd(&["FUNCTION", "FLUSH"]),
+        ])
+        .expect("kept");
+        assert_eq!(
+            got,
+            "*3\r\n$3\r\nSET\r\n$4\r\n{a}x\r\n$1\r\n1\r\n*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$4\r\n{a}x\r\n*1\r\n$4\r\nEXEC\r\n*3\r\n$14\r\nDOC.JOURNALPUT\r\n$4\r\n{a}x\r\n$3\r\ndoc\r\n"
+        );
+        assert!(run(&[cmd(&["FLUSHALL"])]).unwrap_err().contains("FLUSHALL"));
+        assert!(run(&[cmd(&["MSET", a, "1", b, "2"])]).is_err());
+        assert_eq!(run(&[cmd(&["MSET", b, "1", b, "2"])]).unwrap(), "");
+    }
+}
