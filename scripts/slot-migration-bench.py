@@ -170,6 +170,16 @@ def p99(lat):
     return s[min(len(s) - 1, int(len(s) * 0.99))] * 1000
 
 
+def fields_of(rows) -> dict:
+    """The first task of a STATUS reply as a dict (a map, or field-value pairs)."""
+    if not rows:
+        return {}
+    row = rows[0]
+    if isinstance(row, dict):
+        return row
+    return dict(zip(row[::2], row[1::2]))
+
+
 def names_in(conn, slots: int) -> int:
     pipe = conn.pipeline(transaction=False)
     for s in range(slots):
@@ -246,7 +256,7 @@ def main():
         task = d.execute_command("CLUSTER", "MIGRATION", "IMPORT", 0, args.slots - 1).decode()
         while True:
             st = d.execute_command("CLUSTER", "MIGRATION", "STATUS", "ID", task)
-            fields = dict(zip(st[0][::2], st[0][1::2])) if st else {}
+            fields = fields_of(st)
             state = fields.get(b"state", b"").decode()
             if state in ("completed", "failed", "canceled"):
                 break
@@ -256,7 +266,7 @@ def main():
         errors = list(client.errors)
         client.errors.clear()
         on_src = src.conn().execute_command("CLUSTER", "MIGRATION", "STATUS", "ID", task)
-        src_fields = dict(zip(on_src[0][::2], on_src[0][1::2])) if on_src else {}
+        src_fields = fields_of(on_src)
         pause = int(src_fields.get(b"write_pause_ms", -1))
         if state != "completed":
             failed.append(f"the atomic migration ended {state}: {fields.get(b'last_error')}")

@@ -644,11 +644,15 @@ fn migration_info(m: &cluster::migration::Migrations, s: &mut String) {
     s.push_str(&format!(
         "cluster_slot_migration_active_tasks:{}\r\n\
          cluster_slot_migration_active_trim_running:{}\r\n\
+         cluster_slot_migration_active_trim_current_job_keys:{}\r\n\
+         cluster_slot_migration_active_trim_current_job_trimmed:{}\r\n\
          cluster_slot_migration_stats_active_trim_started:{}\r\n\
          cluster_slot_migration_stats_active_trim_completed:{}\r\n\
          cluster_slot_migration_stats_active_trim_cancelled:{}\r\n",
         m.active_count(),
         m.trims_running.load(Relaxed),
+        m.trim_job_keys.load(Relaxed),
+        m.trim_job_trimmed.load(Relaxed),
         m.trims_started.load(Relaxed),
         m.trims_completed.load(Relaxed),
         m.trims_cancelled.load(Relaxed),
@@ -1006,12 +1010,18 @@ pub fn apply_effects(server: &Arc<Server>, c: &Cluster) {
 /// each batch journaled as one `DEL` and each collection as `DOC.JOURNALDROP`, so this
 /// node's journal and replicas drop them too. How many names went.
 pub fn trim_slots(server: &Arc<Server>, slots: impl Iterator<Item = u16>) -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let slots: Vec<u16> = slots.collect();
     let migrations = server.cluster.get().map(|c| &c.migrations);
     if let Some(m) = migrations {
-        m.trims_started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        m.trims_running
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        m.trims_started.fetch_add(1, Relaxed);
+        m.trims_running.fetch_add(1, Relaxed);
+        let total: usize = slots
+            .iter()
+            .map(|&s| count_names_in_slot(&server.store, s))
+            .sum();
+        m.trim_job_keys.store(total as u64, Relaxed);
+        m.trim_job_trimmed.store(0, Relaxed);
     }
     let mut n = 0;
     for slot in slots {
@@ -1035,6 +1045,9 @@ pub fn trim_slots(server: &Arc<Server>, slots: impl Iterator<Item = u16>) -> usi
             let removed = gone.len() - 1;
             n += removed;
             drop(l);
+            if let Some(m) = migrations {
+                m.trim_job_trimmed.fetch_add(removed as u64, Relaxed);
+            }
             if removed == 0 {
                 // Listed but not removable (already gone meanwhile): nothing more to do.
                 break;
@@ -1048,10 +1061,10 @@ pub fn trim_slots(server: &Arc<Server>, slots: impl Iterator<Item = u16>) -> usi
         }
     }
     if let Some(m) = migrations {
-        m.trims_running
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        m.trims_completed
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        m.trims_running.fetch_sub(1, Relaxed);
+        m.trims_completed.fetch_add(1, Relaxed);
+        m.trim_job_keys.store(0, Relaxed);
+        m.trim_job_trimmed.store(0, Relaxed);
     }
     n
 }

@@ -92,6 +92,9 @@ pub struct Migrations {
     pub trims_cancelled: AtomicU64,
     /// Trims running now.
     pub trims_running: AtomicU64,
+    /// The running trim's names to delete and those deleted so far (0 between trims).
+    pub trim_job_keys: AtomicU64,
+    pub trim_job_trimmed: AtomicU64,
 }
 
 impl Migrations {
