@@ -1,13 +1,13 @@
 //! MIGRATE to redis-server 7 and to a second tidecache: every type, TTLs, COPY, REPLACE,
 //! BUSYKEY from the target, AUTH/AUTH2, NOKEY, the IOERR texts with bounded timeouts, other
-//! clients served while a MIGRATE waits, and a key changed during the transfer kept.
+//! clients served while a MIGRATE waits, and keys changed during the transfer sent again.
 
 mod support;
 
 use redis::Connection;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-use support::{err_text, held_target, int, q, resp, strs, ReferenceRedis, TestServer};
+use support::{err_text, int, q, resp, strs, ReferenceRedis, TestServer};
 
 fn migrate(c: &mut Connection, port: u16, rest: &[&str]) -> redis::RedisResult<String> {
     let port = port.to_string();
@@ -368,35 +368,78 @@ fn timeouts_are_bounded_and_others_are_served() {
     drop(silent);
 }
 
-/// A fake target that holds its acknowledgement until told: a key written meanwhile on the
-/// source is not deleted; an unchanged one is.
+/// A fake target that holds its first acknowledgement until told, then answers whatever
+/// follows: a key written meanwhile on the source is sent again with REPLACE and its new
+/// value, a key deleted meanwhile is deleted on the target (RESTORE of an expired value
+/// with REPLACE), an unchanged one is not sent again; the source keeps none of them, as
+/// Redis's MIGRATE, which no write can interleave with, leaves none.
 #[test]
-fn key_changed_during_transfer_is_kept() {
-    let held = held_target(b"RESTORE", 2);
+fn keys_written_or_deleted_during_the_transfer_are_sent_again() {
+    use std::io::{Read, Write};
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let (got_tx, got_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let target = std::thread::spawn(move || {
+        let (mut conn, _) = fake.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut buf = [0u8; 4096];
+        let mut first = Vec::new();
+        while first.windows(7).filter(|w| *w == b"RESTORE").count() < 3 {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0);
+            first.extend_from_slice(&buf[..n]);
+        }
+        got_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        conn.write_all(b"+OK\r\n+OK\r\n+OK\r\n+OK\r\n").unwrap();
+        // The second round: the two keys that changed.
+        let mut second = Vec::new();
+        while second.windows(7).filter(|w| *w == b"RESTORE").count() < 2 {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "no second round");
+            second.extend_from_slice(&buf[..n]);
+        }
+        conn.write_all(b"+OK\r\n+OK\r\n").unwrap();
+        let _ = conn.read(&mut buf);
+        String::from_utf8_lossy(&second).to_string()
+    });
     let src = TestServer::start(&[]);
     let mut s = src.conn();
-    let _: () = q(&mut s, &["MSET", "a", "1", "b", "2"]).unwrap();
+    let _: () = q(&mut s, &["MSET", "a", "1", "b", "2", "c", "3"]).unwrap();
     let mut waiting = src.raw();
-    let port = held.port.to_string();
+    let p = port.to_string();
     waiting.send(&resp(&[
         "MIGRATE",
         "127.0.0.1",
-        &port,
+        &p,
         "",
         "0",
         "5000",
         "KEYS",
         "a",
         "b",
+        "c",
     ]));
-    held.got.recv_timeout(Duration::from_secs(5)).unwrap();
+    got_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let _: () = q(&mut s, &["SET", "b", "changed"]).unwrap();
-    held.go.send(()).unwrap();
+    assert_eq!(int(&mut s, &["DEL", "c"]), 1);
+    go_tx.send(()).unwrap();
     waiting.roundtrip(b"", b"+OK\r\n");
-    assert_eq!(int(&mut s, &["EXISTS", "a"]), 0);
-    assert_eq!(q::<String>(&mut s, &["GET", "b"]).unwrap(), "changed");
-    drop(src);
-    let _ = held.thread.join();
+    let second = target.join().unwrap();
+    assert!(
+        !second.contains("\r\na\r\n"),
+        "the unchanged key went once: {second:?}"
+    );
+    assert!(
+        second.contains("\r\nb\r\n") && second.contains("changed") && second.contains("REPLACE"),
+        "{second:?}"
+    );
+    assert!(
+        second.contains("\r\nc\r\n") && second.contains("ABSTTL"),
+        "{second:?}"
+    );
+    assert_eq!(int(&mut s, &["EXISTS", "a", "b", "c"]), 0);
 }
 
 /// MONITOR does not show the passwords given to AUTH or AUTH2.

@@ -633,7 +633,9 @@ fn replicas_follow_the_move_and_documents_due_meanwhile_expire_once() {
         .find(|t| key_slot(t.as_bytes()) <= 999)
         .expect("tag");
     let coll = format!("{{{tag}}}s");
+    let changes = format!("{{{tag}}}changes");
     let mut s = src.conn();
+    let _: () = q(&mut s, &["DOC.CREATE", &coll, "CHANGES", &changes]).unwrap();
     let _: String = q(&mut s, &["DOC.EXPIREINDEX", &coll, "at", "1"]).unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -694,6 +696,22 @@ fn replicas_follow_the_move_and_documents_due_meanwhile_expire_once() {
     );
     let mut d = dst.conn();
     assert_eq!(int(&mut d, &["DOC.COUNT", &coll, "{}"]), 100);
+    // The change stream moved with the collection (same tag) and holds each change once:
+    // 130 inserts and 30 expiries, whichever node made them.
+    let entries: Vec<Vec<redis::Value>> = q(&mut d, &["XRANGE", &changes, "-", "+"]).unwrap();
+    let mut ops: std::collections::HashMap<String, usize> = Default::default();
+    for e in &entries {
+        let fields: Vec<String> = redis::from_redis_value(e[1].clone()).expect("fields");
+        let op = fields
+            .chunks(2)
+            .find(|f| f[0] == "op")
+            .map(|f| f[1].clone())
+            .unwrap_or_default();
+        *ops.entry(op).or_default() += 1;
+    }
+    assert_eq!(ops.get("insert"), Some(&130), "{ops:?}");
+    assert_eq!(ops.get("expire"), Some(&30), "{ops:?}");
+    assert_eq!(entries.len(), 160, "{ops:?}");
 
     // The target's replica has the slots' keys and the collection; the source's has none.
     assert!(

@@ -10,8 +10,11 @@
 //! connection calls); the connection waits for its reply as a blocked client does (its later
 //! requests wait behind it, other clients are served meanwhile). When the target has answered,
 //! each acknowledged key is deleted under its lock only if it still holds what was sent (same
-//! payload, same deadline): a key written by another client during the transfer is kept,
-//! where Redis, which blocks the whole server meanwhile, could not see such a write. Inside
+//! payload, same deadline). A key another client wrote or deleted during the transfer, which
+//! Redis (blocking the whole server meanwhile) could not see, is sent again with REPLACE, its
+//! value or its deletion, a few rounds at most ([`resend`]), so the target never keeps a stale
+//! copy beside a newer one here (which would stop `redis-cli --cluster reshard` with
+//! "Target key exists"); one still changing after them is kept here. Inside
 //! MULTI/EXEC or a script the transfer runs in place (Redis blocks there too; the transaction
 //! must stay atomic).
 //!
@@ -97,6 +100,9 @@ enum What {
         payload: Vec<u8>,
         stamp: crate::store::collections::Stamp,
     },
+    /// A key deleted here while an earlier copy of it was being sent: the target's copy
+    /// goes too.
+    Gone,
 }
 
 struct Job {
@@ -249,17 +255,30 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let server = Arc::clone(ctx.server);
     let client_id = ctx.client.id();
     tokio::task::spawn_blocking(move || {
-        let outcome = transfer(&job);
-        {
-            // Not in the middle of another client's EXEC or script.
-            let _shared = server.exec_gate.shared(client_id);
-            let done = finish(&server, db, &job, &outcome);
-            // The reply waits for the DEL it journaled (and WAITAOF counts it).
-            server
-                .blocking
-                .owe(client_id, crate::store::journal::Ended::at(done.record));
+        let mut job = job;
+        let mut outcome = transfer(&job);
+        let reply = outcome.reply.clone();
+        let mut record = 0;
+        for round in 0.. {
+            let done = {
+                // Not in the middle of another client's EXEC or script.
+                let _shared = server.exec_gate.shared(client_id);
+                finish(&server, db, &job, &outcome)
+            };
+            record = record.max(done.record);
+            if round >= RESENDS || job.copy || matches!(outcome.reply, Reply::Error(_)) {
+                break;
+            }
+            match resend(&server, db, job, &outcome, &done) {
+                Some((next, o)) => (job, outcome) = (next, o),
+                None => break,
+            }
         }
-        let _ = tx.send(outcome.reply);
+        // The reply waits for the DELs it journaled (and WAITAOF counts them).
+        server
+            .blocking
+            .owe(client_id, crate::store::journal::Ended::at(record));
+        let _ = tx.send(reply);
     });
     ctx.client.blocked = Some(crate::state::blocking::Blocked {
         id: client_id,
@@ -267,6 +286,61 @@ fn migrate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         deadline: None,
     });
     Ok(Reply::NoReply)
+}
+
+/// Rounds of [`resend`] after the first transfer.
+const RESENDS: usize = 4;
+
+/// Keys another client wrote or deleted while they were sent (acknowledged but kept here by
+/// [`finish`]): the target holds a stale copy, which Redis's MIGRATE, blocking every client
+/// meanwhile, never leaves. They go again with REPLACE, their value as it is now or their
+/// deletion, and the next [`finish`] deletes those still unchanged; a round finds fewer
+/// each time. `None` when nothing is left to send (or the round failed).
+fn resend(
+    server: &Server,
+    db: usize,
+    job: Job,
+    outcome: &Outcome,
+    done: &Finished,
+) -> Option<(Job, Outcome)> {
+    let items: Vec<Item> = outcome
+        .acked
+        .iter()
+        .filter_map(|&i| {
+            let it = &job.items[i];
+            let What::Key { .. } = it.what else {
+                return None;
+            };
+            if done.deleted.contains(&it.key) {
+                return None;
+            }
+            let key = it.key.clone();
+            let now = server.store.with_key(db, &key, |ks, h| {
+                let payload = ks.get(h, &key).map(|e| dump_of(&e.value))?;
+                Some((payload, ks.deadline(h, &key).flatten()))
+            });
+            let what = match now {
+                Some((Some(payload), deadline)) => What::Key { payload, deadline },
+                // A stream now (no payload): left as it is.
+                Some((None, _)) => return None,
+                None => What::Gone,
+            };
+            Some(Item { key, what })
+        })
+        .collect();
+    if items.is_empty() {
+        return None;
+    }
+    let job = Job {
+        items,
+        replace: true,
+        ..job
+    };
+    let outcome = transfer(&job);
+    if matches!(outcome.reply, Reply::Error(_)) {
+        return None;
+    }
+    Some((job, outcome))
 }
 
 /// A value's DUMP payload; `None` while streams have no serialized form.
@@ -597,6 +671,26 @@ fn transfer(job: &Job) -> Outcome {
                     put_bulk(&mut cmd, &item.key);
                     put_bulk(&mut cmd, ttl.to_string().as_bytes());
                     payload
+                }
+                What::Gone => {
+                    // RESTORE of a value already expired, with REPLACE, deletes the key and
+                    // creates nothing (Redis's restoreCommand does the same).
+                    put_count(&mut cmd, 6);
+                    put_bulk(
+                        &mut cmd,
+                        if job.asking {
+                            b"RESTORE-ASKING"
+                        } else {
+                            b"RESTORE"
+                        },
+                    );
+                    put_bulk(&mut cmd, &item.key);
+                    put_bulk(&mut cmd, b"1");
+                    put_bulk(&mut cmd, &rdb::dump(&crate::store::Value::string(b"")));
+                    put_bulk(&mut cmd, b"REPLACE");
+                    put_bulk(&mut cmd, b"ABSTTL");
+                    sent.push(i);
+                    continue;
                 }
                 What::Collection { payload, .. } => {
                     put_count(&mut cmd, if job.replace { 4 } else { 3 });
