@@ -239,6 +239,8 @@ def main():
                     for i in range(b, min(args.docs, b + 1000))]
             c.execute_command("DOC.INSERT", coll, *docs)
         indexes = c.execute_command("DOC.INDEXES", coll)
+        # Sorted: the target's natural order is the order the copy inserted them in.
+        sample = sorted(c.execute_command("DOC.FIND", coll, '{"_id":{"$in":[5,77777,199999]}}'))
         loaded = names_in(c, args.slots)
         print(f"loaded {loaded} names ({args.keys} keys, 1 collection of {args.docs} documents) "
               f"in {time.time() - t0:.1f} s", flush=True)
@@ -291,7 +293,11 @@ def main():
         if moved_here < loaded:
             failed.append(f"the target holds {moved_here} names, {loaded} were loaded")
         rc = client.rc
-        lost = [k for k, v in list(client.acked.items())[:5000] if rc.get(k) is None]
+        if sorted(d.execute_command("DOC.FIND", coll, '{"_id":{"$in":[5,77777,199999]}}')) != sample:
+            failed.append("documents (and their TTL dates) differ on the target")
+        # The client writes increasing numbers: a key holds its last acknowledged one or later.
+        lost = [k for k, v in list(client.acked.items())
+                if (lambda got: got is None or int(got) < v)(rc.get(k))]
         if lost:
             failed.append(f"{len(lost)} acknowledged writes missing, e.g. {lost[:3]}")
 
