@@ -286,6 +286,23 @@ fn slots_move_atomically_with_keys_collections_and_a_writer_throughout() {
         info.contains("cluster_slot_migration_stats_active_trim_completed:1"),
         "{info}"
     );
+    // The buffers are empty once the task is over, and the target's input held something.
+    let mem = dst.cmd(&["INFO", "memory"]);
+    assert!(
+        mem.contains("mem_cluster_slot_migration_input_buffer:0"),
+        "{mem}"
+    );
+    let peak = mem
+        .lines()
+        .find_map(|l| l.strip_prefix("mem_cluster_slot_migration_input_buffer_peak:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(peak > 0, "{mem}");
+    let mem = src.cmd(&["INFO", "memory"]);
+    assert!(
+        mem.contains("mem_cluster_slot_migration_output_buffer:0"),
+        "{mem}"
+    );
 }
 
 #[test]

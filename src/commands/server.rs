@@ -1066,6 +1066,22 @@ fn info_section(ctx: &Ctx<'_>, section: &str, out: &mut String) {
             // Redis leaves replication and AOF buffers out of the eviction measure; here
             // eviction measures what INFO's used_memory does.
             kv("mem_not_counted_for_evict", &0);
+            if let Some(c) = s.cluster.get() {
+                // Redis 8.4's atomic slot migration buffers.
+                let m = &c.migrations;
+                kv(
+                    "mem_cluster_slot_migration_output_buffer",
+                    &m.output_buffer.load(Ordering::Relaxed),
+                );
+                kv(
+                    "mem_cluster_slot_migration_input_buffer",
+                    &m.input_buffer.load(Ordering::Relaxed),
+                );
+                kv(
+                    "mem_cluster_slot_migration_input_buffer_peak",
+                    &m.input_buffer_peak.load(Ordering::Relaxed),
+                );
+            }
             kv("mem_allocator", &"mimalloc");
             kv(
                 "lazyfree_pending_objects",

@@ -202,6 +202,7 @@ async fn import_session(server: &Arc<Server>, c: &Cluster, task: &asm::Task) -> 
     handle.meta.lock().slot_migration = b'o';
     let mut client = ClientState::new(handle.clone(), true);
     let r = apply_stream(server, c, task, &mut stream, &mut buf, &mut client, timeout).await;
+    c.migrations.input_buffer.store(0, Ordering::Relaxed);
     crate::commands::transactions::reset_state(&mut Ctx {
         server,
         client: &mut client,
@@ -320,7 +321,12 @@ async fn apply_stream(
             r = stream.read_buf(buf) => match r {
                 Ok(0) => return Err("the source closed the connection".into()),
                 Err(e) => return Err(format!("read error: {e}")),
-                Ok(_) => last_io = Instant::now(),
+                Ok(_) => {
+                    last_io = Instant::now();
+                    let held = buf.len() as u64;
+                    c.migrations.input_buffer.store(held, Ordering::Relaxed);
+                    c.migrations.input_buffer_peak.fetch_max(held, Ordering::Relaxed);
+                }
             },
             _ = tick.tick() => {
                 if last_io.elapsed() > timeout {
@@ -449,6 +455,7 @@ pub async fn serve_export<S: AsyncRead + AsyncWrite + Unpin>(
         .map(|t| t.cancel)
         .unwrap_or_default();
     let r = export(server, c, stream, handle, inbuf, &req, &cancel).await;
+    c.migrations.output_buffer.store(0, Ordering::Relaxed);
     crate::state::pause::unpause_slots();
     {
         let mut st = c.lock();
@@ -550,6 +557,7 @@ async fn export<S: AsyncRead + AsyncWrite + Unpin>(
     let more = Arc::new(tokio::sync::Notify::new());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let filter = tokio::spawn(filter_backlog(
+        server.clone(),
         gen,
         req.ranges.clone(),
         filtered.clone(),
@@ -566,8 +574,7 @@ async fn export<S: AsyncRead + AsyncWrite + Unpin>(
         cancel,
         &mut rx,
         copy,
-        &filtered,
-        &more,
+        (&filtered, &more, &stop),
         (max_lag, pause_ms, timeout),
     )
     .await;
@@ -580,6 +587,7 @@ async fn export<S: AsyncRead + AsyncWrite + Unpin>(
 /// The filter of the backlog: every command after the cut that touches the slots, in
 /// order (a MULTI block whole, with only its commands on the slots).
 async fn filter_backlog(
+    server: Arc<Server>,
     gen: u64,
     ranges: Vec<(u16, u16)>,
     filtered: Arc<Mutex<Filtered>>,
@@ -640,6 +648,10 @@ async fn filter_backlog(
             let mut f = filtered.lock();
             f.out.extend_from_slice(&mine);
             f.pos = pos;
+            if let Some(c) = server.cluster.get() {
+                let held = f.out.len() as u64;
+                c.migrations.output_buffer.store(held, Ordering::Relaxed);
+            }
         }
         more.notify_waiters();
     }
@@ -749,8 +761,11 @@ async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
     cancel: &Arc<std::sync::atomic::AtomicBool>,
     rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
     copy: tokio::task::JoinHandle<Result<u64, String>>,
-    filtered: &Arc<Mutex<Filtered>>,
-    more: &Arc<tokio::sync::Notify>,
+    (filtered, more, stop): (
+        &Arc<Mutex<Filtered>>,
+        &Arc<tokio::sync::Notify>,
+        &Arc<std::sync::atomic::AtomicBool>,
+    ),
     (max_lag, pause_ms, timeout): (u64, u64, Duration),
 ) -> Result<(), String> {
     let mut copy = Some(copy);
@@ -788,6 +803,7 @@ async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
             }
             std::mem::swap(&mut out, &mut f.out);
             read_to = f.pos;
+            c.migrations.output_buffer.store(0, Ordering::Relaxed);
         }
         if !out.is_empty() {
             send(stream, &out).await?;
@@ -811,6 +827,9 @@ async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
                 c.migrations.set_state(&req.id, st::HANDOFF);
             }
             if let Some(epoch) = taken {
+                // Nothing more of the backlog goes to the target (the trim's DELs below
+                // would only pile up in the filter).
+                stop.store(true, Ordering::Release);
                 let replica_now = give_up_slots(server, c, req, epoch);
                 let held = at.elapsed().as_millis() as i64;
                 crate::state::pause::unpause_slots();

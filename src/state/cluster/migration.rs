@@ -95,6 +95,12 @@ pub struct Migrations {
     /// The running trim's names to delete and those deleted so far (0 between trims).
     pub trim_job_keys: AtomicU64,
     pub trim_job_trimmed: AtomicU64,
+    /// INFO's `mem_cluster_slot_migration_*`: on the source, the slots' stream found in the
+    /// backlog and not yet sent; on the target, bytes received and not yet applied, and
+    /// the most there ever were.
+    pub output_buffer: AtomicU64,
+    pub input_buffer: AtomicU64,
+    pub input_buffer_peak: AtomicU64,
 }
 
 impl Migrations {
