@@ -413,6 +413,13 @@ fn load_snapshot(server: &Arc<Server>, path: &std::path::Path, log: &RedisLog) -
                     backlog,
                     replica,
                 );
+                // The keys that expired while it was down leave its replicas too: their DELs
+                // start the new history's stream (Redis feeds them while it loads).
+                if !replica {
+                    for (db, key) in &loaded.expired_keys {
+                        tidecache::store::journal::replicate_only(Some(*db), &[b"DEL", key]);
+                    }
+                }
             }
             if let Err(e) = tidecache::commands::journal::load_functions(server, &loaded.functions)
             {

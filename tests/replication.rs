@@ -820,6 +820,69 @@ fn a_restart_from_the_rdb_continues_the_replication_history() {
     assert_eq!(info_int(&mut m, "stats", "sync_partial_ok"), 1);
 }
 
+/// A master restarting from its file drops the keys that expired while it was down and
+/// sends their DELs to its replicas as the first bytes of its new history, so a replica
+/// continues with a partial resync and ends with the master's data (Redis's
+/// `RDBFLAGS_FEED_REPL`). The file keeps those keys (as Redis's saves do), and a shutdown
+/// with its replicas in step sends them no GETACK, so the offset it records is theirs.
+#[test]
+fn a_restarted_master_sends_the_dels_of_keys_that_expired_while_it_was_down() {
+    let dm = temp_dir("expired-m");
+    let master = TestServer::start(&[
+        "--dir",
+        &dm,
+        "--save",
+        "900 1",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).unwrap();
+    let _: () = q(&mut m, &["SET", "stay", "1"]).unwrap();
+    for j in 0..100 {
+        let _: () = q(&mut m, &["SELECT", &(j % 4).to_string()]).unwrap();
+        let _: () = q(&mut m, &["SET", &format!("k{j}"), "v", "PX", "10"]).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(caught_up(&mut m, &mut r));
+    let offset = info_int(&mut m, "replication", "master_repl_offset");
+    // The master has the replica's acknowledgement of all of it.
+    assert!(eventually(5.0, || info_value(
+        &mut m,
+        "replication",
+        "slave0"
+    )
+    .is_some_and(|l| l.contains(&format!("offset={offset},")))));
+    let mut master = master;
+    master.signal("-TERM");
+    assert_eq!(master.wait_exit(), Some(0));
+    let master = TestServer::start(&["--dir", &dm]);
+    let mut m = master.conn();
+    assert_eq!(
+        info_int(&mut m, "persistence", "rdb_last_load_keys_expired"),
+        100
+    );
+    let fed = info_int(&mut m, "replication", "repl_backlog_histlen");
+    assert!(fed > 0);
+    assert_eq!(
+        info_int(&mut m, "replication", "master_repl_offset"),
+        offset + fed
+    );
+    replicate(&mut r, &master);
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(
+        info_int(&mut m, "stats", "sync_partial_ok"),
+        1,
+        "a partial resync"
+    );
+    for db in 0..4 {
+        let _: () = q(&mut r, &["SELECT", &db.to_string()]).unwrap();
+        assert_eq!(int(&mut r, &["DBSIZE"]), i64::from(db == 0), "db {db}");
+    }
+}
+
 /// `repl-backlog-ttl`: a master alone for that long frees its backlog and starts a new
 /// history, so a replica coming back resyncs in full; the offset goes on.
 #[test]

@@ -299,6 +299,17 @@ pub fn wait_replicas_before_shutdown(server: &crate::state::Server) -> bool {
     if !shutdown_waits_for_replicas(server) {
         return true;
     }
+    // Replicas that acknowledged everything need no wait and no GETACK, which would move the
+    // offset the shutdown save records (Redis's isReadyToShutdown).
+    let offset = replication::offset();
+    if replication::repl()
+        .replicas
+        .lock()
+        .iter()
+        .all(|r| r.ack >= offset)
+    {
+        return true;
+    }
     let timeout = server.config.read().get_u64("shutdown-timeout");
     let wait = &server.shutdown_wait;
     wait.abort.store(false, Ordering::SeqCst);

@@ -50,6 +50,10 @@ pub struct Loaded {
     pub keys: u64,
     /// Keys whose expiry time had passed, not stored.
     pub expired: u64,
+    /// Those keys, (database, name): a master restarting with its replication history
+    /// sends their DELs to its replicas, which still hold them (Redis's
+    /// `RDBFLAGS_FEED_REPL`).
+    pub expired_keys: Vec<(usize, Vec<u8>)>,
     /// Keys holding an empty aggregate (which old Redis versions could write), skipped as
     /// Redis skips them.
     pub empty_skipped: u64,
@@ -528,6 +532,7 @@ impl State<'_> {
         let at = self.expire.take();
         if !self.keep_expired && at.is_some_and(|at| at < self.now) {
             self.out.expired += 1;
+            self.out.expired_keys.push((db, key.to_vec()));
             return Ok(());
         }
         let ttl = at.map_or(Ttl::Clear, Ttl::At);

@@ -206,7 +206,10 @@ impl Snapshot {
         if seg >= SEGMENTS {
             return false;
         }
-        let now = crate::util::clock::now_ms();
+        // Keys already due are copied too, as Redis's saves and rewrites keep them: a master
+        // that loads them drops them (and tells its replicas, `rdb_file::Loaded::expired_keys`),
+        // a replica keeps them until its master's DEL arrives.
+        let now = i64::MIN;
         let mut effort = 0;
         let mut skipped = 0;
         while seg < SEGMENTS && effort < CHUNK_EFFORT {
