@@ -883,6 +883,27 @@ fn a_restarted_master_sends_the_dels_of_keys_that_expired_while_it_was_down() {
     }
 }
 
+/// CLIENT KILL of a replica's master client ends its link, as Redis frees its master
+/// client: the replica reconnects and continues with a partial resync.
+#[test]
+fn killing_the_master_client_ends_the_link_and_it_resumes() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["SET", "a", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut r, &["CLIENT", "KILL", "TYPE", "master"]), 1);
+    assert!(
+        eventually(10.0, || info_int(&mut m, "stats", "sync_partial_ok") == 1),
+        "the replica did not reconnect with a partial resync"
+    );
+    let _: () = q(&mut m, &["SET", "a", "2"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(strs(&mut r, &["MGET", "a"]), ["2"]);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 1);
+}
+
 /// `repl-backlog-ttl`: a master alone for that long frees its backlog and starts a new
 /// history, so a replica coming back resyncs in full; the offset goes on.
 #[test]

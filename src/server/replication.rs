@@ -1265,7 +1265,11 @@ async fn stream_loop(
         if conn.buf.capacity() - conn.buf.len() < 16 * 1024 {
             conn.buf.reserve(64 * 1024);
         }
+        let handle = client.handle.clone();
         tokio::select! {
+            // CLIENT KILL of the master's client ends the link, as Redis frees its master
+            // client: it reconnects, and its data ages from the last byte it had.
+            _ = handle.killed_signal() => return Err("Connection with master lost (killed).".into()),
             r = conn.stream.read_buf(&mut conn.buf) => match r {
                 Ok(0) | Err(_) => return Err("Connection with master lost.".into()),
                 Ok(n) => {
