@@ -1348,3 +1348,159 @@ fn config_resetstat_zeroes_the_sync_counters() {
         assert_eq!(info_int(&mut m, "stats", f), 0, "{f}");
     }
 }
+
+fn persistence(c: &mut redis::Connection, field: &str) -> i64 {
+    info_int(c, "persistence", field)
+}
+
+fn loading_error(c: &mut redis::Connection, args: &[&str]) -> bool {
+    match q::<redis::Value>(c, args) {
+        Err(e) => e.code() == Some("LOADING"),
+        Ok(_) => false,
+    }
+}
+
+/// `repl-diskless-load swapdb` from another history (a new master): the snapshot comes into
+/// memory with clients answered -LOADING (INFO `loading:1`, `async_loading:0`); a transfer
+/// cut off leaves the old data whole; a whole one replaces it.
+#[test]
+fn swapdb_from_another_history_answers_loading_and_keeps_the_old_data_on_failure() {
+    let debug = ["--enable-debug-command", "yes"];
+    let master = TestServer::start(&debug);
+    let replica = TestServer::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-load",
+        "swapdb",
+    ]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let _: () = q(&mut m, &["DEBUG", "POPULATE", "400", "master", "100"]).unwrap();
+    let _: () = q(&mut r, &["DEBUG", "POPULATE", "200", "slave", "10"]).unwrap();
+    let _: () = q(&mut r, &["SET", "mykey", "myvalue"]).unwrap();
+    // 10 ms a key: the transfer takes about 4 s.
+    let _: () = q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "10000"]).unwrap();
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    assert!(
+        eventually(10.0, || persistence(&mut r, "loading") == 1),
+        "the replica did not start loading"
+    );
+    assert_eq!(persistence(&mut r, "async_loading"), 0);
+    assert!(loading_error(&mut r, &["GET", "mykey"]));
+    // The next sync waits, so the replica is seen between the two.
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-diskless-sync-delay", "5"]).unwrap();
+    assert_eq!(int(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), 1);
+    assert!(
+        eventually(10.0, || persistence(&mut r, "loading") == 0),
+        "the load did not stop"
+    );
+    assert_eq!(strs(&mut r, &["MGET", "mykey"]), ["myvalue"]);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 201);
+    let _: () = q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).unwrap();
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]).unwrap();
+    assert!(eventually(20.0, || {
+        info_value(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    }));
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut r, &["EXISTS", "mykey"]), 0);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 400);
+}
+
+/// `repl-diskless-load swapdb` from the same history (a full resync with the master this
+/// replica already followed): the old data is served while the snapshot arrives (INFO
+/// `async_loading:1`, `loading:0`), only commands flagged no_async_loading are refused,
+/// and the new data replaces it at the end.
+#[test]
+fn swapdb_from_the_same_history_serves_the_old_data_while_loading() {
+    let debug = ["--enable-debug-command", "yes"];
+    let master = TestServer::start(&debug);
+    let replica = TestServer::start(&[
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-load",
+        "swapdb",
+        "--replica-read-only",
+        "no",
+    ]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["DEBUG", "POPULATE", "300", "master", "100"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    let _: () = q(&mut r, &["SET", "mykey", "myvalue"]).unwrap();
+    let _: () = q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "10000"]).unwrap();
+    // The link drops and the backlog moves past the replica's offset in one step: the
+    // replica must resync in full, with the same replication ID.
+    let _: () = q(&mut m, &["CONFIG", "SET", "repl-backlog-size", "16384"]).unwrap();
+    let mut tx = redis::pipe();
+    tx.atomic()
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica");
+    for i in 0..10 {
+        tx.cmd("SET").arg(format!("big:{i}")).arg("A".repeat(16384));
+    }
+    let _: redis::Value = tx.query(&mut m).unwrap();
+    assert!(
+        eventually(10.0, || persistence(&mut r, "async_loading") == 1),
+        "the replica did not start an asynchronous load"
+    );
+    assert_eq!(persistence(&mut r, "loading"), 0);
+    assert_eq!(strs(&mut r, &["MGET", "mykey"]), ["myvalue"]);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 301);
+    assert!(loading_error(&mut r, &["REPLICAOF", "NO", "ONE"]));
+    assert!(loading_error(
+        &mut r,
+        &["CONFIG", "SET", "appendonly", "no"]
+    ));
+    assert!(eventually(20.0, || {
+        persistence(&mut r, "async_loading") == 0
+            && info_value(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    }));
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut r, &["EXISTS", "mykey"]), 0);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 310);
+    assert_eq!(info_int(&mut m, "stats", "sync_full"), 2);
+}
+
+/// `repl-diskless-load on-empty-db`: an empty replica loads through memory, answering
+/// -LOADING from the first byte; one holding data goes through a file and serves its data
+/// while the snapshot arrives. Both end with the master's data.
+#[test]
+fn on_empty_db_loads_through_memory_only_when_nothing_would_be_lost() {
+    let master = TestServer::start(&["--enable-debug-command", "yes"]);
+    let mut m = master.conn();
+    let _: () = q(&mut m, &["DEBUG", "POPULATE", "150"]).unwrap();
+    // 10 ms a key: each transfer takes about 1.5 s.
+    let _: () = q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "10000"]).unwrap();
+    for holds_data in [false, true] {
+        let replica = TestServer::start(&["--repl-diskless-load", "on-empty-db"]);
+        let mut r = replica.conn();
+        if holds_data {
+            let _: () = q(&mut r, &["SET", "own", "1"]).unwrap();
+        }
+        let _: String = q(
+            &mut r,
+            &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+        )
+        .unwrap();
+        assert!(eventually(10.0, || {
+            info_value(&mut r, "replication", "master_sync_in_progress").as_deref() == Some("1")
+        }));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if holds_data {
+            assert_eq!(persistence(&mut r, "loading"), 0);
+            assert_eq!(strs(&mut r, &["MGET", "own"]), ["1"]);
+        } else {
+            assert_eq!(persistence(&mut r, "loading"), 1);
+            assert!(loading_error(&mut r, &["GET", "own"]));
+        }
+        assert!(eventually(20.0, || {
+            info_value(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+        }));
+        assert_eq!(int(&mut r, &["DBSIZE"]), 150);
+    }
+}

@@ -26,25 +26,25 @@ pub static COMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 static SUBCOMMANDS: &[CommandSpec] = &[
-    CLUSTER.cmd("cluster|addslots", -3, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|addslots", -3, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Assign new hash slots to receiving node").complexity("O(N) where N is the total number of hash slot arguments"),
-    CLUSTER.cmd("cluster|addslotsrange", -4, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|addslotsrange", -4, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("7.0.0", "Assign new hash slots to receiving node").complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
-    CLUSTER.cmd("cluster|bumpepoch", 2, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|bumpepoch", 2, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Advance the cluster config epoch").complexity("O(1)"),
     CLUSTER.cmd("cluster|count-failure-reports", 3, subcommand).flags(ADMIN | STALE)
         .doc("3.0.0", "Return the number of failure reports active for a given node").complexity("O(N) where N is the number of failure reports"),
     CLUSTER.cmd("cluster|countkeysinslot", 3, subcommand).flags(STALE)
         .doc("3.0.0", "Return the number of local keys in the specified hash slot").complexity("O(1)"),
-    CLUSTER.cmd("cluster|delslots", -3, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|delslots", -3, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Set hash slots as unbound in receiving node").complexity("O(N) where N is the total number of hash slot arguments"),
-    CLUSTER.cmd("cluster|delslotsrange", -4, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|delslotsrange", -4, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("7.0.0", "Set hash slots as unbound in receiving node").complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
-    CLUSTER.cmd("cluster|failover", -2, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|failover", -2, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Forces a replica to perform a manual failover of its master.").complexity("O(1)"),
-    CLUSTER.cmd("cluster|flushslots", 2, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|flushslots", 2, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Delete a node's own slots information").complexity("O(1)"),
-    CLUSTER.cmd("cluster|forget", 3, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|forget", 3, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Remove a node from the nodes table").complexity("O(1)"),
     CLUSTER.cmd("cluster|getkeysinslot", 4, subcommand).flags(STALE)
         .doc("3.0.0", "Return local key names in the specified hash slot").complexity("O(log(N)) where N is the number of requested keys"),
@@ -56,7 +56,7 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         .doc("3.0.0", "Returns the hash slot of the specified key").complexity("O(N) where N is the number of bytes in the key"),
     CLUSTER.cmd("cluster|links", 2, subcommand).flags(STALE)
         .doc("7.0.0", "Returns a list of all TCP links to and from peer nodes in cluster").complexity("O(N) where N is the total number of Cluster nodes"),
-    CLUSTER.cmd("cluster|meet", -4, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|meet", -4, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Force a node cluster to handshake with another node").complexity("O(1)"),
     CLUSTER.cmd("cluster|migration", -4, subcommand).flags(ADMIN | STALE)
         .doc("8.4.0", "Start, monitor, and cancel atomic slot migration tasks").complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
@@ -70,15 +70,15 @@ static SUBCOMMANDS: &[CommandSpec] = &[
         .doc("3.0.0", "Get Cluster config for the node").complexity("O(N) where N is the total number of Cluster nodes"),
     CLUSTER.cmd("cluster|replicas", 3, subcommand).flags(ADMIN | STALE)
         .doc("5.0.0", "List replica nodes of the specified master node").complexity("O(1)"),
-    CLUSTER.cmd("cluster|replicate", 3, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|replicate", 3, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Reconfigure a node as a replica of the specified master node").complexity("O(1)"),
     CLUSTER.cmd("cluster|reset", -2, subcommand).flags(ADMIN | NOSCRIPT | STALE)
         .doc("3.0.0", "Reset a Redis Cluster node").complexity("O(N) where N is the number of known nodes. The command may execute a FLUSHALL as a side effect."),
-    CLUSTER.cmd("cluster|saveconfig", 2, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|saveconfig", 2, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Forces the node to save cluster state on disk").complexity("O(1)"),
-    CLUSTER.cmd("cluster|set-config-epoch", 3, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|set-config-epoch", 3, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Set the configuration epoch in a new node").complexity("O(1)"),
-    CLUSTER.cmd("cluster|setslot", -4, subcommand).flags(ADMIN | STALE)
+    CLUSTER.cmd("cluster|setslot", -4, subcommand).flags(ADMIN | STALE | NO_ASYNC_LOADING)
         .doc("3.0.0", "Bind a hash slot to a specific node").complexity("O(1)"),
     CLUSTER.cmd("cluster|shards", 2, subcommand).flags(STALE)
         .doc("7.0.0", "Get array of cluster slots to node mappings").complexity("O(N) where N is the total number of cluster nodes"),

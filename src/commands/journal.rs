@@ -558,6 +558,10 @@ fn file_len(p: &std::path::Path) -> u64 {
 /// The replay's progress, for INFO persistence.
 struct Loading {
     on: AtomicBool,
+    /// The load runs beside the data set clients are served (a replica's
+    /// `repl-diskless-load swapdb` from the same history): only the commands flagged
+    /// `NO_ASYNC_LOADING` are refused. `on` is set with it, as Redis sets `loading`.
+    asynchronous: AtomicBool,
     /// Unix seconds.
     started: AtomicU64,
     total: AtomicU64,
@@ -566,6 +570,7 @@ struct Loading {
 
 static LOAD: Loading = Loading {
     on: AtomicBool::new(false),
+    asynchronous: AtomicBool::new(false),
     started: AtomicU64::new(0),
     total: AtomicU64::new(0),
     loaded: AtomicU64::new(0),
@@ -610,8 +615,27 @@ pub fn begin_loading() {
     LOAD.on.store(true, Relaxed);
 }
 
+/// A replica's asynchronous load starts (see `Loading::asynchronous`); `total` bytes, 0 when
+/// the master streams with an end mark.
+pub fn begin_async_loading(total: u64) {
+    begin_loading();
+    LOAD.total.store(total, Relaxed);
+    LOAD.asynchronous.store(true, Relaxed);
+}
+
+/// Bytes of the load received so far, for INFO's progress (no `key-load-delay`).
+pub fn loading_received(at: u64) {
+    LOAD.loaded.store(at, Relaxed);
+}
+
 pub fn end_loading() {
     LOAD.on.store(false, Relaxed);
+    LOAD.asynchronous.store(false, Relaxed);
+}
+
+/// Whether the load in progress is asynchronous (INFO's `async_loading`).
+pub fn is_async_loading() -> bool {
+    LOAD.asynchronous.load(Relaxed)
 }
 
 /// Whether this thread runs a load's own commands (the journal's replay, the libraries of a
@@ -630,7 +654,15 @@ pub fn is_loading() -> bool {
 /// loaded (the replay's own commands run).
 #[inline]
 pub fn refused_while_loading(spec: &CommandSpec) -> Option<Reply> {
-    if !LOAD.on.load(Relaxed) || spec.has(LOADING) || LOADER.with(|l| l.get()) {
+    if !LOAD.on.load(Relaxed) || LOADER.with(|l| l.get()) {
+        return None;
+    }
+    let refused = if LOAD.asynchronous.load(Relaxed) {
+        spec.has(NO_ASYNC_LOADING)
+    } else {
+        !spec.has(LOADING)
+    };
+    if !refused {
         return None;
     }
     Some(Reply::error(
@@ -2008,8 +2040,11 @@ pub fn persistence_info(server: &Server) -> Vec<(&'static str, String)> {
         t => t,
     };
     let mut v: Vec<(&'static str, String)> = vec![
-        ("loading", (LOAD.on.load(Relaxed) as u8).to_string()),
-        ("async_loading", "0".into()),
+        (
+            "loading",
+            ((LOAD.on.load(Relaxed) && !is_async_loading()) as u8).to_string(),
+        ),
+        ("async_loading", (is_async_loading() as u8).to_string()),
         ("current_cow_peak", "0".into()),
         ("current_cow_size", "0".into()),
         ("current_cow_size_age", "0".into()),
@@ -2338,11 +2373,83 @@ pub fn slot_snapshot(
     Ok(Some(keys))
 }
 
-/// Loads a full resynchronisation's payload (`path`, written by
-/// [`replication_snapshot`] or by Redis) into the store, already flushed: the RDB's keys and
-/// functions. Returns the key count, the documents' RESP records that followed it (for the
-/// caller to run) and the stream's database (`repl-stream-db`), if the payload names one.
+/// Where a full resynchronisation's payload was received.
+pub enum SyncPayload<'a> {
+    /// A file (`repl-diskless-load disabled`): nothing is loading while it arrives.
+    File(&'a std::path::Path),
+    /// Memory (`repl-diskless-load swapdb`, or `on-empty-db` with nothing to keep): the
+    /// caller began the load when the transfer started, asynchronous or not
+    /// ([`begin_async_loading`], [`begin_loading_rdb`]), and the old data was served or
+    /// answered `-LOADING` until now.
+    Memory(Vec<u8>),
+}
+
+/// Loads a full resynchronisation's payload (written by [`replication_snapshot`] or by
+/// Redis) in place of the data set: the RDB's keys and functions. Returns the key count,
+/// the documents' RESP records that followed it (for the caller to run) and the stream's
+/// database (`repl-stream-db`), if the payload names one.
 pub fn load_replication_payload(
+    server: &Arc<Server>,
+    payload: SyncPayload<'_>,
+) -> Result<(u64, Vec<u8>, Option<usize>), String> {
+    match payload {
+        SyncPayload::File(path) => load_payload_file(server, path),
+        SyncPayload::Memory(mut bytes) => {
+            let docs = split_docs_trailer(&mut bytes);
+            // An asynchronous load has served the old data while the payload arrived; the
+            // change from old to new happens with every client held back, so none reads
+            // an empty data set or is answered -LOADING.
+            let hold = is_async_loading().then(|| server.exec_gate.exclusive());
+            let total = bytes.len() as u64;
+            LOAD.total.store(total, Relaxed);
+            KEY_LOAD_DELAY.store(server.config.read().get_u64("key-load-delay"), Relaxed);
+            tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
+            flush_for_sync(server);
+            let r = load_rdb_as_replica(server, &bytes[..]);
+            end_loading();
+            drop(hold);
+            finish_replication_load(server, r, docs, "memory")
+        }
+    }
+}
+
+/// The documents' records a payload carries after its RDB (`DOCS_TRAILER`), cut off.
+fn split_docs_trailer(bytes: &mut Vec<u8>) -> Vec<u8> {
+    let len = bytes.len();
+    if len < 16 || &bytes[len - 16..len - 8] != DOCS_TRAILER {
+        return Vec::new();
+    }
+    let n = u64::from_le_bytes(bytes[len - 8..].try_into().unwrap_or_default());
+    if n > (len - 16) as u64 {
+        return Vec::new();
+    }
+    let at = len - 16 - n as usize;
+    let docs = bytes[at..len - 16].to_vec();
+    bytes.truncate(at);
+    docs
+}
+
+fn load_rdb_as_replica(
+    server: &Arc<Server>,
+    src: impl std::io::Read,
+) -> Result<Option<crate::store::rdb_file::Loaded>, crate::store::rdb_file::LoadError> {
+    let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
+        crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
+        crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),
+    };
+    // A replica keeps its master's keys that are already past their deadline (Redis's
+    // rdbLoad as a replica): the master's DELs remove them.
+    crate::store::rdb_file::load_reader_as(
+        &server.store,
+        src,
+        &mut log,
+        &mut loading_progress,
+        true,
+    )
+    .map(Some)
+}
+
+fn load_payload_file(
     server: &Arc<Server>,
     path: &std::path::Path,
 ) -> Result<(u64, Vec<u8>, Option<usize>), String> {
@@ -2390,28 +2497,31 @@ pub fn load_replication_payload(
     tracing::info!("MASTER <-> REPLICA sync: Flushing old data");
     flush_for_sync(server);
     tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
-    let mut log = |note: crate::store::rdb_file::Note, line: &str| match note {
-        crate::store::rdb_file::Note::Notice => tracing::info!("{line}"),
-        crate::store::rdb_file::Note::Warning => tracing::warn!("{line}"),
+    let r = match std::fs::File::open(path) {
+        Ok(f) => load_rdb_as_replica(server, f),
+        Err(e) => Err(crate::store::rdb_file::LoadError {
+            offset: 0,
+            what: format!("cannot open the file: {e}"),
+        }),
     };
-    // A replica keeps its master's keys that are already past their deadline (Redis's
-    // rdbLoad as a replica): the master's DELs remove them.
-    let r = crate::store::rdb_file::load_path_as(
-        &server.store,
-        path,
-        &mut log,
-        &mut loading_progress,
-        true,
-    );
     end_loading();
     // Before the functions: FUNCTION LOAD runs through the dispatcher, which takes the gate.
     drop(hold);
+    finish_replication_load(server, r, docs, "disk")
+}
+
+fn finish_replication_load(
+    server: &Arc<Server>,
+    r: Result<Option<crate::store::rdb_file::Loaded>, crate::store::rdb_file::LoadError>,
+    docs: Vec<u8>,
+    from: &str,
+) -> Result<(u64, Vec<u8>, Option<usize>), String> {
     let loaded = match r {
         Ok(Some(l)) => l,
         Ok(None) => return Err("the RDB from the master is missing".into()),
         Err(e) => {
             return Err(format!(
-                "Failed trying to load the MASTER synchronization DB from disk: {e}"
+                "Failed trying to load the MASTER synchronization DB from {from}: {e}"
             ))
         }
     };

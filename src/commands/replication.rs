@@ -12,19 +12,19 @@ const REPL: CommandSpec = family("server", 0);
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    REPL.cmd("replicaof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE).acl(acl::SLOW)
+    REPL.cmd("replicaof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING).acl(acl::SLOW)
         .doc("5.0.0", "Configures a server as replica of another, or promotes it to a master.")
         .complexity("O(1)").args("host port"),
-    REPL.cmd("slaveof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE).acl(acl::SLOW)
+    REPL.cmd("slaveof", 3, replicaof).flags(ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING).acl(acl::SLOW)
         .doc("1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.")
         .complexity("O(1)").args("host port"),
     REPL.cmd("replconf", -1, replconf).flags(ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY).acl(acl::SLOW)
         .doc("3.0.0", "An internal command for configuring the replication stream.")
         .complexity("O(1)"),
-    REPL.cmd("psync", -3, psync).flags(ADMIN | NOSCRIPT | NO_MULTI).acl(acl::SLOW)
+    REPL.cmd("psync", -3, psync).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI).acl(acl::SLOW)
         .doc("2.8.0", "An internal command used in replication.")
         .args("replicationid offset:integer"),
-    REPL.cmd("sync", 1, sync).flags(ADMIN | NOSCRIPT | NO_MULTI).acl(acl::SLOW)
+    REPL.cmd("sync", 1, sync).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI).acl(acl::SLOW)
         .doc("1.0.0", "An internal command used in replication."),
     REPL.cmd("failover", -1, failover).flags(ADMIN | NOSCRIPT | STALE).acl(acl::SLOW | acl::DANGEROUS)
         .doc("6.2.0", "Starts a coordinated failover between the primary and a replica.")

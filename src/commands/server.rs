@@ -45,13 +45,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc("4.0.0", "Swaps two databases, key spaces and document collections alike.")
         .complexity("O(N) where N is the count of clients watching or blocking on keys from both databases.")
         .args("index1:integer index2:integer"),
-    SRV.cmd("save", 1, super::journal::save).flags(ADMIN | NOSCRIPT | NO_MULTI)
+    SRV.cmd("save", 1, super::journal::save).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI)
         .doc("1.0.0", "Synchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases"),
-    SRV.cmd("bgsave", -1, super::journal::bgsave).flags(ADMIN | NOSCRIPT)
+    SRV.cmd("bgsave", -1, super::journal::bgsave).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING)
         .doc("1.0.0", "Asynchronously saves the database(s) to disk.")
         .complexity("O(N) where N is the total number of keys in all databases").args("[SCHEDULE]"),
-    SRV.cmd("bgrewriteaof", 1, super::journal::bgrewriteaof).flags(ADMIN | NOSCRIPT)
+    SRV.cmd("bgrewriteaof", 1, super::journal::bgrewriteaof).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING)
         .doc("1.0.0", "Asynchronously rewrites the append-only journal to a snapshot plus tail.")
         .complexity("O(N) where N is the total number of keys and documents"),
     SRV.cmd("lastsave", 1, super::journal::lastsave).flags(LOADING | STALE | FAST).acl(acl::ADMIN | acl::DANGEROUS)
@@ -150,12 +150,12 @@ static MODULE_SUBCOMMANDS: &[CommandSpec] = &[
     SRV.cmd("module|list", 2, module_list).flags(ADMIN | NOSCRIPT)
         .doc("4.0.0", "List all modules loaded by the server")
         .complexity("O(N) where N is the number of loaded modules."),
-    SRV.cmd("module|load", -3, module_load).flags(ADMIN | NOSCRIPT)
+    SRV.cmd("module|load", -3, module_load).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING)
         .doc("4.0.0", "Load a module").complexity("O(1)").args("path:string [arg:string...]"),
-    SRV.cmd("module|loadex", -3, module_load).flags(ADMIN | NOSCRIPT)
+    SRV.cmd("module|loadex", -3, module_load).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING)
         .doc("7.0.0", "Load a module with extended parameters").complexity("O(1)")
         .args("path:string [CONFIG=configs:{name value}+...] [ARGS=args:{arg}...]"),
-    SRV.cmd("module|unload", 3, module_unload).flags(ADMIN | NOSCRIPT)
+    SRV.cmd("module|unload", 3, module_unload).flags(ADMIN | NOSCRIPT | NO_ASYNC_LOADING)
         .doc("4.0.0", "Unload a module").complexity("O(1)").args("name:string"),
 ];
 

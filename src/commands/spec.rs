@@ -68,6 +68,10 @@ pub mod flag {
     /// May be called with no key (the scripts and functions): COMMAND GETKEYS answers the
     /// empty list instead of an error.
     pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
+    /// Refused with `-LOADING` while a replica loads its master's snapshot beside the data
+    /// it serves (`repl-diskless-load swapdb`, INFO's `async_loading`): what would change
+    /// the role, the persistence or the cluster under that load.
+    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
 
     /// Runs at once inside MULTI instead of being queued (Redis: EXEC, DISCARD, MULTI,
     /// WATCH, QUIT, RESET).
@@ -104,9 +108,10 @@ pub mod flag {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
-        (ALLOW_BUSY, "allow_busy"),
         (MOVABLEKEYS, "movablekeys"),
+        (ALLOW_BUSY, "allow_busy"),
     ];
 }
 

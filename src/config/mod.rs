@@ -447,11 +447,11 @@ fn parse_hostname(value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
-/// `repl-diskless-load`: only `disabled`, what a replica here does.
+/// `repl-diskless-load`: `disabled` (through a file), `on-empty-db` or `swapdb` (through
+/// memory; see server/replication.rs `receive_into_memory`).
 fn parse_diskless_load(value: &str) -> Result<String, String> {
     match value.to_ascii_lowercase().as_str() {
-        "disabled" => Ok("disabled".into()),
-        "on-empty-db" | "swapdb" => Err("diskless load is not available in tidecache: a replica writes the snapshot to a file before loading it, so only 'repl-diskless-load disabled' is accepted".into()),
+        v @ ("disabled" | "on-empty-db" | "swapdb") => Ok(v.into()),
         _ => Err("argument(s) must be one of the following: disabled, on-empty-db, swapdb".into()),
     }
 }

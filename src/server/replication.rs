@@ -554,7 +554,15 @@ async fn streamed_sync<S: AsyncRead + AsyncWrite + Unpin>(
     send(stream, format!("$EOF:{mark}\r\n").as_bytes())
         .await
         .map_err(failed)?;
-    while let Some(chunk) = rx.recv().await {
+    loop {
+        // CLIENT KILL ends the transfer while the copy has nothing to send too, as Redis
+        // frees the replica's client at once.
+        let chunk = tokio::select! {
+            biased;
+            _ = handle.killed_signal() => return Err(NotStreamed::Failed("killed".into())),
+            c = rx.recv() => c,
+        };
+        let Some(chunk) = chunk else { break };
         // The chunk being sent is this link's output buffer (MEMORY STATS' `clients.slaves`).
         handle.bufs.output(chunk.len(), chunk.capacity());
         tokio::select! {
@@ -869,7 +877,9 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
         // with the new one (Redis's replicationAttachToNewMaster).
         replication::disconnect_replicas();
         let replid = replid.to_string();
-        let loaded = load_snapshot(server, gen, &mut conn, &mut client, timeout).await;
+        let same_history = replid == cached;
+        let loaded =
+            load_snapshot(server, gen, &mut conn, &mut client, timeout, same_history).await;
         match loaded {
             Ok(()) => {
                 *repl().master_replid.lock() = replid;
@@ -937,25 +947,34 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     r
 }
 
-/// Receives the snapshot (`$<len>` and the payload) into a file, empties the data set and
-/// loads it, then runs the documents' records that followed the RDB.
+/// Receives the snapshot (`$<len>` and the payload) into a file or into memory
+/// (`repl-diskless-load`), empties the data set and loads it, then runs the documents'
+/// records that followed the RDB. `replid`: the history the master's `+FULLRESYNC` named.
 async fn load_snapshot(
     server: &Arc<Server>,
     gen: u64,
     conn: &mut Conn,
     client: &mut ClientState,
     timeout: Duration,
+    same_history: bool,
 ) -> Result<(), String> {
     repl().sync_in_progress.set(gen);
     let head = conn.line(timeout).await?;
     if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
     }
+    let in_memory = match server.config.read().get("repl-diskless-load") {
+        "swapdb" => true,
+        // Nothing to lose should the transfer fail half-way.
+        "on-empty-db" => store_is_empty(server),
+        _ => false,
+    };
+    let whither = if in_memory { "memory" } else { "disk" };
     // `$EOF:<40 bytes>`: a diskless master's stream, as long as it takes, ended by the mark.
     let size = match head.strip_prefix("$EOF:") {
         Some(mark) if mark.len() == 40 => {
             tracing::info!(
-                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to {whither}"
             );
             Payload::Marked(mark.as_bytes().to_vec())
         }
@@ -964,32 +983,51 @@ async fn load_snapshot(
                 .strip_prefix('$')
                 .and_then(|l| l.parse().ok())
                 .ok_or_else(|| format!("Bad protocol from MASTER, the first byte is not '$' (we received '{head}'), are you sure the host and port are right?"))?;
-            tracing::info!("MASTER <-> REPLICA sync: receiving {len} bytes from master to disk");
+            tracing::info!(
+                "MASTER <-> REPLICA sync: receiving {len} bytes from master to {whither}"
+            );
             Payload::Length(len)
         }
     };
-    let path = std::env::temp_dir().join(format!(
-        "tidecache-replica-{}-{}.rdb",
-        std::process::id(),
-        crate::util::clock::now_us()
-    ));
-    let r = receive_and_load(server, conn, client, timeout, size, &path).await;
-    let _ = std::fs::remove_file(&path);
+    let r = if in_memory {
+        receive_into_memory(server, conn, client, timeout, size, same_history).await
+    } else {
+        let path = std::env::temp_dir().join(format!(
+            "tidecache-replica-{}-{}.rdb",
+            std::process::id(),
+            crate::util::clock::now_us()
+        ));
+        let r = receive_and_load(server, conn, client, timeout, size, &path).await;
+        let _ = std::fs::remove_file(&path);
+        r
+    };
     repl().sync_in_progress.clear(gen);
     r
 }
 
-async fn receive_and_load(
-    server: &Arc<Server>,
+/// Whether no database holds a key or a collection (`repl-diskless-load on-empty-db`).
+fn store_is_empty(server: &Server) -> bool {
+    let mut empty = true;
+    server.store.for_each_shard(|s| {
+        empty &= s
+            .dbs
+            .iter()
+            .all(|d| d.keys.is_empty() && d.collections.is_empty())
+    });
+    empty
+}
+
+/// Reads the payload from the link into `sink` until its length or its end mark; `seen`
+/// hears the bytes received so far.
+async fn receive_payload(
     conn: &mut Conn,
-    client: &mut ClientState,
     timeout: Duration,
     size: Payload,
-    path: &std::path::Path,
+    sink: &mut impl std::io::Write,
+    seen: &mut impl FnMut(u64),
 ) -> Result<(), String> {
-    use std::io::Write;
     let io = |e: std::io::Error| format!("Failed trying to write the temp DB to disk: {e}");
-    let mut f = std::fs::File::create(path).map_err(io)?;
+    let mut received = 0u64;
     match size {
         Payload::Length(len) => {
             let mut left = len;
@@ -999,8 +1037,10 @@ async fn receive_and_load(
                 }
                 let n = (conn.buf.len() as u64).min(left) as usize;
                 let part = conn.buf.split_to(n);
-                f.write_all(&part).map_err(io)?;
+                sink.write_all(&part).map_err(io)?;
                 left -= n as u64;
+                received += n as u64;
+                seen(received);
             }
         }
         Payload::Marked(mark) => {
@@ -1012,29 +1052,123 @@ async fn receive_and_load(
                     conn.fill(timeout).await?;
                 }
                 let part = conn.buf.split_to(conn.buf.len());
+                received += part.len() as u64;
+                seen(received);
                 tail.extend_from_slice(&part);
                 if tail.ends_with(&mark) {
-                    f.write_all(&tail[..tail.len() - mark.len()]).map_err(io)?;
+                    sink.write_all(&tail[..tail.len() - mark.len()])
+                        .map_err(io)?;
                     break;
                 }
                 if tail.len() > mark.len() {
                     let keep = tail.len() - mark.len();
-                    f.write_all(&tail[..keep]).map_err(io)?;
+                    sink.write_all(&tail[..keep]).map_err(io)?;
                     tail.drain(..keep);
                 }
             }
         }
     }
+    Ok(())
+}
+
+/// `repl-diskless-load swapdb` / `on-empty-db`: the payload comes into memory, no file.
+/// From the same history (`same_history`, swapdb only) the old data is served meanwhile
+/// and only the commands flagged `NO_ASYNC_LOADING` are refused (INFO `async_loading:1`);
+/// otherwise clients are answered `-LOADING` from the first byte (`loading:1`). Either way
+/// the old data stays whole should the transfer fail.
+async fn receive_into_memory(
+    server: &Arc<Server>,
+    conn: &mut Conn,
+    client: &mut ClientState,
+    timeout: Duration,
+    size: Payload,
+    same_history: bool,
+) -> Result<(), String> {
+    use crate::commands::journal as j;
+    let asynchronous = same_history && server.config.read().get("repl-diskless-load") == "swapdb";
+    let total = match size {
+        Payload::Length(n) => n,
+        Payload::Marked(_) => 0,
+    };
+    if asynchronous {
+        j::begin_async_loading(total);
+    } else {
+        j::begin_loading_rdb(server, total);
+    }
+    rlog(
+        server,
+        false,
+        "MASTER <-> REPLICA sync: Loading DB in memory",
+    );
+    let mut bytes: Vec<u8> = Vec::new();
+    let got = receive_payload(conn, timeout, size, &mut bytes, &mut j::loading_received).await;
+    if let Err(e) = got {
+        j::end_loading();
+        // Redis's words for a diskless load cut short (rdbReportReadError).
+        rlog(
+            server,
+            true,
+            &format!(
+                "Internal error in RDB reading offset {}, function at replication -> Unexpected EOF reading RDB file ({e})",
+                bytes.len()
+            ),
+        );
+        if asynchronous {
+            rlog(
+                server,
+                false,
+                "MASTER <-> REPLICA sync: Discarding temporary DB in background",
+            );
+        }
+        return Err(e);
+    }
+    let s = server.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        j::load_replication_payload(&s, j::SyncPayload::Memory(bytes))
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
+    if loaded.is_err() {
+        j::end_loading();
+    }
+    finish_load(server, client, loaded?).await
+}
+
+async fn receive_and_load(
+    server: &Arc<Server>,
+    conn: &mut Conn,
+    client: &mut ClientState,
+    timeout: Duration,
+    size: Payload,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("Failed trying to write the temp DB to disk: {e}");
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    receive_payload(conn, timeout, size, &mut f, &mut |_| {}).await?;
     f.sync_all().map_err(io)?;
     drop(f);
-    client.db = 0;
     let s = server.clone();
     let p = path.to_path_buf();
-    let (keys, docs, stream_db) = tokio::task::spawn_blocking(move || {
-        crate::commands::journal::load_replication_payload(&s, &p)
+    let loaded = tokio::task::spawn_blocking(move || {
+        crate::commands::journal::load_replication_payload(
+            &s,
+            crate::commands::journal::SyncPayload::File(&p),
+        )
     })
     .await
     .map_err(|e| e.to_string())??;
+    finish_load(server, client, loaded).await
+}
+
+/// After the RDB: runs the documents' records that followed it and takes the stream's
+/// database.
+async fn finish_load(
+    server: &Arc<Server>,
+    client: &mut ClientState,
+    (keys, docs, stream_db): (u64, Vec<u8>, Option<usize>),
+) -> Result<(), String> {
+    client.db = 0;
     let mut docs = BytesMut::from(&docs[..]);
     let mut parse = crate::protocol::ParseState::default();
     let limits = crate::protocol::ParseLimits {

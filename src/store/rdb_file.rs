@@ -124,11 +124,22 @@ pub fn load_path_as(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(0, format!("cannot open the file: {e}"))),
     };
+    load_reader_as(store, file, log, progress, replica).map(Some)
+}
+
+/// [`load_path_as`] from any reader: a file, or a replica's payload received in memory.
+pub fn load_reader_as(
+    store: &Store,
+    src: impl std::io::Read,
+    log: Log<'_>,
+    progress: &mut dyn FnMut(u64),
+    replica: bool,
+) -> Result<Loaded, LoadError> {
     // A replica's load is its master's data: no key it loads is one of its own clients'
     // (which alone it expires itself, `expiry::sweep_replica_own`).
     let was = crate::store::expiry::from_master();
     crate::store::expiry::set_from_master(replica || was);
-    let r = load_with(store, file, CHUNK, log, progress, replica).map(Some);
+    let r = load_with(store, src, CHUNK, log, progress, replica);
     crate::store::expiry::set_from_master(was);
     r
 }
