@@ -696,3 +696,162 @@ fn idle_tls_connections_hold_no_read_buffer() {
     let _: () = q(&mut worker, &["SET", "still", "served"]).unwrap();
     drop(idle);
 }
+
+fn link_status(c: &mut redis::Connection) -> Option<String> {
+    support::info_value(c, "replication", "master_link_status")
+}
+
+/// `tls-replication yes`: a replica links to its master's TLS port with this test's CA and
+/// its client certificate, and the stream flows; a replica that does not trust the master's
+/// CA, or presents no certificate to a master that asks for one, or speaks plain TCP to the
+/// TLS port, never links.
+#[test]
+fn tls_replication_links_only_with_trusted_certificates() {
+    let pki = Pki::new("replication");
+    let (master, tls_port) = start(None, &pki.server_args());
+    let mut m = master.conn();
+    let _: () = support::q(&mut m, &["SET", "before", "1"]).unwrap();
+    let replica_args = |ca: &str, client: bool| {
+        let mut a = vec![
+            "--tls-replication".to_string(),
+            "yes".into(),
+            "--tls-ca-cert-file".into(),
+            pki.path(ca),
+        ];
+        if client {
+            a.extend([
+                "--tls-client-cert-file".into(),
+                pki.path("client.crt"),
+                "--tls-client-key-file".into(),
+                pki.path("client.key"),
+            ]);
+        }
+        a
+    };
+    let args = replica_args("ca.crt", true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let replica = TestServer::start(&args);
+    let mut r = replica.conn();
+    support::replicate_port(&mut r, tls_port);
+    let _: () = support::q(&mut m, &["SET", "after", "2"]).unwrap();
+    assert!(support::eventually(10.0, || {
+        support::q::<Option<String>>(&mut r, &["GET", "after"])
+            .ok()
+            .flatten()
+            .as_deref()
+            == Some("2")
+    }));
+    assert_eq!(
+        support::strs(&mut r, &["MGET", "before"]),
+        ["1".to_string()]
+    );
+
+    let refused: [(Vec<String>, &str); 3] = [
+        (replica_args("other-ca.crt", true), "an unknown CA"),
+        (replica_args("ca.crt", false), "no client certificate"),
+        (Vec::new(), "plain TCP"),
+    ];
+    for (args, why) in refused {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let other = TestServer::start(&args);
+        let mut o = other.conn();
+        let _: String =
+            support::q(&mut o, &["REPLICAOF", "127.0.0.1", &tls_port.to_string()]).unwrap();
+        std::thread::sleep(Duration::from_millis(2500));
+        assert_eq!(link_status(&mut o).as_deref(), Some("down"), "{why}");
+        assert_eq!(support::int(&mut o, &["EXISTS", "before"]), 0, "{why}");
+    }
+}
+
+/// TLS replication with redis-server on the other side, both ways: a redis-server master
+/// on its TLS port feeding tidecache, and tidecache's TLS port feeding a redis-server replica
+/// with `tls-replication yes`.
+#[test]
+fn tls_replication_with_redis_server_both_ways() {
+    let pki = Pki::new("replication-redis");
+    let redis_tls = free_port();
+    let tls_args = [
+        "--tls-port".to_string(),
+        redis_tls.to_string(),
+        "--tls-cert-file".into(),
+        pki.path("server.crt"),
+        "--tls-key-file".into(),
+        pki.path("server.key"),
+        "--tls-ca-cert-file".into(),
+        pki.path("ca.crt"),
+    ];
+    let ref_args: Vec<&str> = tls_args.iter().map(String::as_str).collect();
+    let Some(redis_master) = support::ReferenceRedis::start_with(&ref_args) else {
+        return;
+    };
+    let mut rm = redis_master.conn();
+    let _: () = support::q(&mut rm, &["SET", "from-redis", "1"]).unwrap();
+    let replica_args = [
+        "--tls-replication",
+        "yes",
+        "--tls-ca-cert-file",
+        &pki.path("ca.crt"),
+        "--tls-client-cert-file",
+        &pki.path("client.crt"),
+        "--tls-client-key-file",
+        &pki.path("client.key"),
+    ]
+    .map(String::from);
+    let args: Vec<&str> = replica_args.iter().map(String::as_str).collect();
+    let replica = TestServer::start(&args);
+    let mut r = replica.conn();
+    support::replicate_port(&mut r, redis_tls);
+    let _: () = support::q(&mut rm, &["SET", "streamed", "2"]).unwrap();
+    assert!(support::eventually(10.0, || {
+        support::q::<Vec<Option<String>>>(&mut r, &["MGET", "from-redis", "streamed"]).ok()
+            == Some(vec![Some("1".into()), Some("2".into())])
+    }));
+
+    let (master, tls_port) = start(None, &pki.server_args());
+    let mut m = master.conn();
+    let _: () = support::q(&mut m, &["SET", "from-tidecache", "3"]).unwrap();
+    let redis_replica_args = [
+        "--tls-replication",
+        "yes",
+        "--tls-cert-file",
+        &pki.path("client.crt"),
+        "--tls-key-file",
+        &pki.path("client.key"),
+        "--tls-ca-cert-file",
+        &pki.path("ca.crt"),
+    ]
+    .map(String::from);
+    let args: Vec<&str> = redis_replica_args.iter().map(String::as_str).collect();
+    let Some(redis_replica) = support::ReferenceRedis::start_with(&args) else {
+        return;
+    };
+    let mut rr = redis_replica.conn();
+    support::replicate_port(&mut rr, tls_port);
+    let _: () = support::q(&mut m, &["SET", "streamed", "4"]).unwrap();
+    assert!(support::eventually(10.0, || {
+        support::q::<Vec<Option<String>>>(&mut rr, &["MGET", "from-tidecache", "streamed"]).ok()
+            == Some(vec![Some("3".into()), Some("4".into())])
+    }));
+}
+
+/// `tls-replication yes` without a CA to check the master by is refused at start and by
+/// CONFIG SET, with the reason, and CONFIG SET changes nothing.
+#[test]
+fn tls_replication_without_a_ca_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args(["--port", "0", "--tls-replication", "yes"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("tls-ca-cert-file"), "{text}");
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let e = support::q::<()>(&mut c, &["CONFIG", "SET", "tls-replication", "yes"]).unwrap_err();
+    assert!(e.to_string().contains("tls-ca-cert-file"), "{e}");
+    assert_eq!(
+        support::strs(&mut c, &["CONFIG", "GET", "tls-replication"]),
+        ["tls-replication", "no"]
+    );
+}

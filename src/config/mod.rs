@@ -78,6 +78,14 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Keep TLS sessions so clients can resume them (a cheaper reconnection)." },
     Setting { name: "tls-session-cache-size", default: "20480", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Number of TLS sessions kept. 0: no limit (a million)." },
+    Setting { name: "tls-replication", default: "no", live: true, kind: Kind::Bool,
+        doc: "yes: a replica connects to its master over TLS (REPLICAOF names the master's tls-port). The master's certificate is checked against tls-ca-cert-file / tls-ca-cert-dir (required then), not against the master's name, as Redis checks it; this server presents tls-client-cert-file, else tls-cert-file, when it has one. Read when the link connects." },
+    Setting { name: "tls-client-cert-file", default: "", live: true, kind: Kind::Str,
+        doc: "The certificate chain (PEM) a replica presents to its master over TLS. Empty: tls-cert-file." },
+    Setting { name: "tls-client-key-file", default: "", live: true, kind: Kind::Str,
+        doc: "The private key of tls-client-cert-file (PEM). Empty: tls-key-file." },
+    Setting { name: "tls-client-key-file-pass", default: "", live: true, kind: Kind::Str,
+        doc: "Redis's passphrase of an encrypted tls-client-key-file. Encrypted keys are not supported here, as for tls-key-file-pass." },
     Setting { name: "requirepass", default: "", live: true, kind: Kind::Str,
         doc: "Password clients must give with AUTH (or HELLO ... AUTH) before any other command. Empty: no password." },
     Setting { name: "aclfile", default: "", live: false, kind: Kind::Str,
@@ -378,14 +386,9 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("jemalloc-bg-thread", &[]),
     // Transparent huge pages are always off for the process (util::alloc), Redis's default.
     ("disable-thp", &["yes"]),
-    // TLS for replication and the cluster bus (both run in the clear here: only `no` is
-    // true), outgoing certificates, DH parameters (rustls uses ECDHE only), and a session
+    // TLS for the cluster bus (it runs in the clear here: only `no` is true), DH parameters (rustls uses ECDHE only), and a session
     // lifetime rustls does not expose.
-    ("tls-replication", &["no"]),
     ("tls-cluster", &["no"]),
-    ("tls-client-cert-file", &[]),
-    ("tls-client-key-file", &[]),
-    ("tls-client-key-file-pass", &[]),
     ("tls-dh-params-file", &[]),
     ("tls-session-cache-timeout", &[]),
 ];

@@ -1,9 +1,10 @@
 //! TLS: the rustls server configuration the `tls-*` settings describe, and the one in force
-//! for new connections. Built at start when `tls-port` is set, and again by `CONFIG SET` of
-//! any `tls-*` setting (Redis's `applyTlsCfg`): a build that fails leaves the configuration
-//! in force untouched, so a bad certificate file answers an error and clients keep
-//! connecting with the old certificates. Connections already open keep the configuration
-//! they were accepted with.
+//! for new connections; and a replica's client configuration (`replication_client`, built
+//! each time its link connects). The server's is built at start when `tls-port` is set, and
+//! again by `CONFIG SET` of any `tls-*` setting (Redis's `applyTlsCfg`): a build that fails
+//! leaves the configuration in force untouched, so a bad certificate file answers an error
+//! and clients keep connecting with the old certificates. Connections already open keep the
+//! configuration they were accepted with.
 
 use crate::config::Config;
 use parking_lot::RwLock;
@@ -82,8 +83,15 @@ pub struct TlsContext {
 impl TlsContext {
     /// Builds the configuration `cfg` describes and puts it in force; on error the one in
     /// force stays. Nothing is built while `tls-port` is 0 (as Redis, which configures TLS
-    /// only when it listens for it): the files are checked when TLS is turned on.
+    /// only when it listens for it or replicates over it): the files are checked when TLS
+    /// is turned on. With `tls-replication yes` the replica's client configuration must
+    /// build too.
     pub fn reload(&self, cfg: &Config) -> Result<(), String> {
+        // A replica's link would fail at every connection: refused now, as Redis's
+        // tlsConfigure refuses it.
+        if cfg.get_bool("tls-replication") {
+            replication_client(cfg)?;
+        }
         if cfg.get_i64("tls-port") == 0 {
             return Ok(());
         }
@@ -453,6 +461,127 @@ pub fn build(cfg: &Config) -> Result<Loaded, String> {
         ));
     }
     Ok(Loaded { no, yes, optional })
+}
+
+/// A replica's TLS to its master (`tls-replication yes`): the master's chain is checked
+/// against `tls-ca-cert-file` / `tls-ca-cert-dir`, not its name (Redis's OpenSSL context
+/// sets no host to match, and masters are named by address); the certificate presented is
+/// `tls-client-cert-file`, else `tls-cert-file`, when one is set. Protocols and ciphers are
+/// the server's.
+pub fn replication_client(cfg: &Config) -> Result<Arc<rustls::ClientConfig>, String> {
+    let ca_file = cfg.get("tls-ca-cert-file");
+    let ca_dir = cfg.get("tls-ca-cert-dir");
+    if ca_file.is_empty() && ca_dir.is_empty() {
+        return Err(
+            "tls-replication needs tls-ca-cert-file or tls-ca-cert-dir to check the master's certificate"
+                .into(),
+        );
+    }
+    let versions = protocol_versions(cfg.get("tls-protocols"))?;
+    let all = suites();
+    let mut chosen = match cfg.get("tls-ciphersuites") {
+        "" => all
+            .iter()
+            .filter(|s| is_tls13(s))
+            .map(|s| s.suite)
+            .collect(),
+        v => select_tls13(v, &all)?,
+    };
+    match cfg.get("tls-ciphers") {
+        "" => chosen.extend(all.iter().filter(|s| !is_tls13(s)).map(|s| s.suite)),
+        v => chosen.extend(select_tls12(v, &all)?),
+    }
+    let provider = Arc::new(CryptoProvider {
+        cipher_suites: chosen,
+        ..ring::default_provider()
+    });
+    let roots = Arc::new(
+        load_roots(ca_file, ca_dir)
+            .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?,
+    );
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+            .build()
+            .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("Failed to configure TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)));
+    let (cert, key, pass) = match cfg.get("tls-client-cert-file") {
+        "" => (
+            cfg.get("tls-cert-file"),
+            cfg.get("tls-key-file"),
+            cfg.get("tls-key-file-pass"),
+        ),
+        c => (
+            c,
+            cfg.get("tls-client-key-file"),
+            cfg.get("tls-client-key-file-pass"),
+        ),
+    };
+    let config = if cert.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let certs =
+            load_certs(cert).map_err(|e| format!("Failed to load certificate: {cert}: {e}"))?;
+        let key =
+            load_key(key, pass).map_err(|e| format!("Failed to load private key: {key}: {e}"))?;
+        builder
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| format!("Failed to load private key: {e}"))?
+    };
+    Ok(Arc::new(config))
+}
+
+/// Checks a server's certificate chain and signatures as rustls's WebPKI verifier does, and
+/// accepts it whatever name it is for (see [`replication_client`]).
+#[derive(Debug)]
+struct ChainOnly(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        // The name is checked after the chain: a name error means the chain is good.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 #[cfg(test)]

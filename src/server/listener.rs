@@ -35,7 +35,7 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<Listener>> {
         (cfg.get_i64("port") as u16, cfg.get_i64("tls-port") as u16)
     };
     let mut listeners = Vec::new();
-    if tls_port != 0 {
+    if tls_port != 0 || server.config.read().get_bool("tls-replication") {
         let cfg = server.config.read().clone();
         server.tls.reload(&cfg).map_err(|e| {
             std::io::Error::new(

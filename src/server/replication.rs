@@ -656,9 +656,21 @@ async fn link(server: Arc<Server>, gen: u64) {
     }
 }
 
+/// The name a TLS handshake to `host` carries (SNI when it is a DNS name). The master's
+/// certificate is not held to it (`config::tls::replication_client`).
+fn rustls_name(host: &str) -> tokio_rustls::rustls::pki_types::ServerName<'static> {
+    use tokio_rustls::rustls::pki_types::ServerName;
+    ServerName::try_from(host.to_string())
+        .unwrap_or_else(|_| ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()))
+}
+
+/// The link's transport: TCP, or TLS over it (`tls-replication yes`).
+trait LinkIo: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> LinkIo for T {}
+
 /// A connection to the master, buffered.
 struct Conn {
-    stream: TcpStream,
+    stream: Box<dyn LinkIo>,
     buf: BytesMut,
 }
 
@@ -699,10 +711,10 @@ impl Conn {
     async fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
         let mut out = Vec::new();
         crate::store::journal::aof::encode(&mut out, argv);
-        self.stream
-            .write_all(&out)
-            .await
-            .map_err(|e| format!("Error condition on socket for SYNC: {e}"))
+        let io = |e: std::io::Error| format!("Error condition on socket for SYNC: {e}");
+        self.stream.write_all(&out).await.map_err(io)?;
+        // TLS may hold a record back until flushed.
+        self.stream.flush().await.map_err(io)
     }
 
     async fn command(&mut self, argv: &[&[u8]], timeout: Duration) -> Result<String, String> {
@@ -712,7 +724,7 @@ impl Conn {
 }
 
 async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Result<(), String> {
-    let (timeout, auth, user, my_port, my_ip) = {
+    let (timeout, auth, user, my_port, my_ip, tls) = {
         let c = server.config.read();
         (
             Duration::from_secs(c.get_u64("repl-timeout").max(1)),
@@ -724,6 +736,7 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
                 p => p.to_string(),
             },
             c.get("replica-announce-ip").to_string(),
+            c.get_bool("tls-replication"),
         )
     };
     rlog(
@@ -744,6 +757,19 @@ async fn session(server: &Arc<Server>, gen: u64, host: &str, port: u16) -> Resul
     let local = stream
         .local_addr()
         .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
+    let stream: Box<dyn LinkIo> = if tls {
+        let config = crate::config::tls::replication_client(&server.config.read())
+            .map_err(|e| format!("Unable to connect to MASTER over TLS: {e}"))?;
+        let name = rustls_name(host);
+        let tls = tokio_rustls::TlsConnector::from(config).connect(name, stream);
+        match tokio::time::timeout(timeout, tls).await {
+            Err(_) => return Err("Timeout connecting to the MASTER...".into()),
+            Ok(Err(e)) => return Err(format!("Unable to connect to MASTER over TLS: {e}")),
+            Ok(Ok(s)) => Box::new(s),
+        }
+    } else {
+        Box::new(stream)
+    };
     let mut conn = Conn {
         stream,
         buf: BytesMut::new(),
