@@ -1504,3 +1504,40 @@ fn on_empty_db_loads_through_memory_only_when_nothing_would_be_lost() {
         assert_eq!(int(&mut r, &["DBSIZE"]), 150);
     }
 }
+
+/// A client blocked on a master that becomes a replica is answered `-UNBLOCKED` (Redis's
+/// disconnectAllBlockedClients): were it left waiting, the new master's stream would serve
+/// it and the replica's data would part from its master's (Redis issue #2473).
+#[test]
+fn blocked_clients_are_unblocked_when_the_master_becomes_a_replica() {
+    let a = TestServer::start(&[]);
+    let b = TestServer::start(&[]);
+    let mut blocked = b.conn();
+    let waiter = std::thread::spawn(move || {
+        q::<Option<Vec<String>>>(&mut blocked, &["BLPOP", "foo", "0"])
+            .err()
+            .map(|e| e.to_string())
+    });
+    let mut rb = b.conn();
+    assert!(eventually(5.0, || info_int(
+        &mut rb,
+        "clients",
+        "blocked_clients"
+    ) == 1));
+    replicate(&mut rb, &a);
+    let err = waiter
+        .join()
+        .unwrap()
+        .expect("the blocked client got no error");
+    assert!(
+        err.contains("UNBLOCKED") && err.contains("force unblock from blocking operation, instance state changed (master -> replica?)"),
+        "{err}"
+    );
+    let mut ra = a.conn();
+    let _: i64 = q(&mut ra, &["RPUSH", "foo", "a", "b", "c"]).unwrap();
+    assert!(caught_up(&mut ra, &mut rb));
+    assert_eq!(
+        strs(&mut rb, &["LRANGE", "foo", "0", "-1"]),
+        ["a", "b", "c"]
+    );
+}

@@ -214,6 +214,18 @@ impl Blocking {
             .collect()
     }
 
+    /// Ends every blocking command with `reply` (a master turned replica: Redis's
+    /// `disconnectAllBlockedClients`). The number of clients answered.
+    pub fn unblock_all(&self, reply: &Reply) -> usize {
+        if self.blocked.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let ids: Vec<u64> = self.inner.lock().waiters.keys().copied().collect();
+        ids.into_iter()
+            .filter(|&id| self.unblock(id, Some(reply.clone())))
+            .count()
+    }
+
     /// Forgets a client that went away (its channel is dropped unanswered).
     pub fn forget(&self, id: u64) {
         self.owed.lock().remove(&id);

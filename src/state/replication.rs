@@ -343,6 +343,11 @@ pub fn follow(server: &Arc<crate::state::Server>, host: String, port: u16) {
     if same {
         return;
     }
+    // Clients blocked on this server as it was would be served by the new master's
+    // stream (Redis's `disconnectAllBlockedClients`, issue #2473).
+    server.blocking.unblock_all(&crate::protocol::Reply::error(
+        "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+    ));
     let was_master = !IS_REPLICA.swap(true, Ordering::AcqRel);
     crate::store::expiry::set_replica(true);
     crate::state::NO_GOOD_REPLICAS.store(false, Ordering::Relaxed);
