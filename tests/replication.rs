@@ -1541,3 +1541,33 @@ fn blocked_clients_are_unblocked_when_the_master_becomes_a_replica() {
         ["a", "b", "c"]
     );
 }
+
+/// A save cuts the data without touching the replication stream: the database the stream
+/// has selected stays selected (Redis keeps `slaveseldb` across BGSAVE and the save after
+/// FLUSHALL), so no SELECT appears that the master's clients did not cause.
+#[test]
+fn a_save_does_not_make_the_stream_select_again() {
+    let dir = temp_dir("save-select");
+    let master = TestServer::start(&["--dir", &dir, "--save", "900 1"]);
+    let mut r = sync_stream(&master);
+    let mut c = master.conn();
+    let _: () = q(&mut c, &["SELECT", "9"]).unwrap();
+    let _: () = q(&mut c, &["SET", "a", "1"]).unwrap();
+    let _: String = q(&mut c, &["BGSAVE"]).unwrap();
+    assert!(eventually(10.0, || info_int(
+        &mut c,
+        "persistence",
+        "rdb_bgsave_in_progress"
+    ) == 0));
+    let _: () = q(&mut c, &["SET", "b", "2"]).unwrap();
+    // FLUSHALL saves too, with a save schedule.
+    let _: () = q(&mut c, &["FLUSHALL"]).unwrap();
+    let _: () = q(&mut c, &["SET", "end", "x"]).unwrap();
+    let stream = r.read_until(b"$3\r\nend\r\n$1\r\nx\r\n");
+    let text = String::from_utf8_lossy(&stream);
+    assert_eq!(text.matches("SELECT").count(), 1, "stream: {text}");
+    assert!(
+        text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n"),
+        "stream: {text}"
+    );
+}

@@ -425,14 +425,14 @@ pub fn history_at_cut(seq: u64, link_held: bool) -> Option<HistoryAt> {
     let feed = crate::store::journal::feed()?;
     Some(HistoryAt::Pending(
         repl().replid.lock().clone(),
-        feed.mark(seq),
+        feed.mark_for_save(seq),
     ))
 }
 
 /// See [`history_at_cut`].
 pub enum HistoryAt {
     Known(String, u64, Option<usize>),
-    Pending(String, tokio::sync::oneshot::Receiver<u64>),
+    Pending(String, tokio::sync::oneshot::Receiver<(u64, Option<usize>)>),
 }
 
 impl HistoryAt {
@@ -441,7 +441,7 @@ impl HistoryAt {
     pub fn resolve(self) -> Option<(String, u64, Option<usize>)> {
         match self {
             HistoryAt::Known(id, off, db) => Some((id, off, db)),
-            HistoryAt::Pending(id, rx) => rx.blocking_recv().ok().map(|off| (id, off, None)),
+            HistoryAt::Pending(id, rx) => rx.blocking_recv().ok().map(|(off, db)| (id, off, db)),
         }
     }
 }

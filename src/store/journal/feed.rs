@@ -25,7 +25,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `seq` starts, known once every smaller number is placed.
 struct Mark {
     seq: u64,
-    tx: tokio::sync::oneshot::Sender<u64>,
+    tx: MarkTx,
+}
+
+/// Who waits for a mark: a replica's sync, whose stream starts there and names its
+/// database first (Redis's `slaveseldb = -1` on a full sync), or a save, which records the
+/// database the stream has selected (`repl-stream-db`) and changes nothing.
+enum MarkTx {
+    Sync(tokio::sync::oneshot::Sender<u64>),
+    Save(tokio::sync::oneshot::Sender<(u64, Option<usize>)>),
 }
 
 /// What is placed at a number.
@@ -297,11 +305,19 @@ impl Feed {
         while i < m.marks.len() {
             if m.marks[i].seq <= next {
                 let k = m.marks.swap_remove(i);
-                let _ = k.tx.send(offset);
-                // A proxied stream cannot name its database again: the replica learns it
-                // from the snapshot (`repl-stream-db`).
-                if !m.proxy {
-                    m.db = usize::MAX;
+                match k.tx {
+                    MarkTx::Sync(tx) => {
+                        let _ = tx.send(offset);
+                        // A proxied stream cannot name its database again: the replica
+                        // learns it from the snapshot (`repl-stream-db`).
+                        if !m.proxy {
+                            m.db = usize::MAX;
+                        }
+                    }
+                    MarkTx::Save(tx) => {
+                        let db = (m.db != usize::MAX).then_some(m.db);
+                        let _ = tx.send((offset, db));
+                    }
                 }
             } else {
                 i += 1;
@@ -310,10 +326,27 @@ impl Feed {
     }
 
     /// The offset where change `seq` starts (a snapshot's cut), once it is known.
+    /// A replica's stream starts there: the next record names its database.
     pub fn mark(&self, seq: u64) -> tokio::sync::oneshot::Receiver<u64> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut m = self.inner.lock();
-        m.marks.push(Mark { seq, tx });
+        m.marks.push(Mark {
+            seq,
+            tx: MarkTx::Sync(tx),
+        });
+        self.resolve_marks(&mut m);
+        rx
+    }
+
+    /// [`Feed::mark`] for a save: the offset and the database the stream has selected
+    /// there (`None`: none yet, the next record names it); the stream is left as it is.
+    pub fn mark_for_save(&self, seq: u64) -> tokio::sync::oneshot::Receiver<(u64, Option<usize>)> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut m = self.inner.lock();
+        m.marks.push(Mark {
+            seq,
+            tx: MarkTx::Save(tx),
+        });
         self.resolve_marks(&mut m);
         rx
     }
