@@ -1,6 +1,7 @@
 //! Settings of a stock redis.conf that act here as in Redis: tcp-backlog (the listening
-//! socket's backlog), tcp-keepalive (keepalive timers on clients' sockets) and
-//! stop-writes-on-bgsave-error (MISCONF after a failed background save).
+//! socket's backlog), tcp-keepalive (keepalive timers on clients' sockets),
+//! stop-writes-on-bgsave-error (MISCONF after a failed background save) and unixsocket /
+//! unixsocketperm (a Unix-domain socket beside the TCP port).
 mod support;
 
 use std::process::Command;
@@ -116,5 +117,68 @@ fn a_failed_background_save_stops_writes_until_one_succeeds() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _: () = q(&mut c, &["SET", "k", "x"]).expect("set after a good save");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `unixsocket` / `unixsocketperm`: a stale file at the path is replaced, the socket gets
+/// the permissions asked for, clients of it (the `redis` crate, redis-cli -s,
+/// redis-benchmark -s) are served, show as `<path>:0` with flag `U` in CLIENT LIST, are
+/// local to protected mode, can be killed by that address, and the file goes at shutdown.
+#[test]
+fn unixsocket_serves_clients_beside_the_tcp_port() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("tidecache-unix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.sock");
+    let path_s = path.to_string_lossy().to_string();
+    std::fs::write(&path, b"stale").unwrap();
+    let mut s = TestServer::start(&[
+        "--unixsocket",
+        &path_s,
+        "--unixsocketperm",
+        "700",
+        // Only the loopback is bound, and protected mode is on: a Unix client is local.
+        "--protected-mode",
+        "yes",
+    ]);
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+
+    let client = redis::Client::open(format!("unix://{path_s}")).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let _: () = q(&mut c, &["SET", "k", "v"]).unwrap();
+    let info: String = q(&mut c, &["CLIENT", "INFO"]).unwrap();
+    let addr = format!("addr={path_s}:0 laddr={path_s}:0 ");
+    assert!(info.contains(&addr), "{info}");
+    assert!(info.contains(" flags=U "), "{info}");
+
+    let cli = Command::new("redis-cli")
+        .args(["-s", &path_s, "GET", "k"])
+        .output()
+        .expect("redis-cli");
+    assert_eq!(String::from_utf8_lossy(&cli.stdout).trim(), "v");
+    let bench = Command::new("redis-benchmark")
+        .args(["-s", &path_s, "-n", "2000", "-t", "set", "-q"])
+        .output()
+        .expect("redis-benchmark");
+    assert!(
+        String::from_utf8_lossy(&bench.stdout).contains("requests per second"),
+        "{}",
+        String::from_utf8_lossy(&bench.stdout)
+    );
+
+    let mut tcp = s.conn();
+    let killed: i64 = q(
+        &mut tcp,
+        &["CLIENT", "KILL", "ADDR", &format!("{path_s}:0")],
+    )
+    .unwrap();
+    assert_eq!(killed, 1);
+    assert!(q::<String>(&mut c, &["PING"]).is_err());
+    let _: Result<(), _> = q::<()>(&mut tcp, &["SHUTDOWN", "NOSAVE"]);
+    assert_eq!(s.wait_exit(), Some(0));
+    assert!(!path.exists(), "the socket file is left after shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -369,10 +369,11 @@ fn log_denied(
 }
 
 fn log(ctx: &Ctx<'_>, reason: Reason, context: Context, object: Vec<u8>, username: Vec<u8>) {
-    let info = ctx
-        .client
-        .handle
-        .info_line(0, ctx.server.tracking.list_fields(ctx.client.handle.id));
+    let info = ctx.client.handle.info_line(
+        0,
+        ctx.server.tracking.list_fields(ctx.client.handle.id),
+        ctx.server.config.read().get("unixsocket"),
+    );
     ctx.server.acl.log(LogEntry {
         count: 1,
         reason,

@@ -298,11 +298,12 @@ fn client_line(
     server: &crate::state::Server,
 ) -> String {
     let (tracking, redir) = server.tracking.list_fields(h.id);
+    let unix = server.config.read().get("unixsocket").to_string();
     // `b` (blocked on keys) comes right before the tracking letters in Redis's order.
     if server.blocking.is_blocked(h.id) {
-        return h.info_line(argv_mem, (&format!("b{tracking}"), redir));
+        return h.info_line(argv_mem, (&format!("b{tracking}"), redir), &unix);
     }
-    h.info_line(argv_mem, (tracking, redir))
+    h.info_line(argv_mem, (tracking, redir), &unix)
 }
 
 /// A client type for CLIENT LIST / CLIENT KILL `TYPE`, as Redis's `getClientTypeByName`.
@@ -392,8 +393,9 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if args.len() == 1 {
         // Old form: CLIENT KILL addr:port
         let addr = args.next_text()?;
+        let unix = ctx.server.config.read().get("unixsocket").to_string();
         for h in ctx.server.clients.all() {
-            if h.addr.to_string() == addr {
+            if h.addr_text(&unix) == addr {
                 ctx.server.clients.kill(&h);
                 return Ok(Reply::ok());
             }
@@ -436,10 +438,18 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         }
     }
     let mut killed = 0;
+    let unix = ctx.server.config.read().get("unixsocket").to_string();
     for h in ctx.server.clients.all() {
+        // A Unix-socket client's `addr` and `laddr` are both `<path>:0`.
         if id.is_some_and(|id| id != h.id)
-            || addr.as_ref().is_some_and(|a| *a != h.addr.to_string())
-            || laddr.as_ref().is_some_and(|a| *a != h.laddr.to_string())
+            || addr.as_ref().is_some_and(|a| *a != h.addr_text(&unix))
+            || laddr.as_ref().is_some_and(|a| {
+                *a != if h.is_unix() {
+                    h.addr_text(&unix)
+                } else {
+                    h.laddr.to_string()
+                }
+            })
             || ty.is_some_and(|t| t != client_type(&h))
             || user.as_ref().is_some_and(|u| {
                 let m = h.meta.lock();

@@ -574,6 +574,9 @@ fn feed_monitors(ctx: &Ctx<'_>, spec: &CommandSpec, args: &[Bytes]) {
     // A command a script runs is shown as Redis shows it: from `lua`, not the caller.
     let from = if scripting::in_script() {
         "lua".to_string()
+    } else if ctx.client.handle.is_unix() {
+        // Redis's form for a Unix-socket client.
+        format!("unix:{}", ctx.server.config.read().get("unixsocket"))
     } else {
         ctx.client.handle.addr.to_string()
     };

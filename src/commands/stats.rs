@@ -427,7 +427,7 @@ fn latency_help(_ctx: &mut Ctx<'_>, _args: &mut Args<'_>) -> CmdResult {
 // ---- SLOWLOG ----
 
 /// SLOWLOG GET [count]: the newest `count` entries (10 by default, -1 for all).
-pub fn slowlog_get(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
+pub fn slowlog_get(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     const RANGE: &str = "ERR count should be greater than or equal to -1";
     let count = match args.next_opt() {
         None => 10,
@@ -449,16 +449,24 @@ pub fn slowlog_get(_ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
             "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try SLOWLOG HELP."
         )));
     }
+    // A Unix-socket client's entry says `<path>:0`, as CLIENT LIST does.
+    let unix_addr = crate::state::client::UNIX_LADDR.to_string();
+    let unix_path = format!("{}:0", ctx.server.config.read().get("unixsocket"));
     Ok(slowlog::with_entries(count, |entries| {
         Reply::Array(
             entries
                 .map(|e| {
+                    let addr = if e.addr == unix_addr {
+                        unix_path.as_str()
+                    } else {
+                        e.addr.as_str()
+                    };
                     Reply::Array(vec![
                         Reply::Int(e.id as i64),
                         Reply::Int(e.time),
                         Reply::Int(e.micros as i64),
                         Reply::Array(e.argv.iter().cloned().map(Reply::Bulk).collect()),
-                        Reply::bulk_str(&e.addr),
+                        Reply::bulk_str(addr),
                         Reply::bulk_str(&e.name),
                     ])
                 })

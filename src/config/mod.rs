@@ -50,6 +50,10 @@ pub static SETTINGS: &[Setting] = &[
         doc: "TCP port. 0 picks a free port (the chosen one is logged); with tls-port set, 0 means no plain TCP port, as Redis. CONFIG SET binds the new port on the bind addresses, then closes the old listener (connected clients stay); a port that cannot be bound answers an error and nothing changes; 0 at run time closes the plain listener, as Redis." },
     Setting { name: "tls-port", default: "0", live: true, kind: Kind::Int(0, 65535),
         doc: "TLS port, served on the same addresses as port and at the same time. 0: no TLS. CONFIG SET rebinds it as it does port." },
+    Setting { name: "unixsocket", default: "", live: false, kind: Kind::Str,
+        doc: "Path of a Unix-domain socket clients may connect to, beside the TCP ports (a file left there is replaced, and removed at shutdown). Its clients show as <path>:0 in CLIENT LIST and are local to protected mode. Empty: none." },
+    Setting { name: "unixsocketperm", default: "0", live: false, kind: Kind::Special(parse_socket_perm),
+        doc: "Permissions of the unixsocket file, in octal (e.g. 700). 0: as the umask leaves them." },
     Setting { name: "admin-port", default: "0", live: false, kind: Kind::Int(0, 65535),
         doc: "HTTP port of the admin server: Prometheus metrics at /metrics, a status page at /, its data at /stats.json. 0: off. No authentication: keep it on a trusted address." },
     Setting { name: "admin-bind", default: "127.0.0.1", live: false, kind: Kind::Str,
@@ -307,7 +311,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting { name: "set-proc-title", default: "yes", live: false, kind: Kind::Bool,
         doc: "yes: the process title (ps, /proc/PID/cmdline) is set from proc-title-template, at start, on a port change and on CONFIG SET of the template, as Redis. no: it is left as the command line." },
     Setting { name: "proc-title-template", default: "{title} {listen-addr} {server-mode}", live: true, kind: Kind::Special(parse_proc_title_template),
-        doc: "The process title, as Redis: {title} (the command's name as started), {listen-addr} (first bind address:port), {server-mode} ([cluster] in cluster mode, else empty: no sentinel here), {port}, {tls-port}, {unixsocket} (empty: no Unix socket here), {config-file} (its absolute path, or -); {{ is a literal {. Spaces at either end are trimmed; a template that expands to nothing is refused." },
+        doc: "The process title, as Redis: {title} (the command's name as started), {listen-addr} (first bind address:port), {server-mode} ([cluster] in cluster mode, else empty: no sentinel here), {port}, {tls-port}, {unixsocket} (its path, or empty), {config-file} (its absolute path, or -); {{ is a literal {. Spaces at either end are trimmed; a template that expands to nothing is refused." },
     Setting { name: "oom-score-adj", default: "no", live: true, kind: Kind::Special(parse_oom_score_adj),
         doc: "Whether the server sets its own Linux OOM score (/proc/self/oom_score_adj) from oom-score-adj-values, as Redis: no (left as it was; set back to the value read when first adjusted), yes or relative (the value is added to the score the process had), absolute (the value as it is)." },
     Setting { name: "oom-score-adj-values", default: "0 200 800", live: true, kind: Kind::Special(parse_oom_score_adj_values),
@@ -357,9 +361,6 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("daemonize", &["no"]),
     ("supervised", &["no"]),
     ("pidfile", &[]),
-    // No Unix-domain socket listener: clients connect over TCP only.
-    ("unixsocket", &[]),
-    ("unixsocketperm", &[]),
     // Snapshot file settings: dump.rdb is always written compressed and checksummed, and a
     // rewrite's fsync policy is the journal's own.
     ("rdbcompression", &[]),
@@ -448,6 +449,14 @@ fn parse_hostname(value: &str) -> Result<String, String> {
         return Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into());
     }
     Ok(value.to_string())
+}
+
+/// `unixsocketperm`: octal permission bits, as Redis reads them (strtol base 8).
+fn parse_socket_perm(value: &str) -> Result<String, String> {
+    match u32::from_str_radix(value.trim(), 8) {
+        Ok(p) if p <= 0o777 => Ok(format!("{p:o}")),
+        _ => Err("argument must be an octal number between 0 and 777".into()),
+    }
 }
 
 /// `repl-diskless-load`: `disabled` (through a file), `on-empty-db` or `swapdb` (through
@@ -1386,7 +1395,8 @@ mod tests {
             assert!(Config::default().load_text(line).is_err(), "{line}");
         }
         let c = Config::from_args(&["--unixsocket".into(), "/tmp/s".into()]).unwrap();
-        assert_eq!(c.ignored, ["unixsocket"]);
+        assert!(c.ignored.is_empty());
+        assert_eq!(c.get("unixsocket"), "/tmp/s");
         let conf = include_str!("../../conf/tidecache.conf").replace("\n# ", " ");
         for (name, _) in IGNORED {
             assert!(

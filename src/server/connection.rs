@@ -108,6 +108,42 @@ impl ClientStream for TcpStream {
     }
 }
 
+/// A client of the Unix socket: read and written as a TCP socket is.
+impl ClientStream for tokio::net::UnixStream {
+    fn read_into(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> impl Future<Output = std::io::Result<usize>> + Send {
+        std::future::poll_fn(move |cx| loop {
+            std::task::ready!(self.poll_read_ready(cx))?;
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            match self.try_read_buf(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if buf.is_empty() {
+                        *buf = BytesMut::new();
+                    }
+                }
+                r => return std::task::Poll::Ready(r),
+            }
+        })
+    }
+
+    fn write_reply(&mut self, mut out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send {
+        std::future::poll_fn(move |cx| {
+            while !out.is_empty() {
+                let n = std::task::ready!(std::pin::Pin::new(&mut *self).poll_write(cx, out))?;
+                if n == 0 {
+                    return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
+                out = &out[n..];
+            }
+            std::task::Poll::Ready(Ok(()))
+        })
+    }
+}
+
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
     async fn read_into(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         std::future::poll_fn(|cx| poll_tls_read(self, cx, buf)).await

@@ -21,8 +21,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A bound socket and whether it speaks TLS (`tls-port`) or plain RESP (`port`).
 pub struct Listener {
-    socket: TcpListener,
+    socket: Socket,
     tls: bool,
+}
+
+/// A listening socket: TCP (plain or TLS), or the Unix socket (`unixsocket`).
+enum Socket {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
 }
 
 /// Binds `port` (plain) and `tls-port` (TLS) on every address of `bind`, after loading the
@@ -56,7 +62,37 @@ pub async fn bind(server: &Server) -> std::io::Result<Vec<Listener>> {
         }
     }
     server.port.store(bound as u64, Ordering::Relaxed);
+    if let Some(l) = bind_unix(server)? {
+        listeners.push(Listener {
+            socket: Socket::Unix(l),
+            tls: false,
+        });
+    }
     Ok(listeners)
+}
+
+/// `unixsocket`: a file already at the path is replaced (Redis unlinks it first), and
+/// `unixsocketperm` applied; a path that cannot be bound stops the start, as in Redis.
+fn bind_unix(server: &Server) -> std::io::Result<Option<tokio::net::UnixListener>> {
+    let (path, perm) = {
+        let cfg = server.config.read();
+        (
+            cfg.get("unixsocket").to_string(),
+            u32::from_str_radix(cfg.get("unixsocketperm"), 8).unwrap_or(0),
+        )
+    };
+    if path.is_empty() {
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(&path);
+    let l = tokio::net::UnixListener::bind(&path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("Failed opening Unix socket: {e}")))?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(perm))?;
+    }
+    tracing::info!("The server is now ready to accept connections at {path}");
+    Ok(Some(l))
 }
 
 /// Binds every address of `bind` on `port` for the RESP listeners.
@@ -72,7 +108,10 @@ async fn bind_port(
     };
     let backlog = u32::try_from(backlog).unwrap_or(u32::MAX);
     let (sockets, port) = bind_addresses(&bind, port, backlog).await?;
-    listeners.extend(sockets.into_iter().map(|socket| Listener { socket, tls }));
+    listeners.extend(sockets.into_iter().map(|socket| Listener {
+        socket: Socket::Tcp(socket),
+        tls,
+    }));
     Ok(port)
 }
 
@@ -247,6 +286,54 @@ fn spawn_accept(
     })
 }
 
+/// The Unix socket's accept loop: its clients are admitted at once, as local ones
+/// (protected mode does not apply to them, as in Redis).
+fn spawn_accept_unix(server: &Arc<Server>, accepts: &mut JoinSet<()>, l: tokio::net::UnixListener) {
+    let mut stop = server.shutdown_signal();
+    let fd = l.as_raw_fd();
+    crate::state::listeners::register(fd);
+    let server = server.clone();
+    accepts.spawn(async move {
+        loop {
+            tokio::select! {
+                r = l.accept() => match r {
+                    Ok((stream, _)) => admit_unix(&server, stream).await,
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                _ = stop.changed() => break,
+            }
+        }
+        crate::state::listeners::unregister(fd);
+    });
+}
+
+async fn admit_unix(server: &Arc<Server>, mut stream: tokio::net::UnixStream) {
+    server
+        .stats
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
+    let maxclients = server.config.read().get_i64("maxclients") as usize;
+    if server.clients.count() >= maxclients {
+        server
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let unix = crate::state::client::UNIX_LADDR;
+    let handle = server.clients.register(unix, unix);
+    handle.fd.store(fd, Ordering::Relaxed);
+    tokio::spawn(connection::serve(server.clone(), stream, handle));
+}
+
 /// A listening socket known to `state::listeners` (so a shutdown stops it at once) for as
 /// long as it is open: it leaves the list before the socket is closed.
 struct Registered {
@@ -286,11 +373,18 @@ pub async fn run(server: Arc<Server>, listeners: Vec<Listener>) {
     // The accept loops in force, with their kind (TLS or not), so a rebind stops the old
     // ones of its kind: their sockets close as their tasks end.
     let mut loops = Vec::new();
+    let mut unix_path = None;
     for Listener { socket, tls } in listeners {
-        loops.push((
-            tls,
-            spawn_accept(&server, &mut accepts, socket, tls, tx.clone()),
-        ));
+        match socket {
+            Socket::Tcp(socket) => loops.push((
+                tls,
+                spawn_accept(&server, &mut accepts, socket, tls, tx.clone()),
+            )),
+            Socket::Unix(socket) => {
+                unix_path = Some(server.config.read().get("unixsocket").to_string());
+                spawn_accept_unix(&server, &mut accepts, socket);
+            }
+        }
     }
     let (swap_tx, mut swaps) = tokio::sync::mpsc::unbounded_channel::<Swap>();
     install_rebind(&server, swap_tx);
@@ -319,6 +413,10 @@ pub async fn run(server: Arc<Server>, listeners: Vec<Listener>) {
         }
     }
     accepts.abort_all();
+    // Redis removes its socket file at shutdown.
+    if let Some(p) = unix_path {
+        let _ = std::fs::remove_file(p);
+    }
     // Connections notice the shutdown signal themselves after their current batch. They
     // are spawned detached (a `JoinSet` would keep an entry for each), so this polls their
     // count; what is still running after 5 seconds ends with the runtime.

@@ -19,6 +19,12 @@ pub enum ReplyMode {
     Skip,
 }
 
+/// The `laddr` a client of the Unix socket is registered with (`[::]:0`, which no TCP
+/// connection has): the handle has no room for more, and the socket's path is the server's
+/// one `unixsocket`.
+pub const UNIX_LADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0);
+
 /// What other clients can see of a client and do to it.
 pub struct ClientHandle {
     pub id: u64,
@@ -264,6 +270,21 @@ pub struct ClientMeta {
 }
 
 impl ClientHandle {
+    /// The peer as CLIENT LIST's `addr` shows it: `ip:port`, or `<path>:0` for a client of
+    /// the Unix socket at `unix_path` (the `unixsocket` setting, fixed at start).
+    pub fn addr_text(&self, unix_path: &str) -> String {
+        if self.is_unix() {
+            format!("{unix_path}:0")
+        } else {
+            self.addr.to_string()
+        }
+    }
+
+    /// Whether the client came through the Unix socket.
+    pub fn is_unix(&self) -> bool {
+        self.laddr == UNIX_LADDR
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
         self.wake();
@@ -371,7 +392,7 @@ impl ClientHandle {
     /// One `CLIENT LIST` line, with Redis's field names (also the ACL LOG's client-info).
     /// `tracking` is the client's CLIENT TRACKING flags and redirection, which
     /// `state::tracking` knows (passed in so this file does not import it back).
-    pub fn info_line(&self, argv_mem: usize, tracking: (&str, i64)) -> String {
+    pub fn info_line(&self, argv_mem: usize, tracking: (&str, i64), unix_path: &str) -> String {
         let h = self;
         let mem = h.mem_fields(argv_mem);
         let m = h.meta.lock().clone();
@@ -401,6 +422,9 @@ impl ClientHandle {
         }
         let (tracking_flags, redir) = tracking;
         flags.push_str(tracking_flags);
+        if h.is_unix() {
+            flags.push('U');
+        }
         if m.no_evict {
             flags.push('e');
         }
@@ -413,11 +437,17 @@ impl ClientHandle {
         if flags.is_empty() {
             flags.push('N');
         }
+        let (addr, laddr) = if h.is_unix() {
+            let a = format!("{unix_path}:0");
+            (a.clone(), a)
+        } else {
+            (h.addr.to_string(), h.laddr.to_string())
+        };
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
-            h.addr,
-            h.laddr,
+            addr,
+            laddr,
             h.fd.load(Ordering::Relaxed),
             m.name,
             h.created.elapsed().as_secs(),

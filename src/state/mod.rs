@@ -329,7 +329,8 @@ impl Server {
                     }
                     // Redis's `[cluster]` in cluster mode.
                     "server-mode" if c.get_bool("cluster-enabled") => "[cluster]".into(),
-                    "server-mode" | "unixsocket" => String::new(),
+                    "server-mode" => String::new(),
+                    "unixsocket" => c.get("unixsocket").to_string(),
                     // `port 0` alone picks a free port here: that is the port listened on.
                     "port" if port == 0 && tls_port == 0 => bound.to_string(),
                     "port" => port.to_string(),
