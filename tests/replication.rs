@@ -1426,8 +1426,9 @@ fn swapdb_from_the_same_history_serves_the_old_data_while_loading() {
         "no",
     ]);
     let (mut m, mut r) = (master.conn(), replica.conn());
-    replicate(&mut r, &master);
+    // DEBUG POPULATE is not propagated (as in Redis): the full sync carries the keys.
     let _: () = q(&mut m, &["DEBUG", "POPULATE", "300", "master", "100"]).unwrap();
+    replicate(&mut r, &master);
     assert!(caught_up(&mut m, &mut r));
     let _: () = q(&mut r, &["SET", "mykey", "myvalue"]).unwrap();
     let _: () = q(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "10000"]).unwrap();
@@ -1570,4 +1571,19 @@ fn a_save_does_not_make_the_stream_select_again() {
         text.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n9\r\n"),
         "stream: {text}"
     );
+}
+
+/// DEBUG POPULATE adds keys without propagating them (Redis's debug.c: dbAdd, nothing
+/// propagated): a replica does not get them from the stream, only from a full sync.
+#[test]
+fn debug_populate_is_not_propagated() {
+    let master = TestServer::start(&["--enable-debug-command", "yes"]);
+    let replica = TestServer::start(&[]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let _: () = q(&mut m, &["DEBUG", "POPULATE", "100"]).unwrap();
+    let _: () = q(&mut m, &["SET", "after", "1"]).unwrap();
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut m, &["DBSIZE"]), 101);
+    assert_eq!(int(&mut r, &["DBSIZE"]), 1);
 }

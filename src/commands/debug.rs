@@ -526,7 +526,7 @@ fn protocol(resp3: bool, name: &[u8]) -> CmdResult {
 
 /// `DEBUG POPULATE <count> [<prefix>] [<size>]`: string keys `<prefix>:<n>` holding
 /// `value:<n>` (padded with zero bytes, or cut, to `<size>`), skipping keys that exist.
-/// Under `appendonly yes` each key created is journaled as the SET that makes it.
+/// Nothing is journaled or replicated, as in Redis.
 fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let positive = |v: i64| {
         if v < 0 {
@@ -549,8 +549,8 @@ fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     if size > crate::util::packed::MAX_LEN {
         return Err(CommandError::msg("ERR value is out of range"));
     }
-    let journal = crate::store::journal::taking();
-    let mut records = Vec::new();
+    // As in Redis, the keys are neither journaled nor sent to replicas (debug.c adds them
+    // with dbAdd and propagates nothing): a replica gets them only with a full sync.
     let db = ctx.client.db;
     for j in 0..count {
         let mut key = prefix.clone();
@@ -560,20 +560,11 @@ fn populate(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         if size > 0 {
             value.resize(size, 0);
         }
-        let created = ctx.server.store.with_key(db, &key, |ks, h| {
-            if ks.contains(h, &key) {
-                false
-            } else {
+        ctx.server.store.with_key(db, &key, |ks, h| {
+            if !ks.contains(h, &key) {
                 ks.set(h, &key, Value::string(&value), Ttl::Clear);
-                true
             }
         });
-        if created && journal {
-            records.push(vec![b"SET".to_vec(), key, value]);
-        }
-    }
-    if !records.is_empty() {
-        crate::commands::journal::journal_as_many(records);
     }
     Ok(Reply::ok())
 }
