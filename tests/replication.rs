@@ -1587,3 +1587,47 @@ fn debug_populate_is_not_propagated() {
     assert_eq!(int(&mut m, &["DBSIZE"]), 101);
     assert_eq!(int(&mut r, &["DBSIZE"]), 1);
 }
+
+/// While a script on the replica runs past busy-reply-threshold, the master's stream waits
+/// for it (Redis leaves its master client's input unread meanwhile) instead of being refused
+/// -BUSY: every write, a MULTI block's included, reaches the replica once the script ends.
+/// `propagation-error-behavior panic` would stop the replica on a refusal.
+#[test]
+fn the_masters_stream_waits_for_a_busy_script_on_the_replica() {
+    let master = TestServer::start(&[]);
+    let replica = TestServer::start(&[
+        "--busy-reply-threshold",
+        "100",
+        "--propagation-error-behavior",
+        "panic",
+    ]);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    replicate(&mut r, &master);
+    let mut busy = replica.conn();
+    let script = std::thread::spawn(move || {
+        q::<()>(
+            &mut busy,
+            &["EVAL", "local t = tonumber(redis.call('TIME')[1]) + 2 while tonumber(redis.call('TIME')[1]) < t do end", "0"],
+        )
+    });
+    assert!(eventually(5.0, || matches!(
+        q::<String>(&mut r, &["PING"]),
+        Err(e) if e.code() == Some("BUSY")
+    )));
+    for i in 0..200 {
+        let _: () = q(&mut m, &["SET", &format!("k{i}"), &i.to_string()]).unwrap();
+    }
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("INCR")
+        .arg("n")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!((a, b), (1, 2));
+    script.join().unwrap().expect("the script ends");
+    assert!(caught_up(&mut m, &mut r));
+    assert_eq!(int(&mut r, &["DBSIZE"]), 201);
+    assert_eq!(strs(&mut r, &["MGET", "k199", "n"]), ["199", "2"]);
+}

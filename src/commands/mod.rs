@@ -338,6 +338,17 @@ fn refuse_write(ctx: &mut Ctx<'_>, spec: &'static CommandSpec, in_multi: bool, w
     refuse(ctx, Some(spec), Reply::error(why))
 }
 
+/// A script past `busy-reply-threshold` holds the gate. The master's stream is not refused:
+/// its link waits for the script and sends the command again (`server::replication`'s
+/// `Applied::Busy`), so nothing is counted or marked here (a MULTI block stays whole).
+#[cold]
+fn busy(ctx: &mut Ctx<'_>, spec: &CommandSpec) -> Reply {
+    if crate::state::replication::applying() {
+        return Reply::error(ctx.server.exec_gate.busy_error());
+    }
+    scripting::refuse_busy(ctx, spec)
+}
+
 /// Runs one request. `args` is never empty.
 ///
 /// The order of checks is Redis 7's `processCommand`: unknown command and arity, NOAUTH,
@@ -384,7 +395,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     // A script past busy-reply-threshold: only ALLOW_BUSY commands (Redis's processCommand).
     if ctx.server.exec_gate.busy() && !spec.has(flag::ALLOW_BUSY) {
-        return scripting::refuse_busy(ctx, spec);
+        return busy(ctx, spec);
     }
     let in_multi = ctx.client.multi.is_some();
     if in_multi && spec.has(flag::NO_MULTI) {
@@ -511,7 +522,7 @@ fn dispatch_command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let _shared = match ctx.server.exec_gate.shared_unless_busy(ctx.client.id()) {
         Some(g) => Some(g),
         None if spec.has(flag::ALLOW_BUSY) => None,
-        None => return scripting::refuse_busy(ctx, spec),
+        None => return busy(ctx, spec),
     };
     let reply = execute(ctx, spec, args);
     // While a script runs (an ALLOW_BUSY command without the gate) this serves nobody: a

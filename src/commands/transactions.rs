@@ -89,6 +89,14 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     }
     let server = ctx.server.clone();
     let Some(_exclusive) = server.exec_gate.exclusive_unless_busy() else {
+        if crate::state::replication::applying() {
+            // The master's EXEC: its link waits for the script and sends EXEC again
+            // (`commands::busy`), the block kept.
+            let queued = i32::try_from(m.queued.len()).unwrap_or(i32::MAX);
+            ctx.client.handle.multi_len.store(queued, Ordering::Relaxed);
+            ctx.client.multi = Some(m);
+            return Reply::error(server.exec_gate.busy_error());
+        }
         unwatch_all(ctx);
         let busy = server.exec_gate.busy_error();
         return Reply::error(format!(

@@ -1225,24 +1225,48 @@ enum Payload {
 /// Runs one command of the master's stream as the master's client (it may write on a
 /// read-only replica); the reply is dropped, as Redis drops its master client's replies.
 async fn apply(server: &Arc<Server>, client: &mut ClientState, args: &[Bytes]) {
-    // A command that blocked (a script on the script thread) is waited for.
-    if let Some(b) = apply_now(server, client, args) {
-        let _ = b.reply.await;
+    loop {
+        match apply_now(server, client, args) {
+            Applied::Done => return,
+            // A command that blocked (a script on the script thread) is waited for.
+            Applied::Blocked(b) => {
+                let _ = b.reply.await;
+                return;
+            }
+            Applied::Busy => busy_script_ended(server).await,
+        }
+    }
+}
+
+/// What became of one command of the master's stream.
+enum Applied {
+    Done,
+    /// It waits on this (a script on the script thread).
+    Blocked(crate::state::blocking::Blocked),
+    /// Not run: a script holds the gate past `busy-reply-threshold`. It runs once the
+    /// script ends, as Redis leaves its master client's input unread while a script is
+    /// busy: refused, the write would be lost and this replica's data part from its master's.
+    Busy,
+}
+
+/// Waits until no script is busy (see [`Applied::Busy`]).
+async fn busy_script_ended(server: &Server) {
+    while server.exec_gate.busy() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 /// [`apply`]'s synchronous part: the command, or what it waits on if it blocked.
-fn apply_now(
-    server: &Arc<Server>,
-    client: &mut ClientState,
-    args: &[Bytes],
-) -> Option<crate::state::blocking::Blocked> {
+fn apply_now(server: &Arc<Server>, client: &mut ClientState, args: &[Bytes]) -> Applied {
     replication::set_applying(true);
     let reply = {
         let mut ctx = crate::commands::Ctx { server, client };
         crate::commands::dispatch(&mut ctx, args)
     };
     replication::set_applying(false);
+    if matches!(&reply, crate::protocol::Reply::Error(e) if e.starts_with("BUSY ")) {
+        return Applied::Busy;
+    }
     if let crate::protocol::Reply::Error(e) = &reply {
         let cmd = String::from_utf8_lossy(&args[0]);
         rlog(
@@ -1272,7 +1296,10 @@ fn apply_now(
             std::process::abort();
         }
     }
-    client.blocked.take()
+    match client.blocked.take() {
+        Some(b) => Applied::Blocked(b),
+        None => Applied::Done,
+    }
 }
 
 /// The master's bytes applied but not yet in the backlog: a MULTI block's, placed whole at
@@ -1405,14 +1432,21 @@ async fn stream_loop(
                 continue;
             }
             let db_before = client.db;
-            let blocked = {
-                let _applying = repl().applying.lock();
-                crate::store::journal::take_last_changed();
-                let blocked = apply_now(server, client, &args);
-                if blocked.is_none() {
-                    settle(client, &mut held, &raw, db_before);
+            let blocked = loop {
+                let applied = {
+                    let _applying = repl().applying.lock();
+                    crate::store::journal::take_last_changed();
+                    let applied = apply_now(server, client, &args);
+                    if let Applied::Done = applied {
+                        settle(client, &mut held, &raw, db_before);
+                    }
+                    applied
+                };
+                match applied {
+                    Applied::Done => break None,
+                    Applied::Blocked(b) => break Some(b),
+                    Applied::Busy => busy_script_ended(server).await,
                 }
-                blocked
             };
             if let Some(b) = blocked {
                 // A script on the script thread: its bytes follow its changes, placed once
