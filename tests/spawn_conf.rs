@@ -51,7 +51,8 @@ propagation-error-behavior panic";
 
 /// The settings of default.conf that mean nothing here, in the order the file has them (the
 /// runner's `unixsocket` is served).
-const IGNORED: &str = "always-show-logo, daemonize, pidfile, rdbcompression, no-appendfsync-on-rewrite, activerehashing";
+const IGNORED: &str =
+    "always-show-logo, daemonize, pidfile, no-appendfsync-on-rewrite, activerehashing";
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tidecache-spawn-{name}-{}", std::process::id()));

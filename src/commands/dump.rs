@@ -35,8 +35,10 @@ pub static COMMANDS: &[CommandSpec] = &[
 fn dump(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
     let key = args.next_key()?;
     args.finish()?;
+    // As Redis's rdbSaveRawString, DUMP follows `rdbcompression`.
+    let lzf = ctx.server.config.read().get_bool("rdbcompression");
     let payload = ctx.server.store.with_key(ctx.client.db, key, |ks, h| {
-        ks.get(h, key).map(|e| rdb::dump(&e.value))
+        ks.get(h, key).map(|e| rdb::dump_as(&e.value, lzf))
     });
     Ok(payload.map_or(Reply::Nil, Reply::bulk))
 }

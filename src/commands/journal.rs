@@ -1812,7 +1812,8 @@ fn save_rdb(server: &Arc<Server>, paced: bool, child: Option<SaveChild>) -> Resu
         crate::state::REDIS_COMPAT_VERSION,
         server.store.used_bytes(),
     )
-    .map_err(io)?;
+    .map_err(io)?
+    .compressed(server.config.read().get_bool("rdbcompression"));
     // Where the data stands in the replication history (Redis's rdbSaveInfo): a restart
     // from the file continues with a partial resynchronisation. A replica's cut falls between
     // two commands its link applies, so its applied offset is the data's.
@@ -2185,7 +2186,8 @@ pub fn replication_snapshot(
         crate::state::REDIS_COMPAT_VERSION,
         server.store.used_bytes(),
     )
-    .map_err(io)?;
+    .map_err(io)?
+    .compressed(server.config.read().get_bool("rdbcompression"));
     let mut stream_db = None;
     let Some((snap, functions, _)) = cut(server, |seq| stream_db = at_cut(seq)) else {
         w.abort();
@@ -2259,7 +2261,8 @@ pub fn replication_snapshot_streamed(
         sink,
         crate::state::REDIS_COMPAT_VERSION,
         server.store.used_bytes(),
-    );
+    )
+    .compressed(server.config.read().get_bool("rdbcompression"));
     let mut stream_db = None;
     let Some((snap, functions, _)) = cut(server, |seq| stream_db = at_cut(seq)) else {
         return Err(NotStreamed::Busy);

@@ -150,6 +150,8 @@ pub static SETTINGS: &[Setting] = &[
         doc: "Seconds a shutdown (SHUTDOWN without NOW, SIGTERM, SIGINT) waits, writes paused, for lagging replicas to acknowledge every write before saving and exiting, as Redis's. 0: no wait." },
     Setting { name: "key-load-delay", default: "0", live: true, kind: Kind::Int(0, i32::MAX as i64),
         doc: "Microseconds of delay per key (dump.rdb) or command (journal) loaded at start, as Redis's key-load-delay: for tests that watch a load in progress. 0: none." },
+    Setting { name: "rdbcompression", default: "yes", live: true, kind: Kind::Bool,
+        doc: "yes: strings over 20 bytes are LZF-compressed in dump.rdb, a full sync's snapshot and DUMP payloads when that saves 4 bytes, as Redis. no: they are written as they are (less CPU, larger files). Read when a save starts." },
     Setting { name: "rdb-key-save-delay", default: "0", live: true, kind: Kind::Int(i32::MIN as i64, i32::MAX as i64),
         doc: "Microseconds of delay per key a snapshot writes (dump.rdb, the journal's base, a full sync), as Redis's rdb-key-save-delay (negative: 1 us once in that many keys): for tests that watch a save in progress. Read when a save starts. 0: none." },
     Setting { name: "appendonly", default: "no", live: true, kind: Kind::Bool,
@@ -361,9 +363,8 @@ pub const IGNORED: &[(&str, &[&str])] = &[
     ("daemonize", &["no"]),
     ("supervised", &["no"]),
     ("pidfile", &[]),
-    // Snapshot file settings: dump.rdb is always written compressed and checksummed, and a
-    // rewrite's fsync policy is the journal's own.
-    ("rdbcompression", &[]),
+    // Snapshot file settings: dump.rdb is always checksummed, and a rewrite's fsync policy
+    // is the journal's own.
     ("rdbchecksum", &[]),
     ("no-appendfsync-on-rewrite", &[]),
     ("repl-disable-tcp-nodelay", &[]),

@@ -99,24 +99,31 @@ pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
 // ---------------------------------------------------------------------------------------
 // The envelope
 
-/// The DUMP payload of a value.
+/// The DUMP payload of a value, strings LZF-compressed (Redis's default
+/// `rdbcompression yes`).
 pub fn dump(v: &Value) -> Vec<u8> {
+    dump_as(v, true)
+}
+
+/// [`dump`], compressing strings only when `lzf` (`rdbcompression`).
+pub fn dump_as(v: &Value, lzf: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    write_object(&mut out, v);
+    write_object(&mut out, lzf, v);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// A value's RDB type byte and body, as a `dump.rdb` holds them (SAVE, BGSAVE).
-pub fn write_value(out: &mut Vec<u8>, v: &Value) {
-    write_object(out, v);
+/// A value's RDB type byte and body, as a `dump.rdb` holds them (SAVE, BGSAVE); `lzf`:
+/// `rdbcompression`.
+pub fn write_value(out: &mut Vec<u8>, v: &Value, lzf: bool) {
+    write_object(out, lzf, v);
 }
 
-/// A string as RDB writes it (integer encodings, LZF above 20 bytes).
-pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
-    put_string(out, s);
+/// A string as RDB writes it (integer encodings, LZF above 20 bytes when `lzf`).
+pub fn write_string(out: &mut Vec<u8>, s: &[u8], lzf: bool) {
+    put_string(out, lzf, s);
 }
 
 /// An RDB length.
@@ -198,10 +205,10 @@ fn put_int_enc(out: &mut Vec<u8>, v: i64) -> bool {
     true
 }
 
-/// Redis's `rdbSaveRawString` with `rdbcompression yes` (its default): a small integer in
-/// an integer encoding, more than 20 bytes LZF-compressed when that saves 4 bytes or more,
-/// anything else verbatim.
-fn put_string(out: &mut Vec<u8>, s: &[u8]) {
+/// Redis's `rdbSaveRawString`: a small integer in an integer encoding, more than 20 bytes
+/// LZF-compressed when that saves 4 bytes or more and `lzf` (`rdbcompression yes`, its
+/// default), anything else verbatim.
+fn put_string(out: &mut Vec<u8>, lzf: bool, s: &[u8]) {
     if s.len() <= 11 {
         if let Some(v) = parse_i64(s) {
             if put_int_enc(out, v) {
@@ -209,7 +216,7 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
             }
         }
     }
-    if s.len() > 20 {
+    if lzf && s.len() > 20 {
         if let Some(c) = lzf_compress(s, s.len() - 4) {
             out.push(0xc0 | ENC_LZF as u8);
             put_len(out, c.len() as u64);
@@ -502,12 +509,12 @@ fn node_fits(bytes: usize, count: usize, len: usize) -> bool {
     }
 }
 
-fn write_object(out: &mut Vec<u8>, v: &Value) {
+fn write_object(out: &mut Vec<u8>, lzf: bool, v: &Value) {
     match v {
-        Value::Stream(st) => write_stream(out, st),
+        Value::Stream(st) => write_stream(out, lzf, st),
         Value::Str(b) | Value::Raw(b) => {
             out.push(TYPE_STRING);
-            put_string(out, b);
+            put_string(out, lzf, b);
         }
         Value::Int(i) => {
             out.push(TYPE_STRING);
@@ -529,7 +536,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             put_len(out, nodes.len() as u64);
             for n in &nodes {
                 put_len(out, QUICKLIST_PACKED);
-                put_string(out, n);
+                put_string(out, lzf, n);
             }
         }
         Value::Set(s) if s.encoding() == "intset" => {
@@ -548,13 +555,13 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             for i in &ints {
                 blob.extend_from_slice(&i.to_le_bytes()[..width]);
             }
-            put_string(out, &blob);
+            put_string(out, lzf, &blob);
         }
         Value::Set(s) => {
             out.push(TYPE_SET);
             put_len(out, s.len() as u64);
             for m in s.iter() {
-                put_string(out, &m);
+                put_string(out, lzf, &m);
             }
         }
         Value::Hash(h) if h.has_deadlines() => {
@@ -569,8 +576,8 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
             for (i, (f, val)) in h.iter().enumerate() {
                 let d = ttl.get(i).copied().unwrap_or(0);
                 put_len(out, if d == 0 { 0 } else { (d - min + 1) as u64 });
-                put_string(out, f);
-                put_string(out, val);
+                put_string(out, lzf, f);
+                put_string(out, lzf, val);
             }
         }
         Value::Hash(h) => {
@@ -582,13 +589,13 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
                     lp.push(val);
                 }
                 let lp = lp.finish();
-                put_string(out, &lp);
+                put_string(out, lzf, &lp);
             } else {
                 out.push(TYPE_HASH);
                 put_len(out, h.len() as u64);
                 for (f, val) in h.iter() {
-                    put_string(out, f);
-                    put_string(out, val);
+                    put_string(out, lzf, f);
+                    put_string(out, lzf, val);
                 }
             }
         }
@@ -601,13 +608,13 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
                     lp.push(score_text(s).as_bytes());
                 }
                 let lp = lp.finish();
-                put_string(out, &lp);
+                put_string(out, lzf, &lp);
             } else {
                 out.push(TYPE_ZSET_2);
                 put_len(out, z.len() as u64);
                 let all: Vec<(&[u8], f64)> = z.iter().collect();
                 for (m, s) in all.into_iter().rev() {
-                    put_string(out, m);
+                    put_string(out, lzf, m);
                     out.extend_from_slice(&s.to_le_bytes());
                 }
             }
@@ -623,7 +630,7 @@ fn write_object(out: &mut Vec<u8>, v: &Value) {
 /// Redis's listpacks) under `stream-node-max-bytes`/`-entries` as `streamAppendItem` cuts
 /// them; deleted entries, which Redis keeps as flagged tombstones, are simply absent, so
 /// every node's deleted count is 0.
-fn write_stream(out: &mut Vec<u8>, s: &StreamValue) {
+fn write_stream(out: &mut Vec<u8>, lzf: bool, s: &StreamValue) {
     const FLAG_SAMEFIELDS: i64 = 2;
     let max_entries = limit(&LIMITS.stream_node_entries);
     let max_bytes = match limit(&LIMITS.stream_node_bytes) {
@@ -702,8 +709,8 @@ fn write_stream(out: &mut Vec<u8>, s: &StreamValue) {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&master.ms.to_be_bytes());
         key[8..].copy_from_slice(&master.seq.to_be_bytes());
-        put_string(out, &key);
-        put_string(out, lp);
+        put_string(out, lzf, &key);
+        put_string(out, lzf, lp);
     }
     put_len(out, s.len());
     let first = if s.has_entries() {
@@ -722,7 +729,7 @@ fn write_stream(out: &mut Vec<u8>, s: &StreamValue) {
         out.extend_from_slice(&id.seq.to_be_bytes());
     };
     for (name, g) in &s.groups {
-        put_string(out, name);
+        put_string(out, lzf, name);
         put_len(out, g.last_id.ms);
         put_len(out, g.last_id.seq);
         // Redis writes its -1 ("unknown") as the 64-bit length 2^64 - 1.
@@ -735,7 +742,7 @@ fn write_stream(out: &mut Vec<u8>, s: &StreamValue) {
         }
         put_len(out, g.consumers.len() as u64);
         for (cname, c) in &g.consumers {
-            put_string(out, cname);
+            put_string(out, lzf, cname);
             out.extend_from_slice(&c.seen_time.to_le_bytes());
             put_len(out, c.pel.len() as u64);
             for id in &c.pel {
@@ -1927,7 +1934,7 @@ mod tests {
             put_len(&mut p, n); // length, last ID
         }
         put_len(&mut p, 1); // one group "g" at 1-0
-        put_string(&mut p, b"g");
+        put_string(&mut p, true, b"g");
         put_len(&mut p, 1);
         put_len(&mut p, 0);
         put_len(&mut p, 1); // its PEL: 1-0, delivered at 1000, 3 times
@@ -1935,7 +1942,7 @@ mod tests {
         p.extend_from_slice(&1000u64.to_le_bytes());
         put_len(&mut p, 3);
         put_len(&mut p, 1); // consumer "c", seen at 2000, owning 1-0
-        put_string(&mut p, b"c");
+        put_string(&mut p, true, b"c");
         p.extend_from_slice(&2000u64.to_le_bytes());
         put_len(&mut p, 1);
         p.extend_from_slice(&id(1, 0));

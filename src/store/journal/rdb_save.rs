@@ -40,6 +40,8 @@ pub struct RdbWriter {
     crc: u64,
     db: usize,
     val: Vec<u8>,
+    /// `rdbcompression`: strings over 20 bytes LZF-compressed.
+    lzf: bool,
     pub keys: u64,
     pub bytes: u64,
 }
@@ -62,8 +64,15 @@ impl RdbWriter {
         Self::with(Out::Stream(sink), version, used_mem)
     }
 
+    /// `rdbcompression`: whether strings are LZF-compressed (yes unless told).
+    pub fn compressed(mut self, lzf: bool) -> RdbWriter {
+        self.lzf = lzf;
+        self
+    }
+
     fn with(out: Out, version: &str, used_mem: usize) -> RdbWriter {
         let mut w = RdbWriter {
+            lzf: true,
             out,
             buf: Vec::with_capacity(1 << 16),
             crc: 0,
@@ -83,8 +92,8 @@ impl RdbWriter {
             ("aof-base", "0"),
         ] {
             w.buf.push(OP_AUX);
-            rdb::write_string(&mut w.buf, k.as_bytes());
-            rdb::write_string(&mut w.buf, v.as_bytes());
+            rdb::write_string(&mut w.buf, k.as_bytes(), w.lzf);
+            rdb::write_string(&mut w.buf, v.as_bytes(), w.lzf);
         }
         w
     }
@@ -92,8 +101,8 @@ impl RdbWriter {
     /// One auxiliary field (a reader takes them anywhere before the end mark).
     pub fn aux(&mut self, key: &str, value: &str) -> std::io::Result<()> {
         self.buf.push(OP_AUX);
-        rdb::write_string(&mut self.buf, key.as_bytes());
-        rdb::write_string(&mut self.buf, value.as_bytes());
+        rdb::write_string(&mut self.buf, key.as_bytes(), self.lzf);
+        rdb::write_string(&mut self.buf, value.as_bytes(), self.lzf);
         self.spill(false)
     }
 
@@ -101,7 +110,7 @@ impl RdbWriter {
     pub fn functions(&mut self, codes: &[bytes::Bytes]) -> std::io::Result<()> {
         for c in codes {
             self.buf.push(OP_FUNCTION2);
-            rdb::write_string(&mut self.buf, c);
+            rdb::write_string(&mut self.buf, c, self.lzf);
         }
         self.spill(false)
     }
@@ -109,7 +118,7 @@ impl RdbWriter {
     /// One key.
     pub fn item(&mut self, it: &Item) -> std::io::Result<()> {
         self.val.clear();
-        rdb::write_value(&mut self.val, &it.value);
+        rdb::write_value(&mut self.val, &it.value, self.lzf);
         if it.db != self.db {
             self.buf.push(OP_SELECTDB);
             rdb::write_len(&mut self.buf, it.db as u64);
@@ -120,7 +129,7 @@ impl RdbWriter {
             self.buf.extend_from_slice(&at.to_le_bytes());
         }
         self.buf.push(self.val[0]);
-        rdb::write_string(&mut self.buf, &it.key);
+        rdb::write_string(&mut self.buf, &it.key, self.lzf);
         self.buf.extend_from_slice(&self.val[1..]);
         self.keys += 1;
         self.spill(false)
