@@ -165,6 +165,12 @@ async fn run(config: Config, set_log_level: tidecache::state::LogLevelSetter) ->
     }
     let listeners = match listener::bind(&server).await {
         Ok(l) => l,
+        Err(e) if e.to_string().starts_with("Failed opening Unix socket") => {
+            // Redis's words for the Unix socket, which no other port would cure.
+            tracing::error!("{e}");
+            log.line(Level::Warning, &e.to_string());
+            return 1;
+        }
         Err(e) => {
             tracing::error!("{e}");
             // Redis's words, which its test suite waits for to retry on another port.

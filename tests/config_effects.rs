@@ -182,3 +182,23 @@ fn unixsocket_serves_clients_beside_the_tcp_port() {
     assert!(!path.exists(), "the socket file is left after shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `unixsocket` path that cannot be bound stops the start with Redis's words, and not
+/// with the TCP port's (which Redis's test runner takes as "try another port").
+#[test]
+fn an_unusable_unixsocket_stops_the_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tidecache-server"))
+        .args([
+            "--port",
+            "0",
+            "--unixsocket",
+            "/nonexistent-dir/tidecache.sock",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("Failed opening Unix socket"), "{text}");
+    assert!(!text.contains("Failed listening on port"), "{text}");
+}
