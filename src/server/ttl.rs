@@ -57,12 +57,12 @@ pub fn pass(server: &Server, shard: usize) {
     for (db, coll) in ttl_monitor::ttl_collections(&server.store, shard) {
         // A collection whose slot is moving is expired by one node at a time: the source
         // until it holds writes for the flip, the target once it owns the slot.
-        if server.cluster.get().is_some_and(|c| {
-            let slot = crate::state::cluster::key_slot(coll.as_bytes());
-            crate::state::pause::slot_paused(slot) || c.migrations.importing(slot)
-        }) {
-            continue;
-        }
+        let moving = || {
+            server.cluster.get().is_some_and(|c| {
+                let slot = crate::state::cluster::key_slot(coll.as_bytes());
+                crate::state::pause::slot_paused(slot) || c.migrations.importing(slot)
+            })
+        };
         loop {
             let started = Instant::now();
             // Under the exec gate, shared, like a command: a transaction or script sees a
@@ -70,6 +70,12 @@ pub fn pass(server: &Server, shard: usize) {
             // blocked on a change stream the batch appended to are served right after it.
             let (removed, more) = {
                 let _shared = server.exec_gate.shared(shard as u64);
+                // Looked at before each batch, under the gate: a slot migration's hand-off
+                // pauses the slot, then takes the gate exclusively to mark the end of what
+                // it sends, so no batch of this collection lands after that mark.
+                if moving() {
+                    break;
+                }
                 let r = ttl_monitor::sweep_batch(&server.store, shard, db, &coll, now);
                 server.blocking.serve_ready(server);
                 r
