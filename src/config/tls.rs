@@ -354,6 +354,28 @@ fn load_roots(file: &str, dir: &str) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+/// The ring provider with the cipher suites `tls-ciphersuites` (TLSv1.3) and `tls-ciphers`
+/// (TLSv1.2) select, empty meaning all: the server's and a replica's link alike.
+fn crypto_provider(cfg: &Config) -> Result<Arc<CryptoProvider>, String> {
+    let all = suites();
+    let mut chosen = match cfg.get("tls-ciphersuites") {
+        "" => all
+            .iter()
+            .filter(|s| is_tls13(s))
+            .map(|s| s.suite)
+            .collect(),
+        v => select_tls13(v, &all)?,
+    };
+    match cfg.get("tls-ciphers") {
+        "" => chosen.extend(all.iter().filter(|s| !is_tls13(s)).map(|s| s.suite)),
+        v => chosen.extend(select_tls12(v, &all)?),
+    }
+    Ok(Arc::new(CryptoProvider {
+        cipher_suites: chosen,
+        ..ring::default_provider()
+    }))
+}
+
 /// Builds the rustls configurations the `tls-*` settings of `cfg` describe. The error
 /// says which setting and file is at fault, in Redis's words where Redis has them.
 pub fn build(cfg: &Config) -> Result<Loaded, String> {
@@ -373,23 +395,7 @@ pub fn build(cfg: &Config) -> Result<Loaded, String> {
     }
     let versions = protocol_versions(cfg.get("tls-protocols"))?;
 
-    let all = suites();
-    let mut chosen = match cfg.get("tls-ciphersuites") {
-        "" => all
-            .iter()
-            .filter(|s| is_tls13(s))
-            .map(|s| s.suite)
-            .collect(),
-        v => select_tls13(v, &all)?,
-    };
-    match cfg.get("tls-ciphers") {
-        "" => chosen.extend(all.iter().filter(|s| !is_tls13(s)).map(|s| s.suite)),
-        v => chosen.extend(select_tls12(v, &all)?),
-    }
-    let provider = Arc::new(CryptoProvider {
-        cipher_suites: chosen,
-        ..ring::default_provider()
-    });
+    let provider = crypto_provider(cfg)?;
 
     let certs = load_certs(cert_file)
         .map_err(|e| format!("Failed to load certificate: {cert_file}: {e}"))?;
@@ -478,23 +484,7 @@ pub fn replication_client(cfg: &Config) -> Result<Arc<rustls::ClientConfig>, Str
         );
     }
     let versions = protocol_versions(cfg.get("tls-protocols"))?;
-    let all = suites();
-    let mut chosen = match cfg.get("tls-ciphersuites") {
-        "" => all
-            .iter()
-            .filter(|s| is_tls13(s))
-            .map(|s| s.suite)
-            .collect(),
-        v => select_tls13(v, &all)?,
-    };
-    match cfg.get("tls-ciphers") {
-        "" => chosen.extend(all.iter().filter(|s| !is_tls13(s)).map(|s| s.suite)),
-        v => chosen.extend(select_tls12(v, &all)?),
-    }
-    let provider = Arc::new(CryptoProvider {
-        cipher_suites: chosen,
-        ..ring::default_provider()
-    });
+    let provider = crypto_provider(cfg)?;
     let roots = Arc::new(
         load_roots(ca_file, ca_dir)
             .map_err(|e| format!("Failed to configure CA certificate(s) file/directory: {e}"))?,

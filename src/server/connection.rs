@@ -86,19 +86,8 @@ impl ClientStream for TcpStream {
         })
     }
 
-    /// `write_all` as a poll function rather than an `async fn` around it, which would
-    /// hold its arguments twice in every connection's task.
-    fn write_reply(&mut self, mut out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send {
-        std::future::poll_fn(move |cx| {
-            while !out.is_empty() {
-                let n = std::task::ready!(std::pin::Pin::new(&mut *self).poll_write(cx, out))?;
-                if n == 0 {
-                    return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
-                }
-                out = &out[n..];
-            }
-            std::task::Poll::Ready(Ok(()))
-        })
+    fn write_reply(&mut self, out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send {
+        write_all_polled(self, out)
     }
 
     fn debug_socket(&self) -> Option<std::net::TcpStream> {
@@ -106,6 +95,25 @@ impl ClientStream for TcpStream {
         let fd = self.as_fd().try_clone_to_owned().ok()?;
         Some(std::net::TcpStream::from(fd))
     }
+}
+
+/// `write_all` as a poll function rather than an `async fn` around it, which would hold its
+/// arguments twice in every connection's task (TCP and Unix-socket clients).
+#[inline]
+fn write_all_polled<'w, 'o, W: AsyncWrite + Unpin + Send>(
+    w: &'w mut W,
+    mut out: &'o [u8],
+) -> impl Future<Output = std::io::Result<()>> + Send + use<'w, 'o, W> {
+    std::future::poll_fn(move |cx| {
+        while !out.is_empty() {
+            let n = std::task::ready!(std::pin::Pin::new(&mut *w).poll_write(cx, out))?;
+            if n == 0 {
+                return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            out = &out[n..];
+        }
+        std::task::Poll::Ready(Ok(()))
+    })
 }
 
 /// A client of the Unix socket: read and written as a TCP socket is.
@@ -130,17 +138,8 @@ impl ClientStream for tokio::net::UnixStream {
         })
     }
 
-    fn write_reply(&mut self, mut out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send {
-        std::future::poll_fn(move |cx| {
-            while !out.is_empty() {
-                let n = std::task::ready!(std::pin::Pin::new(&mut *self).poll_write(cx, out))?;
-                if n == 0 {
-                    return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
-                }
-                out = &out[n..];
-            }
-            std::task::Poll::Ready(Ok(()))
-        })
+    fn write_reply(&mut self, out: &[u8]) -> impl Future<Output = std::io::Result<()>> + Send {
+        write_all_polled(self, out)
     }
 }
 
