@@ -443,13 +443,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args<'_>) -> CmdResult {
         // A Unix-socket client's `addr` and `laddr` are both `<path>:0`.
         if id.is_some_and(|id| id != h.id)
             || addr.as_ref().is_some_and(|a| *a != h.addr_text(&unix))
-            || laddr.as_ref().is_some_and(|a| {
-                *a != if h.is_unix() {
-                    h.addr_text(&unix)
-                } else {
-                    h.laddr.to_string()
-                }
-            })
+            || laddr.as_ref().is_some_and(|a| *a != h.laddr_text(&unix))
             || ty.is_some_and(|t| t != client_type(&h))
             || user.as_ref().is_some_and(|u| {
                 let m = h.meta.lock();

@@ -989,7 +989,8 @@ async fn load_snapshot(
     if head.starts_with('-') {
         return Err(format!("MASTER aborted replication with an error: {head}"));
     }
-    let in_memory = match server.config.read().get("repl-diskless-load") {
+    let mode = server.config.read().get("repl-diskless-load").to_string();
+    let in_memory = match mode.as_str() {
         "swapdb" => true,
         // Nothing to lose should the transfer fail half-way.
         "on-empty-db" => store_is_empty(server),
@@ -1016,7 +1017,8 @@ async fn load_snapshot(
         }
     };
     let r = if in_memory {
-        receive_into_memory(server, conn, client, timeout, size, same_history).await
+        let asynchronous = same_history && mode == "swapdb";
+        receive_into_memory(server, conn, client, timeout, size, asynchronous).await
     } else {
         let path = std::env::temp_dir().join(format!(
             "tidecache-replica-{}-{}.rdb",
@@ -1098,7 +1100,7 @@ async fn receive_payload(
 }
 
 /// `repl-diskless-load swapdb` / `on-empty-db`: the payload comes into memory, no file.
-/// From the same history (`same_history`, swapdb only) the old data is served meanwhile
+/// `asynchronous` (swapdb, from the same history): the old data is served meanwhile
 /// and only the commands flagged `NO_ASYNC_LOADING` are refused (INFO `async_loading:1`);
 /// otherwise clients are answered `-LOADING` from the first byte (`loading:1`). Either way
 /// the old data stays whole should the transfer fail.
@@ -1108,10 +1110,9 @@ async fn receive_into_memory(
     client: &mut ClientState,
     timeout: Duration,
     size: Payload,
-    same_history: bool,
+    asynchronous: bool,
 ) -> Result<(), String> {
     use crate::commands::journal as j;
-    let asynchronous = same_history && server.config.read().get("repl-diskless-load") == "swapdb";
     let total = match size {
         Payload::Length(n) => n,
         Payload::Marked(_) => 0,

@@ -280,6 +280,16 @@ impl ClientHandle {
         }
     }
 
+    /// CLIENT LIST's `laddr`: as [`ClientHandle::addr_text`], `<path>:0` for a client of
+    /// the Unix socket.
+    pub fn laddr_text(&self, unix_path: &str) -> String {
+        if self.is_unix() {
+            format!("{unix_path}:0")
+        } else {
+            self.laddr.to_string()
+        }
+    }
+
     /// Whether the client came through the Unix socket.
     pub fn is_unix(&self) -> bool {
         self.laddr == UNIX_LADDR
@@ -437,17 +447,11 @@ impl ClientHandle {
         if flags.is_empty() {
             flags.push('N');
         }
-        let (addr, laddr) = if h.is_unix() {
-            let a = format!("{unix_path}:0");
-            (a.clone(), a)
-        } else {
-            (h.addr.to_string(), h.laddr.to_string())
-        };
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             h.id,
-            addr,
-            laddr,
+            h.addr_text(unix_path),
+            h.laddr_text(unix_path),
             h.fd.load(Ordering::Relaxed),
             m.name,
             h.created.elapsed().as_secs(),
